@@ -1,0 +1,1 @@
+"""Closer: learn from human "which is closer?" judgements."""

@@ -1,0 +1,121 @@
+"""The `closer` command."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from app.core.config import ConfigurationError, Mode, get_settings
+
+cli = typer.Typer(help="Closer: learn from human 'which is closer?' judgements.",
+                  no_args_is_help=True, add_completion=False)
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code=2)
+
+
+@cli.command()
+def migrate(
+    revision: Annotated[str, typer.Option(help="Target revision")] = "head",
+    downgrade: Annotated[bool, typer.Option(help="Downgrade to REVISION instead")] = False,
+) -> None:
+    """Apply database migrations (DATABASE_URL, or the embedded SQLite file)."""
+    from app.core import migrations
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    url = settings.resolved_database_url
+    if downgrade:
+        migrations.downgrade(url, revision)
+    else:
+        migrations.upgrade(url, revision)
+    typer.echo(f"database at {revision}: {_safe_url(url)}", err=True)
+
+
+@cli.command("create-token")
+def create_token(
+    name: Annotated[str, typer.Option(help="Researcher the token belongs to (created if new)")],
+    admin: Annotated[bool, typer.Option(help="Let this researcher see every project")] = False,
+    label: Annotated[str, typer.Option(help="A note to tell tokens apart")] = "",
+) -> None:
+    """Print a new API token (only its hash is stored, so keep it)."""
+    from app.auth.service import create_token as make_token
+    from app.core.db import make_engine, make_session_factory, unit_of_work
+
+    settings = get_settings()
+    _ensure_schema(settings)
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        with unit_of_work(make_session_factory(engine)) as session:
+            token = make_token(session=session, researcher_name=name, admin=admin,
+                               token_name=label)
+    finally:
+        engine.dispose()
+    typer.echo(token)
+
+
+@cli.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface (CLOSER_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (CLOSER_PORT)")] = None,
+    workers: Annotated[int, typer.Option(help="Web processes (PostgreSQL only)")] = 1,
+) -> None:
+    """Run the web service; on the embedded default, migrate first."""
+    import uvicorn
+
+    settings = get_settings()
+    try:
+        settings.check_startable()
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    if workers > 1 and settings.is_sqlite:
+        _fail("several web processes need PostgreSQL (set DATABASE_URL)")
+    _ensure_schema(settings)
+    host = host or settings.host
+    port = port or settings.port
+    typer.echo(f"Closer listening on http://{host}:{port}  (API docs: http://{host}:{port}/docs; "
+               f"database: {_safe_url(settings.resolved_database_url)})", err=True)
+    uvicorn.run("app.main:create_app", factory=True, host=host, port=port, workers=workers,
+                log_level=settings.log_level)
+
+
+def _ensure_schema(settings) -> None:
+    """Embedded mode migrates on its own; production expects `closer migrate` first."""
+    from app.core import migrations
+    from app.core.db import make_engine
+
+    url = settings.resolved_database_url
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if settings.mode is Mode.embedded:
+        migrations.upgrade(url)
+        return
+    engine = make_engine(url)
+    try:
+        pending = migrations.pending_revisions(engine, url)
+    finally:
+        engine.dispose()
+    if pending:
+        _fail(f"database needs migrations {', '.join(pending)}: run 'closer migrate'")
+
+
+def _safe_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def main() -> None:
+    try:
+        cli()
+    except ConfigurationError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

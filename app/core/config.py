@@ -1,0 +1,87 @@
+"""Settings from environment variables, each with a default that works out of the box."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIB = 1024 * 1024
+
+
+class Mode(StrEnum):
+    embedded = "embedded"
+    production = "production"
+
+
+class ConfigurationError(RuntimeError):
+    """The settings cannot run a service; the message says which one to set."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CLOSER_", extra="ignore")
+
+    mode: Mode = Mode.embedded
+    data_dir: Path = Path("data")
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "CLOSER_DATABASE_URL")
+    )
+    secret_key: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    log_level: str = "info"
+
+    max_upload_bytes: int = 512 * MIB
+    max_zip_uncompressed_bytes: int = 2048 * MIB
+    max_zip_entries: int = 100_000
+    max_zip_compression_ratio: int = 200
+    max_image_pixels: int = 40_000_000
+    max_upload_errors: int = 50
+    page_size_limit: int = 1000
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'closer.db').as_posix()}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.resolved_database_url.startswith("sqlite")
+
+    @property
+    def media_dir(self) -> Path:
+        return self.data_dir / "media"
+
+    @cached_property
+    def effective_secret_key(self) -> str:
+        """The explicit secret, or in embedded mode one created once and kept in data_dir."""
+        if self.secret_key:
+            return self.secret_key
+        if self.mode is Mode.production:
+            raise ConfigurationError(
+                "CLOSER_SECRET_KEY must be set in production mode (CLOSER_MODE=production); "
+                "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'"
+            )
+        path = self.data_dir / "secret_key"
+        if not path.exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(48))
+        return path.read_text().strip()
+
+    def check_startable(self) -> None:
+        """Fail before serving anything if the settings cannot run a service."""
+        _ = self.effective_secret_key
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.media_dir.mkdir(parents=True, exist_ok=True)
+
+
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,47 @@
+"""Request dependencies, as `Annotated` aliases so route signatures read like sentences."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from app.auth.service import authenticate
+from app.core.config import Settings
+from app.core.db import unit_of_work
+from app.models import Researcher
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """The request's unit of work: services never commit, this does once at the end."""
+    with unit_of_work(request.app.state.session_factory) as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+SessionDep = Annotated[Session, Depends(get_session)]
+
+_bearer = HTTPBearer(auto_error=False, description="A token from `closer create-token`.")
+
+
+def get_current_researcher(
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Researcher:
+    unauthorized = {"WWW-Authenticate": "Bearer"}
+    if credentials is None:
+        raise HTTPException(401, "missing 'Authorization: Bearer <token>' header", unauthorized)
+    researcher = authenticate(session=session, token=credentials.credentials)
+    if researcher is None:
+        raise HTTPException(401, "invalid or revoked token", unauthorized)
+    return researcher
+
+
+CurrentResearcher = Annotated[Researcher, Depends(get_current_researcher)]

@@ -1,0 +1,225 @@
+"""Item records from CSV, JSON or a ZIP manifest, each field checked and located."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from app.core.errors import InvalidUpload, Problem, ProblemCollector
+from app.models import LabelType, Split
+from app.uploads.files import UploadedFile, csv_rows, read_header
+
+REQUIRED_COLUMNS = ("key",)
+OPTIONAL_COLUMNS = ("label", "text", "split", "features")
+IMAGE_COLUMN = "image"
+FEATURE_PREFIX = "feature_"
+JSON_FIELDS = frozenset(REQUIRED_COLUMNS + OPTIONAL_COLUMNS + (IMAGE_COLUMN,))
+
+MAX_KEY_LENGTH = 200
+MAX_LABEL_LENGTH = 200
+MAX_TEXT_LENGTH = 100_000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_FEATURE_SEPARATORS = re.compile(r"[\s;,]+")
+
+
+@dataclass
+class ItemRecord:
+    row: int
+    key: str
+    label: str | None
+    text: str | None
+    split: Split
+    features: list[float] | None
+    image: str | None
+
+
+class ItemValidator:
+    """Checks one field at a time, records every problem, and tracks the feature length."""
+
+    def __init__(self, file: str, label_type: LabelType, feature_dim: int | None,
+                 problems: ProblemCollector) -> None:
+        self.file = file
+        self.label_type = label_type
+        self.problems = problems
+        self.feature_dim = feature_dim
+        self._dim_source: str = "the project's existing items" if feature_dim else ""
+        self._rows_without_features: int | None = None
+        self._seen_keys: dict[str, int] = {}
+        self.records: list[ItemRecord] = []
+
+    def _bad(self, row: int, column: str, message: str) -> None:
+        self.problems.add(self.file, message, row=row, column=column)
+
+    def add(self, row: int, values: dict[str, Any]) -> None:
+        errors_before = len(self.problems.problems)
+        key = self._key(row, values.get("key"))
+        label = self._label(row, values.get("label"))
+        text = self._text(row, values.get("text"))
+        split = self._split(row, values.get("split"), label)
+        features = self._features(row, values.get("features"))
+        image = values.get(IMAGE_COLUMN)
+        if image is not None and not isinstance(image, str):
+            self._bad(row, IMAGE_COLUMN, "must be a path inside the archive")
+        if len(self.problems.problems) == errors_before and key is not None:
+            self.records.append(ItemRecord(row, key, label, text, split, features, image or None))
+
+    def _key(self, row: int, raw: Any) -> str | None:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            raw = str(raw)
+        if not isinstance(raw, str) or raw == "":
+            self._bad(row, "key", "key is required")
+            return None
+        if len(raw) > MAX_KEY_LENGTH:
+            self._bad(row, "key", f"longer than {MAX_KEY_LENGTH} characters")
+        elif "/" in raw or _CONTROL.search(raw):
+            self._bad(row, "key", "must not contain '/' or control characters")
+        elif raw != raw.strip():
+            self._bad(row, "key", "has leading or trailing spaces")
+        elif raw in self._seen_keys:
+            self._bad(row, "key", f"duplicate key '{raw}' (first on row {self._seen_keys[raw]})")
+        else:
+            self._seen_keys[raw] = row
+            return raw
+        return None
+
+    def _label(self, row: int, raw: Any) -> str | None:
+        if raw is None or raw == "":
+            return None
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            self._bad(row, "label", "must be a class name or a number")
+            return None
+        label = raw if isinstance(raw, str) else repr(raw)
+        if len(label) > MAX_LABEL_LENGTH:
+            self._bad(row, "label", f"longer than {MAX_LABEL_LENGTH} characters")
+            return None
+        if self.label_type is LabelType.regression:
+            try:
+                value = float(label)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                self._bad(row, "label", f"'{label}' is not a number (this project's labels are numbers)")
+                return None
+        return label
+
+    def _text(self, row: int, raw: Any) -> str | None:
+        if raw is None or raw == "":
+            return None
+        if not isinstance(raw, str):
+            self._bad(row, "text", "must be a string")
+        elif len(raw) > MAX_TEXT_LENGTH:
+            self._bad(row, "text", f"longer than {MAX_TEXT_LENGTH} characters")
+        else:
+            return raw
+        return None
+
+    def _split(self, row: int, raw: Any, label: str | None) -> Split:
+        if raw is None or raw == "":
+            return Split.train if label is not None else Split.unlabelled
+        try:
+            split = Split(raw)
+        except ValueError:
+            choices = ", ".join(s.value for s in Split)
+            self._bad(row, "split", f"'{raw}' is not one of {choices}")
+            return Split.unlabelled
+        if split is not Split.unlabelled and label is None:
+            self._bad(row, "split", f"split '{split.value}' needs a label")
+        return split
+
+    def _features(self, row: int, raw: Any) -> list[float] | None:
+        if raw is None or raw == "" or raw == []:
+            vector = None
+        elif isinstance(raw, str):
+            vector = self._parse_numbers(row, _FEATURE_SEPARATORS.split(raw.strip()))
+        elif isinstance(raw, list):
+            vector = self._parse_numbers(row, raw)
+        else:
+            self._bad(row, "features", "must be a list of numbers")
+            return None
+        return self._check_length(row, vector)
+
+    def _parse_numbers(self, row: int, values: list[Any]) -> list[float] | None:
+        numbers = []
+        for position, value in enumerate(values):
+            if isinstance(value, bool):
+                number = math.nan
+            else:
+                try:
+                    number = float(value)
+                except (TypeError, ValueError):
+                    number = math.nan
+            if not math.isfinite(number):
+                self._bad(row, "features", f"value {position + 1} ('{value}') is not a finite number")
+                return None
+            numbers.append(number)
+        return numbers
+
+    def _check_length(self, row: int, vector: list[float] | None) -> list[float] | None:
+        if vector is None:
+            if self.feature_dim is not None:
+                self._bad(row, "features", f"missing; {self._dim_source} have "
+                          f"{self.feature_dim} features")
+            elif self._rows_without_features is None:
+                self._rows_without_features = row
+            return None
+        if self._rows_without_features is not None:
+            self._bad(row, "features", f"has features but row {self._rows_without_features} "
+                      "has none; give every item features or none")
+            return None
+        if self.feature_dim is None:
+            self.feature_dim = len(vector)
+            self._dim_source = f"earlier rows (from row {row})"
+        elif len(vector) != self.feature_dim:
+            self._bad(row, "features", f"{len(vector)} features; {self._dim_source} have "
+                      f"{self.feature_dim}")
+            return None
+        return vector
+
+
+def read_csv_items(upload: UploadedFile, validator: ItemValidator, allow_image: bool) -> None:
+    rows = csv_rows(upload)
+    optional = OPTIONAL_COLUMNS + ((IMAGE_COLUMN,) if allow_image else ())
+    columns = read_header(upload, rows, REQUIRED_COLUMNS, optional, (FEATURE_PREFIX,))
+    feature_columns = [i for i, name in enumerate(columns) if name.startswith(FEATURE_PREFIX)]
+    if feature_columns and "features" in columns:
+        raise InvalidUpload([Problem(upload.name, "use either a 'features' column or "
+                                     f"'{FEATURE_PREFIX}*' columns, not both", row=1)])
+    plain = [(i, name) for i, name in enumerate(columns) if not name.startswith(FEATURE_PREFIX)]
+    for line, fields in rows:
+        if fields == []:
+            continue
+        if len(fields) != len(columns):
+            validator.problems.add(upload.name, f"expected {len(columns)} fields, found "
+                                   f"{len(fields)}", row=line)
+            continue
+        values: dict[str, Any] = {name: fields[i].strip() for i, name in plain}
+        if feature_columns:
+            cells = [fields[i].strip() for i in feature_columns]
+            values["features"] = cells if any(cells) else None
+        validator.add(line, values)
+
+
+def read_json_items(upload: UploadedFile, validator: ItemValidator, allow_image: bool) -> None:
+    """A JSON array of objects, or an object with an "items" array; rows are 1-based indices."""
+    try:
+        document = json.load(upload.stream)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidUpload([Problem(upload.name, f"not valid JSON: {exc}")]) from None
+    if isinstance(document, dict) and set(document) == {"items"}:
+        document = document["items"]
+    if not isinstance(document, list):
+        raise InvalidUpload([Problem(upload.name, "expected a JSON array of item objects")])
+    allowed = JSON_FIELDS if allow_image else JSON_FIELDS - {IMAGE_COLUMN}
+    for index, entry in enumerate(document, start=1):
+        if not isinstance(entry, dict):
+            validator.problems.add(upload.name, "expected an object", row=index)
+            continue
+        unknown = sorted(set(entry) - allowed)
+        for name in unknown:
+            validator.problems.add(upload.name, f"unknown field (expected {', '.join(sorted(allowed))})",
+                                   row=index, column=name)
+        if not unknown:
+            validator.add(index, entry)

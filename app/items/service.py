@@ -1,0 +1,249 @@
+"""Items: all-or-nothing uploads (CSV, JSON, ZIP of images), listing, export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import Engine, func, insert, select
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.db import on_rollback
+from app.core.errors import InvalidUpload, NotFound, Problem, ProblemCollector
+from app.items.images import ImageStore, NotAnImage, inspect_image
+from app.items.parsing import ItemValidator, read_csv_items, read_json_items
+from app.models import Item, Project, Split, UploadKind
+from app.uploads.files import FileFormat, SafeZip, UploadedFile, detect_format
+from app.uploads.service import UploadResult, find_replay, open_upload, zip_limits
+
+ITEM_FORMATS = (FileFormat.csv, FileFormat.json, FileFormat.zip)
+
+
+def encode_features(vector: list[float] | None) -> bytes | None:
+    return None if vector is None else np.asarray(vector, dtype="<f8").tobytes()
+
+
+def decode_features(blob: bytes | None) -> list[float] | None:
+    return None if blob is None else np.frombuffer(blob, dtype="<f8").tolist()
+
+
+@dataclass
+class _Image:
+    data: bytes
+    extension: str
+    content_type: str
+
+
+def _read_manifest(archive: SafeZip, validator: ItemValidator) -> None:
+    manifests = archive.find(".csv")
+    if "manifest.csv" in manifests:
+        manifests = ["manifest.csv"]
+    if len(manifests) != 1:
+        found = ", ".join(manifests) or "none"
+        raise InvalidUpload([Problem(archive.name, "a ZIP upload needs one CSV manifest "
+                                     f"(manifest.csv at the top); found {found}")])
+    manifest = archive.open_upload(manifests[0])
+    validator.file = manifest.name
+    read_csv_items(manifest, validator, allow_image=True)
+
+
+def _load_images(archive: SafeZip, validator: ItemValidator, max_pixels: int,
+                 problems: ProblemCollector) -> dict[str, _Image]:
+    images: dict[str, _Image] = {}
+    for record in validator.records:
+        if record.image is None:
+            continue
+        entry = record.image.replace("\\", "/").lstrip("./")
+        if entry not in archive.entries:
+            problems.add(validator.file, f"'{record.image}' is not in the archive",
+                         row=record.row, column="image")
+            continue
+        data = archive.read(entry)
+        try:
+            extension, content_type = inspect_image(data, max_pixels)
+        except NotAnImage as exc:
+            problems.add(f"{archive.name}:{entry}", f"{exc} (row {record.row} of the manifest)")
+            continue
+        images[record.key] = _Image(data, extension, content_type)
+    return images
+
+
+def _existing_keys(session: Session, project: Project, keys: list[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(keys), 1000):
+        chunk = keys[start:start + 1000]
+        found.update(session.scalars(
+            select(Item.key).where(Item.project_id == project.id, Item.key.in_(chunk))
+        ))
+    return found
+
+
+def ingest_items(
+    *, session: Session, settings: Settings, store: ImageStore, project: Project,
+    upload: UploadedFile, requested_format: FileFormat | None, idempotency_key: str | None,
+) -> UploadResult:
+    """Validate the whole file, then add every item or none."""
+    replay = find_replay(session=session, project=project, kind=UploadKind.items,
+                         idempotency_key=idempotency_key)
+    if replay:
+        return replay
+    fmt = detect_format(upload, requested_format, ITEM_FORMATS)
+    problems = ProblemCollector(settings.max_upload_errors)
+    validator = ItemValidator(upload.name, project.label_type, project.feature_dim, problems)
+    images: dict[str, _Image] = {}
+    if fmt is FileFormat.zip:
+        archive = SafeZip(upload, zip_limits(settings))
+        _read_manifest(archive, validator)
+        problems.raise_if_any()
+        images = _load_images(archive, validator, settings.max_image_pixels, problems)
+    elif fmt is FileFormat.csv:
+        read_csv_items(upload, validator, allow_image=False)
+    else:
+        read_json_items(upload, validator, allow_image=False)
+    records = validator.records
+    if not records and not problems.problems:
+        problems.add(validator.file, "no items in the file")
+    row_of = {record.key: record.row for record in records}
+    for key in sorted(_existing_keys(session, project, list(row_of)), key=row_of.get):
+        problems.add(validator.file, f"item '{key}' already exists in this project",
+                     row=row_of[key], column="key")
+    problems.raise_if_any()
+    upload_row = open_upload(session=session, project=project, kind=UploadKind.items,
+                             filename=upload.name, idempotency_key=idempotency_key)
+    created_files: list[str] = []
+    on_rollback(session, lambda: store.remove(project.id, created_files))
+    stored: dict[str, tuple[str, str]] = {}
+    for key, image in images.items():
+        filename, created = store.put(project.id, image.data, image.extension)
+        if created:
+            created_files.append(filename)
+        stored[key] = (filename, image.content_type)
+    no_image = (None, None)
+    rows = [
+        {
+            "project_id": project.id, "key": r.key, "label": r.label, "text": r.text,
+            "split": r.split, "features": encode_features(r.features),
+            "image_file": stored.get(r.key, no_image)[0],
+            "image_type": stored.get(r.key, no_image)[1],
+        }
+        for r in records
+    ]
+    for start in range(0, len(rows), 5000):
+        session.execute(insert(Item), rows[start:start + 5000])
+    if project.feature_dim is None and validator.feature_dim is not None:
+        project.feature_dim = validator.feature_dim
+    upload_row.row_count = len(rows)
+    session.flush()
+    return UploadResult(upload_row.id, UploadKind.items, len(records))
+
+
+def get_item(*, session: Session, project: Project, key: str) -> Item:
+    item = session.scalar(select(Item).where(Item.project_id == project.id, Item.key == key))
+    if item is None:
+        raise NotFound(f"no item '{key}' in project {project.id}")
+    return item
+
+
+def list_items(
+    *, session: Session, project: Project, limit: int, offset: int, split: Split | None
+) -> tuple[list[Item], int]:
+    query = select(Item).where(Item.project_id == project.id)
+    if split is not None:
+        query = query.where(Item.split == split)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    items = session.scalars(query.order_by(Item.id).limit(limit).offset(offset)).all()
+    return list(items), total
+
+
+EXPORT_COLUMNS = ("key", "label", "text", "split", "image", "features")
+_EXPORT_BATCH = 2000
+
+
+def _export_rows(engine: Engine, project_id: int) -> Iterator[list[tuple]]:
+    columns = (Item.key, Item.label, Item.text, Item.split, Item.image_file, Item.features)
+    query = select(*columns).where(Item.project_id == project_id).order_by(Item.id)
+    with engine.connect() as connection:
+        result = connection.execution_options(stream_results=True, yield_per=_EXPORT_BATCH)
+        for partition in result.execute(query).partitions():
+            yield partition
+
+
+def _features_text(blob: bytes | None) -> str:
+    return "" if blob is None else " ".join(repr(v) for v in np.frombuffer(blob, dtype="<f8").tolist())
+
+
+def export_items_csv(engine: Engine, project_id: int) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    for partition in _export_rows(engine, project_id):
+        for key, label, text, split, image, features in partition:
+            writer.writerow((key, label or "", text or "", split.value, image or "",
+                             _features_text(features)))
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue()
+
+
+def export_items_json(engine: Engine, project_id: int) -> Iterator[str]:
+    yield "["
+    first = True
+    for partition in _export_rows(engine, project_id):
+        chunk = []
+        for key, label, text, split, image, features in partition:
+            chunk.append(json.dumps({
+                "key": key, "label": label, "text": text, "split": split.value, "image": image,
+                "features": decode_features(features),
+            }))
+        if chunk:
+            yield ("" if first else ",") + ",".join(chunk)
+            first = False
+    yield "]"
+
+
+class _ChunkSink(io.RawIOBase):
+    """A write-only stream whose bytes are collected and handed out as chunks."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.chunks.append(bytes(data))
+        return len(data)
+
+    def drain(self) -> bytes:
+        data = b"".join(self.chunks)
+        self.chunks.clear()
+        return data
+
+
+def export_items_zip(engine: Engine, store: ImageStore, project_id: int) -> Iterator[bytes]:
+    """manifest.csv plus images/, streamed: a ZIP that uploads again as it is."""
+    sink = _ChunkSink()
+    archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED)
+    manifest = io.StringIO()
+    writer = csv.writer(manifest, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    written: set[str] = set()
+    for partition in _export_rows(engine, project_id):
+        for key, label, text, split, image, features in partition:
+            entry = f"images/{image}" if image else ""
+            writer.writerow((key, label or "", text or "", split.value, entry,
+                             _features_text(features)))
+            if image and image not in written:
+                archive.write(store.path(project_id, image), entry, zipfile.ZIP_STORED)
+                written.add(image)
+                yield sink.drain()
+    archive.writestr("manifest.csv", manifest.getvalue())
+    archive.close()
+    yield sink.drain()

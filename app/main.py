@@ -1,0 +1,65 @@
+"""The ASGI application: `create_app()` wires settings, database, routers and pages."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from app.core.config import Settings, get_settings
+from app.core.db import make_engine, make_session_factory
+from app.core.errors import install_error_handlers
+from app.core.limits import BodySizeLimit
+from app.items.api import router as items_router
+from app.items.images import ImageStore
+from app.projects.api import router as projects_router
+from app.triplets.api import router as triplets_router
+
+ROOT = Path(__file__).resolve().parent.parent
+API_PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    settings.check_startable()
+    engine = make_engine(settings.resolved_database_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="Closer",
+        summary="Learn from human 'which is closer?' judgements.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = make_session_factory(engine)
+    app.state.images = ImageStore(settings.media_dir)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)
+    install_error_handlers(app)
+
+    api = APIRouter(prefix=API_PREFIX)
+    for router in (projects_router, items_router, triplets_router):
+        api.include_router(router)
+
+    @api.get("/health", tags=["service"])
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.include_router(api)
+    app.mount("/static", StaticFiles(directory=ROOT / "static"), name="static")
+    templates = Jinja2Templates(directory=ROOT / "templates")
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def home(request: Request):
+        return templates.TemplateResponse(request, "home.html", {"api_prefix": API_PREFIX})
+
+    return app

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import ForeignKey, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.db import Base
+from app.models._types import BigId, Timestamp, string_enum, utcnow
+
+
+class Split(StrEnum):
+    train = "train"
+    test = "test"
+    unlabelled = "unlabelled"
+
+
+class Item(Base):
+    """One thing raters compare: an image, a text, or both, with optional label and features."""
+
+    __tablename__ = "items"
+    __table_args__ = (UniqueConstraint("project_id", "key", name="uq_items_project_id_key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(200))
+    label: Mapped[str | None] = mapped_column(String(200))
+    text: Mapped[str | None] = mapped_column(Text)
+    # Content-addressed file name under the media folder: "<sha256>.<ext>".
+    image_file: Mapped[str | None] = mapped_column(String(80))
+    image_type: Mapped[str | None] = mapped_column(String(40))
+    # float64 little-endian bytes; the length is the project's feature_dim.
+    features: Mapped[bytes | None] = mapped_column(LargeBinary)
+    split: Mapped[Split] = mapped_column(string_enum(Split, "item_split"), default=Split.unlabelled)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)

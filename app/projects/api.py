@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response, status
+
+from app.core.deps import CurrentResearcher, SessionDep
+from app.projects import service
+from app.projects.schemas import ProjectCreate, ProjectDetail, ProjectOut
+
+router = APIRouter(prefix="/projects", tags=["projects"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectDetail)
+def create_project(body: ProjectCreate, session: SessionDep, researcher: CurrentResearcher):
+    project = service.create_project(session=session, owner=researcher, name=body.name,
+                                     description=body.description, label_type=body.label_type)
+    return ProjectDetail(**ProjectOut.model_validate(project).model_dump(),
+                         item_count=0, triplet_count=0)
+
+
+@router.get("", response_model=list[ProjectOut])
+def list_projects(session: SessionDep, researcher: CurrentResearcher):
+    return service.list_projects(session=session, researcher=researcher)
+
+
+@router.get("/{project_id}", response_model=ProjectDetail)
+def get_project(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    counts = service.project_counts(session=session, project=project)
+    return ProjectDetail(**ProjectOut.model_validate(project).model_dump(), **counts)
+
+
+@router.delete("/{project_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_project(project_id: int, request: Request, session: SessionDep,
+                   researcher: CurrentResearcher):
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    service.delete_project(session=session, store=request.app.state.images, project=project)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,53 @@
+"""Projects belong to one researcher; admins see all. Others' projects do not exist (404)."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from app.core.db import on_commit
+from app.core.errors import NotFound
+from app.items.images import ImageStore
+from app.models import Item, LabelType, Project, Researcher, Triplet
+
+
+def create_project(
+    *, session: Session, owner: Researcher, name: str, description: str, label_type: LabelType
+) -> Project:
+    project = Project(owner_id=owner.id, name=name, description=description, label_type=label_type)
+    session.add(project)
+    session.flush()
+    return project
+
+
+def list_projects(*, session: Session, researcher: Researcher) -> list[Project]:
+    query = select(Project).order_by(Project.id)
+    if not researcher.is_admin:
+        query = query.where(Project.owner_id == researcher.id)
+    return list(session.scalars(query))
+
+
+def get_project(*, session: Session, researcher: Researcher, project_id: int) -> Project:
+    project = session.get(Project, project_id)
+    if project is None or not (researcher.is_admin or project.owner_id == researcher.id):
+        raise NotFound(f"no project {project_id}")
+    return project
+
+
+def project_counts(*, session: Session, project: Project) -> dict[str, int]:
+    items = session.scalar(select(func.count()).where(Item.project_id == project.id)) or 0
+    triplets = session.scalar(select(func.count()).where(Triplet.project_id == project.id)) or 0
+    return {"item_count": items, "triplet_count": triplets}
+
+
+def delete_project(*, session: Session, store: ImageStore, project: Project) -> None:
+    """Remove the project with its items, triplets and images.
+
+    Triplets carry no foreign keys (see app/models/triplet.py), so they go explicitly;
+    the rest cascades. Images go only once the deletion is committed.
+    """
+    project_id = project.id
+    session.execute(delete(Triplet).where(Triplet.project_id == project_id))
+    session.delete(project)
+    session.flush()
+    on_commit(session, lambda: store.remove_project(project_id))

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, UploadFile, status
+from fastapi.responses import StreamingResponse
+
+from app.core.deps import CurrentResearcher, SessionDep, SettingsDep
+from app.projects.service import get_project
+from app.triplets import service
+from app.uploads.api import IdempotencyKey, as_uploaded, upload_response
+from app.uploads.files import FileFormat
+from app.uploads.schemas import UploadOut
+
+router = APIRouter(prefix="/projects/{project_id}/triplets", tags=["triplets"])
+
+
+class ExportFormat(StrEnum):
+    csv = "csv"
+    json = "json"
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=UploadOut,
+             responses={200: {"description": "A retried upload (same Idempotency-Key)"},
+                        413: {"description": "Body over the size limit"},
+                        422: {"description": "Rejected upload; each problem names file, "
+                                             "row and column"}})
+def upload_triplets(
+    project_id: int, file: UploadFile, response: Response, session: SessionDep,
+    settings: SettingsDep, researcher: CurrentResearcher,
+    idempotency_key: IdempotencyKey = None,
+    format: Annotated[FileFormat | None, Query(description="Defaults to the file's extension")] = None,
+):
+    """Add existing triplets by item key, all or nothing.
+
+    CSV columns `anchor`, `closer`, `farther` (the anchor is closer to `closer`), and
+    optionally `source`, `rater`, `response_time_ms`, `created_at` (as exported). JSON: an
+    array of `[anchor, closer, farther]` lists or of objects with those fields.
+    """
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    result = service.ingest_triplets(
+        session=session, settings=settings, project=project, upload=as_uploaded(file),
+        requested_format=format, idempotency_key=idempotency_key,
+    )
+    return upload_response(result, response)
+
+
+@router.get("/export", response_class=StreamingResponse,
+            responses={200: {"content": {"text/csv": {}, "application/json": {}}}})
+def export_triplets(project_id: int, request: Request, session: SessionDep,
+                    researcher: CurrentResearcher, format: ExportFormat = ExportFormat.csv):
+    """Every triplet of the project by item key, oldest first, streamed."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    engine = request.app.state.engine
+    if format is ExportFormat.json:
+        body, media_type = service.export_triplets_json(engine, project.id), "application/json"
+    else:
+        body, media_type = service.export_triplets_csv(engine, project.id), "text/csv; charset=utf-8"
+    filename = f"project-{project.id}-triplets.{format.value}"
+    return StreamingResponse(body, media_type=media_type,
+                             headers={"Content-Disposition": f'attachment; filename="{filename}"'})

@@ -1,0 +1,309 @@
+"""Triplets: validated bulk uploads by item key, and streamed exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.errors import InvalidUpload, Problem, ProblemCollector
+from app.models import Item, Project, Rater, Triplet, TripletSource, UploadKind
+from app.triplets.bulk import TripletWriter
+from app.uploads.files import FileFormat, UploadedFile, csv_rows, detect_format, read_header
+from app.uploads.service import UploadResult, find_replay, open_upload
+
+TRIPLET_FORMATS = (FileFormat.csv, FileFormat.json)
+ROLES = ("anchor", "closer", "farther")
+OPTIONAL_COLUMNS = ("source", "rater", "response_time_ms", "created_at")
+EXPORT_COLUMNS = ROLES + OPTIONAL_COLUMNS
+_BATCH = 20_000
+
+
+def count_triplets(*, session: Session, project: Project) -> int:
+    return session.scalar(select(func.count()).where(Triplet.project_id == project.id)) or 0
+
+
+class _RowParser:
+    """Turns one record's cells into an encoded row, or records what is wrong with it."""
+
+    def __init__(self, *, session: Session, project: Project, upload_id: int,
+                 extras: tuple[str, ...], file: str, problems: ProblemCollector) -> None:
+        writer = TripletWriter(
+            session, tuple(_DB_COLUMN[name] for name in extras if name != "source"))
+        self.writer = writer
+        self.file = file
+        self.problems = problems
+        self.extras = extras
+        self._session = session
+        self._project = project
+        encode = writer.encode
+        self._encode = encode
+        self.ids: dict[str, Any] = {
+            key: encode(item_id) for key, item_id in session.execute(
+                select(Item.key, Item.id).where(Item.project_id == project.id))
+        }
+        self._source_default = encode(TripletSource.upload.value)
+        self._head = (encode(project.id),)
+        self._tail = (self._source_default, encode(upload_id))
+        self._raters: dict[str, Any] = {}
+        self._parse_extra: dict[str, Callable[[int, Any], Any]] = {
+            "source": self._source, "rater": self._rater,
+            "response_time_ms": self._response_time, "created_at": self._created_at,
+        }
+
+    def _bad(self, row: int, column: str | None, message: str) -> None:
+        self.problems.add(self.file, message, row=row, column=column)
+
+    def _item(self, row: int, role: str, key: Any) -> Any:
+        if isinstance(key, str):
+            found = self.ids.get(key)
+            if found is None:
+                found = self.ids.get(key.strip())
+        elif isinstance(key, int) and not isinstance(key, bool):
+            found = self.ids.get(str(key))
+        else:
+            self._bad(row, role, "must be an item key")
+            return None
+        if found is None:
+            if key in ("", None):
+                self._bad(row, role, "item key is required")
+            else:
+                self._bad(row, role, f"unknown item '{key}' (not in this project)")
+        return found
+
+    def parse(self, row: int, anchor: Any, closer: Any, farther: Any,
+              extra_values: tuple = ()) -> tuple | None:
+        a = self._item(row, "anchor", anchor)
+        c = self._item(row, "closer", closer)
+        f = self._item(row, "farther", farther)
+        if a is None or c is None or f is None:
+            return None
+        if a == c or a == f or c == f:
+            self._bad(row, None, f"repeats an item ({anchor}, {closer}, {farther}); "
+                      "a triplet needs three different items")
+            return None
+        if not self.extras:
+            return (*self._head, a, c, f, *self._tail)
+        parsed = {}
+        for name, raw in zip(self.extras, extra_values, strict=True):
+            value = self._parse_extra[name](row, raw)
+            if value is _INVALID:
+                return None
+            parsed[name] = value
+        source = parsed.pop("source", None)
+        head = (*self._head, a, c, f)
+        tail = (self._encode(source) if source else self._source_default, self._tail[1])
+        return (*head, *tail, *(self._encode(parsed[name]) for name in self.extras
+                                if name != "source"))
+
+    def _source(self, row: int, raw: Any) -> Any:
+        if raw in ("", None):
+            return None
+        try:
+            return TripletSource(raw).value
+        except ValueError:
+            self._bad(row, "source", f"'{raw}' is not one of upload, rater, oracle")
+            return _INVALID
+
+    def _rater(self, row: int, raw: Any) -> Any:
+        if raw in ("", None):
+            return None
+        external_id = str(raw).strip()
+        if len(external_id) > 200:
+            self._bad(row, "rater", "longer than 200 characters")
+            return _INVALID
+        if external_id not in self._raters:
+            rater = self._session.scalar(select(Rater).where(
+                Rater.project_id == self._project.id, Rater.external_id == external_id))
+            if rater is None:
+                rater = Rater(project_id=self._project.id, external_id=external_id)
+                self._session.add(rater)
+                self._session.flush()
+            self._raters[external_id] = rater.id
+        return self._raters[external_id]
+
+    def _response_time(self, row: int, raw: Any) -> Any:
+        if raw in ("", None):
+            return None
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = math.nan
+        if isinstance(raw, bool) or not math.isfinite(value) or value < 0 or value > 2**31 - 1:
+            self._bad(row, "response_time_ms", f"'{raw}' is not a number of milliseconds")
+            return _INVALID
+        return round(value)
+
+    def _created_at(self, row: int, raw: Any) -> Any:
+        if raw in ("", None):
+            return None
+        try:
+            moment = datetime.fromisoformat(str(raw).strip().replace("Z", "+00:00"))
+        except ValueError:
+            self._bad(row, "created_at", f"'{raw}' is not an ISO 8601 date and time")
+            return _INVALID
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+_INVALID = object()
+_DB_COLUMN = {"rater": "rater_id", "response_time_ms": "response_time_ms",
+              "created_at": "created_at"}
+
+
+def _ingest_csv(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], _RowParser],
+                problems: ProblemCollector) -> _RowParser:
+    rows = csv_rows(upload)
+    columns = read_header(upload, rows, ROLES, OPTIONAL_COLUMNS)
+    extras = tuple(name for name in OPTIONAL_COLUMNS if name in columns)
+    parser = make_parser(extras)
+    writer = parser.writer
+    ia, ic, i_f = (columns.index(role) for role in ROLES)
+    extra_positions = [columns.index(name) for name in extras]
+    width = len(columns)
+    batch: list[tuple] = []
+    parse = parser.parse
+    for line, fields in rows:
+        if len(fields) != width:
+            if fields:
+                problems.add(upload.name, f"expected {width} fields, found {len(fields)}", row=line)
+            continue
+        encoded = parse(line, fields[ia], fields[ic], fields[i_f],
+                        tuple(fields[i] for i in extra_positions))
+        if encoded is None or problems.problems:
+            continue
+        batch.append(encoded)
+        if len(batch) >= _BATCH:
+            writer.write(batch)
+            batch = []
+    if not problems.problems:
+        writer.write(batch)
+    return parser
+
+
+def _ingest_json(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], _RowParser],
+                 problems: ProblemCollector) -> _RowParser:
+    """A JSON array of [anchor, closer, farther] lists or of objects with those fields."""
+    try:
+        document = json.load(upload.stream)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidUpload([Problem(upload.name, f"not valid JSON: {exc}")]) from None
+    if isinstance(document, dict) and set(document) == {"triplets"}:
+        document = document["triplets"]
+    if not isinstance(document, list):
+        raise InvalidUpload([Problem(upload.name, "expected a JSON array of triplets")])
+    present = {name for entry in document if isinstance(entry, dict) for name in entry}
+    extras = tuple(name for name in OPTIONAL_COLUMNS if name in present)
+    parser = make_parser(extras)
+    allowed = set(ROLES) | set(OPTIONAL_COLUMNS)
+    batch: list[tuple] = []
+    for index, entry in enumerate(document, start=1):
+        if isinstance(entry, list):
+            if len(entry) != 3:
+                problems.add(upload.name, f"expected [anchor, closer, farther], found "
+                             f"{len(entry)} values", row=index)
+                continue
+            encoded = parser.parse(index, *entry, tuple(None for _ in extras))
+        elif isinstance(entry, dict):
+            unknown = sorted(set(entry) - allowed)
+            for name in unknown:
+                problems.add(upload.name, "unknown field (expected anchor, closer, farther, "
+                             f"{', '.join(OPTIONAL_COLUMNS)})", row=index, column=name)
+            if unknown:
+                continue
+            encoded = parser.parse(index, entry.get("anchor"), entry.get("closer"),
+                                   entry.get("farther"), tuple(entry.get(n) for n in extras))
+        else:
+            problems.add(upload.name, "expected a list or an object", row=index)
+            continue
+        if encoded is not None and not problems.problems:
+            batch.append(encoded)
+    if not problems.problems:
+        parser.writer.write(batch)
+    return parser
+
+
+def ingest_triplets(
+    *, session: Session, settings: Settings, project: Project, upload: UploadedFile,
+    requested_format: FileFormat | None, idempotency_key: str | None,
+) -> UploadResult:
+    """Stream the file into the table; on any problem the request's rollback undoes it all."""
+    replay = find_replay(session=session, project=project, kind=UploadKind.triplets,
+                         idempotency_key=idempotency_key)
+    if replay:
+        return replay
+    fmt = detect_format(upload, requested_format, TRIPLET_FORMATS)
+    upload_row = open_upload(session=session, project=project, kind=UploadKind.triplets,
+                             filename=upload.name, idempotency_key=idempotency_key)
+    problems = ProblemCollector(settings.max_upload_errors)
+
+    def make_parser(extras: tuple[str, ...]) -> _RowParser:
+        return _RowParser(session=session, project=project, upload_id=upload_row.id,
+                          extras=extras, file=upload.name, problems=problems)
+
+    ingest = _ingest_csv if fmt is FileFormat.csv else _ingest_json
+    written = ingest(upload, make_parser, problems).writer.written
+    if not problems.problems and written == 0:
+        problems.add(upload.name, "no triplets in the file")
+    problems.raise_if_any()
+    upload_row.row_count = written
+    session.flush()
+    return UploadResult(upload_row.id, UploadKind.triplets, written)
+
+
+def _export_batches(engine: Engine, project_id: int) -> Iterator[list[tuple]]:
+    """Rows as export tuples, read through a server-side cursor in batches."""
+    with engine.connect() as connection:
+        keys = dict(connection.execute(
+            select(Item.id, Item.key).where(Item.project_id == project_id)).all())
+        raters = dict(connection.execute(
+            select(Rater.id, Rater.external_id).where(Rater.project_id == project_id)).all())
+        query = (
+            select(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id, Triplet.source,
+                   Triplet.rater_id, Triplet.response_time_ms, Triplet.created_at)
+            .where(Triplet.project_id == project_id)
+            .order_by(Triplet.id)
+        )
+        streaming = connection.execution_options(stream_results=True, yield_per=_BATCH)
+        for partition in streaming.execute(query).partitions():
+            yield [
+                (keys[a], keys[c], keys[f], source.value, raters.get(rater) if rater else None,
+                 ms, _utc_iso(created))
+                for a, c, f, source, rater, ms, created in partition
+            ]
+
+
+def _utc_iso(moment: datetime) -> str:
+    if moment.tzinfo is None:  # SQLite keeps no zone; everything stored is UTC
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def export_triplets_csv(engine: Engine, project_id: int) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    for batch in _export_batches(engine, project_id):
+        writer.writerows(batch)
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue()
+
+
+def export_triplets_json(engine: Engine, project_id: int) -> Iterator[str]:
+    yield "["
+    separator = ""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    for batch in _export_batches(engine, project_id):
+        objects = [dict(zip(EXPORT_COLUMNS, row)) for row in batch]
+        yield separator + encode(objects)[1:-1]
+        separator = ","
+    yield "]"

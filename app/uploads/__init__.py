@@ -1,0 +1,1 @@
+"""Reading uploaded files: formats, text decoding, size-capped ZIP entries."""

@@ -1,0 +1,188 @@
+"""What every upload shares: format detection, UTF-8 text, CSV headers, safe ZIP reading."""
+
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import BinaryIO
+
+from app.core.errors import InvalidUpload, Problem, UnsupportedMedia
+
+
+class FileFormat(StrEnum):
+    csv = "csv"
+    json = "json"
+    zip = "zip"
+
+
+_BY_EXTENSION = {".csv": FileFormat.csv, ".tsv": FileFormat.csv, ".json": FileFormat.json,
+                 ".zip": FileFormat.zip}
+_BY_CONTENT_TYPE = {"text/csv": FileFormat.csv, "application/json": FileFormat.json,
+                    "application/zip": FileFormat.zip, "application/x-zip-compressed": FileFormat.zip}
+
+
+@dataclass
+class UploadedFile:
+    """An uploaded file as the services see it: a name for messages and a binary stream."""
+
+    name: str
+    stream: BinaryIO
+    content_type: str | None = None
+
+
+def detect_format(
+    upload: UploadedFile, requested: FileFormat | None, allowed: tuple[FileFormat, ...]
+) -> FileFormat:
+    fmt = requested
+    if fmt is None:
+        fmt = _BY_EXTENSION.get(PurePosixPath(upload.name.lower()).suffix)
+    if fmt is None and upload.content_type:
+        fmt = _BY_CONTENT_TYPE.get(upload.content_type.split(";")[0].strip().lower())
+    if fmt is None:
+        raise UnsupportedMedia(
+            f"cannot tell the format of '{upload.name}': name it .{' / .'.join(allowed)} "
+            "or pass ?format="
+        )
+    if fmt not in allowed:
+        raise UnsupportedMedia(
+            f"'{upload.name}' is {fmt.value}; this upload takes {', '.join(allowed)}"
+        )
+    return fmt
+
+
+def csv_rows(upload: UploadedFile) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) for each record; line 1 is the header, as a spreadsheet shows it."""
+    delimiter = "\t" if upload.name.lower().endswith(".tsv") else ","
+    text = io.TextIOWrapper(upload.stream, encoding="utf-8-sig", newline="")
+    reader = csv.reader(text, delimiter=delimiter, strict=True)
+    try:
+        for fields in reader:
+            yield reader.line_num, fields
+    except csv.Error as exc:
+        raise InvalidUpload(
+            [Problem(upload.name, f"malformed CSV: {exc}", row=reader.line_num + 1)]
+        ) from None
+    except UnicodeDecodeError:
+        raise InvalidUpload(
+            [Problem(upload.name, "not UTF-8 text", row=reader.line_num + 1)]
+        ) from None
+    finally:
+        text.detach()
+
+
+def read_header(
+    upload: UploadedFile,
+    rows: Iterator[tuple[int, list[str]]],
+    required: tuple[str, ...],
+    optional: tuple[str, ...],
+    optional_prefixes: tuple[str, ...] = (),
+) -> list[str]:
+    """The header's column names, checked: required present, none unknown or repeated."""
+    first = next(rows, None)
+    if first is None:
+        raise InvalidUpload([Problem(file=upload.name, message="file is empty (no header row)")])
+    columns = [name.strip() for name in first[1]]
+    problems = []
+    seen: set[str] = set()
+    for name in columns:
+        known = name in required or name in optional or name.startswith(optional_prefixes)
+        if not known:
+            expected = ", ".join(required + optional + tuple(p + "*" for p in optional_prefixes))
+            problems.append(Problem(file=upload.name, row=1, column=name,
+                                    message=f"unknown column (expected {expected})"))
+        elif name in seen:
+            problems.append(Problem(file=upload.name, row=1, column=name,
+                                    message="column appears twice"))
+        seen.add(name)
+    for name in required:
+        if name not in seen:
+            problems.append(Problem(file=upload.name, row=1, column=name,
+                                    message="required column is missing"))
+    if problems:
+        raise InvalidUpload(problems)
+    return columns
+
+
+@dataclass(frozen=True)
+class ZipLimits:
+    max_entries: int
+    max_total_bytes: int
+    max_ratio: int
+
+
+class SafeZip:
+    """A ZIP archive checked for path tricks and bombs before any entry is read.
+
+    Declared sizes are checked up front, and every read is capped again, because a
+    crafted archive can lie about its sizes in the central directory.
+    """
+
+    def __init__(self, upload: UploadedFile, limits: ZipLimits) -> None:
+        self.name = upload.name
+        self.limits = limits
+        try:
+            self._zip = zipfile.ZipFile(upload.stream)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise InvalidUpload([Problem(file=upload.name, message=f"not a ZIP archive: {exc}")])
+        self.entries: dict[str, zipfile.ZipInfo] = {}
+        self._check()
+
+    def _problem(self, message: str, entry: str | None = None) -> InvalidUpload:
+        where = self.name if entry is None else f"{self.name}:{entry}"
+        return InvalidUpload([Problem(file=where, message=message)])
+
+    def _check(self) -> None:
+        infos = self._zip.infolist()
+        if len(infos) > self.limits.max_entries:
+            raise self._problem(f"{len(infos)} entries; the limit is {self.limits.max_entries}")
+        total = 0
+        for info in infos:
+            name = info.filename
+            path = PurePosixPath(name.replace("\\", "/"))
+            if path.is_absolute() or name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+                raise self._problem("absolute path in archive", name)
+            if ".." in path.parts:
+                raise self._problem("'..' in archive path", name)
+            if info.flag_bits & 0x1:
+                raise self._problem("encrypted entries are not supported", name)
+            total += info.file_size
+            if total > self.limits.max_total_bytes:
+                raise self._problem(
+                    f"archive unpacks to more than {self.limits.max_total_bytes} bytes "
+                    "(possible ZIP bomb)"
+                )
+            if info.compress_size and info.file_size / info.compress_size > self.limits.max_ratio \
+                    and info.file_size > 1 << 20:
+                raise self._problem(
+                    f"compression ratio {info.file_size // info.compress_size}:1 exceeds "
+                    f"{self.limits.max_ratio}:1 (possible ZIP bomb)", name
+                )
+            if not info.is_dir():
+                self.entries[str(path)] = info
+        self._budget = self.limits.max_total_bytes
+
+    def find(self, suffix: str) -> list[str]:
+        return sorted(n for n in self.entries if n.lower().endswith(suffix) and
+                      not PurePosixPath(n).name.startswith("."))
+
+    def read(self, entry: str) -> bytes:
+        info = self.entries[entry]
+        try:
+            with self._zip.open(info) as handle:
+                data = handle.read(info.file_size + 1)
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
+            raise self._problem(f"cannot read entry: {exc}", entry) from None
+        if len(data) > info.file_size:
+            raise self._problem("entry is larger than its header says (possible ZIP bomb)", entry)
+        self._budget -= len(data)
+        if self._budget < 0:
+            raise self._problem("archive unpacks to more than the limit (possible ZIP bomb)")
+        return data
+
+    def open_upload(self, entry: str) -> UploadedFile:
+        return UploadedFile(name=f"{self.name}:{entry}", stream=io.BytesIO(self.read(entry)))

@@ -1,0 +1,62 @@
+"""Upload bookkeeping shared by items and triplets: idempotent replays and limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.errors import Conflict
+from app.models import Project, Upload, UploadKind
+from app.uploads.files import ZipLimits
+
+
+@dataclass
+class UploadResult:
+    upload_id: int
+    kind: UploadKind
+    rows: int
+    replayed: bool = False
+
+
+def zip_limits(settings: Settings) -> ZipLimits:
+    return ZipLimits(settings.max_zip_entries, settings.max_zip_uncompressed_bytes,
+                     settings.max_zip_compression_ratio)
+
+
+def find_replay(
+    *, session: Session, project: Project, kind: UploadKind, idempotency_key: str | None
+) -> UploadResult | None:
+    """The earlier upload a retried request with the same Idempotency-Key refers to."""
+    if idempotency_key is None:
+        return None
+    upload = session.scalar(
+        select(Upload).where(Upload.project_id == project.id,
+                             Upload.idempotency_key == idempotency_key)
+    )
+    if upload is None:
+        return None
+    if upload.kind is not kind:
+        raise Conflict(f"Idempotency-Key '{idempotency_key}' was used for a {upload.kind.value} "
+                       "upload in this project")
+    return UploadResult(upload.id, upload.kind, upload.row_count, replayed=True)
+
+
+def open_upload(
+    *, session: Session, project: Project, kind: UploadKind, filename: str,
+    idempotency_key: str | None,
+) -> Upload:
+    """Record the upload first, so a concurrent retry with the same key waits on it, then fails."""
+    upload = Upload(project_id=project.id, kind=kind, filename=filename[:255],
+                    idempotency_key=idempotency_key)
+    session.add(upload)
+    try:
+        with session.begin_nested():
+            session.flush()
+    except IntegrityError:
+        raise Conflict(f"an upload with Idempotency-Key '{idempotency_key}' is already "
+                       "being processed; retry shortly") from None
+    return upload
