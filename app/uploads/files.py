@@ -60,19 +60,31 @@ def csv_rows(upload: UploadedFile) -> Iterator[tuple[int, list[str]]]:
     delimiter = "\t" if upload.name.lower().endswith(".tsv") else ","
     text = io.TextIOWrapper(upload.stream, encoding="utf-8-sig", newline="")
     reader = csv.reader(text, delimiter=delimiter, strict=True)
+    record_start = 1  # a quoted field can span lines: report where its record began
     try:
         for fields in reader:
-            yield reader.line_num, fields
+            yield record_start, fields
+            record_start = reader.line_num + 1
     except csv.Error as exc:
         raise InvalidUpload(
-            [Problem(upload.name, f"malformed CSV: {exc}", row=reader.line_num + 1)]
+            [Problem(upload.name, f"malformed CSV: {exc}", row=record_start)]
         ) from None
     except UnicodeDecodeError:
-        raise InvalidUpload(
-            [Problem(upload.name, "not UTF-8 text", row=reader.line_num + 1)]
-        ) from None
+        row = _first_undecodable_line(upload.stream)
+        raise InvalidUpload([Problem(upload.name, "not UTF-8 text", row=row)]) from None
     finally:
         text.detach()
+
+
+def _first_undecodable_line(stream: BinaryIO) -> int | None:
+    """Text decoding runs ahead in blocks; rescan the bytes to say which line is at fault."""
+    stream.seek(0)
+    for number, line in enumerate(stream, start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return number
+    return None
 
 
 def read_header(

@@ -1,0 +1,10 @@
+"""Closer's numeric library: comparison-based learners, oracles and triplet utilities.
+
+Pure numpy / scipy / scikit-learn / numba, with no web, database or settings imports, so
+it works on its own in a notebook. Items are integer ids ``0..n-1``; triplets are
+``(m, 3)`` integer arrays ``(anchor, closer, farther)``.
+"""
+
+from app.learn.triplets import check_triplets
+
+__all__ = ["check_triplets"]

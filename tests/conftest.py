@@ -1,0 +1,136 @@
+"""Every database test runs twice: on SQLite and on a real PostgreSQL server.
+
+The PostgreSQL server is started by the tests themselves (see tests/support/postgres.py)
+unless CLOSER_TEST_POSTGRES_URL points at one. Set CLOSER_TEST_SKIP_POSTGRES=1 to run
+SQLite only; otherwise a missing server is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from app.auth.service import create_token
+from app.core import migrations
+from app.core.config import Settings
+from app.core.db import make_engine, make_session_factory, unit_of_work
+from app.main import create_app
+from app.models import Base
+from tests.support.postgres import PostgresServer, start_postgres
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def _worker() -> str:
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer | None]:
+    if os.environ.get("CLOSER_TEST_POSTGRES_URL") or os.environ.get("CLOSER_TEST_SKIP_POSTGRES"):
+        yield None
+        return
+    server = start_postgres()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def make_database_url(postgres_server, tmp_path_factory):
+    """A fresh, empty database of the given backend, named for the caller."""
+
+    def make(backend: str, name: str) -> str:
+        if backend == "sqlite":
+            return f"sqlite:///{tmp_path_factory.mktemp(name) / 'closer.db'}"
+        if os.environ.get("CLOSER_TEST_SKIP_POSTGRES"):
+            pytest.skip("CLOSER_TEST_SKIP_POSTGRES is set")
+        database = f"closer_{name}_{_worker()}"
+        external = os.environ.get("CLOSER_TEST_POSTGRES_URL")
+        if external:
+            import psycopg
+            from sqlalchemy.engine import make_url
+
+            url = make_url(external)
+            plain = url.set(drivername="postgresql").render_as_string(hide_password=False)
+            with psycopg.connect(plain, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{database}"')
+                conn.execute(f'CREATE DATABASE "{database}"')
+            return url.set(database=database).render_as_string(hide_password=False)
+        return postgres_server.create_database(database)
+
+    return make
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def migrated_url(request, make_database_url) -> str:
+    """One database per backend, migrated to head once through Alembic."""
+    url = make_database_url(request.param, "tests")
+    migrations.upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def backend_engines():
+    engines = {}
+    yield engines
+    for engine in engines.values():
+        engine.dispose()
+
+
+@pytest.fixture
+def database_url(migrated_url, backend_engines) -> Iterator[str]:
+    yield migrated_url
+    engine = backend_engines.setdefault(migrated_url, make_engine(migrated_url))
+    tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
+    with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":
+            connection.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+        else:
+            for table in tables:
+                connection.execute(text(f"DELETE FROM {table}"))
+
+
+@pytest.fixture
+def settings(database_url, tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", database_url=database_url,
+                    max_upload_bytes=5 * 1024 * 1024, max_zip_uncompressed_bytes=50 * 1024 * 1024)
+
+
+@pytest.fixture
+def app(settings):
+    application = create_app(settings)
+    yield application
+    application.state.engine.dispose()
+
+
+@pytest.fixture
+def client(app) -> Iterator[TestClient]:
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def new_token(app):
+    def make(name: str = "alice", admin: bool = False) -> dict[str, str]:
+        with unit_of_work(app.state.session_factory) as session:
+            token = create_token(session=session, researcher_name=name, admin=admin)
+        return {"Authorization": f"Bearer {token}"}
+
+    return make
+
+
+@pytest.fixture
+def auth(new_token) -> dict[str, str]:
+    return new_token("alice")
+
+
+@pytest.fixture
+def project(client, auth) -> dict:
+    response = client.post("/api/v1/projects", json={"name": "shapes"}, headers=auth)
+    assert response.status_code == 201, response.text
+    return response.json()

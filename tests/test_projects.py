@@ -1,0 +1,78 @@
+"""Projects through the REST API."""
+
+import io
+import zipfile
+
+from PIL import Image
+from sqlalchemy import func, select
+
+from app.models import Item, Triplet
+
+
+def png(color: tuple[int, int, int]) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 4), color).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+class TestProjects:
+    def test_create_list_get(self, client, auth):
+        created = client.post("/api/v1/projects", headers=auth, json={
+            "name": "Faces", "description": "which face is closer?", "label_type": "number"})
+        assert created.status_code == 201
+        body = created.json()
+        assert body["name"] == "Faces" and body["label_type"] == "number"
+        assert body["item_count"] == 0 and body["triplet_count"] == 0
+        listed = client.get("/api/v1/projects", headers=auth).json()
+        assert [p["name"] for p in listed] == ["Faces"]
+        fetched = client.get(f"/api/v1/projects/{body['id']}", headers=auth).json()
+        assert fetched["description"] == "which face is closer?"
+
+    def test_invalid_body_names_the_field(self, client, auth):
+        response = client.post("/api/v1/projects", headers=auth, json={"name": ""})
+        assert response.status_code == 422
+        assert response.json()["detail"][0]["loc"] == ["body", "name"]
+        response = client.post("/api/v1/projects", headers=auth,
+                               json={"name": "x", "label_type": "colour"})
+        assert response.status_code == 422
+
+    def test_unknown_project_is_404(self, client, auth):
+        assert client.get("/api/v1/projects/999", headers=auth).status_code == 404
+
+    def test_delete_removes_items_triplets_and_images(self, client, auth, project, app, settings):
+        pid = project["id"]
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w") as zf:
+            zf.writestr("manifest.csv", "key,image\na,a.png\nb,b.png\nc,c.png\n")
+            for name, color in (("a", (255, 0, 0)), ("b", (0, 255, 0)), ("c", (0, 0, 255))):
+                zf.writestr(f"{name}.png", png(color))
+        up = client.post(f"/api/v1/projects/{pid}/items", headers=auth,
+                         files={"file": ("items.zip", archive.getvalue())})
+        assert up.status_code == 201, up.text
+        client.post(f"/api/v1/projects/{pid}/triplets", headers=auth,
+                    files={"file": ("t.csv", "anchor,closer,farther\na,b,c\nb,c,a\n")})
+        media = settings.media_dir / str(pid)
+        assert len(list(media.iterdir())) == 3
+
+        assert client.delete(f"/api/v1/projects/{pid}", headers=auth).status_code == 204
+        assert client.get(f"/api/v1/projects/{pid}", headers=auth).status_code == 404
+        with app.state.session_factory() as session:
+            assert session.scalar(select(func.count()).select_from(Item)) == 0
+            assert session.scalar(select(func.count()).select_from(Triplet)) == 0
+        assert not media.exists()
+
+
+def test_a_write_whose_commit_fails_is_not_reported_as_success(app, auth, monkeypatch):
+    from fastapi.testclient import TestClient
+    from sqlalchemy.orm import Session
+
+    def failing_commit(self):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Session, "commit", failing_commit)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.post("/api/v1/projects", json={"name": "lost"}, headers=auth)
+    assert response.status_code == 500
+    monkeypatch.undo()
+    with TestClient(app) as client:
+        assert client.get("/api/v1/projects", headers=auth).json() == []
