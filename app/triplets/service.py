@@ -54,6 +54,7 @@ class _RowParser:
         self._head = (encode(project.id),)
         self._tail = (self._source_default, encode(upload_id))
         self._raters: dict[str, Any] = {}
+        self._received_at = datetime.now(UTC)
         self._parse_extra: dict[str, Callable[[int, Any], Any]] = {
             "source": self._source, "rater": self._rater,
             "response_time_ms": self._response_time, "created_at": self._created_at,
@@ -144,7 +145,7 @@ class _RowParser:
 
     def _created_at(self, row: int, raw: Any) -> Any:
         if raw in ("", None):
-            return None
+            return self._received_at
         try:
             moment = datetime.fromisoformat(str(raw).strip().replace("Z", "+00:00"))
         except ValueError:

@@ -1,0 +1,114 @@
+"""The `closer` command as a user runs it: a real process, real files, real HTTP."""
+
+import os
+import re
+import socket
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+CLOSER = [sys.executable, "-m", "app.cli"]
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(args, cwd, env=None, **kwargs):
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith("CLOSER_") and k != "DATABASE_URL"}
+    environment["PYTHONPATH"] = str(REPO)
+    environment.update(env or {})
+    return subprocess.run(CLOSER + args, cwd=cwd, env=environment, capture_output=True,
+                          text=True, timeout=120, **kwargs)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_migrates_the_embedded_default_and_answers(tmp_path):
+    token = run(["create-token", "--name", "ada"], cwd=tmp_path).stdout.strip()
+    assert token.startswith("closer_")
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith("CLOSER_") and k != "DATABASE_URL"}
+    environment["PYTHONPATH"] = str(REPO)
+    server = subprocess.Popen(CLOSER + ["serve", "--port", str(port)], cwd=tmp_path,
+                              env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        banner = server.stdout.readline()
+        assert f"listening on http://127.0.0.1:{port}" in banner
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                response = httpx.post(f"http://127.0.0.1:{port}/api/v1/projects",
+                                      json={"name": "from the cli"},
+                                      headers={"Authorization": f"Bearer {token}"})
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.2)
+        assert response.status_code == 201
+        assert httpx.get(f"http://127.0.0.1:{port}/docs").status_code == 200
+        assert "Closer" in httpx.get(f"http://127.0.0.1:{port}/").text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    database = tmp_path / "data" / "closer.db"
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+    secret = tmp_path / "data" / "secret_key"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and len(secret.read_text()) > 40
+
+
+def test_embedded_secret_is_created_once_and_kept(tmp_path):
+    from app.core.config import Settings
+
+    first = Settings(data_dir=tmp_path).effective_secret_key
+    second = Settings(data_dir=tmp_path).effective_secret_key
+    assert first == second and len(first) > 40
+
+
+def test_production_mode_refuses_to_start_without_a_secret(tmp_path):
+    result = run(["serve"], cwd=tmp_path, env={"CLOSER_MODE": "production"})
+    assert result.returncode == 2
+    assert "CLOSER_SECRET_KEY must be set in production mode" in result.stderr
+    assert not (tmp_path / "data" / "secret_key").exists()
+
+
+def test_production_mode_wants_migrations_applied_first(tmp_path):
+    env = {"CLOSER_MODE": "production", "CLOSER_SECRET_KEY": "s" * 48}
+    result = run(["serve"], cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    assert re.search(r"needs migrations 0001.*closer migrate", result.stderr)
+    assert run(["migrate"], cwd=tmp_path, env=env).returncode == 0
+
+
+def test_migrate_up_and_down(tmp_path):
+    assert run(["migrate"], cwd=tmp_path).returncode == 0
+    down = run(["migrate", "--downgrade", "--revision", "base"], cwd=tmp_path)
+    assert down.returncode == 0, down.stderr
+    with sqlite3.connect(tmp_path / "data" / "closer.db") as connection:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "projects" not in tables
+
+
+@pytest.mark.parametrize("url_env", ["DATABASE_URL", "CLOSER_DATABASE_URL"])
+def test_database_url_switches_the_database(tmp_path, url_env):
+    from app.core.config import Settings
+
+    os.environ[url_env] = "postgresql+psycopg://u@h/db"
+    try:
+        settings = Settings(data_dir=tmp_path)
+    finally:
+        del os.environ[url_env]
+    assert settings.resolved_database_url == "postgresql+psycopg://u@h/db"
+    assert not settings.is_sqlite
