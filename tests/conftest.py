@@ -18,7 +18,7 @@ from sqlalchemy import text
 from app.auth.service import create_token
 from app.core import migrations
 from app.core.config import Settings
-from app.core.db import make_engine, make_session_factory, unit_of_work
+from app.core.db import make_engine, unit_of_work
 from app.main import create_app
 from app.models import Base
 from tests.support.postgres import PostgresServer, start_postgres

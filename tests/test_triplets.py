@@ -49,7 +49,7 @@ class TestUpload:
         assert exported[0]["anchor"] == "item0" and exported[0]["rater"] is None
         assert exported[1] == {"anchor": "item3", "closer": "item4", "farther": "item5",
                                "source": "upload", "rater": "p-17", "response_time_ms": 812,
-                               "created_at": "2026-01-02T03:04:05+00:00"}
+                               "created_at": "2026-01-02T03:04:05.000000+00:00"}
 
     @pytest.mark.parametrize(("content", "expected"), [
         ("anchor,closer,farther\nitem0,item1,item9\nitem0,ghost,item2\n",
@@ -138,7 +138,7 @@ class TestExport:
         assert again.status_code == 201, again.text
         rows = list(csv.DictReader(io.StringIO(export(client, auth, other).text)))
         assert rows[0]["rater"] == "alice" and rows[0]["response_time_ms"] == "950"
-        assert rows[0]["created_at"] == "2026-03-01T10:00:00+00:00"
+        assert rows[0]["created_at"] == "2026-03-01T10:00:00.000000+00:00"
         assert rows == list(csv.DictReader(io.StringIO(first)))
 
     def test_empty_project_exports_header_or_empty_array(self, client, auth, pid):

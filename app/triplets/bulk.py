@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
-BASE_COLUMNS = ("project_id", "anchor_id", "closer_id", "farther_id", "source", "upload_id")
+BASE_COLUMNS = ("project_id", "anchor_id", "closer_id", "farther_id", "source", "upload_id",
+                "created_at")
 
 
 class TripletWriter:
@@ -26,15 +27,13 @@ class TripletWriter:
 
     def encode(self, value):
         """One field as this writer's rows hold it."""
-        if not self.is_postgres:
-            if isinstance(value, datetime):
-                return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
-            return value
-        if value is None:
-            return "\\N"
         if isinstance(value, datetime):
-            return value.isoformat()
-        return str(value)
+            # SQLite gets SQLAlchemy's own storage format, so ORM reads and SQL exports agree.
+            moment = value.astimezone(UTC)
+            return moment.isoformat() if self.is_postgres else moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+        if not self.is_postgres:
+            return value
+        return "\\N" if value is None else str(value)
 
     def write(self, rows: list[tuple]) -> None:
         if not rows:

@@ -1,0 +1,34 @@
+# Closer web service and worker image. Build: docker build -t closer .
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    CLOSER_DATA_DIR=/var/lib/closer \
+    CLOSER_HOST=0.0.0.0 \
+    CLOSER_PORT=8000
+
+RUN useradd --system --create-home --home-dir /app --shell /usr/sbin/nologin closer
+WORKDIR /app
+
+# Dependencies first, so code changes do not reinstall them.
+COPY pyproject.toml README.md ./
+RUN mkdir app && touch app/__init__.py \
+    && pip install . \
+    && pip uninstall -y closer && rm -rf app
+
+COPY alembic.ini ./
+COPY migrations ./migrations
+COPY templates ./templates
+COPY static ./static
+COPY app ./app
+RUN pip install --no-deps -e . \
+    && mkdir -p /var/lib/closer && chown closer /var/lib/closer
+
+USER closer
+EXPOSE 8000
+VOLUME ["/var/lib/closer"]
+HEALTHCHECK --interval=10s --timeout=3s --retries=5 \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/api/v1/health')"
+CMD ["closer", "serve"]
