@@ -83,6 +83,32 @@ def serve(
                 log_level=settings.log_level)
 
 
+@cli.command()
+def worker(
+    until_idle: Annotated[bool, typer.Option(help="Exit once no job is left")] = False,
+) -> None:
+    """Run jobs from the database; start as many as you like, on any machines."""
+    import signal
+
+    from app.core.db import make_engine, make_session_factory
+    from app.worker.loop import Worker
+
+    settings = get_settings()
+    _ensure_schema(settings)
+    engine = make_engine(settings.resolved_database_url)
+    runner = Worker(make_session_factory(engine), poll_seconds=settings.worker_poll_seconds)
+    # Finish the job in hand, then exit: a killed worker's job is retried elsewhere anyway.
+    signal.signal(signal.SIGTERM, lambda *_: runner.stop())
+    signal.signal(signal.SIGINT, lambda *_: runner.stop())
+    typer.echo(f"worker {runner.worker_id} on {_safe_url(settings.resolved_database_url)}",
+               err=True)
+    try:
+        done = runner.run(until_idle=until_idle)
+    finally:
+        engine.dispose()
+    typer.echo(f"worker {runner.worker_id} stopped after {done} jobs", err=True)
+
+
 def _ensure_schema(settings) -> None:
     """Embedded mode migrates on its own; production expects `closer migrate` first."""
     from app.core import migrations

@@ -18,6 +18,7 @@ from app.items.api import router as items_router
 from app.items.images import ImageStore
 from app.projects.api import router as projects_router
 from app.triplets.api import router as triplets_router
+from app.worker.loop import Worker, start_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 API_PREFIX = "/api/v1"
@@ -29,8 +30,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     engine = make_engine(settings.resolved_database_url)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI):
+    async def lifespan(app: FastAPI):
+        worker = None
+        if settings.runs_worker_in_process:
+            worker = Worker(app.state.session_factory, poll_seconds=settings.worker_poll_seconds)
+            start_in_thread(worker)
         yield
+        if worker is not None:
+            worker.stop()
         engine.dispose()
 
     app = FastAPI(

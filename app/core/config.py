@@ -42,7 +42,10 @@ class Settings(BaseSettings):
     max_zip_compression_ratio: int = 200
     max_image_pixels: int = 40_000_000
     max_upload_errors: int = 50
-    page_size_limit: int = 1000
+    worker_in_process: bool | None = Field(
+        default=None, description="Run a worker thread inside `closer serve`; "
+        "defaults to yes in embedded mode, no in production (run `closer worker`).")
+    worker_poll_seconds: float = 1.0
 
     @property
     def resolved_database_url(self) -> str:
@@ -53,6 +56,12 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.resolved_database_url.startswith("sqlite")
+
+    @property
+    def runs_worker_in_process(self) -> bool:
+        if self.worker_in_process is not None:
+            return self.worker_in_process
+        return self.mode is Mode.embedded
 
     @property
     def media_dir(self) -> Path:

@@ -1,0 +1,1 @@
+"""Jobs in the database and the loop that runs them (`closer worker`, or in-process)."""

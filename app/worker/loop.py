@@ -1,0 +1,150 @@
+"""The worker: claims jobs, runs their handlers, reports progress, survives their failures."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.models import Job, JobStatus
+from app.worker import queue
+
+log = logging.getLogger("closer.worker")
+
+
+class JobCancelled(Exception):
+    """Raised inside a handler when the job was cancelled; the worker marks it so."""
+
+
+@dataclass
+class JobContext:
+    """What a handler gets: its job's parameters, a way to report progress, a session maker."""
+
+    job_id: int
+    kind: str
+    project_id: int | None
+    params: dict[str, Any]
+    attempt: int
+    sessions: sessionmaker[Session]
+    _report: Callable[[float | None, str | None], bool] = field(repr=False)
+
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Record progress (0..1); raises JobCancelled if someone cancelled the job."""
+        if self._report(fraction, message):
+            raise JobCancelled()
+
+
+Handler = Callable[[JobContext], dict[str, Any] | None]
+HANDLERS: dict[str, Handler] = {}
+
+
+def handler(kind: str) -> Callable[[Handler], Handler]:
+    """Register the function that runs jobs of `kind`."""
+
+    def register(function: Handler) -> Handler:
+        HANDLERS[kind] = function
+        return function
+
+    return register
+
+
+class Worker:
+    def __init__(self, sessions: sessionmaker[Session], *, poll_seconds: float = 1.0,
+                 heartbeat_seconds: float = 5.0, stale_after_seconds: float = 60.0,
+                 handlers: dict[str, Handler] | None = None) -> None:
+        self.sessions = sessions
+        self.poll_seconds = poll_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self.stale_after = timedelta(seconds=stale_after_seconds)
+        self.handlers = HANDLERS if handlers is None else handlers
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.stopping = threading.Event()
+
+    def run(self, *, until_idle: bool = False) -> int:
+        """Run jobs until stopped (or, with until_idle, until none is left); returns the count."""
+        done = 0
+        while not self.stopping.is_set():
+            if self.run_one():
+                done += 1
+            elif until_idle:
+                break
+            else:
+                self.stopping.wait(self.poll_seconds)
+        return done
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run_one(self) -> bool:
+        with self.sessions() as session:
+            job = queue.claim_next(session=session, worker_id=self.worker_id,
+                                   stale_after=self.stale_after)
+        if job is None:
+            return False
+        self._execute(job)
+        return True
+
+    def _report(self, job_id: int, progress: float | None, message: str | None) -> bool:
+        with self.sessions() as session:
+            return queue.heartbeat(session=session, job_id=job_id, worker_id=self.worker_id,
+                                   progress=progress, message=message)
+
+    def _execute(self, job: Job) -> None:
+        function = self.handlers.get(job.kind)
+        with self.sessions() as session:
+            if function is None:
+                queue.finish(session=session, job_id=job.id, worker_id=self.worker_id,
+                             status=JobStatus.failed, message=f"no handler for job kind '{job.kind}'")
+                return
+        context = JobContext(job.id, job.kind, job.project_id, dict(job.params), job.attempts,
+                             self.sessions, lambda p, m: self._report(job.id, p, m))
+        beating = threading.Event()
+        beat = threading.Thread(target=self._beat, args=(job.id, beating), daemon=True)
+        beat.start()
+        try:
+            if job.cancel_requested:
+                raise JobCancelled()
+            result = function(context)
+            status, message = JobStatus.succeeded, "done"
+        except JobCancelled:
+            result, status, message = None, JobStatus.cancelled, "cancelled"
+        except Exception as exc:  # a handler's failure must not stop the worker
+            log.exception("job %s (%s) failed", job.id, job.kind)
+            result, status = None, JobStatus.failed
+            message = f"{exc.__class__.__name__}: {exc}"
+            if job.attempts < job.max_attempts:
+                beating.set()
+                beat.join()
+                with self.sessions() as session:
+                    queue.requeue(session=session, job_id=job.id, worker_id=self.worker_id,
+                                  message=f"attempt {job.attempts} failed: {message}; retrying")
+                return
+            log.debug(traceback.format_exc())
+        beating.set()
+        beat.join()
+        with self.sessions() as session:
+            queue.finish(session=session, job_id=job.id, worker_id=self.worker_id,
+                         status=status, message=message, result=result)
+
+    def _beat(self, job_id: int, done: threading.Event) -> None:
+        while not done.wait(self.heartbeat_seconds):
+            try:
+                self._report(job_id, None, None)
+            except Exception:  # a missed heartbeat is retried at the next beat
+                log.warning("heartbeat for job %s failed", job_id, exc_info=True)
+
+
+def start_in_thread(worker: Worker) -> threading.Thread:
+    """The embedded default: one worker thread beside the web server."""
+    thread = threading.Thread(target=worker.run, name="closer-worker", daemon=True)
+    thread.start()
+    return thread

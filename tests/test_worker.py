@@ -1,0 +1,154 @@
+"""The job queue and worker, on both databases: jobs run once, failures retry, dead workers'
+jobs are taken over, cancellation stops a job."""
+
+import os
+import subprocess
+import sys
+import threading
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from app.core.db import unit_of_work
+from app.models import Job, JobStatus
+from app.models._types import utcnow
+from app.worker import queue
+from app.worker.loop import JobContext, Worker
+
+
+@pytest.fixture
+def sessions(app):
+    return app.state.session_factory
+
+
+def enqueue(sessions, kind, **params):
+    with unit_of_work(sessions) as session:
+        return queue.enqueue(session=session, kind=kind, params=params).id
+
+
+def job(sessions, job_id) -> Job:
+    with sessions() as session:
+        return session.get(Job, job_id)
+
+
+def test_a_job_runs_and_reports_progress(sessions):
+    seen = []
+
+    def count(context: JobContext):
+        for step in range(1, context.params["steps"] + 1):
+            context.progress(step / context.params["steps"], f"step {step}")
+            with context.sessions() as session:
+                seen.append(session.get(Job, context.job_id).progress)
+        return {"counted": context.params["steps"]}
+
+    job_id = enqueue(sessions, "count", steps=4)
+    assert Worker(sessions, handlers={"count": count}).run(until_idle=True) == 1
+    finished = job(sessions, job_id)
+    assert finished.status is JobStatus.succeeded and finished.result == {"counted": 4}
+    assert finished.progress == 1.0 and seen == [0.25, 0.5, 0.75, 1.0]
+
+
+def test_a_failing_job_is_retried_then_marked_failed(sessions):
+    attempts = []
+
+    def flaky(context: JobContext):
+        attempts.append(context.attempt)
+        raise ValueError("model diverged")
+
+    job_id = enqueue(sessions, "flaky")
+    Worker(sessions, handlers={"flaky": flaky}).run(until_idle=True)
+    failed = job(sessions, job_id)
+    assert attempts == [1, 2, 3]
+    assert failed.status is JobStatus.failed and failed.message == "ValueError: model diverged"
+
+
+def test_a_dead_workers_job_is_taken_over(sessions):
+    job_id = enqueue(sessions, "train")
+    with sessions() as session:
+        claimed = queue.claim_next(session=session, worker_id="dead-worker",
+                                   stale_after=timedelta(seconds=60))
+    assert claimed.id == job_id
+    survivor = Worker(sessions, handlers={"train": lambda context: {"by": "survivor"}},
+                      stale_after_seconds=60)
+    assert survivor.run(until_idle=True) == 0, "a fresh heartbeat must not be taken over"
+    with unit_of_work(sessions) as session:
+        session.get(Job, job_id).heartbeat_at = utcnow() - timedelta(minutes=5)
+    assert survivor.run(until_idle=True) == 1
+    finished = job(sessions, job_id)
+    assert finished.status is JobStatus.succeeded and finished.attempts == 2
+    assert finished.locked_by == survivor.worker_id
+
+
+def test_cancel_a_queued_job_and_a_running_one(sessions):
+    queued = enqueue(sessions, "slow")
+    with unit_of_work(sessions) as session:
+        queue.request_cancel(session=session, job_id=queued)
+    assert job(sessions, queued).status is JobStatus.cancelled
+
+    running = enqueue(sessions, "slow")
+
+    def slow(context: JobContext):
+        with unit_of_work(context.sessions) as session:
+            queue.request_cancel(session=session, job_id=context.job_id)
+        context.progress(0.5, "halfway")
+        raise AssertionError("progress should have raised JobCancelled")
+
+    Worker(sessions, handlers={"slow": slow}).run(until_idle=True)
+    assert job(sessions, running).status is JobStatus.cancelled
+
+
+def test_unknown_job_kind_fails_clearly(sessions):
+    job_id = enqueue(sessions, "mystery")
+    Worker(sessions, handlers={}).run(until_idle=True)
+    assert job(sessions, job_id).message == "no handler for job kind 'mystery'"
+
+
+def test_concurrent_workers_run_each_job_once(sessions):
+    runs = Counter()
+    lock = threading.Lock()
+
+    def record(context: JobContext):
+        with lock:
+            runs[context.job_id] += 1
+
+    ids = [enqueue(sessions, "record") for _ in range(30)]
+    workers = [Worker(sessions, handlers={"record": record}) for _ in range(3)]
+    threads = [threading.Thread(target=w.run, kwargs={"until_idle": True}) for w in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert runs == Counter({job_id: 1 for job_id in ids})
+
+
+def test_worker_command_drains_the_queue(sessions, settings, tmp_path):
+    job_id = enqueue(sessions, "mystery")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CLOSER_")},
+           "DATABASE_URL": settings.resolved_database_url, "CLOSER_DATA_DIR": str(tmp_path),
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    result = subprocess.run([sys.executable, "-m", "app.cli", "worker", "--until-idle"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "stopped after 1 jobs" in result.stderr
+    assert job(sessions, job_id).status is JobStatus.failed
+
+
+def test_embedded_service_runs_jobs_in_process(settings):
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    app = create_app(settings.model_copy(update={"worker_in_process": True,
+                                                 "worker_poll_seconds": 0.05}))
+    with TestClient(app):
+        job_id = enqueue(app.state.session_factory, "mystery")
+        deadline = time.monotonic() + 10
+        while job(app.state.session_factory, job_id).status is JobStatus.queued:
+            assert time.monotonic() < deadline, "the in-process worker never claimed the job"
+            time.sleep(0.05)
+    assert job(app.state.session_factory, job_id).status is JobStatus.failed
+    app.state.engine.dispose()
