@@ -76,3 +76,12 @@ def test_a_write_whose_commit_fails_is_not_reported_as_success(app, auth, monkey
     monkeypatch.undo()
     with TestClient(app) as client:
         assert client.get("/api/v1/projects", headers=auth).json() == []
+
+
+def test_timestamps_are_utc_on_every_database(client, auth, project):
+    from datetime import datetime
+
+    created = datetime.fromisoformat(project["created_at"])
+    assert created.utcoffset() is not None and created.utcoffset().total_seconds() == 0
+    fetched = client.get(f"/api/v1/projects/{project['id']}", headers=auth).json()
+    assert fetched["created_at"] == project["created_at"]
