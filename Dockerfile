@@ -29,6 +29,4 @@ RUN pip install --no-deps -e . \
 USER closer
 EXPOSE 8000
 VOLUME ["/var/lib/closer"]
-HEALTHCHECK --interval=10s --timeout=3s --retries=5 \
-    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/api/v1/health')"
 CMD ["closer", "serve"]

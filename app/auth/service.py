@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -12,6 +13,7 @@ from app.models import ApiToken, Researcher
 from app.models._types import utcnow
 
 TOKEN_PREFIX = "closer_"
+LAST_USED_RESOLUTION = timedelta(minutes=5)
 
 
 def hash_token(token: str) -> str:
@@ -52,5 +54,8 @@ def authenticate(*, session: Session, token: str) -> Researcher | None:
     if row is None:
         return None
     api_token, researcher = row
-    api_token.last_used_at = utcnow()
+    now = utcnow()
+    # Coarse on purpose: a write on every authenticated read would serialise SQLite.
+    if api_token.last_used_at is None or now - api_token.last_used_at > LAST_USED_RESOLUTION:
+        api_token.last_used_at = now
     return researcher

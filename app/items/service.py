@@ -7,7 +7,7 @@ import io
 import json
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 import numpy as np
 from sqlalchemy import Engine, func, insert, select
@@ -33,13 +33,6 @@ def decode_features(blob: bytes | None) -> list[float] | None:
     return None if blob is None else np.frombuffer(blob, dtype="<f8").tolist()
 
 
-@dataclass
-class _Image:
-    data: bytes
-    extension: str
-    content_type: str
-
-
 def _read_manifest(archive: SafeZip, validator: ItemValidator) -> None:
     manifests = archive.find(".csv")
     if "manifest.csv" in manifests:
@@ -53,13 +46,18 @@ def _read_manifest(archive: SafeZip, validator: ItemValidator) -> None:
     read_csv_items(manifest, validator, allow_image=True)
 
 
-def _load_images(archive: SafeZip, validator: ItemValidator, max_pixels: int,
-                 problems: ProblemCollector) -> dict[str, _Image]:
-    images: dict[str, _Image] = {}
+def _store_images(archive: SafeZip, validator: ItemValidator, store: ImageStore,
+                  project: Project, max_pixels: int, problems: ProblemCollector,
+                  created_files: list[str]) -> dict[str, tuple[str, str]]:
+    """Check and store each referenced image as it is read, so memory holds one at a time.
+
+    Files this upload created are listed in `created_files` and removed on rollback.
+    """
+    stored: dict[str, tuple[str, str]] = {}
     for record in validator.records:
         if record.image is None:
             continue
-        entry = record.image.replace("\\", "/").lstrip("./")
+        entry = str(PurePosixPath(record.image.replace("\\", "/")))
         if entry not in archive.entries:
             problems.add(validator.file, f"'{record.image}' is not in the archive",
                          row=record.row, column="image")
@@ -70,8 +68,12 @@ def _load_images(archive: SafeZip, validator: ItemValidator, max_pixels: int,
         except NotAnImage as exc:
             problems.add(f"{archive.name}:{entry}", f"{exc} (row {record.row} of the manifest)")
             continue
-        images[record.key] = _Image(data, extension, content_type)
-    return images
+        if not problems.problems:
+            filename, created = store.put(project.id, data, extension)
+            if created:
+                created_files.append(filename)
+            stored[record.key] = (filename, content_type)
+    return stored
 
 
 def _existing_keys(session: Session, project: Project, keys: list[str]) -> set[str]:
@@ -96,12 +98,16 @@ def ingest_items(
     fmt = detect_format(upload, requested_format, ITEM_FORMATS)
     problems = ProblemCollector(settings.max_upload_errors)
     validator = ItemValidator(upload.name, project.label_type, project.feature_dim, problems)
-    images: dict[str, _Image] = {}
+    created_files: list[str] = []
+    project_id = project.id  # the hook runs after rollback has expired `project`
+    on_rollback(session, lambda: store.remove(project_id, created_files))
+    images: dict[str, tuple[str, str]] = {}
     if fmt is FileFormat.zip:
         archive = SafeZip(upload, zip_limits(settings))
         _read_manifest(archive, validator)
         problems.raise_if_any()
-        images = _load_images(archive, validator, settings.max_image_pixels, problems)
+        images = _store_images(archive, validator, store, project, settings.max_image_pixels,
+                               problems, created_files)
     elif fmt is FileFormat.csv:
         read_csv_items(upload, validator, allow_image=False)
     else:
@@ -116,21 +122,13 @@ def ingest_items(
     problems.raise_if_any()
     upload_row = open_upload(session=session, project=project, kind=UploadKind.items,
                              filename=upload.name, idempotency_key=idempotency_key)
-    created_files: list[str] = []
-    on_rollback(session, lambda: store.remove(project.id, created_files))
-    stored: dict[str, tuple[str, str]] = {}
-    for key, image in images.items():
-        filename, created = store.put(project.id, image.data, image.extension)
-        if created:
-            created_files.append(filename)
-        stored[key] = (filename, image.content_type)
     no_image = (None, None)
     rows = [
         {
             "project_id": project.id, "key": r.key, "label": r.label, "text": r.text,
             "split": r.split, "features": encode_features(r.features),
-            "image_file": stored.get(r.key, no_image)[0],
-            "image_type": stored.get(r.key, no_image)[1],
+            "image_file": images.get(r.key, no_image)[0],
+            "image_type": images.get(r.key, no_image)[1],
         }
         for r in records
     ]

@@ -54,8 +54,7 @@ def open_upload(
                     idempotency_key=idempotency_key)
     session.add(upload)
     try:
-        with session.begin_nested():
-            session.flush()
+        session.flush()  # the request's first write: on failure nothing else is lost
     except IntegrityError:
         raise Conflict(f"an upload with Idempotency-Key '{idempotency_key}' is already "
                        "being processed; retry shortly") from None

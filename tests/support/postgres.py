@@ -40,9 +40,17 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _system_tool(name: str) -> str:
+    """Admin tools live in sbin, which a non-login PATH (CI, cron) may lack."""
+    found = shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if found is None:
+        raise RuntimeError(f"'{name}' not found; it is needed to run PostgreSQL as a non-root user")
+    return found
+
+
 def _run_as_server_user(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     if os.geteuid() == 0:
-        args = ["runuser", "-u", SERVER_USER, "--", *args]
+        args = [_system_tool("runuser"), "-u", SERVER_USER, "--", *args]
     return subprocess.run(args, check=True, capture_output=True, text=True, **kwargs)
 
 
@@ -53,7 +61,7 @@ def _ensure_server_user() -> None:
         pwd.getpwnam(SERVER_USER)
     except KeyError:
         subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVER_USER],
+            [_system_tool("useradd"), "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVER_USER],
             check=True,
         )
 
