@@ -13,7 +13,7 @@ from app.items import service
 from app.items.schemas import ItemOut, ItemPage
 from app.models import Item, Split
 from app.projects.service import get_project
-from app.uploads.api import IdempotencyKey, as_uploaded, upload_response
+from app.uploads.api import UPLOAD_RESPONSES, IdempotencyKey, as_uploaded, upload_response
 from app.uploads.files import FileFormat
 from app.uploads.schemas import UploadOut
 
@@ -38,10 +38,7 @@ def item_out(item: Item, with_features: bool = True) -> ItemOut:
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=UploadOut,
-             responses={200: {"description": "A retried upload (same Idempotency-Key)"},
-                        413: {"description": "Body over the size limit"},
-                        422: {"description": "Rejected upload; each problem names file, "
-                                             "row and column"}})
+             responses=UPLOAD_RESPONSES)
 def upload_items(
     project_id: int, file: UploadFile, request: Request, response: Response,
     session: SessionDep, settings: SettingsDep, researcher: CurrentResearcher,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -10,7 +9,7 @@ from typing import Any
 
 from app.core.errors import InvalidUpload, Problem, ProblemCollector
 from app.models import LabelType, Split
-from app.uploads.files import UploadedFile, csv_rows, read_header
+from app.uploads.files import UploadedFile, csv_rows, load_json_array, read_header
 
 REQUIRED_COLUMNS = ("key",)
 OPTIONAL_COLUMNS = ("label", "text", "split", "features")
@@ -204,14 +203,7 @@ def read_csv_items(upload: UploadedFile, validator: ItemValidator, allow_image: 
 
 def read_json_items(upload: UploadedFile, validator: ItemValidator, allow_image: bool) -> None:
     """A JSON array of objects, or an object with an "items" array; rows are 1-based indices."""
-    try:
-        document = json.load(upload.stream)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidUpload([Problem(upload.name, f"not valid JSON: {exc}")]) from None
-    if isinstance(document, dict) and set(document) == {"items"}:
-        document = document["items"]
-    if not isinstance(document, list):
-        raise InvalidUpload([Problem(upload.name, "expected a JSON array of item objects")])
+    document = load_json_array(upload, "items", "item objects")
     allowed = JSON_FIELDS if allow_image else JSON_FIELDS - {IMAGE_COLUMN}
     for index, entry in enumerate(document, start=1):
         if not isinstance(entry, dict):

@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 from app.core.deps import CurrentResearcher, SessionDep, SettingsDep
 from app.projects.service import get_project
 from app.triplets import service
-from app.uploads.api import IdempotencyKey, as_uploaded, upload_response
+from app.uploads.api import UPLOAD_RESPONSES, IdempotencyKey, as_uploaded, upload_response
 from app.uploads.files import FileFormat
 from app.uploads.schemas import UploadOut
 
@@ -22,10 +22,7 @@ class ExportFormat(StrEnum):
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=UploadOut,
-             responses={200: {"description": "A retried upload (same Idempotency-Key)"},
-                        413: {"description": "Body over the size limit"},
-                        422: {"description": "Rejected upload; each problem names file, "
-                                             "row and column"}})
+             responses=UPLOAD_RESPONSES)
 def upload_triplets(
     project_id: int, file: UploadFile, response: Response, session: SessionDep,
     settings: SettingsDep, researcher: CurrentResearcher,

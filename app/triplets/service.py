@@ -16,10 +16,17 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import InvalidUpload, Problem, ProblemCollector
+from app.core.errors import ProblemCollector
 from app.models import Item, Project, Rater, Triplet, TripletSource, UploadKind
 from app.triplets.bulk import TripletWriter
-from app.uploads.files import FileFormat, UploadedFile, csv_rows, detect_format, read_header
+from app.uploads.files import (
+    FileFormat,
+    UploadedFile,
+    csv_rows,
+    detect_format,
+    load_json_array,
+    read_header,
+)
 from app.uploads.service import UploadResult, find_replay, open_upload
 
 TRIPLET_FORMATS = (FileFormat.csv, FileFormat.json)
@@ -195,14 +202,7 @@ def _ingest_csv(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], _
 def _ingest_json(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], _RowParser],
                  problems: ProblemCollector) -> _RowParser:
     """A JSON array of [anchor, closer, farther] lists or of objects with those fields."""
-    try:
-        document = json.load(upload.stream)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidUpload([Problem(upload.name, f"not valid JSON: {exc}")]) from None
-    if isinstance(document, dict) and set(document) == {"triplets"}:
-        document = document["triplets"]
-    if not isinstance(document, list):
-        raise InvalidUpload([Problem(upload.name, "expected a JSON array of triplets")])
+    document = load_json_array(upload, "triplets", "triplets")
     present = {name for entry in document if isinstance(entry, dict) for name in entry}
     extras = tuple(name for name in OPTIONAL_COLUMNS if name in present)
     parser = make_parser(extras)

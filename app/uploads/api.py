@@ -18,6 +18,15 @@ IdempotencyKey = Annotated[
 ]
 
 
+UPLOAD_RESPONSES = {
+    200: {"description": "A retried upload (same Idempotency-Key): the first result"},
+    413: {"description": "Body over the size limit"},
+    415: {"description": "A file format this upload does not take"},
+    422: {"description": "Rejected upload, nothing written; each problem names file, row "
+                         "and column"},
+}
+
+
 def as_uploaded(file: UploadFile) -> UploadedFile:
     return UploadedFile(name=file.filename or "upload", stream=file.file,
                         content_type=file.content_type)

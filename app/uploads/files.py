@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -85,6 +86,19 @@ def _first_undecodable_line(stream: BinaryIO) -> int | None:
         except UnicodeDecodeError:
             return number
     return None
+
+
+def load_json_array(upload: UploadedFile, wrapper: str, what: str) -> list:
+    """A JSON array, bare or as the only field `wrapper` of an object."""
+    try:
+        document = json.load(upload.stream)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidUpload([Problem(upload.name, f"not valid JSON: {exc}")]) from None
+    if isinstance(document, dict) and set(document) == {wrapper}:
+        document = document[wrapper]
+    if not isinstance(document, list):
+        raise InvalidUpload([Problem(upload.name, f"expected a JSON array of {what}")])
+    return document
 
 
 def read_header(
