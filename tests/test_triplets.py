@@ -152,3 +152,17 @@ class TestExport:
         with client.stream("GET", f"/api/v1/projects/{pid}/triplets/export", headers=auth) as resp:
             chunks = [len(chunk) for chunk in resp.iter_raw()]
         assert sum(chunks) > 50_000 * 20 and len(chunks) > 2
+
+
+def test_simultaneous_retries_store_the_rows_once(client, auth, pid):
+    from concurrent.futures import ThreadPoolExecutor
+
+    content = "anchor,closer,farther\n" + "item0,item1,item2\n" * 20_000
+    headers = {"Idempotency-Key": "double-click"}
+    with ThreadPoolExecutor(4) as pool:
+        responses = list(pool.map(
+            lambda _: upload(client, auth, pid, "triplets", "t.csv", content, headers=headers),
+            range(4)))
+    codes = sorted(r.status_code for r in responses)
+    assert codes.count(201) == 1 and set(codes) <= {200, 201, 409}, codes
+    assert triplet_count(client, auth, pid) == 20_000
