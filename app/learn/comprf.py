@@ -1,0 +1,751 @@
+"""CompRF: comparison-based random forests that ask for exactly the triplets they need.
+
+A comparison tree splits a node by two pivots: every other member x is asked "is x closer
+to the left pivot or to the right one?" (ALGORITHMS.md §1, Algorithms 1-2 of the paper).
+Answers come from people over hours, so the build is a resumable state machine:
+`CompRFBuilder` lists the queries it still needs, takes answers in any order and in any
+batches, splits each node once all of its answers are in, and can be saved and resumed
+at any point. `CompRF` is the scikit-learn face for when an oracle answers at once.
+
+All trees advance together: the open nodes of every tree are handled in one vectorised
+pass, so the bookkeeping costs microseconds per node, never a Python loop per node.
+Each node draws its pivots from a hash of its own key (and a child's key from its
+parent's), so the forest depends on the answers only, not on the order they arrived in.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from app.learn import _hashing
+from app.learn.triplets import check_triplets
+
+ID_BITS = 21
+MAX_ITEMS = 1 << ID_BITS  # item ids are packed three to an int64 query key
+_PAIR_MASK = (1 << (2 * ID_BITS)) - 1  # the (lower, higher) pivot part of a query key
+OPEN, SPLIT, LEAF = 0, 1, 2
+_LEFT_SALT = np.uint64(0x5851F42D4C957F2D)
+_RIGHT_SALT = np.uint64(0x14057B7EF767814F)
+_TREE_SALT = np.uint64(0x2545F4914F6CDD1D)
+TASKS = ("classification", "regression")
+
+
+def query_keys(anchor: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """One int64 per unordered query ``(anchor, {p, q})``."""
+    lo, hi = np.minimum(p, q), np.maximum(p, q)
+    return (anchor.astype(np.int64) << (2 * ID_BITS)) | (lo.astype(np.int64) << ID_BITS) | hi
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: a fast, well-spread hash of 64-bit words."""
+    with np.errstate(over="ignore"):
+        z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _uniform(keys: np.ndarray, stream: int) -> np.ndarray:
+    """A uniform number in [0, 1) per node key; `stream` gives independent draws."""
+    return (_mix(keys ^ np.uint64(stream * 0xD1B54A32D192ED03 & (2**64 - 1))) >> np.uint64(11)) \
+        * (1.0 / (1 << 53))
+
+
+class AnswerStore:
+    """Votes per query, keyed by `query_keys`, in an open-addressing hash table.
+
+    A query is decided once it holds `answers_per_query` answers and they are not tied.
+    """
+
+    def __init__(self, answers_per_query: int = 1, capacity: int = 1024) -> None:
+        self.answers_per_query = answers_per_query
+        self._count = 0
+        self._allocate(capacity)
+        # Pivot pairs any answer mentions: a node whose pair is new has no answers yet,
+        # so looking up its queries (all misses) can be skipped.
+        self._pairs = np.full(1024, _hashing.EMPTY, np.int64)
+        self._pair_count = 0
+
+    def _allocate(self, capacity: int) -> None:
+        self._table = np.zeros((capacity, 2), np.int64)
+        self._table[:, 0] = _hashing.EMPTY
+
+    def __len__(self) -> int:
+        return self._count
+
+    def reserve(self, n_queries: int) -> None:
+        """Make room for about `n_queries` distinct queries at once (no repeated regrowth)."""
+        if _hashing.capacity_for(n_queries) > len(self._table):
+            old = self._entries()
+            # Grow by half again at least, so a run of small batches regrows rarely.
+            self._allocate(_hashing.capacity_for(n_queries))
+            _hashing.insert(self._table, *old)
+
+    def _insert(self, keys: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        self.reserve(self._count + len(keys))
+        self._count += _hashing.insert(self._table, keys, lo, hi)
+
+    def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        keys, votes = self._table[self._table[:, 0] != _hashing.EMPTY].T
+        return keys, votes & 0xFFFFFFFF, votes >> 32
+
+    def add(self, triplets: np.ndarray) -> None:
+        """Record answers ``(anchor, closer, farther)``."""
+        if len(triplets) == 0:
+            return
+        anchor, closer, farther = triplets.T
+        lower_closer = (closer < farther).astype(np.int64)
+        keys = query_keys(anchor, closer, farther)
+        self._insert(keys, lower_closer, 1 - lower_closer)
+        self._add_pairs(keys & _PAIR_MASK)
+
+    def _add_pairs(self, pairs: np.ndarray) -> None:
+        if _hashing.capacity_for(self._pair_count + len(pairs)) > len(self._pairs):
+            # Bound the set by its distinct pairs, not by this batch's repeats.
+            pairs = pairs[_hashing.first_occurrences(pairs)]
+            needed = _hashing.capacity_for(self._pair_count + len(pairs))
+            if needed > len(self._pairs):
+                old = self._pairs[self._pairs != _hashing.EMPTY]
+                self._pairs = np.full(needed, _hashing.EMPTY, np.int64)
+                _hashing.add_to_set(self._pairs, old)
+        self._pair_count += _hashing.add_to_set(self._pairs, pairs)
+
+    def pairs_seen(self, pairs: np.ndarray) -> np.ndarray:
+        """Whether any answer so far was about each pivot pair (`query_keys` with anchor 0)."""
+        return _hashing.in_set(self._pairs, np.ascontiguousarray(pairs))
+
+    def votes(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Votes for 'closer to the lower id' and 'closer to the higher id' per key."""
+        lo = np.zeros(len(keys), np.int64)
+        hi = np.zeros(len(keys), np.int64)
+        _hashing.lookup(self._table, np.ascontiguousarray(keys), lo, hi)
+        return lo, hi
+
+    def decided(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(whether each query is decided, whether the majority says 'lower id is closer')."""
+        return decided_from_votes(*self.votes(keys), self.answers_per_query)
+
+    def needed(self, keys: np.ndarray) -> np.ndarray:
+        return needed_from_votes(*self.votes(keys), self.answers_per_query)
+
+
+def decided_from_votes(lo, hi, answers_per_query: int):
+    return (lo.astype(np.int64) + hi >= answers_per_query) & (lo != hi), lo > hi
+
+
+def needed_from_votes(lo, hi, answers_per_query: int) -> np.ndarray:
+    """Answers each query still needs: up to `answers_per_query`, then one per tie."""
+    total = lo.astype(np.int64) + hi
+    return np.where(total < answers_per_query, answers_per_query - total,
+                    (lo == hi).astype(np.int64))
+
+
+def _distinct(queries: np.ndarray, keys: np.ndarray, needed: np.ndarray, return_needed: bool,
+              may_repeat: bool = True):
+    """The queries still needing answers, each once (one query can wait in several trees)."""
+    waiting = np.flatnonzero(needed > 0)
+    if may_repeat:
+        waiting = waiting[_hashing.first_occurrences(keys[waiting])]
+    return (queries[waiting], needed[waiting]) if return_needed else queries[waiting]
+
+    def state(self) -> dict[str, np.ndarray]:
+        keys, lo, hi = self._entries()
+        return {"store_keys": keys, "store_lo": lo, "store_hi": hi}
+
+    @classmethod
+    def from_state(cls, answers_per_query: int, state) -> AnswerStore:
+        store = cls(answers_per_query)
+        keys = np.asarray(state["store_keys"])
+        store._insert(keys, np.asarray(state["store_lo"]), np.asarray(state["store_hi"]))
+        store._add_pairs(keys & _PAIR_MASK)
+        return store
+
+
+class _Nodes:
+    """The nodes of all trees as growable parallel arrays."""
+
+    FIELDS = {"tree": np.int32, "start": np.int64, "end": np.int64, "depth": np.int32,
+              "key": np.uint64, "status": np.int8, "pivot_left": np.int64,
+              "pivot_right": np.int64, "left": np.int64, "right": np.int64}
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.count = 0
+        self.arrays = {name: np.empty(capacity, dtype) for name, dtype in self.FIELDS.items()}
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["arrays"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def append(self, **fields: np.ndarray) -> np.ndarray:
+        size = len(fields["tree"])
+        needed = self.count + size
+        capacity = len(self.arrays["tree"])
+        if needed > capacity:
+            capacity = max(needed, 2 * capacity)
+            for name, array in self.arrays.items():
+                grown = np.empty(capacity, array.dtype)
+                grown[:self.count] = array[:self.count]
+                self.arrays[name] = grown
+        ids = np.arange(self.count, needed)
+        defaults = {"status": OPEN, "pivot_left": -1, "pivot_right": -1, "left": -1, "right": -1}
+        for name, array in self.arrays.items():
+            array[self.count:needed] = fields.get(name, defaults.get(name, 0))
+        self.count = needed
+        return ids
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {f"node_{name}": array[:self.count] for name, array in self.arrays.items()}
+
+    @classmethod
+    def from_state(cls, state) -> _Nodes:
+        nodes = cls(capacity=0)
+        nodes.arrays = {name: np.array(state[f"node_{name}"], dtype=dtype)
+                        for name, dtype in cls.FIELDS.items()}
+        nodes.count = len(nodes.arrays["tree"])
+        return nodes
+
+
+def _segments(start: np.ndarray, end: np.ndarray):
+    """Positions of the member segments [start, end) laid end to end, with each one's owner."""
+    sizes = end - start
+    offsets = np.zeros(len(sizes), np.int64)
+    np.cumsum(sizes[:-1], out=offsets[1:])
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    positions = np.arange(int(sizes.sum()), dtype=np.int64) - offsets[owner] + start[owner]
+    return positions, owner, offsets, sizes
+
+
+def _check_params(n_trees, leaf_size, subsample, supervised, task, answers_per_query) -> None:
+    if not isinstance(n_trees, Integral) or isinstance(n_trees, bool) or n_trees < 1:
+        raise ValueError(f"n_trees must be a positive integer; got {n_trees!r}")
+    if not isinstance(leaf_size, Integral) or isinstance(leaf_size, bool) or leaf_size < 1:
+        raise ValueError(f"leaf_size must be a positive integer; got {leaf_size!r}")
+    if not isinstance(subsample, Real) or isinstance(subsample, bool) or not 0 < subsample <= 1:
+        raise ValueError(f"subsample must be a ratio in (0, 1]; got {subsample!r}")
+    if not isinstance(supervised, bool | np.bool_):
+        raise ValueError(f"supervised must be True or False; got {supervised!r}")
+    if task not in TASKS:
+        raise ValueError(f"task must be 'classification' or 'regression'; got {task!r}")
+    if not isinstance(answers_per_query, Integral) or isinstance(answers_per_query, bool) \
+            or answers_per_query < 1:
+        raise ValueError(f"answers_per_query must be a positive integer; got {answers_per_query!r}")
+
+
+def _check_items(items, name: str = "items") -> np.ndarray:
+    array = np.asarray(items)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be a 1-d array of item ids; got shape {array.shape}")
+    if array.size and array.dtype.kind not in "iu":
+        raise ValueError(f"{name} must hold integer item ids; got dtype {array.dtype}")
+    array = array.astype(np.int64)
+    if array.size and (array.min() < 0 or array.max() >= MAX_ITEMS):
+        raise ValueError(f"{name} must be ids in 0..{MAX_ITEMS - 1}")
+    return array
+
+
+class CompRFBuilder:
+    """A CompRF build that advances as answers arrive, in any order and in any batches.
+
+    ``pending_queries()`` lists the queries ``(x, left pivot, right pivot)`` the open
+    nodes still need; ``add_answers(triplets)`` records answers (for any query; those not
+    asked now are kept and reused when a node asks them); nodes split as soon as all
+    their answers are in. ``to_bytes()`` / ``from_bytes()`` save and resume it exactly.
+    Once ``is_complete``, ``forest()`` gives the fitted `CompRF`.
+    """
+
+    def __init__(self, items, y, *, n_trees: int = 100, leaf_size: int = 1,
+                 subsample: float = 1.0, supervised: bool = True, task: str = "classification",
+                 answers_per_query: int = 1, random_state=None) -> None:
+        _check_params(n_trees, leaf_size, subsample, supervised, task, answers_per_query)
+        self.params = {"n_trees": int(n_trees), "leaf_size": int(leaf_size),
+                       "subsample": float(subsample), "supervised": bool(supervised),
+                       "task": task, "answers_per_query": int(answers_per_query)}
+        self.items = _check_items(items)
+        if len(self.items) < 2:
+            raise ValueError(f"items must hold at least 2 items; got {len(self.items)}")
+        if len(np.unique(self.items)) != len(self.items):
+            raise ValueError("items must not repeat an id")
+        y = np.asarray(y)
+        if y.ndim != 1 or len(y) != len(self.items):
+            raise ValueError(f"y must be 1-d with one label per item ({len(self.items)}); "
+                             f"got shape {y.shape}")
+        if task == "classification":
+            self.classes, codes = np.unique(y, return_inverse=True)
+            self.y = codes.astype(np.int64)
+        else:
+            if y.dtype.kind not in "iuf":
+                raise ValueError(f"y must be numeric for regression; got dtype {y.dtype}")
+            self.classes = None
+            self.y = y.astype(np.float64)
+            if not np.all(np.isfinite(self.y)):
+                raise ValueError("y contains NaN or infinite values")
+        seed = int(check_random_state(random_state).randint(0, 2**63 - 1, dtype=np.int64))
+        self.seed = seed
+        n = len(self.items)
+        size = n if subsample == 1 else max(2, int(round(subsample * n)))
+        self.members = np.concatenate([
+            np.random.default_rng([seed, tree]).permutation(n)[:size] for tree in range(n_trees)
+        ]).astype(np.int64)
+        self.store = AnswerStore(answers_per_query)
+        self._pending_cache = None
+        self._query_cache = None
+        self._issued = None
+        self.nodes = _Nodes()
+        trees = np.arange(n_trees)
+        self.roots = self.nodes.append(
+            tree=trees, start=trees * size, end=(trees + 1) * size, depth=np.zeros(n_trees),
+            key=_mix(np.uint64(seed) ^ (trees.astype(np.uint64) * _TREE_SALT)))
+        self._open(self.roots)
+
+    # -- the public face -------------------------------------------------------------
+
+    @property
+    def is_complete(self) -> bool:
+        return not np.any(self.nodes.status[:self.nodes.count] == OPEN)
+
+    @property
+    def n_queries(self) -> int:
+        """Distinct queries answered so far."""
+        return len(self.store)
+
+    def pending_queries(self, return_needed: bool = False):
+        """Distinct ``(x, left pivot, right pivot)`` queries the open nodes are waiting for;
+        with ``return_needed``, also how many more answers each needs."""
+        open_nodes = self._open_nodes()
+        queries, query_owner = self._open_queries(open_nodes)[:2]
+        cached = self._pending_cache
+        if cached is not None and np.array_equal(cached[0], open_nodes):
+            _, _, keys, lo, hi = cached
+        else:
+            keys = query_keys(*queries.T)
+            lo, hi = self._votes(open_nodes, query_owner, keys)
+        needed = needed_from_votes(lo, hi, self.params["answers_per_query"])
+        # One query waits in several nodes only if they share their pair of pivots, so
+        # only those nodes' queries are checked for repeats.
+        first = np.arange(len(keys))
+        pairs = query_keys(np.zeros(len(open_nodes), np.int64), self.nodes.pivot_left[open_nodes],
+                           self.nodes.pivot_right[open_nodes])
+        pair_first = _hashing.first_index(pairs)
+        shared = np.bincount(pair_first, minlength=len(pairs))[pair_first] > 1
+        if shared.any():
+            repeatable = np.flatnonzero(shared[query_owner])
+            first[repeatable] = repeatable[_hashing.first_index(keys[repeatable])]
+        waiting = needed > 0
+        chosen = (first == np.arange(len(keys))) & waiting
+        # With one answer per query and no votes yet on the waiting ones, a batch that
+        # answers this list row by row gives every vote: no lookups (see add_answers).
+        self._issued = None
+        if self.params["answers_per_query"] == 1 and not np.any(waiting & (lo + hi > 0)):
+            index_of = np.where(waiting, (np.cumsum(chosen) - 1)[first], -1)
+            self._issued = (open_nodes, queries[chosen], index_of, lo, hi)
+        return (queries[chosen], needed[chosen]) if return_needed else queries[chosen]
+
+    def add_answers(self, triplets) -> int:
+        """Record answers ``(x, closer, farther)``; returns how many nodes split as a result."""
+        triplets = check_triplets(triplets, MAX_ITEMS, name="answers")
+        answered_in_order = self._answers_issued_list(triplets)
+        self.store.add(triplets)
+        self._pending_cache = None
+        open_nodes = self._open_nodes()
+        if answered_in_order:
+            _, _, index_of, lo, hi = self._issued
+            self._issued = None
+            lower_closer = (triplets[:, 1] < triplets[:, 2]).astype(np.int64)
+            answered = index_of >= 0
+            lo, hi = lo.copy(), hi.copy()
+            lo[answered] = lower_closer[index_of[answered]]
+            hi[answered] = 1 - lo[answered]
+            return self._split_completed(open_nodes, votes=(lo, hi))
+        self._issued = None
+        return self._split_completed(open_nodes)
+
+    def _answers_issued_list(self, triplets: np.ndarray) -> bool:
+        """Whether `triplets` answer the last issued pending list exactly, row by row."""
+        if self._issued is None:
+            return False
+        open_nodes, queries = self._issued[:2]
+        if len(triplets) != len(queries) or not np.array_equal(open_nodes, self._open_nodes()):
+            return False
+        closer, farther = triplets[:, 1], triplets[:, 2]
+        p, q = queries[:, 1], queries[:, 2]
+        return bool(np.all(triplets[:, 0] == queries[:, 0]) and np.all(
+            ((closer == p) & (farther == q)) | ((closer == q) & (farther == p))))
+
+    def progress(self) -> dict:
+        """How far the build is: per tree, the share of its items already in leaves."""
+        count = self.nodes.count
+        status = self.nodes.status[:count]
+        sizes = self.nodes.end[:count] - self.nodes.start[:count]
+        trees = self.nodes.tree[:count]
+        tree_size = sizes[self.roots]
+        in_leaves = np.bincount(trees[status == LEAF], weights=sizes[status == LEAF],
+                                minlength=self.params["n_trees"])
+        return {"queries_answered": self.n_queries,
+                "queries_pending": int(len(self.pending_queries())),
+                "nodes_open": int(np.sum(status == OPEN)),
+                "nodes_done": int(np.sum(status != OPEN)),
+                "tree_done_share": (in_leaves / tree_size).tolist(),
+                "done_share": float(in_leaves.sum() / tree_size.sum())}
+
+    def forest(self) -> CompRF:
+        if not self.is_complete:
+            raise ValueError("the build is not complete: answer its pending queries first")
+        model = CompRF(**{k: v for k, v in self.params.items()})
+        model._set_fitted(self)
+        return model
+
+    def to_bytes(self) -> bytes:
+        meta = {"params": self.params, "seed": self.seed,
+                "classes": None if self.classes is None else self.classes.tolist()}
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+                            items=self.items, y=self.y, members=self.members, roots=self.roots,
+                            **self.nodes.state(), **self.store.state())
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CompRFBuilder:
+        with np.load(io.BytesIO(data), allow_pickle=False) as state:
+            meta = json.loads(state["meta"].tobytes())
+            builder = cls.__new__(cls)
+            builder.params = meta["params"]
+            builder.seed = meta["seed"]
+            builder.classes = None if meta["classes"] is None else np.asarray(meta["classes"])
+            builder.items, builder.y = state["items"], state["y"]
+            builder.members, builder.roots = np.array(state["members"]), state["roots"]
+            builder.nodes = _Nodes.from_state(state)
+            builder.store = AnswerStore.from_state(meta["params"]["answers_per_query"], state)
+        builder._pending_cache = None
+        builder._query_cache = None
+        builder._issued = None
+        return builder
+
+    # -- the machinery ----------------------------------------------------------------
+
+    def _open_nodes(self) -> np.ndarray:
+        return np.flatnonzero(self.nodes.status[:self.nodes.count] == OPEN)
+
+    def _open(self, nodes: np.ndarray) -> None:
+        """Make new nodes leaves or give them pivots; then split any whose answers are in."""
+        sizes = self.nodes.end[nodes] - self.nodes.start[nodes]
+        small = sizes <= self.params["leaf_size"]
+        self.nodes.status[nodes[small]] = LEAF
+        growing = nodes[~small]
+        if len(growing):
+            self._choose_pivots(growing)
+            self._split_completed(growing)
+
+    def _choose_pivots(self, nodes: np.ndarray) -> None:
+        positions, owner, offsets, sizes = _segments(self.nodes.start[nodes], self.nodes.end[nodes])
+        keys = self.nodes.key[nodes]
+        u1, u2 = _uniform(keys, 1), _uniform(keys, 2)
+        # Two distinct members uniformly at random ...
+        first = np.floor(u1 * sizes).astype(np.int64)
+        second = np.floor(u2 * (sizes - 1)).astype(np.int64)
+        second += second >= first
+        first += offsets
+        second += offsets
+        if self.params["supervised"] and self.params["task"] == "classification":
+            # ... or, where labels differ, a uniformly random pair with different labels:
+            # the first pivot weighted by its number of differently labelled partners.
+            labels = self.y[self.members[positions]]
+            n_classes = len(self.classes)
+            counts = np.bincount(owner * n_classes + labels, minlength=len(nodes) * n_classes)
+            weight = sizes[owner] - counts.reshape(len(nodes), n_classes)[owner, labels]
+            cumulative = np.cumsum(weight)
+            total = np.add.reduceat(weight, offsets)
+            mixed = total > 0
+            before = cumulative[offsets] - weight[offsets]
+            target = before + np.floor(u1 * total).astype(np.int64)
+            mixed_first = np.searchsorted(cumulative, target, side="right")
+            other = labels != labels[np.minimum(mixed_first, len(labels) - 1)][owner]
+            other_cumulative = np.cumsum(other)
+            other_before = other_cumulative[offsets] - other[offsets]
+            other_total = np.add.reduceat(other.astype(np.int64), offsets)
+            target = other_before + np.floor(u2 * other_total).astype(np.int64)
+            mixed_second = np.searchsorted(other_cumulative, target, side="right")
+            first = np.where(mixed, mixed_first, first)
+            second = np.where(mixed, mixed_second, second)
+        ids = self.items[self.members[positions]]
+        self.nodes.pivot_left[nodes] = ids[first]
+        self.nodes.pivot_right[nodes] = ids[second]
+
+    def _open_queries(self, nodes: np.ndarray):
+        """Queries of the open `nodes`, with where each comes from.
+
+        Open nodes' members do not move until they split, so the arrays for the same node
+        set are reused (each round expands the frontier once instead of twice).
+        """
+        cached = self._query_cache
+        if cached is not None and np.array_equal(cached[0], nodes):
+            return cached[1]
+        positions, owner, _, _ = _segments(self.nodes.start[nodes], self.nodes.end[nodes])
+        ids = self.items[self.members[positions]]
+        left = self.nodes.pivot_left[nodes][owner]
+        right = self.nodes.pivot_right[nodes][owner]
+        asked = (ids != left) & (ids != right)
+        queries = np.stack([ids[asked], left[asked], right[asked]], axis=1)
+        result = queries, owner[asked], positions, owner, ids, left, right, asked
+        self._query_cache = (nodes, result)
+        return result
+
+    def _votes(self, nodes: np.ndarray, query_owner: np.ndarray, keys: np.ndarray):
+        """Votes for the queries of `nodes`, looking up only nodes whose pivot pair any
+        answer has mentioned: the others cannot have answers yet."""
+        lo = np.zeros(len(keys), np.int64)
+        hi = np.zeros(len(keys), np.int64)
+        pairs_known = self.store.pairs_seen(query_keys(
+            np.zeros(len(nodes), np.int64), self.nodes.pivot_left[nodes],
+            self.nodes.pivot_right[nodes]))
+        if pairs_known.all():
+            return self.store.votes(keys)
+        known = pairs_known[query_owner]
+        if known.any():
+            lo[known], hi[known] = self.store.votes(keys[known])
+        return lo, hi
+
+    def _split_completed(self, candidates: np.ndarray, votes=None) -> int:
+        """Split every candidate node whose answers are all decided; returns how many.
+
+        `votes` (for the lower and the higher id, per query of the candidates) may be
+        given when the caller knows them, sparing the lookups.
+        """
+        if len(candidates) == 0:
+            return 0
+        queries, query_owner, positions, owner, ids, left, right, asked = \
+            self._open_queries(candidates)
+        keys = query_keys(*queries.T)
+        k = self.params["answers_per_query"]
+        lo, hi = votes if votes is not None else self._votes(candidates, query_owner, keys)
+        decided, lower_closer = decided_from_votes(lo, hi, k)
+        undecided = np.bincount(query_owner[~decided], minlength=len(candidates))
+        complete = undecided == 0
+        if not complete.any():
+            # Nothing changes until more answers arrive: remember what these nodes wait for.
+            if np.array_equal(candidates, self._open_nodes()):
+                self._pending_cache = (candidates, queries, keys, lo, hi)
+            return 0
+        self._pending_cache = None
+        self._query_cache = None
+        # Which side each member goes to: pivots to their own side, others by the answer.
+        closer_to_left = lower_closer == (queries[:, 1] < queries[:, 2])
+        go_left = ids == left
+        go_left[asked] = closer_to_left
+        keep = complete[owner]
+        positions, owner, go_left = positions[keep], owner[keep], go_left[keep]
+        # A stable partition of each segment, left side first, placed by rank (no sort).
+        n_left = np.bincount(owner, weights=go_left, minlength=len(candidates)).astype(np.int64)
+        change = np.ones(len(owner), bool)
+        change[1:] = owner[1:] != owner[:-1]
+        first = np.flatnonzero(change)
+        segment = np.cumsum(change) - 1
+        left_seen = np.cumsum(go_left)
+        right_seen = np.arange(1, len(owner) + 1) - left_seen
+        left_rank = left_seen - 1 - (left_seen[first] - go_left[first])[segment]
+        right_rank = right_seen - 1 - (right_seen[first] - ~go_left[first])[segment]
+        destination = self.nodes.start[candidates][owner] + np.where(
+            go_left, left_rank, n_left[owner] + right_rank)
+        self.members[destination] = self.members[positions]
+        n_left = n_left[complete]
+        nodes = candidates[complete]
+        start, end = self.nodes.start[nodes], self.nodes.end[nodes]
+        middle = start + n_left
+        key = self.nodes.key[nodes]
+        children = self.nodes.append(
+            tree=np.concatenate([self.nodes.tree[nodes]] * 2),
+            start=np.concatenate([start, middle]), end=np.concatenate([middle, end]),
+            depth=np.concatenate([self.nodes.depth[nodes] + 1] * 2),
+            key=np.concatenate([_mix(key ^ _LEFT_SALT), _mix(key ^ _RIGHT_SALT)]))
+        self.nodes.left[nodes] = children[:len(nodes)]
+        self.nodes.right[nodes] = children[len(nodes):]
+        self.nodes.status[nodes] = SPLIT
+        self._open(children)
+        return len(nodes)
+
+
+class CompRFRouter:
+    """Routes items down every tree of a fitted forest, resumably, like the builder.
+
+    At each internal node an item is asked ``(item, left pivot, right pivot)``; answers
+    the forest already holds (from its build) are reused, never asked again.
+    """
+
+    def __init__(self, forest: CompRF, items) -> None:
+        check_is_fitted(forest, "nodes_")
+        self.forest = forest
+        self.items = _check_items(items)
+        n_trees = len(forest.roots_)
+        self.position = np.tile(forest.roots_, len(self.items))  # (item, tree) pairs, flat
+        self.pair_item = np.repeat(self.items, n_trees)
+        self.store = AnswerStore(forest.answers_per_query)
+        self._advance()
+
+    @property
+    def is_complete(self) -> bool:
+        return not np.any(self.forest.nodes_["left"][self.position] >= 0)
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.store)
+
+    def _waiting(self):
+        nodes = self.forest.nodes_
+        internal = np.flatnonzero(nodes["left"][self.position] >= 0)
+        node = self.position[internal]
+        x = self.pair_item[internal]
+        return internal, x, nodes["pivot_left"][node], nodes["pivot_right"][node]
+
+    def _votes(self, keys):
+        lo_forest, hi_forest = self.forest.store_.votes(keys)
+        lo, hi = self.store.votes(keys)
+        return lo + lo_forest, hi + hi_forest
+
+    def pending_queries(self, return_needed: bool = False):
+        _, x, left, right = self._waiting()
+        asked = (x != left) & (x != right)
+        queries = np.stack([x[asked], left[asked], right[asked]], axis=1)
+        keys = query_keys(*queries.T)
+        lo, hi = self._votes(keys)
+        needed = needed_from_votes(lo, hi, self.forest.answers_per_query)
+        return _distinct(queries, keys, needed, return_needed)
+
+    def add_answers(self, triplets) -> None:
+        self.store.add(check_triplets(triplets, MAX_ITEMS, name="answers"))
+        self._advance()
+
+    def _advance(self) -> None:
+        nodes = self.forest.nodes_
+        k = self.forest.answers_per_query
+        while True:
+            internal, x, left, right = self._waiting()
+            if len(internal) == 0:
+                return
+            lo, hi = self._votes(query_keys(x, left, right))
+            decided, lower_closer = decided_from_votes(lo, hi, k)
+            go_left = lower_closer == (left < right)
+            go_left = np.where(x == left, True, np.where(x == right, False, go_left))
+            moving = decided | (x == left) | (x == right)
+            if not moving.any():
+                return
+            node = self.position[internal[moving]]
+            self.position[internal[moving]] = np.where(
+                go_left[moving], nodes["left"][node], nodes["right"][node])
+
+    def leaves(self) -> np.ndarray:
+        """The leaf reached in each tree: shape (n_items, n_trees)."""
+        if not self.is_complete:
+            raise ValueError("routing is not complete: answer its pending queries first")
+        return self.position.reshape(len(self.items), -1)
+
+
+class CompRF(BaseEstimator):
+    """Comparison-based random forest (Haghiri, Garreau & von Luxburg, 2018).
+
+    Parameters
+    ----------
+    n_trees : number of comparison trees.
+    leaf_size : a node with at most this many items becomes a leaf (the paper's n0).
+    subsample : share of the training items each tree is built on (1.0: all).
+    supervised : choose pivots with different labels (classification); regression
+        always chooses them without looking at the targets, as in the paper.
+    task : "classification" (majority vote) or "regression" (mean).
+    answers_per_query : answers gathered per query; the majority decides, ties ask again.
+    random_state : seed; the same seed and the same answers give the same forest.
+
+    Attributes
+    ----------
+    n_queries_ : distinct queries answered during the build.
+    classes_ : class labels (classification).
+    """
+
+    def __init__(self, n_trees: int = 100, leaf_size: int = 1, subsample: float = 1.0,
+                 supervised: bool = True, task: str = "classification",
+                 answers_per_query: int = 1, random_state=None) -> None:
+        self.n_trees = n_trees
+        self.leaf_size = leaf_size
+        self.subsample = subsample
+        self.supervised = supervised
+        self.task = task
+        self.answers_per_query = answers_per_query
+        self.random_state = random_state
+
+    def builder(self, items, y) -> CompRFBuilder:
+        """A resumable build with this estimator's parameters."""
+        return CompRFBuilder(items, y, **self.get_params())
+
+    def fit(self, items, y, oracle) -> CompRF:
+        """Build the forest on labelled `items`, asking `oracle` every query it needs."""
+        build = self.builder(items, y)
+        tree_size = len(build.members) / self.n_trees
+        build.store.reserve(int(1.1 * len(build.members) * np.log2(max(tree_size / self.leaf_size, 2))))
+        while not build.is_complete:
+            queries, needed = build.pending_queries(return_needed=True)
+            build.add_answers(oracle.answer(np.repeat(queries, needed, axis=0)))
+        self._set_fitted(build)
+        return self
+
+    def _set_fitted(self, build: CompRFBuilder) -> None:
+        count = build.nodes.count
+        self.nodes_ = {name: array[:count].copy() for name, array in build.nodes.arrays.items()}
+        self.roots_ = np.asarray(build.roots)
+        self.members_ = build.members.copy()
+        self.items_ = build.items
+        self.store_ = build.store
+        self.n_queries_ = build.n_queries
+        if build.params["task"] == "classification":
+            self.classes_ = build.classes
+            self.y_codes_ = build.y
+        else:
+            self.y_ = build.y
+
+    def route(self, items) -> CompRFRouter:
+        """A resumable routing of `items` (e.g. when people answer its queries)."""
+        return CompRFRouter(self, items)
+
+    def _leaves(self, items, oracle) -> np.ndarray:
+        router = self.route(items)
+        while not router.is_complete:
+            queries, needed = router.pending_queries(return_needed=True)
+            router.add_answers(oracle.answer(np.repeat(queries, needed, axis=0)))
+        return router.leaves()
+
+    def _pooled(self, leaves: np.ndarray):
+        """Per item, the pooled members of its leaves: (item index of each, training index)."""
+        flat = leaves.ravel()
+        positions, owner, _, _ = _segments(self.nodes_["start"][flat], self.nodes_["end"][flat])
+        return owner // leaves.shape[1], self.members_[positions]
+
+    def proba_from_leaves(self, leaves: np.ndarray) -> np.ndarray:
+        """Class shares of each item's pooled leaf members (rows of `leaves`)."""
+        item, member = self._pooled(leaves)
+        n_classes = len(self.classes_)
+        counts = np.bincount(item * n_classes + self.y_codes_[member],
+                             minlength=len(leaves) * n_classes).reshape(len(leaves), n_classes)
+        return counts / counts.sum(axis=1, keepdims=True)
+
+    def predict_from_leaves(self, leaves: np.ndarray) -> np.ndarray:
+        if self.task == "classification":
+            return self.classes_[np.argmax(self.proba_from_leaves(leaves), axis=1)]
+        item, member = self._pooled(leaves)
+        sums = np.bincount(item, weights=self.y_[member], minlength=len(leaves))
+        return sums / np.bincount(item, minlength=len(leaves))
+
+    def predict(self, items, oracle) -> np.ndarray:
+        """Label (or value) of each item, routed down every tree by asking `oracle`."""
+        check_is_fitted(self, "nodes_")
+        return self.predict_from_leaves(self._leaves(items, oracle))
+
+    def predict_proba(self, items, oracle) -> np.ndarray:
+        check_is_fitted(self, "nodes_")
+        if self.task != "classification":
+            raise ValueError("predict_proba needs task='classification'")
+        return self.proba_from_leaves(self._leaves(items, oracle))
