@@ -5,6 +5,18 @@ it works on its own in a notebook. Items are integer ids ``0..n-1``; triplets ar
 ``(m, 3)`` integer arrays ``(anchor, closer, farther)``.
 """
 
-from app.learn.triplets import check_triplets
+from app.learn.comprf import CompRF, CompRFBuilder, CompRFRouter
+from app.learn.metrics import triplet_error
+from app.learn.oracles import FeatureOracle
+from app.learn.triplets import check_triplets, random_queries, random_triplets
 
-__all__ = ["check_triplets"]
+__all__ = [
+    "CompRF",
+    "CompRFBuilder",
+    "CompRFRouter",
+    "FeatureOracle",
+    "check_triplets",
+    "random_queries",
+    "random_triplets",
+    "triplet_error",
+]

@@ -135,6 +135,18 @@ class AnswerStore:
     def needed(self, keys: np.ndarray) -> np.ndarray:
         return needed_from_votes(*self.votes(keys), self.answers_per_query)
 
+    def state(self) -> dict[str, np.ndarray]:
+        keys, lo, hi = self._entries()
+        return {"store_keys": keys, "store_lo": lo, "store_hi": hi}
+
+    @classmethod
+    def from_state(cls, answers_per_query: int, state) -> AnswerStore:
+        store = cls(answers_per_query)
+        keys = np.asarray(state["store_keys"])
+        store._insert(keys, np.asarray(state["store_lo"]), np.asarray(state["store_hi"]))
+        store._add_pairs(keys & _PAIR_MASK)
+        return store
+
 
 def decided_from_votes(lo, hi, answers_per_query: int):
     return (lo.astype(np.int64) + hi >= answers_per_query) & (lo != hi), lo > hi
@@ -147,25 +159,11 @@ def needed_from_votes(lo, hi, answers_per_query: int) -> np.ndarray:
                     (lo == hi).astype(np.int64))
 
 
-def _distinct(queries: np.ndarray, keys: np.ndarray, needed: np.ndarray, return_needed: bool,
-              may_repeat: bool = True):
+def _distinct(queries: np.ndarray, keys: np.ndarray, needed: np.ndarray, return_needed: bool):
     """The queries still needing answers, each once (one query can wait in several trees)."""
     waiting = np.flatnonzero(needed > 0)
-    if may_repeat:
-        waiting = waiting[_hashing.first_occurrences(keys[waiting])]
+    waiting = waiting[_hashing.first_occurrences(keys[waiting])]
     return (queries[waiting], needed[waiting]) if return_needed else queries[waiting]
-
-    def state(self) -> dict[str, np.ndarray]:
-        keys, lo, hi = self._entries()
-        return {"store_keys": keys, "store_lo": lo, "store_hi": hi}
-
-    @classmethod
-    def from_state(cls, answers_per_query: int, state) -> AnswerStore:
-        store = cls(answers_per_query)
-        keys = np.asarray(state["store_keys"])
-        store._insert(keys, np.asarray(state["store_lo"]), np.asarray(state["store_hi"]))
-        store._add_pairs(keys & _PAIR_MASK)
-        return store
 
 
 class _Nodes:

@@ -1,0 +1,244 @@
+"""CompRF on planted data: accuracy, query counts, noise, and an exactly resumable build."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_diabetes, make_blobs
+from sklearn.exceptions import NotFittedError
+
+from app.learn import CompRF, CompRFBuilder, FeatureOracle, random_triplets
+
+
+class RecordingOracle(FeatureOracle):
+    """A feature oracle that remembers every query it was asked."""
+
+    def __init__(self, X, **kwargs):
+        super().__init__(X, **kwargs)
+        self.asked = []
+
+    def answer(self, queries):
+        queries = np.asarray(queries)
+        self.asked.append(queries.copy())
+        return super().answer(queries)
+
+    def all_asked(self):
+        return np.concatenate(self.asked) if self.asked else np.empty((0, 3), int)
+
+
+def unordered_keys(queries):
+    return {(a, min(p, q), max(p, q)) for a, p, q in np.asarray(queries).tolist()}
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(n_samples=600, centers=4, cluster_std=0.6, random_state=0)
+    return X, np.array(["north", "south", "east", "west"])[y]
+
+
+def canonical_trees(model):
+    """Each tree in preorder: pivots of internal nodes, sorted member ids of leaves.
+
+    Node ids depend on the order nodes completed in; the trees themselves must not."""
+    nodes, trees = model.nodes_, []
+    for root in model.roots_:
+        tree, stack = [], [root]
+        while stack:
+            node = stack.pop()
+            if nodes["left"][node] >= 0:
+                tree.append(("split", nodes["pivot_left"][node], nodes["pivot_right"][node]))
+                stack += [nodes["right"][node], nodes["left"][node]]
+            else:
+                members = model.members_[nodes["start"][node]:nodes["end"][node]]
+                tree.append(("leaf", tuple(sorted(model.items_[members].tolist()))))
+        trees.append(tree)
+    return trees
+
+
+def split(n, test_share=0.25, seed=0):
+    order = np.random.default_rng(seed).permutation(n)
+    cut = int(n * (1 - test_share))
+    return order[:cut], order[cut:]
+
+
+class TestAccuracy:
+    def test_perfect_oracle_on_separated_clusters(self, blobs):
+        X, y = blobs
+        train, test = split(len(X))
+        model = CompRF(n_trees=20, random_state=0).fit(train, y[train], FeatureOracle(X))
+        assert np.mean(model.predict(test, FeatureOracle(X)) == y[test]) >= 0.99
+        proba = model.predict_proba(test, FeatureOracle(X))
+        assert proba.shape == (len(test), 4) and np.allclose(proba.sum(axis=1), 1)
+        assert set(model.classes_) == {"north", "south", "east", "west"}
+
+    def test_noise_degrades_gracefully_and_redundancy_helps(self):
+        X, y = make_blobs(n_samples=800, centers=3, cluster_std=1.5, random_state=1)
+        train, test = split(len(X))
+        accuracy = {}
+        for noise, k in ((0.0, 1), (0.2, 1), (0.2, 3)):
+            oracle = FeatureOracle(X, noise=noise, random_state=2)
+            model = CompRF(n_trees=30, answers_per_query=k, random_state=0)
+            model.fit(train, y[train], oracle)
+            accuracy[noise, k] = np.mean(model.predict(test, oracle) == y[test])
+        assert accuracy[0.0, 1] >= 0.9
+        # graceful: 20% wrong answers cost a few points, far from chance (0.33)
+        assert accuracy[0.2, 1] >= accuracy[0.0, 1] - 0.1, accuracy
+        assert accuracy[0.2, 3] >= accuracy[0.2, 1] - 0.01, accuracy
+
+    def test_regression_beats_predicting_the_mean(self):
+        X, y = load_diabetes(return_X_y=True)
+        train, test = split(len(X))
+        oracle = FeatureOracle(X)
+        model = CompRF(n_trees=50, leaf_size=5, task="regression", random_state=0)
+        predicted = model.fit(train, y[train], oracle).predict(test, oracle)
+        rmse = np.sqrt(np.mean((predicted - y[test]) ** 2))
+        baseline = np.sqrt(np.mean((y[train].mean() - y[test]) ** 2))
+        assert rmse < 0.85 * baseline
+
+
+class TestQueries:
+    def test_one_tree_asks_about_n_log2_n_over_leaf_size(self):
+        X = np.random.default_rng(0).normal(size=(2048, 5))
+        y = np.zeros(2048, int)
+        for leaf_size in (1, 8):
+            model = CompRF(n_trees=1, leaf_size=leaf_size, supervised=False, random_state=0)
+            model.fit(np.arange(2048), y, FeatureOracle(X))
+            expected = 2048 * np.log2(2048 / leaf_size)
+            assert 0.8 * expected < model.n_queries_ < 1.6 * expected, (leaf_size, model.n_queries_)
+
+    def test_never_asks_a_query_twice_and_counts_what_it_asked(self, blobs):
+        X, y = blobs
+        oracle = RecordingOracle(X)
+        model = CompRF(n_trees=25, random_state=3).fit(np.arange(400), y[:400], oracle)
+        asked = oracle.all_asked()
+        assert len(unordered_keys(asked)) == len(asked) == model.n_queries_
+
+    def test_answers_already_held_are_reused(self, blobs):
+        X, y = blobs
+        items = np.arange(300)
+        passive = random_triplets(len(X), 20_000, FeatureOracle(X), random_state=0)
+        build = CompRFBuilder(items, y[items], n_trees=10, random_state=1)
+        build.add_answers(passive)
+        oracle = RecordingOracle(X)
+        while not build.is_complete:
+            build.add_answers(oracle.answer(build.pending_queries()))
+        asked = unordered_keys(oracle.all_asked())
+        assert not asked & unordered_keys(passive)
+        fresh = CompRF(n_trees=10, random_state=1).fit(items, y[items], FeatureOracle(X))
+        assert len(asked) < fresh.n_queries_
+        assert canonical_trees(build.forest()) == canonical_trees(fresh)
+
+    def test_routing_training_items_reuses_the_build_answers(self, blobs):
+        X, y = blobs
+        model = CompRF(n_trees=10, random_state=0).fit(np.arange(200), y[:200], FeatureOracle(X))
+        oracle = RecordingOracle(X)
+        assert np.array_equal(model.predict(np.arange(200), oracle), y[:200])
+        assert oracle.all_asked().shape[0] == 0
+
+    def test_k_answers_per_query_and_one_more_on_a_tie(self, blobs):
+        X, y = blobs
+        build = CompRFBuilder(np.arange(50), y[:50], n_trees=2, answers_per_query=2, random_state=0)
+        queries, needed = build.pending_queries(return_needed=True)
+        assert np.all(needed == 2)
+        query = queries[:1]
+        first = FeatureOracle(X).answer(query)
+        build.add_answers(np.concatenate([first, first[:, [0, 2, 1]]]))  # one vote each way
+        queries, needed = build.pending_queries(return_needed=True)
+        row = np.flatnonzero((queries == query).all(axis=1))
+        assert needed[row].tolist() == [1]
+
+
+class TestResumableBuild:
+    def fit_by_builder(self, X, y, items, seed, batches_seed, save_midway=False):
+        oracle = FeatureOracle(X)
+        build = CompRFBuilder(items, y[items], n_trees=8, random_state=seed)
+        rng = np.random.default_rng(batches_seed)
+        round_number = 0
+        while not build.is_complete:
+            answers = oracle.answer(build.pending_queries())
+            rng.shuffle(answers)
+            for batch in np.array_split(answers, rng.integers(1, 6)):
+                build.add_answers(batch)
+            round_number += 1
+            if save_midway and round_number == 3:
+                build = CompRFBuilder.from_bytes(build.to_bytes())
+        return build.forest()
+
+    def test_shuffled_batched_answers_give_the_same_forest_as_fit(self, blobs):
+        X, y = blobs
+        items = np.arange(0, 600, 2)
+        direct = CompRF(n_trees=8, random_state=4).fit(items, y[items], FeatureOracle(X))
+        for batches_seed, save in ((0, False), (1, True)):
+            rebuilt = self.fit_by_builder(X, y, items, 4, batches_seed, save_midway=save)
+            assert canonical_trees(rebuilt) == canonical_trees(direct)
+            test = np.arange(1, 600, 2)
+            assert np.array_equal(direct.predict(test, FeatureOracle(X)),
+                                  rebuilt.predict(test, FeatureOracle(X)))
+
+    def test_progress_reports_per_tree(self, blobs):
+        X, y = blobs
+        build = CompRFBuilder(np.arange(100), y[:100], n_trees=3, random_state=0)
+        start = build.progress()
+        assert start["done_share"] == 0 and start["queries_pending"] == 3 * 98
+        while not build.is_complete:
+            build.add_answers(FeatureOracle(X).answer(build.pending_queries()))
+        assert build.progress()["tree_done_share"] == [1.0, 1.0, 1.0]
+
+    def test_an_incomplete_build_is_not_a_forest(self, blobs):
+        X, y = blobs
+        with pytest.raises(ValueError, match="not complete"):
+            CompRFBuilder(np.arange(20), y[:20], n_trees=1).forest()
+
+    def test_routing_resumes_in_any_order(self, blobs):
+        X, y = blobs
+        model = CompRF(n_trees=6, random_state=0).fit(np.arange(300), y[:300], FeatureOracle(X))
+        new_items = np.arange(300, 360)
+        router = model.route(new_items)
+        rng = np.random.default_rng(0)
+        while not router.is_complete:
+            answers = FeatureOracle(X).answer(router.pending_queries())
+            rng.shuffle(answers)
+            for batch in np.array_split(answers, 3):
+                router.add_answers(batch)
+        expected = model.predict(new_items, FeatureOracle(X))
+        assert np.array_equal(model.predict_from_leaves(router.leaves()), expected)
+
+
+class TestEstimatorHabits:
+    def test_same_seed_same_forest_other_seed_other_forest(self, blobs):
+        X, y = blobs
+        fit = lambda seed: CompRF(n_trees=5, random_state=seed).fit(  # noqa: E731
+            np.arange(200), y[:200], FeatureOracle(X))
+        first, second, other = fit(7), fit(7), fit(8)
+        assert np.array_equal(first.nodes_["pivot_left"], second.nodes_["pivot_left"])
+        assert first.n_queries_ == second.n_queries_
+        assert not np.array_equal(first.nodes_["pivot_left"][:5], other.nodes_["pivot_left"][:5])
+
+    def test_clone_and_not_fitted(self, blobs):
+        X, _ = blobs
+        model = CompRF(n_trees=3, leaf_size=2, random_state=1)
+        copy = clone(model)
+        assert copy.get_params() == model.get_params()
+        with pytest.raises(NotFittedError):
+            copy.predict(np.arange(3), FeatureOracle(X))
+
+    @pytest.mark.parametrize(("params", "name"), [
+        ({"n_trees": 0}, "n_trees"), ({"leaf_size": 0}, "leaf_size"),
+        ({"subsample": 0.0}, "subsample"), ({"subsample": 1.5}, "subsample"),
+        ({"task": "ranking"}, "task"), ({"supervised": "yes"}, "supervised"),
+        ({"answers_per_query": 0}, "answers_per_query"),
+    ])
+    def test_bad_parameters_are_named(self, blobs, params, name):
+        X, y = blobs
+        with pytest.raises(ValueError, match=name):
+            CompRF(**params).fit(np.arange(10), y[:10], FeatureOracle(X))
+
+    @pytest.mark.parametrize(("items", "labels", "message"), [
+        ([0, 1, 1], ["a", "b", "c"], "must not repeat"),
+        ([0, 1, 2], ["a", "b"], "one label per item"),
+        ([0], ["a"], "at least 2"),
+        ([[0, 1]], ["a"], "1-d array"),
+    ])
+    def test_bad_training_data_is_explained(self, blobs, items, labels, message):
+        X, _ = blobs
+        with pytest.raises(ValueError, match=message):
+            CompRF().fit(items, labels, FeatureOracle(X))
