@@ -24,11 +24,13 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from app.learn import _comprf_kernels as _kernels
 from app.learn import _hashing
 from app.learn.triplets import check_triplets
 
 ID_BITS = 21
 MAX_ITEMS = 1 << ID_BITS  # item ids are packed three to an int64 query key
+_ID_MASK = MAX_ITEMS - 1
 _PAIR_MASK = (1 << (2 * ID_BITS)) - 1  # the (lower, higher) pivot part of a query key
 OPEN, SPLIT, LEAF = 0, 1, 2
 _LEFT_SALT = np.uint64(0x5851F42D4C957F2D)
@@ -134,6 +136,16 @@ class AnswerStore:
 
     def needed(self, keys: np.ndarray) -> np.ndarray:
         return needed_from_votes(*self.votes(keys), self.answers_per_query)
+
+    def triplets(self) -> np.ndarray:
+        """The majority answer of every query held, as ``(anchor, closer, farther)`` rows
+        (ties are left out): what passive learners train on."""
+        keys, lo, hi = self._entries()
+        keep = lo != hi
+        keys, lower_closer = keys[keep], lo[keep] > hi[keep]
+        anchor, lower, higher = keys >> (2 * ID_BITS), (keys >> ID_BITS) & _ID_MASK, keys & _ID_MASK
+        return np.stack([anchor, np.where(lower_closer, lower, higher),
+                         np.where(lower_closer, higher, lower)], axis=1)
 
     def state(self) -> dict[str, np.ndarray]:
         keys, lo, hi = self._entries()
@@ -443,42 +455,18 @@ class CompRFBuilder:
             self._split_completed(growing)
 
     def _choose_pivots(self, nodes: np.ndarray) -> None:
-        positions, owner, offsets, sizes = _segments(self.nodes.start[nodes], self.nodes.end[nodes])
         keys = self.nodes.key[nodes]
-        u1, u2 = _uniform(keys, 1), _uniform(keys, 2)
-        # Two distinct members uniformly at random ...
-        first = np.floor(u1 * sizes).astype(np.int64)
-        second = np.floor(u2 * (sizes - 1)).astype(np.int64)
-        second += second >= first
-        first += offsets
-        second += offsets
-        if self.params["supervised"] and self.params["task"] == "classification":
-            # ... or, where labels differ, a uniformly random pair with different labels:
-            # the first pivot weighted by its number of differently labelled partners.
-            labels = self.y[self.members[positions]]
-            n_classes = len(self.classes)
-            counts = np.bincount(owner * n_classes + labels, minlength=len(nodes) * n_classes)
-            weight = sizes[owner] - counts.reshape(len(nodes), n_classes)[owner, labels]
-            cumulative = np.cumsum(weight)
-            total = np.add.reduceat(weight, offsets)
-            mixed = total > 0
-            before = cumulative[offsets] - weight[offsets]
-            target = before + np.floor(u1 * total).astype(np.int64)
-            mixed_first = np.searchsorted(cumulative, target, side="right")
-            other = labels != labels[np.minimum(mixed_first, len(labels) - 1)][owner]
-            other_cumulative = np.cumsum(other)
-            other_before = other_cumulative[offsets] - other[offsets]
-            other_total = np.add.reduceat(other.astype(np.int64), offsets)
-            target = other_before + np.floor(u2 * other_total).astype(np.int64)
-            mixed_second = np.searchsorted(other_cumulative, target, side="right")
-            first = np.where(mixed, mixed_first, first)
-            second = np.where(mixed, mixed_second, second)
-        ids = self.items[self.members[positions]]
-        self.nodes.pivot_left[nodes] = ids[first]
-        self.nodes.pivot_right[nodes] = ids[second]
+        supervised = self.params["supervised"] and self.params["task"] == "classification"
+        labels = self.y if supervised else np.zeros(len(self.y), np.int64)
+        n_classes = len(self.classes) if supervised else 1
+        left, right = _kernels.choose_pivots(
+            self.members, self.items, labels, n_classes, supervised,
+            self.nodes.start[nodes], self.nodes.end[nodes], _uniform(keys, 1), _uniform(keys, 2))
+        self.nodes.pivot_left[nodes] = left
+        self.nodes.pivot_right[nodes] = right
 
-    def _open_queries(self, nodes: np.ndarray):
-        """Queries of the open `nodes`, with where each comes from.
+    def _open_queries(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Queries of the open `nodes` (segment by segment) and the node index of each.
 
         Open nodes' members do not move until they split, so the arrays for the same node
         set are reused (each round expands the frontier once instead of twice).
@@ -486,13 +474,9 @@ class CompRFBuilder:
         cached = self._query_cache
         if cached is not None and np.array_equal(cached[0], nodes):
             return cached[1]
-        positions, owner, _, _ = _segments(self.nodes.start[nodes], self.nodes.end[nodes])
-        ids = self.items[self.members[positions]]
-        left = self.nodes.pivot_left[nodes][owner]
-        right = self.nodes.pivot_right[nodes][owner]
-        asked = (ids != left) & (ids != right)
-        queries = np.stack([ids[asked], left[asked], right[asked]], axis=1)
-        result = queries, owner[asked], positions, owner, ids, left, right, asked
+        result = _kernels.segment_queries(self.members, self.items, self.nodes.start[nodes],
+                                          self.nodes.end[nodes], self.nodes.pivot_left[nodes],
+                                          self.nodes.pivot_right[nodes])
         self._query_cache = (nodes, result)
         return result
 
@@ -519,8 +503,7 @@ class CompRFBuilder:
         """
         if len(candidates) == 0:
             return 0
-        queries, query_owner, positions, owner, ids, left, right, asked = \
-            self._open_queries(candidates)
+        queries, query_owner = self._open_queries(candidates)
         keys = query_keys(*queries.T)
         k = self.params["answers_per_query"]
         lo, hi = votes if votes is not None else self._votes(candidates, query_owner, keys)
@@ -534,26 +517,10 @@ class CompRFBuilder:
             return 0
         self._pending_cache = None
         self._query_cache = None
-        # Which side each member goes to: pivots to their own side, others by the answer.
-        closer_to_left = lower_closer == (queries[:, 1] < queries[:, 2])
-        go_left = ids == left
-        go_left[asked] = closer_to_left
-        keep = complete[owner]
-        positions, owner, go_left = positions[keep], owner[keep], go_left[keep]
-        # A stable partition of each segment, left side first, placed by rank (no sort).
-        n_left = np.bincount(owner, weights=go_left, minlength=len(candidates)).astype(np.int64)
-        change = np.ones(len(owner), bool)
-        change[1:] = owner[1:] != owner[:-1]
-        first = np.flatnonzero(change)
-        segment = np.cumsum(change) - 1
-        left_seen = np.cumsum(go_left)
-        right_seen = np.arange(1, len(owner) + 1) - left_seen
-        left_rank = left_seen - 1 - (left_seen[first] - go_left[first])[segment]
-        right_rank = right_seen - 1 - (right_seen[first] - ~go_left[first])[segment]
-        destination = self.nodes.start[candidates][owner] + np.where(
-            go_left, left_rank, n_left[owner] + right_rank)
-        self.members[destination] = self.members[positions]
-        n_left = n_left[complete]
+        n_left = _kernels.partition(
+            self.members, self.items, self.nodes.start[candidates], self.nodes.end[candidates],
+            self.nodes.pivot_left[candidates], self.nodes.pivot_right[candidates], complete,
+            lower_closer)[complete]
         nodes = candidates[complete]
         start, end = self.nodes.start[nodes], self.nodes.end[nodes]
         middle = start + n_left
@@ -574,7 +541,9 @@ class CompRFRouter:
     """Routes items down every tree of a fitted forest, resumably, like the builder.
 
     At each internal node an item is asked ``(item, left pivot, right pivot)``; answers
-    the forest already holds (from its build) are reused, never asked again.
+    the forest already holds (from its build) are reused, never asked again. Each
+    (item, tree) pair looks the forest's answers up once per node it reaches; while it
+    waits, only this router's own (small) store of new answers is consulted.
     """
 
     def __init__(self, forest: CompRF, items) -> None:
@@ -585,58 +554,68 @@ class CompRFRouter:
         self.position = np.tile(forest.roots_, len(self.items))  # (item, tree) pairs, flat
         self.pair_item = np.repeat(self.items, n_trees)
         self.store = AnswerStore(forest.answers_per_query)
-        self._advance()
+        empty = np.empty(0, np.int64)
+        # The waiting pairs: which, their query keys and the forest's votes on them.
+        self._wait = (empty, empty, empty, empty)
+        self._advance(np.arange(len(self.position)))
 
     @property
     def is_complete(self) -> bool:
-        return not np.any(self.forest.nodes_["left"][self.position] >= 0)
+        return len(self._wait[0]) == 0
 
     @property
     def n_queries(self) -> int:
         return len(self.store)
 
-    def _waiting(self):
-        nodes = self.forest.nodes_
-        internal = np.flatnonzero(nodes["left"][self.position] >= 0)
-        node = self.position[internal]
-        x = self.pair_item[internal]
-        return internal, x, nodes["pivot_left"][node], nodes["pivot_right"][node]
-
-    def _votes(self, keys):
-        lo_forest, hi_forest = self.forest.store_.votes(keys)
-        lo, hi = self.store.votes(keys)
-        return lo + lo_forest, hi + hi_forest
-
     def pending_queries(self, return_needed: bool = False):
-        _, x, left, right = self._waiting()
-        asked = (x != left) & (x != right)
-        queries = np.stack([x[asked], left[asked], right[asked]], axis=1)
-        keys = query_keys(*queries.T)
-        lo, hi = self._votes(keys)
-        needed = needed_from_votes(lo, hi, self.forest.answers_per_query)
+        pairs, keys, forest_lo, forest_hi = self._wait
+        node = self.position[pairs]
+        queries = np.stack([self.pair_item[pairs], self.forest.nodes_["pivot_left"][node],
+                            self.forest.nodes_["pivot_right"][node]], axis=1)
+        lo, hi = self.store.votes(keys)
+        needed = needed_from_votes(lo + forest_lo, hi + forest_hi, self.forest.answers_per_query)
         return _distinct(queries, keys, needed, return_needed)
 
     def add_answers(self, triplets) -> None:
         self.store.add(check_triplets(triplets, MAX_ITEMS, name="answers"))
-        self._advance()
+        pairs, keys, forest_lo, forest_hi = self._wait
+        lo, hi = self.store.votes(keys)
+        moving = self._move(pairs, keys, lo + forest_lo, hi + forest_hi)
+        self._wait = tuple(array[~moving] for array in self._wait)
+        self._advance(pairs[moving])
 
-    def _advance(self) -> None:
+    def _move(self, pairs, keys, lo, hi) -> np.ndarray:
+        """Move the pairs whose query is decided to the child it says; returns which moved."""
+        decided, lower_closer = decided_from_votes(lo, hi, self.forest.answers_per_query)
+        node = self.position[pairs[decided]]
         nodes = self.forest.nodes_
-        k = self.forest.answers_per_query
-        while True:
-            internal, x, left, right = self._waiting()
-            if len(internal) == 0:
-                return
-            lo, hi = self._votes(query_keys(x, left, right))
-            decided, lower_closer = decided_from_votes(lo, hi, k)
-            go_left = lower_closer == (left < right)
-            go_left = np.where(x == left, True, np.where(x == right, False, go_left))
-            moving = decided | (x == left) | (x == right)
-            if not moving.any():
-                return
-            node = self.position[internal[moving]]
-            self.position[internal[moving]] = np.where(
-                go_left[moving], nodes["left"][node], nodes["right"][node])
+        go_left = lower_closer[decided] == (nodes["pivot_left"][node] < nodes["pivot_right"][node])
+        self.position[pairs[decided]] = np.where(go_left, nodes["left"][node], nodes["right"][node])
+        return decided
+
+    def _advance(self, pairs: np.ndarray) -> None:
+        """Move `pairs` down as far as held answers allow; the rest join the waiting list."""
+        nodes = self.forest.nodes_
+        while len(pairs):
+            node = self.position[pairs]
+            internal = nodes["left"][node] >= 0
+            pairs, node = pairs[internal], node[internal]
+            x = self.pair_item[pairs]
+            left, right = nodes["pivot_left"][node], nodes["pivot_right"][node]
+            # An item that is a pivot goes to its own side without a question.
+            is_pivot = (x == left) | (x == right)
+            self.position[pairs[is_pivot]] = np.where(
+                x[is_pivot] == left[is_pivot], nodes["left"][node[is_pivot]],
+                nodes["right"][node[is_pivot]])
+            asked = pairs[~is_pivot]
+            keys = query_keys(x[~is_pivot], left[~is_pivot], right[~is_pivot])
+            forest_lo, forest_hi = self.forest.store_.votes(keys)
+            lo, hi = self.store.votes(keys)
+            moved = self._move(asked, keys, lo + forest_lo, hi + forest_hi)
+            waiting = ~moved
+            self._wait = tuple(np.concatenate([old, new[waiting]]) for old, new in zip(
+                self._wait, (asked, keys, forest_lo, forest_hi), strict=True))
+            pairs = np.concatenate([pairs[is_pivot], asked[moved]])
 
     def leaves(self) -> np.ndarray:
         """The leaf reached in each tree: shape (n_items, n_trees)."""
@@ -684,7 +663,8 @@ class CompRF(BaseEstimator):
         """Build the forest on labelled `items`, asking `oracle` every query it needs."""
         build = self.builder(items, y)
         tree_size = len(build.members) / self.n_trees
-        build.store.reserve(int(1.1 * len(build.members) * np.log2(max(tree_size / self.leaf_size, 2))))
+        depth = np.log2(max(tree_size / self.leaf_size, 2))
+        build.store.reserve(int(1.1 * len(build.members) * depth))
         while not build.is_complete:
             queries, needed = build.pending_queries(return_needed=True)
             build.add_answers(oracle.answer(np.repeat(queries, needed, axis=0)))

@@ -242,3 +242,13 @@ class TestEstimatorHabits:
         X, _ = blobs
         with pytest.raises(ValueError, match=message):
             CompRF().fit(items, labels, FeatureOracle(X))
+
+
+def test_the_answers_held_come_back_as_triplets(blobs):
+    X, y = blobs
+    oracle = RecordingOracle(X)
+    model = CompRF(n_trees=3, random_state=0).fit(np.arange(100), y[:100], oracle)
+    held = model.store_.triplets()
+    assert len(held) == model.n_queries_
+    assert unordered_keys(held) == unordered_keys(oracle.all_asked())
+    assert np.array_equal(FeatureOracle(X).answer(held), held)  # each is the oracle's answer
