@@ -298,6 +298,7 @@ class CompRFBuilder:
             self.y = y.astype(np.float64)
             if not np.all(np.isfinite(self.y)):
                 raise ValueError("y contains NaN or infinite values")
+        self.random_state = random_state if isinstance(random_state, Integral) else None
         seed = int(check_random_state(random_state).randint(0, 2**63 - 1, dtype=np.int64))
         self.seed = seed
         n = len(self.items)
@@ -331,7 +332,7 @@ class CompRFBuilder:
         """Distinct ``(x, left pivot, right pivot)`` queries the open nodes are waiting for;
         with ``return_needed``, also how many more answers each needs."""
         open_nodes = self._open_nodes()
-        queries, query_owner = self._open_queries(open_nodes)[:2]
+        queries, query_owner = self._open_queries(open_nodes)
         cached = self._pending_cache
         if cached is not None and np.array_equal(cached[0], open_nodes):
             _, _, keys, lo, hi = cached
@@ -374,9 +375,11 @@ class CompRFBuilder:
             lo, hi = lo.copy(), hi.copy()
             lo[answered] = lower_closer[index_of[answered]]
             hi[answered] = 1 - lo[answered]
-            return self._split_completed(open_nodes, votes=(lo, hi))
-        self._issued = None
-        return self._split_completed(open_nodes)
+            count, children = self._split_completed(open_nodes, votes=(lo, hi))
+        else:
+            self._issued = None
+            count, children = self._split_completed(open_nodes)
+        return count + self._open(children)
 
     def _answers_issued_list(self, triplets: np.ndarray) -> bool:
         """Whether `triplets` answer the last issued pending list exactly, row by row."""
@@ -409,12 +412,12 @@ class CompRFBuilder:
     def forest(self) -> CompRF:
         if not self.is_complete:
             raise ValueError("the build is not complete: answer its pending queries first")
-        model = CompRF(**{k: v for k, v in self.params.items()})
+        model = CompRF(**self.params, random_state=self.random_state)
         model._set_fitted(self)
         return model
 
     def to_bytes(self) -> bytes:
-        meta = {"params": self.params, "seed": self.seed,
+        meta = {"params": self.params, "seed": self.seed, "random_state": self.random_state,
                 "classes": None if self.classes is None else self.classes.tolist()}
         buffer = io.BytesIO()
         np.savez_compressed(buffer, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
@@ -429,6 +432,7 @@ class CompRFBuilder:
             builder = cls.__new__(cls)
             builder.params = meta["params"]
             builder.seed = meta["seed"]
+            builder.random_state = meta["random_state"]
             builder.classes = None if meta["classes"] is None else np.asarray(meta["classes"])
             builder.items, builder.y = state["items"], state["y"]
             builder.members, builder.roots = np.array(state["members"]), state["roots"]
@@ -444,15 +448,21 @@ class CompRFBuilder:
     def _open_nodes(self) -> np.ndarray:
         return np.flatnonzero(self.nodes.status[:self.nodes.count] == OPEN)
 
-    def _open(self, nodes: np.ndarray) -> None:
-        """Make new nodes leaves or give them pivots; then split any whose answers are in."""
-        sizes = self.nodes.end[nodes] - self.nodes.start[nodes]
-        small = sizes <= self.params["leaf_size"]
-        self.nodes.status[nodes[small]] = LEAF
-        growing = nodes[~small]
-        if len(growing):
-            self._choose_pivots(growing)
-            self._split_completed(growing)
+    def _open(self, nodes: np.ndarray) -> int:
+        """Make new nodes leaves or give them pivots, then split, level after level, every
+        node whose answers are already held; returns how many nodes split."""
+        splits = 0
+        while len(nodes):
+            sizes = self.nodes.end[nodes] - self.nodes.start[nodes]
+            small = sizes <= self.params["leaf_size"]
+            self.nodes.status[nodes[small]] = LEAF
+            nodes = nodes[~small]
+            if len(nodes) == 0:
+                break
+            self._choose_pivots(nodes)
+            count, nodes = self._split_completed(nodes)
+            splits += count
+        return splits
 
     def _choose_pivots(self, nodes: np.ndarray) -> None:
         keys = self.nodes.key[nodes]
@@ -495,14 +505,15 @@ class CompRFBuilder:
             lo[known], hi[known] = self.store.votes(keys[known])
         return lo, hi
 
-    def _split_completed(self, candidates: np.ndarray, votes=None) -> int:
-        """Split every candidate node whose answers are all decided; returns how many.
+    def _split_completed(self, candidates: np.ndarray, votes=None) -> tuple[int, np.ndarray]:
+        """Split every candidate node whose answers are all decided; returns how many, and
+        the children (not yet opened).
 
         `votes` (for the lower and the higher id, per query of the candidates) may be
         given when the caller knows them, sparing the lookups.
         """
         if len(candidates) == 0:
-            return 0
+            return 0, candidates
         queries, query_owner = self._open_queries(candidates)
         keys = query_keys(*queries.T)
         k = self.params["answers_per_query"]
@@ -514,7 +525,7 @@ class CompRFBuilder:
             # Nothing changes until more answers arrive: remember what these nodes wait for.
             if np.array_equal(candidates, self._open_nodes()):
                 self._pending_cache = (candidates, queries, keys, lo, hi)
-            return 0
+            return 0, candidates[:0]
         self._pending_cache = None
         self._query_cache = None
         n_left = _kernels.partition(
@@ -533,8 +544,7 @@ class CompRFBuilder:
         self.nodes.left[nodes] = children[:len(nodes)]
         self.nodes.right[nodes] = children[len(nodes):]
         self.nodes.status[nodes] = SPLIT
-        self._open(children)
-        return len(nodes)
+        return len(nodes), children
 
 
 class CompRFRouter:

@@ -252,3 +252,39 @@ def test_the_answers_held_come_back_as_triplets(blobs):
     assert len(held) == model.n_queries_
     assert unordered_keys(held) == unordered_keys(oracle.all_asked())
     assert np.array_equal(FeatureOracle(X).answer(held), held)  # each is the oracle's answer
+
+
+class TestEdges:
+    def test_answers_held_in_advance_build_the_whole_forest_at_once(self):
+        X = np.linspace(0, 1, 40)[:, None]  # items on a line: unbalanced, deep splits
+        n = len(X)
+        a, p, q = np.meshgrid(np.arange(n), np.arange(n), np.arange(n), indexing="ij")
+        distinct = (a != p) & (a != q) & (p < q)
+        every_answer = FeatureOracle(X).answer(np.stack([a[distinct], p[distinct], q[distinct]], 1))
+        build = CompRFBuilder(np.arange(n), np.arange(n) % 2, n_trees=5, random_state=0)
+        build.add_answers(every_answer)
+        assert build.is_complete and len(build.pending_queries()) == 0
+        direct = CompRF(n_trees=5, random_state=0).fit(np.arange(n), np.arange(n) % 2, FeatureOracle(X))
+        assert canonical_trees(build.forest()) == canonical_trees(direct)
+
+    def test_leaf_size_at_least_the_items_is_one_leaf_and_no_queries(self, blobs):
+        X, y = blobs
+        model = CompRF(n_trees=3, leaf_size=50).fit(np.arange(50), y[:50], FeatureOracle(X))
+        assert model.n_queries_ == 0
+        majority = max(set(y[:50]), key=list(y[:50]).count)
+        assert set(model.predict(np.arange(50, 60), FeatureOracle(X))) == {majority}
+
+    def test_two_items_and_a_single_label(self, blobs):
+        X, _ = blobs
+        model = CompRF(n_trees=2, random_state=0).fit([3, 8], ["a", "a"], FeatureOracle(X))
+        assert model.n_queries_ == 0 and list(model.predict([10], FeatureOracle(X))) == ["a"]
+        single = CompRF(n_trees=2, random_state=0).fit(np.arange(30), ["a"] * 30, FeatureOracle(X))
+        assert single.n_queries_ > 0  # all labels equal: pivots at random, still splits
+
+    def test_a_forest_from_a_resumed_builder_keeps_its_seed(self, blobs):
+        X, y = blobs
+        build = CompRFBuilder(np.arange(60), y[:60], n_trees=2, random_state=11)
+        build = CompRFBuilder.from_bytes(build.to_bytes())
+        while not build.is_complete:
+            build.add_answers(FeatureOracle(X).answer(build.pending_queries()))
+        assert build.forest().get_params()["random_state"] == 11
