@@ -111,7 +111,7 @@ class AnswerStore:
     def _add_pairs(self, pairs: np.ndarray) -> None:
         if _hashing.capacity_for(self._pair_count + len(pairs)) > len(self._pairs):
             # Bound the set by its distinct pairs, not by this batch's repeats.
-            pairs = pairs[_hashing.first_occurrences(pairs)]
+            pairs = pairs[_hashing.first_index(pairs) == np.arange(len(pairs))]
             needed = _hashing.capacity_for(self._pair_count + len(pairs))
             if needed > len(self._pairs):
                 old = self._pairs[self._pairs != _hashing.EMPTY]
@@ -174,7 +174,7 @@ def needed_from_votes(lo, hi, answers_per_query: int) -> np.ndarray:
 def _distinct(queries: np.ndarray, keys: np.ndarray, needed: np.ndarray, return_needed: bool):
     """The queries still needing answers, each once (one query can wait in several trees)."""
     waiting = np.flatnonzero(needed > 0)
-    waiting = waiting[_hashing.first_occurrences(keys[waiting])]
+    waiting = waiting[_hashing.first_index(keys[waiting]) == np.arange(len(waiting))]
     return (queries[waiting], needed[waiting]) if return_needed else queries[waiting]
 
 

@@ -289,3 +289,17 @@ class TestEdges:
         while not build.is_complete:
             build.add_answers(FeatureOracle(X).answer(build.pending_queries()))
         assert build.forest().get_params()["random_state"] == 11
+
+
+def test_subsample_builds_each_tree_on_its_own_share_of_items(blobs):
+    X, y = blobs
+    model = CompRF(n_trees=6, subsample=0.5, random_state=0).fit(np.arange(400), y[:400],
+                                                                FeatureOracle(X))
+    roots = model.roots_
+    sizes = model.nodes_["end"][roots] - model.nodes_["start"][roots]
+    assert sizes.tolist() == [200] * 6
+    tree_items = [set(model.items_[model.members_[model.nodes_["start"][r]:model.nodes_["end"][r]]])
+                  for r in roots]
+    assert len(set.union(*tree_items)) > 300  # different trees draw different halves
+    full = CompRF(n_trees=6, random_state=0).fit(np.arange(400), y[:400], FeatureOracle(X))
+    assert model.n_queries_ < 0.6 * full.n_queries_
