@@ -7,7 +7,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     CLOSER_DATA_DIR=/var/lib/closer \
     CLOSER_HOST=0.0.0.0 \
-    CLOSER_PORT=8000
+    CLOSER_PORT=8000 \
+    NUMBA_CACHE_DIR=/tmp/numba-cache
 
 RUN useradd --system --create-home --home-dir /app --shell /usr/sbin/nologin closer
 WORKDIR /app

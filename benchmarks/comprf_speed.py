@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=5000)
     parser.add_argument("--trees", type=int, default=100)
     parser.add_argument("--predict", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     n = args.items + args.predict
     X, y = make_classification(n_samples=n, n_features=20, n_informative=10, n_classes=5,
@@ -54,17 +55,18 @@ def main() -> None:
     train, test = np.arange(args.items), np.arange(args.items, n)
     CompRF(n_trees=2, random_state=0).fit(train[:200], y[:200], FeatureOracle(X))  # warm-up
 
-    oracle = TimedOracle(X)
-    start = time.perf_counter()
-    model = CompRF(n_trees=args.trees, random_state=0).fit(train, y[train], oracle)
-    build_total = time.perf_counter() - start
-    build_oracle, build_rounds = oracle.seconds, oracle.calls
+    builds, routings = [], []
+    for _ in range(args.repeats):
+        oracle = TimedOracle(X)
+        start = time.perf_counter()
+        model = CompRF(n_trees=args.trees, random_state=0).fit(train, y[train], oracle)
+        builds.append((time.perf_counter() - start, oracle.seconds))
+        build_rounds = oracle.calls
 
-    oracle = TimedOracle(X)
-    start = time.perf_counter()
-    accuracy = np.mean(model.predict(test, oracle) == y[test])
-    predict_total = time.perf_counter() - start
-    predict_oracle = oracle.seconds
+        oracle = TimedOracle(X)
+        start = time.perf_counter()
+        accuracy = np.mean(model.predict(test, oracle) == y[test])
+        routings.append((time.perf_counter() - start, oracle.seconds))
 
     start = time.perf_counter()
     peer = RandomForestClassifier(n_estimators=args.trees, n_jobs=1, random_state=0)
@@ -76,16 +78,19 @@ def main() -> None:
 
     expected = args.items * np.log2(args.items)
     print(f"\nCompRF, {args.trees} trees, leaf_size 1, {args.items:,} items x 20 features "
-          "(5 classes), one core")
-    print(f"{'phase':<28}{'total s':>9}{'oracle s':>10}{'CompRF s':>10}{'queries':>12}"
+          f"(5 classes), one core; median of {args.repeats} runs [min-max of CompRF's own time]")
+    print(f"{'phase':<24}{'total s':>9}{'oracle s':>10}{'CompRF s':>10}{'range':>14}{'queries':>12}"
           f"{'peer s':>8}{'CompRF/peer':>13}")
-    print("-" * 90)
-    bookkeeping = build_total - build_oracle
-    print(f"{'build':<28}{build_total:>9.2f}{build_oracle:>10.2f}{bookkeeping:>10.2f}"
-          f"{model.n_queries_:>12,}{peer_fit:>8.2f}{bookkeeping / peer_fit:>13.2f}")
-    routing = predict_total - predict_oracle
-    print(f"{f'predict {args.predict:,} items':<28}{predict_total:>9.2f}{predict_oracle:>10.2f}"
-          f"{routing:>10.2f}{'':>12}{peer_predict:>8.2f}{routing / peer_predict:>13.2f}")
+    print("-" * 100)
+    for label, runs, peer_seconds, queries in (
+            ("build", builds, peer_fit, f"{model.n_queries_:,}"),
+            (f"predict {args.predict:,} items", routings, peer_predict, "")):
+        runs = np.array(runs)
+        own = runs[:, 0] - runs[:, 1]
+        total, oracle_seconds, median = np.median(runs[:, 0]), np.median(runs[:, 1]), np.median(own)
+        spread = f"[{own.min():.2f}-{own.max():.2f}]"
+        print(f"{label:<24}{total:>9.2f}{oracle_seconds:>10.2f}{median:>10.2f}{spread:>14}"
+              f"{queries:>12}{peer_seconds:>8.2f}{median / peer_seconds:>13.2f}")
     print(f"\nqueries per tree {model.n_queries_ / args.trees:,.0f} vs n*log2(n) = {expected:,.0f}; "
           f"{build_rounds} oracle rounds; accuracy CompRF {accuracy:.3f}, "
           f"RandomForestClassifier {peer_accuracy:.3f}")
