@@ -8,6 +8,7 @@ it works on its own in a notebook. Items are integer ids ``0..n-1``; triplets ar
 from app.learn.comprf import CompRF, CompRFBuilder, CompRFRouter
 from app.learn.metrics import triplet_error
 from app.learn.oracles import FeatureOracle
+from app.learn.tete import TETE, feature_triplets
 from app.learn.triplets import check_triplets, random_queries, random_triplets
 
 __all__ = [
@@ -15,7 +16,9 @@ __all__ = [
     "CompRFBuilder",
     "CompRFRouter",
     "FeatureOracle",
+    "TETE",
     "check_triplets",
+    "feature_triplets",
     "random_queries",
     "random_triplets",
     "triplet_error",

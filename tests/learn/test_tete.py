@@ -1,0 +1,140 @@
+"""t-ETE / t-STE on planted data: exact gradients, recovery, robustness to reversed triplets."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+
+from app.learn import triplet_error
+from app.learn.tete import TETE, _loss_and_gradient, default_t, feature_triplets
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """300 points in the plane; triplets as in the paper: a near neighbour against an
+    item farther away."""
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(300, 2))
+    train, _ = feature_triplets(Y, n_inliers=10, n_outliers=5, gamma=0, random_state=0)
+    test, _ = feature_triplets(Y, n_inliers=10, n_outliers=2, gamma=0, random_state=1)
+    reversed_ = train.copy()
+    flip = rng.random(len(train)) < 0.2
+    reversed_[flip] = reversed_[flip][:, [0, 2, 1]]
+    return Y, train, test, reversed_, flip
+
+
+@pytest.mark.parametrize(("t", "kernel_t"), [(1.0, 2.0), (2.0, 2.0), (1.5, 1.5), (1.0, 1.0)])
+def test_gradient_matches_finite_differences(t, kernel_t):
+    rng = np.random.default_rng(1)
+    Y = rng.normal(size=(15, 2))
+    triplets = np.array([rng.choice(15, 3, replace=False) for _ in range(120)])
+    weights = rng.random(120)
+    movable = np.ones(15, bool)
+    gradient = np.zeros_like(Y)
+    _loss_and_gradient(Y, triplets, weights, t, kernel_t, gradient, movable)
+    numeric = np.zeros_like(Y)
+    for i in range(15):
+        for j in range(2):
+            step = np.zeros_like(Y)
+            step[i, j] = 1e-6
+            up = _loss_and_gradient(Y + step, triplets, weights, t, kernel_t, np.zeros_like(Y), movable)
+            down = _loss_and_gradient(Y - step, triplets, weights, t, kernel_t, np.zeros_like(Y), movable)
+            numeric[i, j] = (up - down) / 2e-6
+    assert np.allclose(gradient, numeric, atol=1e-5 * np.abs(gradient).max())
+
+
+def test_t_equal_one_is_t_ste():
+    """At t = 1 the loss is t-STE's: minus the log-probability of each triplet under the
+    Student-t kernel, computed here independently."""
+    rng = np.random.default_rng(2)
+    Y = rng.normal(size=(10, 2))
+    triplets = np.array([rng.choice(10, 3, replace=False) for _ in range(50)])
+    a, p, q = triplets.T
+    kernel = lambda i, j: 1 / (1 + ((Y[i] - Y[j]) ** 2).sum(axis=1))  # noqa: E731
+    t_ste = -np.log(kernel(a, p) / (kernel(a, p) + kernel(a, q))).sum()
+    ours = _loss_and_gradient(Y, triplets, np.ones(50), 1.0, 2.0, np.zeros_like(Y), np.ones(10, bool))
+    assert np.isclose(ours, t_ste)
+    # and t-ETE tends to it continuously
+    near = _loss_and_gradient(Y, triplets, np.ones(50), 1.0001, 2.0, np.zeros_like(Y), np.ones(10, bool))
+    assert np.isclose(near, t_ste, rtol=1e-3)
+
+
+def test_recovers_a_planted_configuration(planted):
+    Y, train, test, _, _ = planted
+    for t in (1.0, None):
+        model = TETE(t=t, random_state=0).fit(train, len(Y))
+        assert triplet_error(model.embedding_, test) < 0.03, t
+        assert model.score(test) > 0.97
+        assert model.loss_curve_.min() < model.loss_curve_[0] and model.n_iter_ >= 1
+
+
+def test_t_ete_shrugs_off_reversed_triplets_where_t_ste_degrades(planted):
+    Y, _, test, reversed_, _ = planted
+    t_ste = triplet_error(TETE(t=1.0, random_state=0).fit_transform(reversed_, len(Y)), test)
+    t_ete = triplet_error(TETE(t=2.0, random_state=0).fit_transform(reversed_, len(Y)), test)
+    assert t_ete < 0.05, t_ete
+    assert t_ste > 1.8 * t_ete, (t_ste, t_ete)
+
+
+def test_zero_weights_silence_triplets(planted):
+    Y, train, test, reversed_, flip = planted
+    weights = np.where(flip, 0.0, 1.0)
+    model = TETE(t=1.0, random_state=0).fit(reversed_, len(Y), sample_weight=weights)
+    assert triplet_error(model.embedding_, test) < 0.03
+
+
+def test_new_items_are_placed_from_their_own_triplets(planted):
+    Y, _, _, _, _ = planted
+    old, new = np.arange(250), np.arange(250, 300)
+    triplets, _ = feature_triplets(Y, n_inliers=10, n_outliers=5, gamma=0, random_state=3)
+    old_only = triplets[np.isin(triplets, old).all(axis=1)]
+    model = TETE(t=2.0, random_state=0).fit(old_only, 250)
+    touching_new = triplets[np.isin(triplets[:, 0], new) & np.isin(triplets[:, 1:], old).all(axis=1)]
+    placed = model.place(touching_new, n_new=50)
+    assert placed.shape == (50, 2)
+    full = np.vstack([model.embedding_, placed])
+    assert triplet_error(full, touching_new) < 0.1
+    assert np.array_equal(model.embedding_, TETE(t=2.0, random_state=0).fit(old_only, 250).embedding_)
+
+
+def test_feature_triplets_and_weights():
+    X = np.random.default_rng(4).normal(size=(100, 5))
+    triplets, weights = feature_triplets(X, n_inliers=5, n_outliers=3, gamma=0.01, random_state=0)
+    assert triplets.shape[1] == 3 and len(triplets) == len(weights) > 0.9 * 100 * 15
+    a, p, q = triplets.T
+    near = ((X[a] - X[p]) ** 2).sum(axis=1)
+    far = ((X[a] - X[q]) ** 2).sum(axis=1)
+    assert np.all(near < far)
+    assert weights.max() == pytest.approx(1.01) and weights.min() >= 0.01
+
+
+class TestEstimatorHabits:
+    def test_default_temperature_is_the_authors(self):
+        assert default_t(2) == 2.0 and default_t(10) == pytest.approx(1.56)
+
+    def test_seed_reproduces_clone_and_not_fitted(self, planted):
+        Y, train, test, _, _ = planted
+        first = TETE(random_state=3, max_iter=50).fit(train, len(Y)).embedding_
+        again = TETE(random_state=3, max_iter=50).fit(train, len(Y)).embedding_
+        assert np.array_equal(first, again)
+        model = clone(TETE(n_components=3, t=1.5))
+        assert model.get_params()["n_components"] == 3
+        with pytest.raises(NotFittedError):
+            model.score(test)
+
+    @pytest.mark.parametrize(("params", "name"), [
+        ({"n_components": 0}, "n_components"), ({"t": 0.5}, "t must"),
+        ({"kernel_t": "wide"}, "kernel_t"), ({"max_iter": 0}, "max_iter"),
+        ({"patience": 0}, "patience"),
+    ])
+    def test_bad_parameters_are_named(self, planted, params, name):
+        _, train, _, _, _ = planted
+        with pytest.raises(ValueError, match=name):
+            TETE(**params).fit(train)
+
+    def test_bad_weights_and_triplets(self, planted):
+        _, train, _, _, _ = planted
+        with pytest.raises(ValueError, match="one weight per triplet"):
+            TETE().fit(train, sample_weight=np.ones(3))
+        with pytest.raises(ValueError, match="repeats an item"):
+            TETE().fit([[0, 0, 1]])
