@@ -6,7 +6,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from app.learn import triplet_error
-from app.learn.tete import TETE, _loss_and_gradient, default_t, feature_triplets
+from app.learn.tete import TETE, _loss_and_gradient, default_t, feature_triplets, loss_and_gradient
 
 
 @pytest.fixture(scope="module")

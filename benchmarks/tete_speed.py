@@ -1,0 +1,89 @@
+"""t-ETE / t-STE speed and memory against cblearn's TSTE, in one run.
+
+- One loss-and-gradient pass over 1,000,000 triplets in 2-D (target < 50 ms).
+- A fit on 1,000 items and 100,000 triplets in 2-D (a near neighbour against a farther
+  item, as in the t-ETE paper), held-out triplet error and seconds: ours (t-STE at t=1,
+  t-ETE at the default t) against cblearn's TSTE (target: 10x faster at equal or lower
+  held-out error).
+- Peak memory of a fit on 10,000,000 triplets (a few steps; target < 2 GB).
+
+    .venv/bin/pip install -e '.[bench]'
+    .venv/bin/python benchmarks/tete_speed.py
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from app.learn import FeatureOracle, random_triplets, triplet_error  # noqa: E402
+from app.learn.tete import TETE, feature_triplets, loss_and_gradient  # noqa: E402
+
+MEMORY_PROBE = """
+import resource, sys
+sys.path.insert(0, {repo!r})
+import numpy as np
+from app.learn.tete import TETE
+rng = np.random.default_rng(0)
+n = 100_000
+triplets = rng.integers(0, n, size=(12_000_000, 3))
+keep = (triplets[:, 0] != triplets[:, 1]) & (triplets[:, 0] != triplets[:, 2]) & (triplets[:, 1] != triplets[:, 2])
+triplets = np.ascontiguousarray(triplets[keep][:10_000_000])
+TETE(max_iter=3, random_state=0).fit(triplets, n)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def gradient_pass_ms() -> float:
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(1000, 2))
+    triplets = random_triplets(1000, 1_000_000, FeatureOracle(Y), random_state=0)
+    weights, movable, gradient = np.ones(len(triplets)), np.ones(1000, bool), np.zeros_like(Y)
+    loss_and_gradient(Y, triplets, weights, 2.0, 2.0, gradient, movable)
+    times = []
+    for _ in range(7):
+        start = time.perf_counter()
+        loss_and_gradient(Y, triplets, weights, 2.0, 2.0, gradient, movable)
+        times.append(time.perf_counter() - start)
+    return 1000 * float(np.median(times))
+
+
+def main() -> None:
+    from cblearn.embedding import TSTE
+
+    print(f"\none loss+gradient pass, 1,000,000 triplets, 2-D: {gradient_pass_ms():.1f} ms "
+          "(target < 50 ms)")
+    rng = np.random.default_rng(0)
+    truth = rng.normal(size=(1000, 2))
+    train, _ = feature_triplets(truth, n_inliers=10, n_outliers=10, gamma=0, random_state=0)
+    test, _ = feature_triplets(truth, n_inliers=10, n_outliers=2, gamma=0, random_state=1)
+    TETE(max_iter=2).fit(train[:100], 1000)  # compile before timing
+    print(f"\nfit: 1,000 items, {len(train):,} training and {len(test):,} held-out triplets, 2-D")
+    print(f"{'method':<36}{'held-out error %':>18}{'seconds':>10}{'cblearn / ours':>16}")
+    start = time.perf_counter()
+    peer = TSTE(n_components=2, random_state=0).fit_transform(train, n_objects=1000)
+    peer_seconds = time.perf_counter() - start
+    rows = [("cblearn TSTE (L-BFGS)", triplet_error(peer, test), peer_seconds)]
+    for label, model in (("ours t-STE (t=1)", TETE(t=1.0, random_state=0)),
+                         ("ours t-ETE (t=2, default for 2-D)", TETE(random_state=0))):
+        start = time.perf_counter()
+        embedding = model.fit_transform(train, 1000)
+        rows.append((label, triplet_error(embedding, test), time.perf_counter() - start))
+    for label, error, seconds in rows:
+        print(f"{label:<36}{100 * error:>18.2f}{seconds:>10.2f}{peer_seconds / seconds:>16.1f}")
+    peak = subprocess.run([sys.executable, "-c", MEMORY_PROBE.format(repo=str(REPO))],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    print(f"\npeak memory fitting 10,000,000 triplets (100,000 items, 3 steps): "
+          f"{float(peak):,.0f} MiB (target < 2,048 MiB)")
+
+
+if __name__ == "__main__":
+    main()
