@@ -10,6 +10,7 @@ from app.learn.metrics import triplet_error
 from app.learn.oracles import FeatureOracle
 from app.learn.tete import TETE, feature_triplets
 from app.learn.triplets import check_triplets, random_queries, random_triplets
+from app.learn.tripletboost import TripletBoost
 
 __all__ = [
     "CompRF",
@@ -17,6 +18,7 @@ __all__ = [
     "CompRFRouter",
     "FeatureOracle",
     "TETE",
+    "TripletBoost",
     "check_triplets",
     "feature_triplets",
     "random_queries",

@@ -1,0 +1,93 @@
+"""TripletBoost on planted data: accuracy from answers alone, abstention, noise, warm start."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_blobs
+from sklearn.exceptions import NotFittedError
+
+from app.learn import FeatureOracle, random_triplets
+from app.learn.tripletboost import TripletBoost
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(n_samples=150, centers=3, cluster_std=0.5, random_state=0)
+    order = np.random.default_rng(0).permutation(len(X))
+    return X, y, order[:100], order[100:]
+
+
+def all_triplet_count(n):
+    return n * (n - 1) * (n - 2) // 2
+
+
+def test_high_accuracy_with_ten_percent_of_all_triplets(blobs):
+    X, y, train, test = blobs
+    triplets = random_triplets(len(X), all_triplet_count(len(X)) // 10, FeatureOracle(X),
+                               random_state=0)
+    model = TripletBoost(n_iter=5000, random_state=0).fit(triplets, train, y[train])
+    assert np.mean(model.predict(triplets, test) == y[test]) >= 0.95
+    proba = model.predict_proba(triplets, test)
+    assert proba.shape == (len(test), 3) and np.allclose(proba.sum(axis=1), 1)
+    assert np.all(model.support(triplets, test) > 0)
+
+
+def test_too_few_triplets_leave_items_unsupported(blobs):
+    """Below about n^1.5 random triplets most new items share no reference pair with
+    any classifier: they are reported unsupported, not guessed."""
+    X, y, train, test = blobs
+    few = random_triplets(len(X), int(0.2 * len(X) ** 1.5), FeatureOracle(X), random_state=1)
+    model = TripletBoost(n_iter=2000, random_state=0).fit(few, train, y[train])
+    support = model.support(few, test)
+    assert np.mean(support == 0) > 0.5
+    predicted = model.predict(few, test)
+    assert all(label is None for label in predicted[support == 0])
+    assert np.isnan(model.predict_proba(few, test)[support == 0]).all()
+
+
+def test_noise_costs_little(blobs):
+    X, y, train, test = blobs
+    count = all_triplet_count(len(X)) // 10
+    clean = random_triplets(len(X), count, FeatureOracle(X), random_state=2)
+    noisy = random_triplets(len(X), count, FeatureOracle(X, noise=0.2, random_state=3), random_state=2)
+    accuracy = {}
+    for name, triplets in (("clean", clean), ("noisy", noisy)):
+        model = TripletBoost(n_iter=5000, random_state=0).fit(triplets, train, y[train])
+        accuracy[name] = np.mean(model.predict(triplets, test) == y[test])
+    assert accuracy["noisy"] >= accuracy["clean"] - 0.1, accuracy
+
+
+def test_conflicting_answers_use_the_majority_and_a_tie_abstains():
+    from app.learn.tripletboost import _majority
+
+    triplets = np.array([[0, 1, 2], [0, 1, 2], [0, 2, 1], [3, 1, 2], [3, 2, 1]])
+    queries, lower_closer = _majority(triplets)
+    assert queries.tolist() == [[0, 1, 2]] and lower_closer.tolist() == [True]
+
+
+def test_partial_fit_continues_as_answers_arrive(blobs):
+    X, y, train, test = blobs
+    oracle = FeatureOracle(X)
+    count = all_triplet_count(len(X)) // 20
+    first = random_triplets(len(X), count, oracle, random_state=4)
+    later = random_triplets(len(X), count, oracle, random_state=5)
+    model = TripletBoost(n_iter=2000, random_state=0).fit(first, train, y[train])
+    before = model.n_iter_
+    model.partial_fit(later, n_iter=2000)
+    assert model.n_iter_ == before + 2000
+    both = np.concatenate([first, later])
+    assert np.mean(model.predict(both, test) == y[test]) >= 0.9
+
+
+def test_seed_reproduces_and_estimator_habits(blobs):
+    X, y, train, test = blobs
+    triplets = random_triplets(len(X), 20_000, FeatureOracle(X), random_state=6)
+    a = TripletBoost(n_iter=500, random_state=9).fit(triplets, train, y[train])
+    b = TripletBoost(n_iter=500, random_state=9).fit(triplets, train, y[train])
+    assert np.array_equal(a.pair_votes_, b.pair_votes_)
+    with pytest.raises(NotFittedError):
+        clone(a).predict(triplets, test)
+    with pytest.raises(ValueError, match="n_iter"):
+        TripletBoost(n_iter=0).fit(triplets, train, y[train])
+    with pytest.raises(ValueError, match="one label per item"):
+        TripletBoost().fit(triplets, train, y[:3])
