@@ -20,24 +20,27 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from app.learn.comprf import ID_BITS, MAX_ITEMS, query_keys
 from app.learn.triplets import check_triplets
 
 MAX_CLASSES = 63  # label sets are bit masks in an int64
 
 
-def _majority(triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One decided answer per query (anchor, {p, q}): (anchor, lower, higher, lower closer).
+def _majority(triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One decided answer per query (anchor, {p, q}): rows (anchor, lower, higher) and
+    whether the lower id is the closer one.
 
     Conflicting answers take the majority; a tie drops the query (it abstains)."""
     anchor, closer, farther = triplets.T
-    lower, higher = np.minimum(closer, farther), np.maximum(closer, farther)
-    stacked = np.stack([anchor, lower, higher], axis=1)
-    queries, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    keys, inverse = np.unique(query_keys(anchor, closer, farther), return_inverse=True)
     inverse = inverse.ravel()
-    lower_votes = np.bincount(inverse, weights=closer == lower, minlength=len(queries))
-    votes = np.bincount(inverse, minlength=len(queries))
+    lower_votes = np.bincount(inverse, weights=closer < farther, minlength=len(keys))
+    votes = np.bincount(inverse, minlength=len(keys))
     decided = 2 * lower_votes != votes
-    return queries[decided], (2 * lower_votes > votes)[decided]
+    keys = keys[decided]
+    queries = np.stack([keys >> (2 * ID_BITS), (keys >> ID_BITS) & (MAX_ITEMS - 1),
+                        keys & (MAX_ITEMS - 1)], axis=1)
+    return queries, (2 * lower_votes > votes)[decided]
 
 
 @njit(cache=True)
