@@ -28,27 +28,43 @@ def default_t(n_components: int) -> float:
     return min(1.45 + 1.1 / n_components, 2.0)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, inline="always")
+def _squared_distances(Y, a, p, q):
+    d_ap = 0.0
+    d_aq = 0.0
+    for j in range(Y.shape[1]):
+        u = Y[a, j] - Y[p, j]
+        v = Y[a, j] - Y[q, j]
+        d_ap += u * u
+        d_aq += v * v
+    return d_ap, d_aq
+
+
+@njit(cache=True, inline="always")
+def _scatter(Y, gradient, a, p, q, g_ap, g_aq):
+    """Add dL/dd_ap · ∂d_ap/∂y + dL/dd_aq · ∂d_aq/∂y (g already holds the factor 2)."""
+    for j in range(Y.shape[1]):
+        u = Y[a, j] - Y[p, j]
+        v = Y[a, j] - Y[q, j]
+        gradient[a, j] += g_ap * u + g_aq * v
+        gradient[p, j] -= g_ap * u
+        gradient[q, j] -= g_aq * v
+
+
+@njit(cache=True)
 def _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable):
     """Total loss, and its gradient accumulated into `gradient` for rows with `movable`.
 
     Works in log space: log q = -log1p((k-1) d)/(k-1) (or -d at k = 1), and
     log(1 + l) by a stable softplus, so neither far pairs nor the Gaussian kernel overflow.
     """
-    n_dims = Y.shape[1]
     total = 0.0
     gradient[:] = 0.0
     for row in range(triplets.shape[0]):
         a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
         if not (movable[a] or movable[p] or movable[q]):
             continue
-        d_ap = 0.0
-        d_aq = 0.0
-        for j in range(n_dims):
-            u = Y[a, j] - Y[p, j]
-            v = Y[a, j] - Y[q, j]
-            d_ap += u * u
-            d_aq += v * v
+        d_ap, d_aq = _squared_distances(Y, a, p, q)
         if k == 1.0:
             log_q_ap, log_q_aq = -d_ap, -d_aq
         else:
@@ -68,12 +84,7 @@ def _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable):
         c = w * np.exp(log_ratio - t * softplus)
         g_ap = 2.0 * c * np.exp((k - 1.0) * log_q_ap)
         g_aq = -2.0 * c * np.exp((k - 1.0) * log_q_aq)
-        for j in range(n_dims):
-            u = Y[a, j] - Y[p, j]
-            v = Y[a, j] - Y[q, j]
-            gradient[a, j] += g_ap * u + g_aq * v
-            gradient[p, j] -= g_ap * u
-            gradient[q, j] -= g_aq * v
+        _scatter(Y, gradient, a, p, q, g_ap, g_aq)
     return total
 
 
@@ -82,20 +93,13 @@ def _loss_and_gradient_student(Y, triplets, weights, t, gradient, movable):
     """`_loss_and_gradient` for the Student-t kernel (k = 2), in 2-D or more: there
     q_aq/q_ap = (1 + d_ap)/(1 + d_aq) and q^(k-1) = q, so no logs or exps are needed for
     t = 1 or t = 2 and one of each otherwise. A pass over 1M triplets is the hot loop."""
-    n_dims = Y.shape[1]
     total = 0.0
     gradient[:] = 0.0
     for row in range(triplets.shape[0]):
         a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
         if not (movable[a] or movable[p] or movable[q]):
             continue
-        d_ap = 0.0
-        d_aq = 0.0
-        for j in range(n_dims):
-            u = Y[a, j] - Y[p, j]
-            v = Y[a, j] - Y[q, j]
-            d_ap += u * u
-            d_aq += v * v
+        d_ap, d_aq = _squared_distances(Y, a, p, q)
         q_ap = 1.0 / (1.0 + d_ap)
         q_aq = 1.0 / (1.0 + d_aq)
         ratio = q_aq / q_ap
@@ -113,12 +117,7 @@ def _loss_and_gradient_student(Y, triplets, weights, t, gradient, movable):
             c = w * ratio * np.exp(-t * log_one_plus)
         g_ap = 2.0 * c * q_ap
         g_aq = -2.0 * c * q_aq
-        for j in range(n_dims):
-            u = Y[a, j] - Y[p, j]
-            v = Y[a, j] - Y[q, j]
-            gradient[a, j] += g_ap * u + g_aq * v
-            gradient[p, j] -= g_ap * u
-            gradient[q, j] -= g_aq * v
+        _scatter(Y, gradient, a, p, q, g_ap, g_aq)
     return total
 
 
