@@ -9,8 +9,11 @@ import typer
 
 from app.core.config import ConfigurationError, Mode, get_settings
 
-cli = typer.Typer(help="Closer: learn from human 'which is closer?' judgements.",
-                  no_args_is_help=True, add_completion=False)
+cli = typer.Typer(
+    help="Closer: learn from human 'which is closer?' judgements.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 
 def _fail(message: str) -> None:
@@ -51,8 +54,7 @@ def create_token(
     engine = make_engine(settings.resolved_database_url)
     try:
         with unit_of_work(make_session_factory(engine)) as session:
-            token = make_token(session=session, researcher_name=name, admin=admin,
-                               token_name=label)
+            token = make_token(session=session, researcher_name=name, admin=admin, token_name=label)
     finally:
         engine.dispose()
     typer.echo(token)
@@ -77,10 +79,19 @@ def serve(
     _ensure_schema(settings)
     host = host or settings.host
     port = port or settings.port
-    typer.echo(f"Closer listening on http://{host}:{port}  (API docs: http://{host}:{port}/docs; "
-               f"database: {_safe_url(settings.resolved_database_url)})", err=True)
-    uvicorn.run("app.main:create_app", factory=True, host=host, port=port, workers=workers,
-                log_level=settings.log_level)
+    typer.echo(
+        f"Closer listening on http://{host}:{port}  (API docs: http://{host}:{port}/docs; "
+        f"database: {_safe_url(settings.resolved_database_url)})",
+        err=True,
+    )
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=settings.log_level,
+    )
 
 
 @cli.command()
@@ -100,8 +111,9 @@ def worker(
     # Finish the job in hand, then exit: a killed worker's job is retried elsewhere anyway.
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())
     signal.signal(signal.SIGINT, lambda *_: runner.stop())
-    typer.echo(f"worker {runner.worker_id} on {_safe_url(settings.resolved_database_url)}",
-               err=True)
+    typer.echo(
+        f"worker {runner.worker_id} on {_safe_url(settings.resolved_database_url)}", err=True
+    )
     try:
         done = runner.run(until_idle=until_idle)
     finally:

@@ -41,8 +41,12 @@ from app.learn import CompRF, FeatureOracle, random_triplets  # noqa: E402
 
 TREES = (1, 16, 64, 256)
 LEAVES = (1, 4, 16)
-DATASETS = {"digits": load_digits, "iris": load_iris, "wine": load_wine,
-            "breast cancer": load_breast_cancer}
+DATASETS = {
+    "digits": load_digits,
+    "iris": load_iris,
+    "wine": load_wine,
+    "breast cancer": load_breast_cancer,
+}
 
 
 def knn(train_X, train_y):
@@ -60,8 +64,10 @@ def rf_error_by_size(forest, X, truth):
 
 
 def euclidean_setting(splits: int) -> None:
-    print("\n1. Euclidean setting: test error % (mean ± sd over "
-          f"{splits} random 80/20 splits); features standardised")
+    print(
+        "\n1. Euclidean setting: test error % (mean ± sd over "
+        f"{splits} random 80/20 splits); features standardised"
+    )
     header = f"{'data':<14}{'method':<26}" + "".join(f"{f'M={m}':>14}" for m in TREES)
     print(header)
     print("-" * len(header))
@@ -72,26 +78,38 @@ def euclidean_setting(splits: int) -> None:
         errors: dict[str, list[dict[int, float]]] = {}
         knn_errors = []
         for split in range(splits):
-            train, test = train_test_split(np.arange(len(X)), test_size=0.2, stratify=y,
-                                           random_state=split)
+            train, test = train_test_split(
+                np.arange(len(X)), test_size=0.2, stratify=y, random_state=split
+            )
             for supervised in (True, False):
                 for leaf in LEAVES:
-                    model = CompRF(n_trees=max(TREES), leaf_size=leaf, supervised=supervised,
-                                   random_state=split).fit(train, y[train], oracle)
+                    model = CompRF(
+                        n_trees=max(TREES),
+                        leaf_size=leaf,
+                        supervised=supervised,
+                        random_state=split,
+                    ).fit(train, y[train], oracle)
                     leaves = model._leaves(test, oracle)
                     label = f"CompRF {'sup' if supervised else 'unsup'} leaf={leaf}"
-                    errors.setdefault(label, []).append(forest_error_by_size(model, leaves, y[test]))
+                    errors.setdefault(label, []).append(
+                        forest_error_by_size(model, leaves, y[test])
+                    )
             rf = RandomForestClassifier(n_estimators=max(TREES), random_state=split, n_jobs=1)
             rf.fit(X[train], y[train])
-            errors.setdefault("RandomForest (CART)", []).append(rf_error_by_size(rf, X[test], y[test]))
+            errors.setdefault("RandomForest (CART)", []).append(
+                rf_error_by_size(rf, X[test], y[test])
+            )
             knn_errors.append(np.mean(knn(X[train], y[train]).predict(X[test]) != y[test]))
         for label, runs in errors.items():
             cells = "".join(
                 f"{100 * np.mean([r[m] for r in runs]):>8.2f}±{100 * np.std([r[m] for r in runs]):<5.2f}"
-                for m in TREES)
+                for m in TREES
+            )
             print(f"{name:<14}{label:<26}{cells}")
-        print(f"{name:<14}{'k-NN (k by CV)':<26}{100 * np.mean(knn_errors):>8.2f}±"
-              f"{100 * np.std(knn_errors):<5.2f}")
+        print(
+            f"{name:<14}{'k-NN (k by CV)':<26}{100 * np.mean(knn_errors):>8.2f}±"
+            f"{100 * np.std(knn_errors):<5.2f}"
+        )
 
 
 def comparison_based_setting(splits: int) -> None:
@@ -100,10 +118,14 @@ def comparison_based_setting(splits: int) -> None:
     except ImportError:
         print("\n2. Comparison-based setting: skipped (pip install -e '.[bench]' for cblearn)")
         return
-    print("\n2. Comparison-based setting (first two classes, half train / half test): "
-          "test error %, triplets used")
-    header = (f"{'data':<14}{'M':>4}{'triplets':>10}{'CompRF':>9}{'TSTE+kNN same':>15}"
-              f"{'TSTE+kNN random':>17}{'CompRF s':>10}{'TSTE s':>8}")
+    print(
+        "\n2. Comparison-based setting (first two classes, half train / half test): "
+        "test error %, triplets used"
+    )
+    header = (
+        f"{'data':<14}{'M':>4}{'triplets':>10}{'CompRF':>9}{'TSTE+kNN same':>15}"
+        f"{'TSTE+kNN random':>17}{'CompRF s':>10}{'TSTE s':>8}"
+    )
     print(header)
     print("-" * len(header))
     for name in ("digits", "breast cancer"):
@@ -113,8 +135,9 @@ def comparison_based_setting(splits: int) -> None:
         for m in (1, 4, 16):
             rows = []
             for split in range(splits):
-                train, test = train_test_split(np.arange(len(X)), test_size=0.5, stratify=y,
-                                               random_state=split)
+                train, test = train_test_split(
+                    np.arange(len(X)), test_size=0.5, stratify=y, random_state=split
+                )
                 oracle = FeatureOracle(X)
                 start = time.perf_counter()
                 model = CompRF(n_trees=m, random_state=split).fit(train, y[train], oracle)
@@ -130,23 +153,34 @@ def comparison_based_setting(splits: int) -> None:
                 errors = []
                 for triplets in (same, randoms):
                     embedding = TSTE(n_components=10, random_state=split).fit_transform(
-                        triplets, n_objects=len(X))
+                        triplets, n_objects=len(X)
+                    )
                     classifier = knn(embedding[train], y[train])
                     errors.append(np.mean(classifier.predict(embedding[test]) != y[test]))
-                rows.append((len(same), comprf_error, *errors, comprf_seconds,
-                             (time.perf_counter() - start) / 2))
+                rows.append(
+                    (
+                        len(same),
+                        comprf_error,
+                        *errors,
+                        comprf_seconds,
+                        (time.perf_counter() - start) / 2,
+                    )
+                )
             rows = np.array(rows)
             mean = rows.mean(axis=0)
-            print(f"{name:<14}{m:>4}{int(mean[0]):>10,}{100 * mean[1]:>9.2f}{100 * mean[2]:>15.2f}"
-                  f"{100 * mean[3]:>17.2f}{mean[4]:>10.2f}{mean[5]:>8.2f}")
+            print(
+                f"{name:<14}{m:>4}{int(mean[0]):>10,}{100 * mean[1]:>9.2f}{100 * mean[2]:>15.2f}"
+                f"{100 * mean[3]:>17.2f}{mean[4]:>10.2f}{mean[5]:>8.2f}"
+            )
 
 
 def regression(splits: int) -> None:
     X, y = load_diabetes(return_X_y=True)
     X = StandardScaler().fit_transform(X)
     oracle = FeatureOracle(X)
-    print(f"\n3. Regression on diabetes: test RMSE (mean ± sd over {splits} 80/20 splits), "
-          "256 trees")
+    print(
+        f"\n3. Regression on diabetes: test RMSE (mean ± sd over {splits} 80/20 splits), 256 trees"
+    )
     results: dict[str, list[float]] = {}
     for split in range(splits):
         train, test = train_test_split(np.arange(len(X)), test_size=0.2, random_state=split)
@@ -154,12 +188,15 @@ def regression(splits: int) -> None:
             model = CompRF(n_trees=256, leaf_size=leaf, task="regression", random_state=split)
             predicted = model.fit(train, y[train], oracle).predict(test, oracle)
             results.setdefault(f"CompRF leaf={leaf}", []).append(
-                np.sqrt(np.mean((predicted - y[test]) ** 2)))
+                np.sqrt(np.mean((predicted - y[test]) ** 2))
+            )
         for leaf in (1, 5):
-            rf = RandomForestRegressor(n_estimators=256, min_samples_leaf=leaf,
-                                       random_state=split, n_jobs=1).fit(X[train], y[train])
+            rf = RandomForestRegressor(
+                n_estimators=256, min_samples_leaf=leaf, random_state=split, n_jobs=1
+            ).fit(X[train], y[train])
             results.setdefault(f"RandomForestRegressor leaf={leaf}", []).append(
-                np.sqrt(np.mean((rf.predict(X[test]) - y[test]) ** 2)))
+                np.sqrt(np.mean((rf.predict(X[test]) - y[test]) ** 2))
+            )
     for label, values in results.items():
         print(f"{label:<34}{np.mean(values):>8.2f} ± {np.std(values):.2f}")
 

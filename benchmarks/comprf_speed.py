@@ -50,8 +50,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     n = args.items + args.predict
-    X, y = make_classification(n_samples=n, n_features=20, n_informative=10, n_classes=5,
-                               random_state=0)
+    X, y = make_classification(
+        n_samples=n, n_features=20, n_informative=10, n_classes=5, random_state=0
+    )
     train, test = np.arange(args.items), np.arange(args.items, n)
     CompRF(n_trees=2, random_state=0).fit(train[:200], y[:200], FeatureOracle(X))  # warm-up
 
@@ -77,23 +78,32 @@ def main() -> None:
     peer_predict = time.perf_counter() - start
 
     expected = args.items * np.log2(args.items)
-    print(f"\nCompRF, {args.trees} trees, leaf_size 1, {args.items:,} items x 20 features "
-          f"(5 classes), one core; median of {args.repeats} runs [min-max of CompRF's own time]")
-    print(f"{'phase':<24}{'total s':>9}{'oracle s':>10}{'CompRF s':>10}{'range':>14}{'queries':>12}"
-          f"{'peer s':>8}{'CompRF/peer':>13}")
+    print(
+        f"\nCompRF, {args.trees} trees, leaf_size 1, {args.items:,} items x 20 features "
+        f"(5 classes), one core; median of {args.repeats} runs [min-max of CompRF's own time]"
+    )
+    print(
+        f"{'phase':<24}{'total s':>9}{'oracle s':>10}{'CompRF s':>10}{'range':>14}{'queries':>12}"
+        f"{'peer s':>8}{'CompRF/peer':>13}"
+    )
     print("-" * 100)
     for label, runs, peer_seconds, queries in (
-            ("build", builds, peer_fit, f"{model.n_queries_:,}"),
-            (f"predict {args.predict:,} items", routings, peer_predict, "")):
+        ("build", builds, peer_fit, f"{model.n_queries_:,}"),
+        (f"predict {args.predict:,} items", routings, peer_predict, ""),
+    ):
         runs = np.array(runs)
         own = runs[:, 0] - runs[:, 1]
         total, oracle_seconds, median = np.median(runs[:, 0]), np.median(runs[:, 1]), np.median(own)
         spread = f"[{own.min():.2f}-{own.max():.2f}]"
-        print(f"{label:<24}{total:>9.2f}{oracle_seconds:>10.2f}{median:>10.2f}{spread:>14}"
-              f"{queries:>12}{peer_seconds:>8.2f}{median / peer_seconds:>13.2f}")
-    print(f"\nqueries per tree {model.n_queries_ / args.trees:,.0f} vs n*log2(n) = {expected:,.0f}; "
-          f"{build_rounds} oracle rounds; accuracy CompRF {accuracy:.3f}, "
-          f"RandomForestClassifier {peer_accuracy:.3f}")
+        print(
+            f"{label:<24}{total:>9.2f}{oracle_seconds:>10.2f}{median:>10.2f}{spread:>14}"
+            f"{queries:>12}{peer_seconds:>8.2f}{median / peer_seconds:>13.2f}"
+        )
+    print(
+        f"\nqueries per tree {model.n_queries_ / args.trees:,.0f} vs n*log2(n) = {expected:,.0f}; "
+        f"{build_rounds} oracle rounds; accuracy CompRF {accuracy:.3f}, "
+        f"RandomForestClassifier {peer_accuracy:.3f}"
+    )
     print("Targets: build bookkeeping < 2 s; predict 1,000 items through 100 trees < 1 s.")
 
 

@@ -97,8 +97,13 @@ def database_url(migrated_url, backend_engines) -> Iterator[str]:
 
 @pytest.fixture
 def settings(database_url, tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", database_url=database_url, worker_in_process=False,
-                    max_upload_bytes=5 * 1024 * 1024, max_zip_uncompressed_bytes=50 * 1024 * 1024)
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        worker_in_process=False,
+        max_upload_bytes=5 * 1024 * 1024,
+        max_zip_uncompressed_bytes=50 * 1024 * 1024,
+    )
 
 
 @pytest.fixture

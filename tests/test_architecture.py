@@ -6,8 +6,17 @@ import sys
 from pathlib import Path
 
 LEARN = Path(__file__).resolve().parent.parent / "app" / "learn"
-FORBIDDEN = ("fastapi", "sqlalchemy", "starlette", "alembic", "pydantic", "app.core",
-             "app.models", "jinja2", "psycopg")
+FORBIDDEN = (
+    "fastapi",
+    "sqlalchemy",
+    "starlette",
+    "alembic",
+    "pydantic",
+    "app.core",
+    "app.models",
+    "jinja2",
+    "psycopg",
+)
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -31,9 +40,16 @@ def test_learn_sources_import_no_web_or_database_package():
 
 
 def test_importing_learn_loads_no_web_or_database_package():
-    probe = ("import sys, app.learn; "
-             "print(','.join(m for m in sys.modules if m.split('.')[0] in "
-             "('fastapi','sqlalchemy','starlette','alembic','pydantic','psycopg')))")
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            check=True, cwd=LEARN.parent.parent).stdout.strip()
+    probe = (
+        "import sys, app.learn; "
+        "print(','.join(m for m in sys.modules if m.split('.')[0] in "
+        "('fastapi','sqlalchemy','starlette','alembic','pydantic','psycopg')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=LEARN.parent.parent,
+    ).stdout.strip()
     assert loaded == ""

@@ -18,12 +18,20 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run(args, cwd, env=None, **kwargs):
-    environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith("CLOSER_") and k != "DATABASE_URL"}
+    environment = {
+        k: v for k, v in os.environ.items() if not k.startswith("CLOSER_") and k != "DATABASE_URL"
+    }
     environment["PYTHONPATH"] = str(REPO)
     environment.update(env or {})
-    return subprocess.run(CLOSER + args, cwd=cwd, env=environment, capture_output=True,
-                          text=True, timeout=120, **kwargs)
+    return subprocess.run(
+        CLOSER + args,
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kwargs,
+    )
 
 
 def free_port() -> int:
@@ -36,21 +44,29 @@ def test_serve_migrates_the_embedded_default_and_answers(tmp_path):
     token = run(["create-token", "--name", "ada"], cwd=tmp_path).stdout.strip()
     assert token.startswith("closer_")
     port = free_port()
-    environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith("CLOSER_") and k != "DATABASE_URL"}
+    environment = {
+        k: v for k, v in os.environ.items() if not k.startswith("CLOSER_") and k != "DATABASE_URL"
+    }
     environment["PYTHONPATH"] = str(REPO)
-    server = subprocess.Popen(CLOSER + ["serve", "--port", str(port)], cwd=tmp_path,
-                              env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+    server = subprocess.Popen(
+        CLOSER + ["serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         banner = server.stdout.readline()
         assert f"listening on http://127.0.0.1:{port}" in banner
         deadline = time.monotonic() + 30
         while True:
             try:
-                response = httpx.post(f"http://127.0.0.1:{port}/api/v1/projects",
-                                      json={"name": "from the cli"},
-                                      headers={"Authorization": f"Bearer {token}"})
+                response = httpx.post(
+                    f"http://127.0.0.1:{port}/api/v1/projects",
+                    json={"name": "from the cli"},
+                    headers={"Authorization": f"Bearer {token}"},
+                )
                 break
             except httpx.ConnectError:
                 assert time.monotonic() < deadline, "server did not start"
@@ -97,7 +113,10 @@ def test_migrate_up_and_down(tmp_path):
     down = run(["migrate", "--downgrade", "--revision", "base"], cwd=tmp_path)
     assert down.returncode == 0, down.stderr
     with sqlite3.connect(tmp_path / "data" / "closer.db") as connection:
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = {
+            row[0]
+            for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
     assert "projects" not in tables
 
 

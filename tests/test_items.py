@@ -37,38 +37,66 @@ class TestCsvUpload:
     def test_feature_columns_and_pagination(self, client, auth, project):
         pid = project["id"]
         rows = "\n".join(f"i{n},{n % 3},{n},{n * 2}" for n in range(250))
-        response = upload(client, auth, pid, "items", "wide.csv",
-                          "key,label,feature_0,feature_1\n" + rows)
+        response = upload(
+            client, auth, pid, "items", "wide.csv", "key,label,feature_0,feature_1\n" + rows
+        )
         assert response.status_code == 201, response.text
-        page = client.get(f"/api/v1/projects/{pid}/items?limit=100&offset=200&features=true",
-                          headers=auth).json()
+        page = client.get(
+            f"/api/v1/projects/{pid}/items?limit=100&offset=200&features=true", headers=auth
+        ).json()
         assert page["total"] == 250 and len(page["items"]) == 50
         assert page["items"][0]["key"] == "i200" and page["items"][0]["features"] == [200, 400]
         one = client.get(f"/api/v1/projects/{pid}/items/i7", headers=auth).json()
         assert one["label"] == "1" and one["split"] == "train"
-        assert client.get(f"/api/v1/projects/{pid}/items?limit=5000", headers=auth).status_code == 422
+        assert (
+            client.get(f"/api/v1/projects/{pid}/items?limit=5000", headers=auth).status_code == 422
+        )
 
     def test_unknown_item_is_404(self, client, auth, project):
         response = client.get(f"/api/v1/projects/{project['id']}/items/nope", headers=auth)
         assert response.status_code == 404 and "nope" in response.json()["detail"]
 
-    @pytest.mark.parametrize(("content", "expected"), [
-        ("key,colour\na,red\n", "items.csv, row 1, column 'colour': unknown column"),
-        ("label\nx\n", "items.csv, row 1, column 'key': required column is missing"),
-        ("key,label\na,x\nb,y\na,z\n", "items.csv, row 4, column 'key': duplicate key 'a' (first on row 2)"),
-        ("key,features\na,1 2\nb,1 2 3\n", "items.csv, row 3, column 'features': 3 features; earlier rows (from row 2) have 2"),
-        ("key,features\na,1 x\n", "items.csv, row 2, column 'features': value 2 ('x') is not a finite number"),
-        ("key,features\na,1 nan\n", "items.csv, row 2, column 'features': value 2 ('nan') is not a finite number"),
-        ("key,features\na,\nb,1 2\n", "items.csv, row 3, column 'features': has features but row 2 has none"),
-        ("key,label\na,x,extra\n", "items.csv, row 2: expected 2 fields, found 3"),
-        ('key,text\na,"unterminated\n', "items.csv, row 2: malformed CSV"),
-        ("key,split\na,holdout\n", "items.csv, row 2, column 'split': 'holdout' is not one of train, test, unlabelled"),
-        ("key,split\na,train\n", "items.csv, row 2, column 'split': split 'train' needs a label"),
-        ("key\nbad/key\n", "items.csv, row 2, column 'key': must not contain '/'"),
-        ("key\n", "items.csv: no items in the file"),
-        ("", "items.csv: file is empty"),
-        (b"key\n\xff\xfe\n", "items.csv, row 2: not UTF-8 text"),
-    ])
+    @pytest.mark.parametrize(
+        ("content", "expected"),
+        [
+            ("key,colour\na,red\n", "items.csv, row 1, column 'colour': unknown column"),
+            ("label\nx\n", "items.csv, row 1, column 'key': required column is missing"),
+            (
+                "key,label\na,x\nb,y\na,z\n",
+                "items.csv, row 4, column 'key': duplicate key 'a' (first on row 2)",
+            ),
+            (
+                "key,features\na,1 2\nb,1 2 3\n",
+                "items.csv, row 3, column 'features': 3 features; earlier rows (from row 2) have 2",
+            ),
+            (
+                "key,features\na,1 x\n",
+                "items.csv, row 2, column 'features': value 2 ('x') is not a finite number",
+            ),
+            (
+                "key,features\na,1 nan\n",
+                "items.csv, row 2, column 'features': value 2 ('nan') is not a finite number",
+            ),
+            (
+                "key,features\na,\nb,1 2\n",
+                "items.csv, row 3, column 'features': has features but row 2 has none",
+            ),
+            ("key,label\na,x,extra\n", "items.csv, row 2: expected 2 fields, found 3"),
+            ('key,text\na,"unterminated\n', "items.csv, row 2: malformed CSV"),
+            (
+                "key,split\na,holdout\n",
+                "items.csv, row 2, column 'split': 'holdout' is not one of train, test, unlabelled",
+            ),
+            (
+                "key,split\na,train\n",
+                "items.csv, row 2, column 'split': split 'train' needs a label",
+            ),
+            ("key\nbad/key\n", "items.csv, row 2, column 'key': must not contain '/'"),
+            ("key\n", "items.csv: no items in the file"),
+            ("", "items.csv: file is empty"),
+            (b"key\n\xff\xfe\n", "items.csv, row 2: not UTF-8 text"),
+        ],
+    )
     def test_bad_csv_is_rejected_with_its_location(self, client, auth, project, content, expected):
         pid = project["id"]
         upload(client, auth, pid, "items", "keep.csv", "key\nkept\n")
@@ -78,12 +106,15 @@ class TestCsvUpload:
         assert item_count(client, auth, pid) == 1
 
     def test_numeric_labels_are_checked_for_number_projects(self, client, auth):
-        pid = client.post("/api/v1/projects", headers=auth,
-                          json={"name": "ages", "label_type": "number"}).json()["id"]
+        pid = client.post(
+            "/api/v1/projects", headers=auth, json={"name": "ages", "label_type": "number"}
+        ).json()["id"]
         response = upload(client, auth, pid, "items", "ages.csv", "key,label\na,3.5\nb,old\n")
         assert response.status_code == 422
-        assert messages(response) == ["ages.csv, row 3, column 'label': 'old' is not a number "
-                                      "(this project's labels are numbers)"]
+        assert messages(response) == [
+            "ages.csv, row 3, column 'label': 'old' is not a number "
+            "(this project's labels are numbers)"
+        ]
 
     def test_many_problems_reported_at_once(self, client, auth, project):
         content = "key,features\n" + "".join(f"k{n},x\n" for n in range(10))
@@ -95,8 +126,9 @@ class TestCsvUpload:
         upload(client, auth, pid, "items", "first.csv", "key\na\nb\n")
         response = upload(client, auth, pid, "items", "second.csv", "key\nc\nb\n")
         assert response.status_code == 422
-        assert messages(response) == ["second.csv, row 3, column 'key': item 'b' already exists "
-                                      "in this project"]
+        assert messages(response) == [
+            "second.csv, row 3, column 'key': item 'b' already exists in this project"
+        ]
         assert item_count(client, auth, pid) == 2
 
     def test_feature_length_must_match_the_project(self, client, auth, project):
@@ -117,23 +149,36 @@ class TestCsvUpload:
 class TestJsonUpload:
     def test_objects_with_feature_lists(self, client, auth, project):
         pid = project["id"]
-        data = [{"key": "a", "label": 1, "features": [1, 2]},
-                {"key": 2, "text": "two", "features": [3, 4]}]
+        data = [
+            {"key": "a", "label": 1, "features": [1, 2]},
+            {"key": 2, "text": "two", "features": [3, 4]},
+        ]
         response = upload(client, auth, pid, "items", "items.json", json.dumps(data))
         assert response.status_code == 201, response.text
         item = client.get(f"/api/v1/projects/{pid}/items/2?", headers=auth).json()
         assert item["text"] == "two" and item["features"] == [3.0, 4.0]
 
-    @pytest.mark.parametrize(("data", "expected"), [
-        ('[{"key": "a", "colour": 1}]', "items.json, row 1, column 'colour': unknown field"),
-        ('[{"key": "a", "features": [1, "x"]}]', "items.json, row 1, column 'features': value 2"),
-        ('[{"key": "a", "features": [1, 2]}, {"key": "b", "features": [1]}]',
-         "items.json, row 2, column 'features': 1 features"),
-        ('{"key": "a"}', "items.json: expected a JSON array"),
-        ('[{"key": "a"', "items.json: not valid JSON"),
-        ('[{"label": "x"}]', "items.json, row 1, column 'key': key is required"),
-        ('[{"key": "a", "label": true}]', "items.json, row 1, column 'label': must be a class name"),
-    ])
+    @pytest.mark.parametrize(
+        ("data", "expected"),
+        [
+            ('[{"key": "a", "colour": 1}]', "items.json, row 1, column 'colour': unknown field"),
+            (
+                '[{"key": "a", "features": [1, "x"]}]',
+                "items.json, row 1, column 'features': value 2",
+            ),
+            (
+                '[{"key": "a", "features": [1, 2]}, {"key": "b", "features": [1]}]',
+                "items.json, row 2, column 'features': 1 features",
+            ),
+            ('{"key": "a"}', "items.json: expected a JSON array"),
+            ('[{"key": "a"', "items.json: not valid JSON"),
+            ('[{"label": "x"}]', "items.json, row 1, column 'key': key is required"),
+            (
+                '[{"key": "a", "label": true}]',
+                "items.json, row 1, column 'label': must be a class name",
+            ),
+        ],
+    )
     def test_bad_json_is_rejected_with_its_location(self, client, auth, project, data, expected):
         response = upload(client, auth, project["id"], "items", "items.json", data)
         assert response.status_code == 422
@@ -145,8 +190,13 @@ class TestZipUpload:
     def test_images_are_stored_and_served(self, client, auth, project, settings):
         pid = project["id"]
         red, blue = png((255, 0, 0)), png((0, 0, 255))
-        archive = zip_bytes({"manifest.csv": "key,label,image\nr,warm,img/r.png\nb,cold,img/b.png\n",
-                             "img/r.png": red, "img/b.png": blue})
+        archive = zip_bytes(
+            {
+                "manifest.csv": "key,label,image\nr,warm,img/r.png\nb,cold,img/b.png\n",
+                "img/r.png": red,
+                "img/b.png": blue,
+            }
+        )
         response = upload(client, auth, pid, "items", "set.zip", archive)
         assert response.status_code == 201, response.text
         item = client.get(f"/api/v1/projects/{pid}/items/r", headers=auth).json()
@@ -155,27 +205,41 @@ class TestZipUpload:
         assert image.headers["content-type"] == "image/png"
         assert client.get(item["image_url"]).status_code == 401
 
-    @pytest.mark.parametrize(("entries", "expected"), [
-        ({"manifest.csv": "key,image\na,a.png\n", "a.png": b"this is text, not a PNG"},
-         "set.zip:a.png: not an image"),
-        ({"manifest.csv": "key,image\na,missing.png\n"},
-         "set.zip:manifest.csv, row 2, column 'image': 'missing.png' is not in the archive"),
-        ({"manifest.csv": "key,image\na,a.png\n", "../evil.png": png()},
-         "set.zip:../evil.png: '..' in archive path"),
-        ({"manifest.csv": "key,image\na,a.png\n", "/etc/evil.png": png()},
-         "set.zip:/etc/evil.png: absolute path in archive"),
-        ({"a.png": png()}, "set.zip: a ZIP upload needs one CSV manifest"),
-        ({"manifest.csv": "key,image,colour\na,a.png,red\n", "a.png": png()},
-         "set.zip:manifest.csv, row 1, column 'colour': unknown column"),
-    ])
+    @pytest.mark.parametrize(
+        ("entries", "expected"),
+        [
+            (
+                {"manifest.csv": "key,image\na,a.png\n", "a.png": b"this is text, not a PNG"},
+                "set.zip:a.png: not an image",
+            ),
+            (
+                {"manifest.csv": "key,image\na,missing.png\n"},
+                "set.zip:manifest.csv, row 2, column 'image': 'missing.png' is not in the archive",
+            ),
+            (
+                {"manifest.csv": "key,image\na,a.png\n", "../evil.png": png()},
+                "set.zip:../evil.png: '..' in archive path",
+            ),
+            (
+                {"manifest.csv": "key,image\na,a.png\n", "/etc/evil.png": png()},
+                "set.zip:/etc/evil.png: absolute path in archive",
+            ),
+            ({"a.png": png()}, "set.zip: a ZIP upload needs one CSV manifest"),
+            (
+                {"manifest.csv": "key,image,colour\na,a.png,red\n", "a.png": png()},
+                "set.zip:manifest.csv, row 1, column 'colour': unknown column",
+            ),
+        ],
+    )
     def test_bad_archives_are_rejected(self, client, auth, project, settings, entries, expected):
         pid = project["id"]
         response = upload(client, auth, pid, "items", "set.zip", zip_bytes(entries))
         assert response.status_code == 422, response.text
         assert any(m.startswith(expected) for m in messages(response)), messages(response)
         assert item_count(client, auth, pid) == 0
-        assert not (settings.media_dir / str(pid)).exists() or \
-            not any((settings.media_dir / str(pid)).iterdir())
+        assert not (settings.media_dir / str(pid)).exists() or not any(
+            (settings.media_dir / str(pid)).iterdir()
+        )
 
     def test_zip_bomb_is_refused_before_unpacking(self, client, auth, project):
         bomb = zip_bytes({"manifest.csv": "key,image\na,a.png\n", "a.png": b"\0" * (30 << 20)})
@@ -190,7 +254,11 @@ class TestZipUpload:
 
     def test_rejected_upload_leaves_no_image_files(self, client, auth, project, settings):
         pid = project["id"]
-        entries = {"manifest.csv": "key,image\na,a.png\nb,b.png\n", "a.png": png(), "b.png": b"junk"}
+        entries = {
+            "manifest.csv": "key,image\na,a.png\nb,b.png\n",
+            "a.png": png(),
+            "b.png": b"junk",
+        }
         upload(client, auth, pid, "items", "set.zip", zip_bytes(entries))
         folder = settings.media_dir / str(pid)
         assert not folder.exists() or list(folder.iterdir()) == []
@@ -209,8 +277,11 @@ class TestLimitsAndRetries:
             for _ in range(settings.max_upload_bytes // 65536 + 2):
                 yield b"x" * 65536
 
-        response = client.post(f"/api/v1/projects/{project['id']}/items", headers={
-            **auth, "Content-Type": "multipart/form-data; boundary=b"}, content=chunks())
+        response = client.post(
+            f"/api/v1/projects/{project['id']}/items",
+            headers={**auth, "Content-Type": "multipart/form-data; boundary=b"},
+            content=chunks(),
+        )
         assert response.status_code == 413
 
     def test_retry_with_the_same_idempotency_key_adds_nothing(self, client, auth, project):
@@ -227,9 +298,15 @@ class TestExport:
     @pytest.fixture
     def loaded(self, client, auth, project):
         pid = project["id"]
-        archive = zip_bytes({"manifest.csv": ITEMS_CSV.replace("features", "features,image")
-                             .replace("0.5 1.5", "0.5 1.5,c.png").replace("1 2\n", "1 2,\n")
-                             .replace("3 4.25", "3 4.25,c.png"), "c.png": png()})
+        archive = zip_bytes(
+            {
+                "manifest.csv": ITEMS_CSV.replace("features", "features,image")
+                .replace("0.5 1.5", "0.5 1.5,c.png")
+                .replace("1 2\n", "1 2,\n")
+                .replace("3 4.25", "3 4.25,c.png"),
+                "c.png": png(),
+            }
+        )
         assert upload(client, auth, pid, "items", "set.zip", archive).status_code == 201
         return pid
 
@@ -243,9 +320,17 @@ class TestExport:
         assert rows[1]["image"] == "" and rows[0]["image"].endswith(".png")
 
     def test_json_export(self, client, auth, loaded):
-        data = client.get(f"/api/v1/projects/{loaded}/items/export?format=json", headers=auth).json()
-        assert data[0] == {"key": "cat", "label": "animal", "text": "a small cat", "split": "train",
-                           "image": data[0]["image"], "features": [0.5, 1.5]}
+        data = client.get(
+            f"/api/v1/projects/{loaded}/items/export?format=json", headers=auth
+        ).json()
+        assert data[0] == {
+            "key": "cat",
+            "label": "animal",
+            "text": "a small cat",
+            "split": "train",
+            "image": data[0]["image"],
+            "features": [0.5, 1.5],
+        }
 
     def test_zip_export_uploads_again_into_a_new_project(self, client, auth, loaded):
         exported = client.get(f"/api/v1/projects/{loaded}/items/export?format=zip", headers=auth)
@@ -253,6 +338,10 @@ class TestExport:
         other = client.post("/api/v1/projects", headers=auth, json={"name": "copy"}).json()["id"]
         response = upload(client, auth, other, "items", "export.zip", exported.content)
         assert response.status_code == 201, response.text
-        original = client.get(f"/api/v1/projects/{loaded}/items/export?format=json", headers=auth).json()
-        copied = client.get(f"/api/v1/projects/{other}/items/export?format=json", headers=auth).json()
+        original = client.get(
+            f"/api/v1/projects/{loaded}/items/export?format=json", headers=auth
+        ).json()
+        copied = client.get(
+            f"/api/v1/projects/{other}/items/export?format=json", headers=auth
+        ).json()
         assert original == copied

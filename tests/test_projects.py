@@ -17,8 +17,11 @@ def png(color: tuple[int, int, int]) -> bytes:
 
 class TestProjects:
     def test_create_list_get(self, client, auth):
-        created = client.post("/api/v1/projects", headers=auth, json={
-            "name": "Faces", "description": "which face is closer?", "label_type": "number"})
+        created = client.post(
+            "/api/v1/projects",
+            headers=auth,
+            json={"name": "Faces", "description": "which face is closer?", "label_type": "number"},
+        )
         assert created.status_code == 201
         body = created.json()
         assert body["name"] == "Faces" and body["label_type"] == "number"
@@ -32,8 +35,9 @@ class TestProjects:
         response = client.post("/api/v1/projects", headers=auth, json={"name": ""})
         assert response.status_code == 422
         assert response.json()["detail"][0]["loc"] == ["body", "name"]
-        response = client.post("/api/v1/projects", headers=auth,
-                               json={"name": "x", "label_type": "colour"})
+        response = client.post(
+            "/api/v1/projects", headers=auth, json={"name": "x", "label_type": "colour"}
+        )
         assert response.status_code == 422
 
     def test_unknown_project_is_404(self, client, auth):
@@ -46,11 +50,17 @@ class TestProjects:
             zf.writestr("manifest.csv", "key,image\na,a.png\nb,b.png\nc,c.png\n")
             for name, color in (("a", (255, 0, 0)), ("b", (0, 255, 0)), ("c", (0, 0, 255))):
                 zf.writestr(f"{name}.png", png(color))
-        up = client.post(f"/api/v1/projects/{pid}/items", headers=auth,
-                         files={"file": ("items.zip", archive.getvalue())})
+        up = client.post(
+            f"/api/v1/projects/{pid}/items",
+            headers=auth,
+            files={"file": ("items.zip", archive.getvalue())},
+        )
         assert up.status_code == 201, up.text
-        client.post(f"/api/v1/projects/{pid}/triplets", headers=auth,
-                    files={"file": ("t.csv", "anchor,closer,farther\na,b,c\nb,c,a\n")})
+        client.post(
+            f"/api/v1/projects/{pid}/triplets",
+            headers=auth,
+            files={"file": ("t.csv", "anchor,closer,farther\na,b,c\nb,c,a\n")},
+        )
         media = settings.media_dir / str(pid)
         assert len(list(media.iterdir())) == 3
 

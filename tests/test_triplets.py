@@ -40,58 +40,104 @@ class TestUpload:
         assert {r["source"] for r in exported} == {"upload"}
 
     def test_json_lists_and_objects(self, client, auth, pid):
-        data = [["item0", "item1", "item2"],
-                {"anchor": "item3", "closer": "item4", "farther": "item5", "rater": "p-17",
-                 "response_time_ms": 812, "created_at": "2026-01-02T03:04:05Z"}]
+        data = [
+            ["item0", "item1", "item2"],
+            {
+                "anchor": "item3",
+                "closer": "item4",
+                "farther": "item5",
+                "rater": "p-17",
+                "response_time_ms": 812,
+                "created_at": "2026-01-02T03:04:05Z",
+            },
+        ]
         response = upload(client, auth, pid, "triplets", "t.json", json.dumps(data))
         assert response.status_code == 201, response.text
         exported = export(client, auth, pid, "json").json()
         assert exported[0]["anchor"] == "item0" and exported[0]["rater"] is None
-        assert exported[1] == {"anchor": "item3", "closer": "item4", "farther": "item5",
-                               "source": "upload", "rater": "p-17", "response_time_ms": 812,
-                               "created_at": "2026-01-02T03:04:05.000000+00:00"}
+        assert exported[1] == {
+            "anchor": "item3",
+            "closer": "item4",
+            "farther": "item5",
+            "source": "upload",
+            "rater": "p-17",
+            "response_time_ms": 812,
+            "created_at": "2026-01-02T03:04:05.000000+00:00",
+        }
 
-    @pytest.mark.parametrize(("content", "expected"), [
-        ("anchor,closer,farther\nitem0,item1,item9\nitem0,ghost,item2\n",
-         "t.csv, row 3, column 'closer': unknown item 'ghost' (not in this project)"),
-        ("anchor,closer,farther\nitem0,item0,item2\n",
-         "t.csv, row 2: repeats an item (item0, item0, item2)"),
-        ("anchor,closer,farther\nitem0,item1,item1\n", "t.csv, row 2: repeats an item"),
-        ("anchor,closer\nitem0,item1\n", "t.csv, row 1, column 'farther': required column is missing"),
-        ("anchor,closer,farther,weight\nitem0,item1,item2,3\n", "t.csv, row 1, column 'weight': unknown column"),
-        ("anchor,closer,farther\nitem0,item1\n", "t.csv, row 2: expected 3 fields, found 2"),
-        ("anchor,closer,farther,response_time_ms\nitem0,item1,item2,fast\n",
-         "t.csv, row 2, column 'response_time_ms': 'fast' is not a number of milliseconds"),
-        ("anchor,closer,farther,created_at\nitem0,item1,item2,yesterday\n",
-         "t.csv, row 2, column 'created_at': 'yesterday' is not an ISO 8601 date and time"),
-        ("anchor,closer,farther,source\nitem0,item1,item2,crowd\n",
-         "t.csv, row 2, column 'source': 'crowd' is not one of upload, rater, oracle"),
-        ("anchor,closer,farther\n", "t.csv: no triplets in the file"),
-    ])
+    @pytest.mark.parametrize(
+        ("content", "expected"),
+        [
+            (
+                "anchor,closer,farther\nitem0,item1,item9\nitem0,ghost,item2\n",
+                "t.csv, row 3, column 'closer': unknown item 'ghost' (not in this project)",
+            ),
+            (
+                "anchor,closer,farther\nitem0,item0,item2\n",
+                "t.csv, row 2: repeats an item (item0, item0, item2)",
+            ),
+            ("anchor,closer,farther\nitem0,item1,item1\n", "t.csv, row 2: repeats an item"),
+            (
+                "anchor,closer\nitem0,item1\n",
+                "t.csv, row 1, column 'farther': required column is missing",
+            ),
+            (
+                "anchor,closer,farther,weight\nitem0,item1,item2,3\n",
+                "t.csv, row 1, column 'weight': unknown column",
+            ),
+            ("anchor,closer,farther\nitem0,item1\n", "t.csv, row 2: expected 3 fields, found 2"),
+            (
+                "anchor,closer,farther,response_time_ms\nitem0,item1,item2,fast\n",
+                "t.csv, row 2, column 'response_time_ms': 'fast' is not a number of milliseconds",
+            ),
+            (
+                "anchor,closer,farther,created_at\nitem0,item1,item2,yesterday\n",
+                "t.csv, row 2, column 'created_at': 'yesterday' is not an ISO 8601 date and time",
+            ),
+            (
+                "anchor,closer,farther,source\nitem0,item1,item2,crowd\n",
+                "t.csv, row 2, column 'source': 'crowd' is not one of upload, rater, oracle",
+            ),
+            ("anchor,closer,farther\n", "t.csv: no triplets in the file"),
+        ],
+    )
     def test_bad_rows_reject_the_whole_file(self, client, auth, pid, content, expected):
-        upload(client, auth, pid, "triplets", "kept.csv", "anchor,closer,farther\nitem0,item1,item2\n")
+        upload(
+            client, auth, pid, "triplets", "kept.csv", "anchor,closer,farther\nitem0,item1,item2\n"
+        )
         response = upload(client, auth, pid, "triplets", "t.csv", content)
         assert response.status_code == 422, response.text
         assert any(m.startswith(expected) for m in messages(response)), messages(response)
         assert triplet_count(client, auth, pid) == 1
 
     def test_error_far_down_a_large_file_undoes_the_rows_already_streamed(self, client, auth, pid):
-        good = "".join(f"item{i % 30},item{(i + 1) % 30},item{(i + 2) % 30}\n" for i in range(45_000))
+        good = "".join(
+            f"item{i % 30},item{(i + 1) % 30},item{(i + 2) % 30}\n" for i in range(45_000)
+        )
         content = "anchor,closer,farther\n" + good + "item1,item2,nobody\n"
         response = upload(client, auth, pid, "triplets", "big.csv", content)
         assert response.status_code == 422
-        assert messages(response) == ["big.csv, row 45002, column 'farther': unknown item 'nobody' "
-                                      "(not in this project)"]
+        assert messages(response) == [
+            "big.csv, row 45002, column 'farther': unknown item 'nobody' (not in this project)"
+        ]
         assert triplet_count(client, auth, pid) == 0
 
-    @pytest.mark.parametrize(("data", "expected"), [
-        ('[["item0", "item1"]]', "t.json, row 1: expected [anchor, closer, farther], found 2 values"),
-        ('[{"anchor": "item0", "closer": "item1", "further": "item2"}]',
-         "t.json, row 1, column 'further': unknown field"),
-        ('[["item0", "item1", 7]]', "t.json, row 1, column 'farther': unknown item '7'"),
-        ('[["item0", "item1", null]]', "t.json, row 1, column 'farther': must be an item key"),
-        ('{"a": 1}', "t.json: expected a JSON array of triplets"),
-    ])
+    @pytest.mark.parametrize(
+        ("data", "expected"),
+        [
+            (
+                '[["item0", "item1"]]',
+                "t.json, row 1: expected [anchor, closer, farther], found 2 values",
+            ),
+            (
+                '[{"anchor": "item0", "closer": "item1", "further": "item2"}]',
+                "t.json, row 1, column 'further': unknown field",
+            ),
+            ('[["item0", "item1", 7]]', "t.json, row 1, column 'farther': unknown item '7'"),
+            ('[["item0", "item1", null]]', "t.json, row 1, column 'farther': must be an item key"),
+            ('{"a": 1}', "t.json: expected a JSON array of triplets"),
+        ],
+    )
     def test_bad_json(self, client, auth, pid, data, expected):
         response = upload(client, auth, pid, "triplets", "t.json", data)
         assert response.status_code == 422
@@ -117,19 +163,35 @@ class TestUpload:
 
     def test_rejected_upload_can_be_retried_with_the_same_key(self, client, auth, pid):
         headers = {"Idempotency-Key": "fix-and-retry"}
-        bad = upload(client, auth, pid, "triplets", "t.csv", "anchor,closer,farther\nitem0,x,item2\n",
-                     headers=headers)
+        bad = upload(
+            client,
+            auth,
+            pid,
+            "triplets",
+            "t.csv",
+            "anchor,closer,farther\nitem0,x,item2\n",
+            headers=headers,
+        )
         assert bad.status_code == 422
-        good = upload(client, auth, pid, "triplets", "t.csv", "anchor,closer,farther\nitem0,item1,item2\n",
-                      headers=headers)
+        good = upload(
+            client,
+            auth,
+            pid,
+            "triplets",
+            "t.csv",
+            "anchor,closer,farther\nitem0,item1,item2\n",
+            headers=headers,
+        )
         assert good.status_code == 201 and triplet_count(client, auth, pid) == 1
 
 
 class TestExport:
     def test_csv_export_uploads_again_with_every_column(self, client, auth, pid):
-        content = ("anchor,closer,farther,rater,response_time_ms,created_at\n"
-                   "item0,item1,item2,alice,950,2026-03-01T10:00:00+00:00\n"
-                   "item2,item1,item0,,,\n")
+        content = (
+            "anchor,closer,farther,rater,response_time_ms,created_at\n"
+            "item0,item1,item2,alice,950,2026-03-01T10:00:00+00:00\n"
+            "item2,item1,item0,,,\n"
+        )
         assert upload(client, auth, pid, "triplets", "t.csv", content).status_code == 201
         first = export(client, auth, pid).text
         other = client.post("/api/v1/projects", headers=auth, json={"name": "copy"}).json()["id"]
@@ -142,8 +204,9 @@ class TestExport:
         assert rows == list(csv.DictReader(io.StringIO(first)))
 
     def test_empty_project_exports_header_or_empty_array(self, client, auth, pid):
-        assert export(client, auth, pid).text == ("anchor,closer,farther,source,rater,"
-                                                 "response_time_ms,created_at\n")
+        assert export(client, auth, pid).text == (
+            "anchor,closer,farther,source,rater,response_time_ms,created_at\n"
+        )
         assert export(client, auth, pid, "json").json() == []
 
     def test_export_streams_in_chunks(self, client, auth, pid):
@@ -160,9 +223,12 @@ def test_simultaneous_retries_store_the_rows_once(client, auth, pid):
     content = "anchor,closer,farther\n" + "item0,item1,item2\n" * 20_000
     headers = {"Idempotency-Key": "double-click"}
     with ThreadPoolExecutor(4) as pool:
-        responses = list(pool.map(
-            lambda _: upload(client, auth, pid, "triplets", "t.csv", content, headers=headers),
-            range(4)))
+        responses = list(
+            pool.map(
+                lambda _: upload(client, auth, pid, "triplets", "t.csv", content, headers=headers),
+                range(4),
+            )
+        )
     codes = sorted(r.status_code for r in responses)
     assert codes.count(201) == 1 and set(codes) <= {200, 201, 409}, codes
     assert triplet_count(client, auth, pid) == 20_000

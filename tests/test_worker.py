@@ -67,11 +67,13 @@ def test_a_failing_job_is_retried_then_marked_failed(sessions):
 def test_a_dead_workers_job_is_taken_over(sessions):
     job_id = enqueue(sessions, "train")
     with sessions() as session:
-        claimed = queue.claim_next(session=session, worker_id="dead-worker",
-                                   stale_after=timedelta(seconds=60))
+        claimed = queue.claim_next(
+            session=session, worker_id="dead-worker", stale_after=timedelta(seconds=60)
+        )
     assert claimed.id == job_id
-    survivor = Worker(sessions, handlers={"train": lambda context: {"by": "survivor"}},
-                      stale_after_seconds=60)
+    survivor = Worker(
+        sessions, handlers={"train": lambda context: {"by": "survivor"}}, stale_after_seconds=60
+    )
     assert survivor.run(until_idle=True) == 0, "a fresh heartbeat must not be taken over"
     with unit_of_work(sessions) as session:
         session.get(Job, job_id).heartbeat_at = utcnow() - timedelta(minutes=5)
@@ -125,11 +127,19 @@ def test_concurrent_workers_run_each_job_once(sessions):
 
 def test_worker_command_drains_the_queue(sessions, settings, tmp_path):
     job_id = enqueue(sessions, "mystery")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CLOSER_")},
-           "DATABASE_URL": settings.resolved_database_url, "CLOSER_DATA_DIR": str(tmp_path),
-           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    result = subprocess.run([sys.executable, "-m", "app.cli", "worker", "--until-idle"], env=env,
-                            capture_output=True, text=True, timeout=120)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CLOSER_")},
+        "DATABASE_URL": settings.resolved_database_url,
+        "CLOSER_DATA_DIR": str(tmp_path),
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "worker", "--until-idle"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "stopped after 1 jobs" in result.stderr
     assert job(sessions, job_id).status is JobStatus.failed
@@ -142,8 +152,9 @@ def test_embedded_service_runs_jobs_in_process(settings):
 
     from app.main import create_app
 
-    app = create_app(settings.model_copy(update={"worker_in_process": True,
-                                                 "worker_poll_seconds": 0.05}))
+    app = create_app(
+        settings.model_copy(update={"worker_in_process": True, "worker_poll_seconds": 0.05})
+    )
     with TestClient(app):
         job_id = enqueue(app.state.session_factory, "mystery")
         deadline = time.monotonic() + 10

@@ -23,8 +23,12 @@ def zip_bytes(entries: dict[str, bytes | str], compression=zipfile.ZIP_DEFLATED)
 
 
 def upload(client, auth, project_id: int, kind: str, filename: str, content, **kwargs):
-    return client.post(f"/api/v1/projects/{project_id}/{kind}", headers={**auth, **kwargs.pop(
-        "headers", {})}, files={"file": (filename, content)}, **kwargs)
+    return client.post(
+        f"/api/v1/projects/{project_id}/{kind}",
+        headers={**auth, **kwargs.pop("headers", {})},
+        files={"file": (filename, content)},
+        **kwargs,
+    )
 
 
 def messages(response) -> list[str]:

@@ -43,8 +43,10 @@ class Settings(BaseSettings):
     max_image_pixels: int = 40_000_000
     max_upload_errors: int = 50
     worker_in_process: bool | None = Field(
-        default=None, description="Run a worker thread inside `closer serve`; "
-        "defaults to yes in embedded mode, no in production (run `closer worker`).")
+        default=None,
+        description="Run a worker thread inside `closer serve`; "
+        "defaults to yes in embedded mode, no in production (run `closer worker`).",
+    )
     worker_poll_seconds: float = 1.0
 
     @property

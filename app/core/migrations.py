@@ -34,7 +34,6 @@ def pending_revisions(engine: Engine, database_url: str) -> list[str]:
     with engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_heads()
     pending = [
-        rev.revision
-        for rev in script.iterate_revisions("heads", current[0] if current else "base")
+        rev.revision for rev in script.iterate_revisions("heads", current[0] if current else "base")
     ]
     return list(reversed(pending))

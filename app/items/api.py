@@ -31,19 +31,32 @@ def item_out(item: Item, with_features: bool = True) -> ItemOut:
     if item.image_file:
         image_url = f"/api/v1/projects/{item.project_id}/items/{quote(item.key, safe='')}/image"
     return ItemOut(
-        id=item.id, key=item.key, label=item.label, text=item.text, split=item.split,
-        image_url=image_url, created_at=item.created_at,
+        id=item.id,
+        key=item.key,
+        label=item.label,
+        text=item.text,
+        split=item.split,
+        image_url=image_url,
+        created_at=item.created_at,
         features=service.decode_features(item.features) if with_features else None,
     )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=UploadOut,
-             responses=UPLOAD_RESPONSES)
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=UploadOut, responses=UPLOAD_RESPONSES
+)
 def upload_items(
-    project_id: int, file: UploadFile, request: Request, response: Response,
-    session: SessionDep, settings: SettingsDep, researcher: CurrentResearcher,
+    project_id: int,
+    file: UploadFile,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    settings: SettingsDep,
+    researcher: CurrentResearcher,
     idempotency_key: IdempotencyKey = None,
-    format: Annotated[FileFormat | None, Query(description="Defaults to the file's extension")] = None,
+    format: Annotated[
+        FileFormat | None, Query(description="Defaults to the file's extension")
+    ] = None,
 ):
     """Add items from CSV, JSON, or a ZIP of images with a CSV manifest; all or nothing.
 
@@ -53,32 +66,48 @@ def upload_items(
     """
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     result = service.ingest_items(
-        session=session, settings=settings, store=request.app.state.images, project=project,
-        upload=as_uploaded(file), requested_format=format, idempotency_key=idempotency_key,
+        session=session,
+        settings=settings,
+        store=request.app.state.images,
+        project=project,
+        upload=as_uploaded(file),
+        requested_format=format,
+        idempotency_key=idempotency_key,
     )
     return upload_response(result, response)
 
 
 @router.get("", response_model=ItemPage)
 def list_items(
-    project_id: int, session: SessionDep, researcher: CurrentResearcher,
+    project_id: int,
+    session: SessionDep,
+    researcher: CurrentResearcher,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
     split: Split | None = None,
     features: Annotated[bool, Query(description="Include feature vectors")] = False,
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    items, total = service.list_items(session=session, project=project, limit=limit,
-                                      offset=offset, split=split)
-    return ItemPage(items=[item_out(i, features) for i in items], total=total, limit=limit,
-                    offset=offset)
+    items, total = service.list_items(
+        session=session, project=project, limit=limit, offset=offset, split=split
+    )
+    return ItemPage(
+        items=[item_out(i, features) for i in items], total=total, limit=limit, offset=offset
+    )
 
 
-@router.get("/export", response_class=StreamingResponse,
-            responses={200: {"content": {"text/csv": {}, "application/json": {},
-                                         "application/zip": {}}}})
-def export_items(project_id: int, request: Request, session: SessionDep,
-                 researcher: CurrentResearcher, format: ExportFormat = ExportFormat.csv):
+@router.get(
+    "/export",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/csv": {}, "application/json": {}, "application/zip": {}}}},
+)
+def export_items(
+    project_id: int,
+    request: Request,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+    format: ExportFormat = ExportFormat.csv,
+):
     """Every item of the project, streamed. `zip` holds manifest.csv and the images and
     uploads again as it is."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -93,8 +122,11 @@ def export_items(project_id: int, request: Request, session: SessionDep,
         body = service.export_items_csv(engine, project.id)
         media_type = "text/csv; charset=utf-8"
     filename = f"project-{project.id}-items.{format.value}"
-    return StreamingResponse(body, media_type=media_type,
-                             headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+    return StreamingResponse(
+        body,
+        media_type=media_type,
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
 
 
 @router.get("/{key}", response_model=ItemOut)
@@ -103,14 +135,19 @@ def get_item(project_id: int, key: str, session: SessionDep, researcher: Current
     return item_out(service.get_item(session=session, project=project, key=key))
 
 
-@router.get("/{key}/image", response_class=FileResponse,
-            responses={200: {"content": {"image/*": {}}}})
-def get_item_image(project_id: int, key: str, request: Request, session: SessionDep,
-                   researcher: CurrentResearcher):
+@router.get(
+    "/{key}/image", response_class=FileResponse, responses={200: {"content": {"image/*": {}}}}
+)
+def get_item_image(
+    project_id: int, key: str, request: Request, session: SessionDep, researcher: CurrentResearcher
+):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     item = service.get_item(session=session, project=project, key=key)
     if not item.image_file:
         raise NotFound(f"item '{key}' has no image")
     path = request.app.state.images.path(project.id, item.image_file)
-    return FileResponse(path, media_type=item.image_type,
-                        headers={"Cache-Control": "private, max-age=31536000, immutable"})
+    return FileResponse(
+        path,
+        media_type=item.image_type,
+        headers={"Cache-Control": "private, max-age=31536000, immutable"},
+    )

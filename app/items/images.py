@@ -11,9 +11,13 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
-_TYPES = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg"),
-          "GIF": ("gif", "image/gif"), "WEBP": ("webp", "image/webp"),
-          "BMP": ("bmp", "image/bmp")}
+_TYPES = {
+    "PNG": ("png", "image/png"),
+    "JPEG": ("jpg", "image/jpeg"),
+    "GIF": ("gif", "image/gif"),
+    "WEBP": ("webp", "image/webp"),
+    "BMP": ("bmp", "image/bmp"),
+}
 
 
 class NotAnImage(ValueError):
@@ -29,8 +33,11 @@ def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str]:
                 kind = image.format
                 width, height = image.size
                 image.verify()
-    except (UnidentifiedImageError, Image.DecompressionBombError,
-            Image.DecompressionBombWarning) as exc:
+    except (
+        UnidentifiedImageError,
+        Image.DecompressionBombError,
+        Image.DecompressionBombWarning,
+    ) as exc:
         raise NotAnImage(f"not an image ({exc.__class__.__name__})") from None
     except Exception as exc:  # Pillow raises many types for truncated or corrupt data
         raise NotAnImage(f"corrupt image: {exc}") from None

@@ -38,8 +38,9 @@ class ItemRecord:
 class ItemValidator:
     """Checks one field at a time, records every problem, and tracks the feature length."""
 
-    def __init__(self, file: str, label_type: LabelType, feature_dim: int | None,
-                 problems: ProblemCollector) -> None:
+    def __init__(
+        self, file: str, label_type: LabelType, feature_dim: int | None, problems: ProblemCollector
+    ) -> None:
         self.file = file
         self.label_type = label_type
         self.problems = problems
@@ -100,7 +101,9 @@ class ItemValidator:
             except ValueError:
                 value = math.nan
             if not math.isfinite(value):
-                self._bad(row, "label", f"'{label}' is not a number (this project's labels are numbers)")
+                self._bad(
+                    row, "label", f"'{label}' is not a number (this project's labels are numbers)"
+                )
                 return None
         return label
 
@@ -151,7 +154,9 @@ class ItemValidator:
                 except (TypeError, ValueError):
                     number = math.nan
             if not math.isfinite(number):
-                self._bad(row, "features", f"value {position + 1} ('{value}') is not a finite number")
+                self._bad(
+                    row, "features", f"value {position + 1} ('{value}') is not a finite number"
+                )
                 return None
             numbers.append(number)
         return numbers
@@ -159,21 +164,29 @@ class ItemValidator:
     def _check_length(self, row: int, vector: list[float] | None) -> list[float] | None:
         if vector is None:
             if self.feature_dim is not None:
-                self._bad(row, "features", f"missing; {self._dim_source} have "
-                          f"{self.feature_dim} features")
+                self._bad(
+                    row, "features", f"missing; {self._dim_source} have {self.feature_dim} features"
+                )
             elif self._rows_without_features is None:
                 self._rows_without_features = row
             return None
         if self._rows_without_features is not None:
-            self._bad(row, "features", f"has features but row {self._rows_without_features} "
-                      "has none; give every item features or none")
+            self._bad(
+                row,
+                "features",
+                f"has features but row {self._rows_without_features} "
+                "has none; give every item features or none",
+            )
             return None
         if self.feature_dim is None:
             self.feature_dim = len(vector)
             self._dim_source = f"earlier rows (from row {row})"
         elif len(vector) != self.feature_dim:
-            self._bad(row, "features", f"{len(vector)} features; {self._dim_source} have "
-                      f"{self.feature_dim}")
+            self._bad(
+                row,
+                "features",
+                f"{len(vector)} features; {self._dim_source} have {self.feature_dim}",
+            )
             return None
         return vector
 
@@ -184,15 +197,23 @@ def read_csv_items(upload: UploadedFile, validator: ItemValidator, allow_image: 
     columns = read_header(upload, rows, REQUIRED_COLUMNS, optional, (FEATURE_PREFIX,))
     feature_columns = [i for i, name in enumerate(columns) if name.startswith(FEATURE_PREFIX)]
     if feature_columns and "features" in columns:
-        raise InvalidUpload([Problem(upload.name, "use either a 'features' column or "
-                                     f"'{FEATURE_PREFIX}*' columns, not both", row=1)])
+        raise InvalidUpload(
+            [
+                Problem(
+                    upload.name,
+                    f"use either a 'features' column or '{FEATURE_PREFIX}*' columns, not both",
+                    row=1,
+                )
+            ]
+        )
     plain = [(i, name) for i, name in enumerate(columns) if not name.startswith(FEATURE_PREFIX)]
     for line, fields in rows:
         if fields == []:
             continue
         if len(fields) != len(columns):
-            validator.problems.add(upload.name, f"expected {len(columns)} fields, found "
-                                   f"{len(fields)}", row=line)
+            validator.problems.add(
+                upload.name, f"expected {len(columns)} fields, found {len(fields)}", row=line
+            )
             continue
         values: dict[str, Any] = {name: fields[i].strip() for i, name in plain}
         if feature_columns:
@@ -211,7 +232,11 @@ def read_json_items(upload: UploadedFile, validator: ItemValidator, allow_image:
             continue
         unknown = sorted(set(entry) - allowed)
         for name in unknown:
-            validator.problems.add(upload.name, f"unknown field (expected {', '.join(sorted(allowed))})",
-                                   row=index, column=name)
+            validator.problems.add(
+                upload.name,
+                f"unknown field (expected {', '.join(sorted(allowed))})",
+                row=index,
+                column=name,
+            )
         if not unknown:
             validator.add(index, entry)

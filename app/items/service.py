@@ -39,16 +39,28 @@ def _read_manifest(archive: SafeZip, validator: ItemValidator) -> None:
         manifests = ["manifest.csv"]
     if len(manifests) != 1:
         found = ", ".join(manifests) or "none"
-        raise InvalidUpload([Problem(archive.name, "a ZIP upload needs one CSV manifest "
-                                     f"(manifest.csv at the top); found {found}")])
+        raise InvalidUpload(
+            [
+                Problem(
+                    archive.name,
+                    f"a ZIP upload needs one CSV manifest (manifest.csv at the top); found {found}",
+                )
+            ]
+        )
     manifest = archive.open_upload(manifests[0])
     validator.file = manifest.name
     read_csv_items(manifest, validator, allow_image=True)
 
 
-def _store_images(archive: SafeZip, validator: ItemValidator, store: ImageStore,
-                  project: Project, max_pixels: int, problems: ProblemCollector,
-                  created_files: list[str]) -> dict[str, tuple[str, str]]:
+def _store_images(
+    archive: SafeZip,
+    validator: ItemValidator,
+    store: ImageStore,
+    project: Project,
+    max_pixels: int,
+    problems: ProblemCollector,
+    created_files: list[str],
+) -> dict[str, tuple[str, str]]:
     """Check and store each referenced image as it is read, so memory holds one at a time.
 
     Files this upload created are listed in `created_files` and removed on rollback.
@@ -59,8 +71,12 @@ def _store_images(archive: SafeZip, validator: ItemValidator, store: ImageStore,
             continue
         entry = str(PurePosixPath(record.image.replace("\\", "/")))
         if entry not in archive.entries:
-            problems.add(validator.file, f"'{record.image}' is not in the archive",
-                         row=record.row, column="image")
+            problems.add(
+                validator.file,
+                f"'{record.image}' is not in the archive",
+                row=record.row,
+                column="image",
+            )
             continue
         data = archive.read(entry)
         try:
@@ -79,20 +95,29 @@ def _store_images(archive: SafeZip, validator: ItemValidator, store: ImageStore,
 def _existing_keys(session: Session, project: Project, keys: list[str]) -> set[str]:
     found: set[str] = set()
     for start in range(0, len(keys), 1000):
-        chunk = keys[start:start + 1000]
-        found.update(session.scalars(
-            select(Item.key).where(Item.project_id == project.id, Item.key.in_(chunk))
-        ))
+        chunk = keys[start : start + 1000]
+        found.update(
+            session.scalars(
+                select(Item.key).where(Item.project_id == project.id, Item.key.in_(chunk))
+            )
+        )
     return found
 
 
 def ingest_items(
-    *, session: Session, settings: Settings, store: ImageStore, project: Project,
-    upload: UploadedFile, requested_format: FileFormat | None, idempotency_key: str | None,
+    *,
+    session: Session,
+    settings: Settings,
+    store: ImageStore,
+    project: Project,
+    upload: UploadedFile,
+    requested_format: FileFormat | None,
+    idempotency_key: str | None,
 ) -> UploadResult:
     """Validate the whole file, then add every item or none."""
-    replay = find_replay(session=session, project=project, kind=UploadKind.items,
-                         idempotency_key=idempotency_key)
+    replay = find_replay(
+        session=session, project=project, kind=UploadKind.items, idempotency_key=idempotency_key
+    )
     if replay:
         return replay
     fmt = detect_format(upload, requested_format, ITEM_FORMATS)
@@ -106,8 +131,9 @@ def ingest_items(
         archive = SafeZip(upload, zip_limits(settings))
         _read_manifest(archive, validator)
         problems.raise_if_any()
-        images = _store_images(archive, validator, store, project, settings.max_image_pixels,
-                               problems, created_files)
+        images = _store_images(
+            archive, validator, store, project, settings.max_image_pixels, problems, created_files
+        )
     elif fmt is FileFormat.csv:
         read_csv_items(upload, validator, allow_image=False)
     else:
@@ -117,23 +143,36 @@ def ingest_items(
         problems.add(validator.file, "no items in the file")
     row_of = {record.key: record.row for record in records}
     for key in sorted(_existing_keys(session, project, list(row_of)), key=row_of.get):
-        problems.add(validator.file, f"item '{key}' already exists in this project",
-                     row=row_of[key], column="key")
+        problems.add(
+            validator.file,
+            f"item '{key}' already exists in this project",
+            row=row_of[key],
+            column="key",
+        )
     problems.raise_if_any()
-    upload_row = open_upload(session=session, project=project, kind=UploadKind.items,
-                             filename=upload.name, idempotency_key=idempotency_key)
+    upload_row = open_upload(
+        session=session,
+        project=project,
+        kind=UploadKind.items,
+        filename=upload.name,
+        idempotency_key=idempotency_key,
+    )
     no_image = (None, None)
     rows = [
         {
-            "project_id": project.id, "key": r.key, "label": r.label, "text": r.text,
-            "split": r.split, "features": encode_features(r.features),
+            "project_id": project.id,
+            "key": r.key,
+            "label": r.label,
+            "text": r.text,
+            "split": r.split,
+            "features": encode_features(r.features),
             "image_file": images.get(r.key, no_image)[0],
             "image_type": images.get(r.key, no_image)[1],
         }
         for r in records
     ]
     for start in range(0, len(rows), 5000):
-        session.execute(insert(Item), rows[start:start + 5000])
+        session.execute(insert(Item), rows[start : start + 5000])
     if project.feature_dim is None and validator.feature_dim is not None:
         project.feature_dim = validator.feature_dim
     upload_row.row_count = len(rows)
@@ -173,7 +212,9 @@ def _export_rows(engine: Engine, project_id: int) -> Iterator[list[tuple]]:
 
 
 def _features_text(blob: bytes | None) -> str:
-    return "" if blob is None else " ".join(repr(v) for v in np.frombuffer(blob, dtype="<f8").tolist())
+    return (
+        "" if blob is None else " ".join(repr(v) for v in np.frombuffer(blob, dtype="<f8").tolist())
+    )
 
 
 def export_items_csv(engine: Engine, project_id: int) -> Iterator[str]:
@@ -182,8 +223,9 @@ def export_items_csv(engine: Engine, project_id: int) -> Iterator[str]:
     writer.writerow(EXPORT_COLUMNS)
     for partition in _export_rows(engine, project_id):
         for key, label, text, split, image, features in partition:
-            writer.writerow((key, label or "", text or "", split.value, image or "",
-                             _features_text(features)))
+            writer.writerow(
+                (key, label or "", text or "", split.value, image or "", _features_text(features))
+            )
         yield buffer.getvalue()
         buffer.seek(0)
         buffer.truncate()
@@ -196,10 +238,18 @@ def export_items_json(engine: Engine, project_id: int) -> Iterator[str]:
     for partition in _export_rows(engine, project_id):
         chunk = []
         for key, label, text, split, image, features in partition:
-            chunk.append(json.dumps({
-                "key": key, "label": label, "text": text, "split": split.value, "image": image,
-                "features": decode_features(features),
-            }))
+            chunk.append(
+                json.dumps(
+                    {
+                        "key": key,
+                        "label": label,
+                        "text": text,
+                        "split": split.value,
+                        "image": image,
+                        "features": decode_features(features),
+                    }
+                )
+            )
         if chunk:
             yield ("" if first else ",") + ",".join(chunk)
             first = False
@@ -236,8 +286,9 @@ def export_items_zip(engine: Engine, store: ImageStore, project_id: int) -> Iter
     for partition in _export_rows(engine, project_id):
         for key, label, text, split, image, features in partition:
             entry = f"images/{image}" if image else ""
-            writer.writerow((key, label or "", text or "", split.value, entry,
-                             _features_text(features)))
+            writer.writerow(
+                (key, label or "", text or "", split.value, entry, _features_text(features))
+            )
             if image and image not in written:
                 archive.write(store.path(project_id, image), entry, zipfile.ZIP_STORED)
                 written.add(image)

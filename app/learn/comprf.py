@@ -56,8 +56,9 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 def _uniform(keys: np.ndarray, stream: int) -> np.ndarray:
     """A uniform number in [0, 1) per node key; `stream` gives independent draws."""
-    return (_mix(keys ^ np.uint64(stream * 0xD1B54A32D192ED03 & (2**64 - 1))) >> np.uint64(11)) \
-        * (1.0 / (1 << 53))
+    return (_mix(keys ^ np.uint64(stream * 0xD1B54A32D192ED03 & (2**64 - 1))) >> np.uint64(11)) * (
+        1.0 / (1 << 53)
+    )
 
 
 class AnswerStore:
@@ -144,8 +145,10 @@ class AnswerStore:
         keep = lo != hi
         keys, lower_closer = keys[keep], lo[keep] > hi[keep]
         anchor, lower, higher = keys >> (2 * ID_BITS), (keys >> ID_BITS) & _ID_MASK, keys & _ID_MASK
-        return np.stack([anchor, np.where(lower_closer, lower, higher),
-                         np.where(lower_closer, higher, lower)], axis=1)
+        return np.stack(
+            [anchor, np.where(lower_closer, lower, higher), np.where(lower_closer, higher, lower)],
+            axis=1,
+        )
 
     def state(self) -> dict[str, np.ndarray]:
         keys, lo, hi = self._entries()
@@ -167,8 +170,9 @@ def decided_from_votes(lo, hi, answers_per_query: int):
 def needed_from_votes(lo, hi, answers_per_query: int) -> np.ndarray:
     """Answers each query still needs: up to `answers_per_query`, then one per tie."""
     total = lo.astype(np.int64) + hi
-    return np.where(total < answers_per_query, answers_per_query - total,
-                    (lo == hi).astype(np.int64))
+    return np.where(
+        total < answers_per_query, answers_per_query - total, (lo == hi).astype(np.int64)
+    )
 
 
 def _distinct(queries: np.ndarray, keys: np.ndarray, needed: np.ndarray, return_needed: bool):
@@ -181,9 +185,18 @@ def _distinct(queries: np.ndarray, keys: np.ndarray, needed: np.ndarray, return_
 class _Nodes:
     """The nodes of all trees as growable parallel arrays."""
 
-    FIELDS = {"tree": np.int32, "start": np.int64, "end": np.int64, "depth": np.int32,
-              "key": np.uint64, "status": np.int8, "pivot_left": np.int64,
-              "pivot_right": np.int64, "left": np.int64, "right": np.int64}
+    FIELDS = {
+        "tree": np.int32,
+        "start": np.int64,
+        "end": np.int64,
+        "depth": np.int32,
+        "key": np.uint64,
+        "status": np.int8,
+        "pivot_left": np.int64,
+        "pivot_right": np.int64,
+        "left": np.int64,
+        "right": np.int64,
+    }
 
     def __init__(self, capacity: int = 1024) -> None:
         self.count = 0
@@ -203,23 +216,24 @@ class _Nodes:
             capacity = max(needed, 2 * capacity)
             for name, array in self.arrays.items():
                 grown = np.empty(capacity, array.dtype)
-                grown[:self.count] = array[:self.count]
+                grown[: self.count] = array[: self.count]
                 self.arrays[name] = grown
         ids = np.arange(self.count, needed)
         defaults = {"status": OPEN, "pivot_left": -1, "pivot_right": -1, "left": -1, "right": -1}
         for name, array in self.arrays.items():
-            array[self.count:needed] = fields.get(name, defaults.get(name, 0))
+            array[self.count : needed] = fields.get(name, defaults.get(name, 0))
         self.count = needed
         return ids
 
     def state(self) -> dict[str, np.ndarray]:
-        return {f"node_{name}": array[:self.count] for name, array in self.arrays.items()}
+        return {f"node_{name}": array[: self.count] for name, array in self.arrays.items()}
 
     @classmethod
     def from_state(cls, state) -> _Nodes:
         nodes = cls(capacity=0)
-        nodes.arrays = {name: np.array(state[f"node_{name}"], dtype=dtype)
-                        for name, dtype in cls.FIELDS.items()}
+        nodes.arrays = {
+            name: np.array(state[f"node_{name}"], dtype=dtype) for name, dtype in cls.FIELDS.items()
+        }
         nodes.count = len(nodes.arrays["tree"])
         return nodes
 
@@ -245,8 +259,11 @@ def _check_params(n_trees, leaf_size, subsample, supervised, task, answers_per_q
         raise ValueError(f"supervised must be True or False; got {supervised!r}")
     if task not in TASKS:
         raise ValueError(f"task must be 'classification' or 'regression'; got {task!r}")
-    if not isinstance(answers_per_query, Integral) or isinstance(answers_per_query, bool) \
-            or answers_per_query < 1:
+    if (
+        not isinstance(answers_per_query, Integral)
+        or isinstance(answers_per_query, bool)
+        or answers_per_query < 1
+    ):
         raise ValueError(f"answers_per_query must be a positive integer; got {answers_per_query!r}")
 
 
@@ -272,13 +289,28 @@ class CompRFBuilder:
     Once ``is_complete``, ``forest()`` gives the fitted `CompRF`.
     """
 
-    def __init__(self, items, y, *, n_trees: int = 100, leaf_size: int = 1,
-                 subsample: float = 1.0, supervised: bool = True, task: str = "classification",
-                 answers_per_query: int = 1, random_state=None) -> None:
+    def __init__(
+        self,
+        items,
+        y,
+        *,
+        n_trees: int = 100,
+        leaf_size: int = 1,
+        subsample: float = 1.0,
+        supervised: bool = True,
+        task: str = "classification",
+        answers_per_query: int = 1,
+        random_state=None,
+    ) -> None:
         _check_params(n_trees, leaf_size, subsample, supervised, task, answers_per_query)
-        self.params = {"n_trees": int(n_trees), "leaf_size": int(leaf_size),
-                       "subsample": float(subsample), "supervised": bool(supervised),
-                       "task": task, "answers_per_query": int(answers_per_query)}
+        self.params = {
+            "n_trees": int(n_trees),
+            "leaf_size": int(leaf_size),
+            "subsample": float(subsample),
+            "supervised": bool(supervised),
+            "task": task,
+            "answers_per_query": int(answers_per_query),
+        }
         self.items = _check_items(items)
         if len(self.items) < 2:
             raise ValueError(f"items must hold at least 2 items; got {len(self.items)}")
@@ -286,8 +318,9 @@ class CompRFBuilder:
             raise ValueError("items must not repeat an id")
         y = np.asarray(y)
         if y.ndim != 1 or len(y) != len(self.items):
-            raise ValueError(f"y must be 1-d with one label per item ({len(self.items)}); "
-                             f"got shape {y.shape}")
+            raise ValueError(
+                f"y must be 1-d with one label per item ({len(self.items)}); got shape {y.shape}"
+            )
         if task == "classification":
             self.classes, codes = np.unique(y, return_inverse=True)
             self.y = codes.astype(np.int64)
@@ -303,9 +336,9 @@ class CompRFBuilder:
         self.seed = seed
         n = len(self.items)
         size = n if subsample == 1 else max(2, int(round(subsample * n)))
-        self.members = np.concatenate([
-            np.random.default_rng([seed, tree]).permutation(n)[:size] for tree in range(n_trees)
-        ]).astype(np.int64)
+        self.members = np.concatenate(
+            [np.random.default_rng([seed, tree]).permutation(n)[:size] for tree in range(n_trees)]
+        ).astype(np.int64)
         self.store = AnswerStore(answers_per_query)
         self._pending_cache = None
         self._query_cache = None
@@ -313,15 +346,19 @@ class CompRFBuilder:
         self.nodes = _Nodes()
         trees = np.arange(n_trees)
         self.roots = self.nodes.append(
-            tree=trees, start=trees * size, end=(trees + 1) * size, depth=np.zeros(n_trees),
-            key=_mix(np.uint64(seed) ^ (trees.astype(np.uint64) * _TREE_SALT)))
+            tree=trees,
+            start=trees * size,
+            end=(trees + 1) * size,
+            depth=np.zeros(n_trees),
+            key=_mix(np.uint64(seed) ^ (trees.astype(np.uint64) * _TREE_SALT)),
+        )
         self._open(self.roots)
 
     # -- the public face -------------------------------------------------------------
 
     @property
     def is_complete(self) -> bool:
-        return not np.any(self.nodes.status[:self.nodes.count] == OPEN)
+        return not np.any(self.nodes.status[: self.nodes.count] == OPEN)
 
     @property
     def n_queries(self) -> int:
@@ -343,8 +380,11 @@ class CompRFBuilder:
         # One query waits in several nodes only if they share their pair of pivots, so
         # only those nodes' queries are checked for repeats.
         first = np.arange(len(keys))
-        pairs = query_keys(np.zeros(len(open_nodes), np.int64), self.nodes.pivot_left[open_nodes],
-                           self.nodes.pivot_right[open_nodes])
+        pairs = query_keys(
+            np.zeros(len(open_nodes), np.int64),
+            self.nodes.pivot_left[open_nodes],
+            self.nodes.pivot_right[open_nodes],
+        )
         pair_first = _hashing.first_index(pairs)
         shared = np.bincount(pair_first, minlength=len(pairs))[pair_first] > 1
         if shared.any():
@@ -390,8 +430,10 @@ class CompRFBuilder:
             return False
         closer, farther = triplets[:, 1], triplets[:, 2]
         p, q = queries[:, 1], queries[:, 2]
-        return bool(np.all(triplets[:, 0] == queries[:, 0]) and np.all(
-            ((closer == p) & (farther == q)) | ((closer == q) & (farther == p))))
+        return bool(
+            np.all(triplets[:, 0] == queries[:, 0])
+            and np.all(((closer == p) & (farther == q)) | ((closer == q) & (farther == p)))
+        )
 
     def progress(self) -> dict:
         """How far the build is: per tree, the share of its items already in leaves."""
@@ -400,14 +442,17 @@ class CompRFBuilder:
         sizes = self.nodes.end[:count] - self.nodes.start[:count]
         trees = self.nodes.tree[:count]
         tree_size = sizes[self.roots]
-        in_leaves = np.bincount(trees[status == LEAF], weights=sizes[status == LEAF],
-                                minlength=self.params["n_trees"])
-        return {"queries_answered": self.n_queries,
-                "queries_pending": int(len(self.pending_queries())),
-                "nodes_open": int(np.sum(status == OPEN)),
-                "nodes_done": int(np.sum(status != OPEN)),
-                "tree_done_share": (in_leaves / tree_size).tolist(),
-                "done_share": float(in_leaves.sum() / tree_size.sum())}
+        in_leaves = np.bincount(
+            trees[status == LEAF], weights=sizes[status == LEAF], minlength=self.params["n_trees"]
+        )
+        return {
+            "queries_answered": self.n_queries,
+            "queries_pending": int(len(self.pending_queries())),
+            "nodes_open": int(np.sum(status == OPEN)),
+            "nodes_done": int(np.sum(status != OPEN)),
+            "tree_done_share": (in_leaves / tree_size).tolist(),
+            "done_share": float(in_leaves.sum() / tree_size.sum()),
+        }
 
     def forest(self) -> CompRF:
         if not self.is_complete:
@@ -417,12 +462,23 @@ class CompRFBuilder:
         return model
 
     def to_bytes(self) -> bytes:
-        meta = {"params": self.params, "seed": self.seed, "random_state": self.random_state,
-                "classes": None if self.classes is None else self.classes.tolist()}
+        meta = {
+            "params": self.params,
+            "seed": self.seed,
+            "random_state": self.random_state,
+            "classes": None if self.classes is None else self.classes.tolist(),
+        }
         buffer = io.BytesIO()
-        np.savez_compressed(buffer, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
-                            items=self.items, y=self.y, members=self.members, roots=self.roots,
-                            **self.nodes.state(), **self.store.state())
+        np.savez_compressed(
+            buffer,
+            meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+            items=self.items,
+            y=self.y,
+            members=self.members,
+            roots=self.roots,
+            **self.nodes.state(),
+            **self.store.state(),
+        )
         return buffer.getvalue()
 
     @classmethod
@@ -446,7 +502,7 @@ class CompRFBuilder:
     # -- the machinery ----------------------------------------------------------------
 
     def _open_nodes(self) -> np.ndarray:
-        return np.flatnonzero(self.nodes.status[:self.nodes.count] == OPEN)
+        return np.flatnonzero(self.nodes.status[: self.nodes.count] == OPEN)
 
     def _open(self, nodes: np.ndarray) -> int:
         """Make new nodes leaves or give them pivots, then split, level after level, every
@@ -470,8 +526,16 @@ class CompRFBuilder:
         labels = self.y if supervised else np.zeros(len(self.y), np.int64)
         n_classes = len(self.classes) if supervised else 1
         left, right = _kernels.choose_pivots(
-            self.members, self.items, labels, n_classes, supervised,
-            self.nodes.start[nodes], self.nodes.end[nodes], _uniform(keys, 1), _uniform(keys, 2))
+            self.members,
+            self.items,
+            labels,
+            n_classes,
+            supervised,
+            self.nodes.start[nodes],
+            self.nodes.end[nodes],
+            _uniform(keys, 1),
+            _uniform(keys, 2),
+        )
         self.nodes.pivot_left[nodes] = left
         self.nodes.pivot_right[nodes] = right
 
@@ -484,9 +548,14 @@ class CompRFBuilder:
         cached = self._query_cache
         if cached is not None and np.array_equal(cached[0], nodes):
             return cached[1]
-        result = _kernels.segment_queries(self.members, self.items, self.nodes.start[nodes],
-                                          self.nodes.end[nodes], self.nodes.pivot_left[nodes],
-                                          self.nodes.pivot_right[nodes])
+        result = _kernels.segment_queries(
+            self.members,
+            self.items,
+            self.nodes.start[nodes],
+            self.nodes.end[nodes],
+            self.nodes.pivot_left[nodes],
+            self.nodes.pivot_right[nodes],
+        )
         self._query_cache = (nodes, result)
         return result
 
@@ -495,9 +564,13 @@ class CompRFBuilder:
         answer has mentioned: the others cannot have answers yet."""
         lo = np.zeros(len(keys), np.int64)
         hi = np.zeros(len(keys), np.int64)
-        pairs_known = self.store.pairs_seen(query_keys(
-            np.zeros(len(nodes), np.int64), self.nodes.pivot_left[nodes],
-            self.nodes.pivot_right[nodes]))
+        pairs_known = self.store.pairs_seen(
+            query_keys(
+                np.zeros(len(nodes), np.int64),
+                self.nodes.pivot_left[nodes],
+                self.nodes.pivot_right[nodes],
+            )
+        )
         if pairs_known.all():
             return self.store.votes(keys)
         known = pairs_known[query_owner]
@@ -529,20 +602,28 @@ class CompRFBuilder:
         self._pending_cache = None
         self._query_cache = None
         n_left = _kernels.partition(
-            self.members, self.items, self.nodes.start[candidates], self.nodes.end[candidates],
-            self.nodes.pivot_left[candidates], self.nodes.pivot_right[candidates], complete,
-            lower_closer)[complete]
+            self.members,
+            self.items,
+            self.nodes.start[candidates],
+            self.nodes.end[candidates],
+            self.nodes.pivot_left[candidates],
+            self.nodes.pivot_right[candidates],
+            complete,
+            lower_closer,
+        )[complete]
         nodes = candidates[complete]
         start, end = self.nodes.start[nodes], self.nodes.end[nodes]
         middle = start + n_left
         key = self.nodes.key[nodes]
         children = self.nodes.append(
             tree=np.concatenate([self.nodes.tree[nodes]] * 2),
-            start=np.concatenate([start, middle]), end=np.concatenate([middle, end]),
+            start=np.concatenate([start, middle]),
+            end=np.concatenate([middle, end]),
             depth=np.concatenate([self.nodes.depth[nodes] + 1] * 2),
-            key=np.concatenate([_mix(key ^ _LEFT_SALT), _mix(key ^ _RIGHT_SALT)]))
-        self.nodes.left[nodes] = children[:len(nodes)]
-        self.nodes.right[nodes] = children[len(nodes):]
+            key=np.concatenate([_mix(key ^ _LEFT_SALT), _mix(key ^ _RIGHT_SALT)]),
+        )
+        self.nodes.left[nodes] = children[: len(nodes)]
+        self.nodes.right[nodes] = children[len(nodes) :]
         self.nodes.status[nodes] = SPLIT
         return len(nodes), children
 
@@ -580,8 +661,14 @@ class CompRFRouter:
     def pending_queries(self, return_needed: bool = False):
         pairs, keys, forest_lo, forest_hi = self._wait
         node = self.position[pairs]
-        queries = np.stack([self.pair_item[pairs], self.forest.nodes_["pivot_left"][node],
-                            self.forest.nodes_["pivot_right"][node]], axis=1)
+        queries = np.stack(
+            [
+                self.pair_item[pairs],
+                self.forest.nodes_["pivot_left"][node],
+                self.forest.nodes_["pivot_right"][node],
+            ],
+            axis=1,
+        )
         lo, hi = self.store.votes(keys)
         needed = needed_from_votes(lo + forest_lo, hi + forest_hi, self.forest.answers_per_query)
         return _distinct(queries, keys, needed, return_needed)
@@ -615,16 +702,20 @@ class CompRFRouter:
             # An item that is a pivot goes to its own side without a question.
             is_pivot = (x == left) | (x == right)
             self.position[pairs[is_pivot]] = np.where(
-                x[is_pivot] == left[is_pivot], nodes["left"][node[is_pivot]],
-                nodes["right"][node[is_pivot]])
+                x[is_pivot] == left[is_pivot],
+                nodes["left"][node[is_pivot]],
+                nodes["right"][node[is_pivot]],
+            )
             asked = pairs[~is_pivot]
             keys = query_keys(x[~is_pivot], left[~is_pivot], right[~is_pivot])
             forest_lo, forest_hi = self.forest.store_.votes(keys)
             lo, hi = self.store.votes(keys)
             moved = self._move(asked, keys, lo + forest_lo, hi + forest_hi)
             waiting = ~moved
-            self._wait = tuple(np.concatenate([old, new[waiting]]) for old, new in zip(
-                self._wait, (asked, keys, forest_lo, forest_hi), strict=True))
+            self._wait = tuple(
+                np.concatenate([old, new[waiting]])
+                for old, new in zip(self._wait, (asked, keys, forest_lo, forest_hi), strict=True)
+            )
             pairs = np.concatenate([pairs[is_pivot], asked[moved]])
 
     def leaves(self) -> np.ndarray:
@@ -654,9 +745,16 @@ class CompRF(BaseEstimator):
     classes_ : class labels (classification).
     """
 
-    def __init__(self, n_trees: int = 100, leaf_size: int = 1, subsample: float = 1.0,
-                 supervised: bool = True, task: str = "classification",
-                 answers_per_query: int = 1, random_state=None) -> None:
+    def __init__(
+        self,
+        n_trees: int = 100,
+        leaf_size: int = 1,
+        subsample: float = 1.0,
+        supervised: bool = True,
+        task: str = "classification",
+        answers_per_query: int = 1,
+        random_state=None,
+    ) -> None:
         self.n_trees = n_trees
         self.leaf_size = leaf_size
         self.subsample = subsample
@@ -716,8 +814,9 @@ class CompRF(BaseEstimator):
         """Class shares of each item's pooled leaf members (rows of `leaves`)."""
         item, member = self._pooled(leaves)
         n_classes = len(self.classes_)
-        counts = np.bincount(item * n_classes + self.y_codes_[member],
-                             minlength=len(leaves) * n_classes).reshape(len(leaves), n_classes)
+        counts = np.bincount(
+            item * n_classes + self.y_codes_[member], minlength=len(leaves) * n_classes
+        ).reshape(len(leaves), n_classes)
         return counts / counts.sum(axis=1, keepdims=True)
 
     def predict_from_leaves(self, leaves: np.ndarray) -> np.ndarray:

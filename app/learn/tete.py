@@ -171,8 +171,9 @@ def _lbfgs(Y, triplets, weights, t, k, movable, max_iter):
         curve.append(loss)
         return loss, (gradient * movable[:, None]).ravel()
 
-    result = minimize(objective, Y.ravel(), jac=True, method="L-BFGS-B",
-                      options={"maxiter": max_iter})
+    result = minimize(
+        objective, Y.ravel(), jac=True, method="L-BFGS-B", options={"maxiter": max_iter}
+    )
     return result.x.reshape(shape), np.array(curve)
 
 
@@ -181,7 +182,9 @@ OPTIMIZERS = ("gd", "lbfgs")
 
 def _check_fit_params(n_components, t, kernel_t, max_iter, patience, optimizer="gd") -> None:
     if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be 'gd' (the authors' rule) or 'lbfgs'; got {optimizer!r}")
+        raise ValueError(
+            f"optimizer must be 'gd' (the authors' rule) or 'lbfgs'; got {optimizer!r}"
+        )
     if not isinstance(n_components, Integral) or n_components < 1:
         raise ValueError(f"n_components must be a positive integer; got {n_components!r}")
     if t is not None and (not isinstance(t, Real) or not 1 <= t <= 3):
@@ -218,9 +221,17 @@ class TETE(BaseEstimator):
     n_iter_ : steps taken.
     """
 
-    def __init__(self, n_components: int = 2, t: float | None = None, kernel_t=2.0,
-                 max_iter: int = 1000, patience: int = 100, optimizer: str = "gd",
-                 init_scale: float = 1.0, random_state=None) -> None:
+    def __init__(
+        self,
+        n_components: int = 2,
+        t: float | None = None,
+        kernel_t=2.0,
+        max_iter: int = 1000,
+        patience: int = 100,
+        optimizer: str = "gd",
+        init_scale: float = 1.0,
+        random_state=None,
+    ) -> None:
         self.n_components = n_components
         self.t = t
         self.kernel_t = kernel_t
@@ -234,8 +245,9 @@ class TETE(BaseEstimator):
         t, k = self._temperatures()
         if self.optimizer == "lbfgs":
             return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter)
-        return _descend(Y, triplets, weights, t, k, movable, self.max_iter, self.patience,
-                        step_scale)
+        return _descend(
+            Y, triplets, weights, t, k, movable, self.max_iter, self.patience, step_scale
+        )
 
     def _temperatures(self) -> tuple[float, float]:
         t = default_t(self.n_components) if self.t is None else float(self.t)
@@ -243,8 +255,9 @@ class TETE(BaseEstimator):
 
     def fit(self, triplets, n_items: int | None = None, sample_weight=None) -> TETE:
         """Embed items ``0..n_items-1`` so that the triplets hold as far as possible."""
-        _check_fit_params(self.n_components, self.t, self.kernel_t, self.max_iter, self.patience,
-                          self.optimizer)
+        _check_fit_params(
+            self.n_components, self.t, self.kernel_t, self.max_iter, self.patience, self.optimizer
+        )
         triplets = check_triplets(triplets, n_items)
         if len(triplets) == 0:
             raise ValueError("triplets is empty")
@@ -254,8 +267,9 @@ class TETE(BaseEstimator):
         if not isinstance(self.init_scale, Real) or self.init_scale <= 0:
             raise ValueError(f"init_scale must be positive; got {self.init_scale!r}")
         Y = rng.standard_normal((n, self.n_components)) * self.init_scale
-        self.embedding_, self.loss_curve_ = self._optimise(Y, triplets, weights, np.ones(n),
-                                                           float(n))
+        self.embedding_, self.loss_curve_ = self._optimise(
+            Y, triplets, weights, np.ones(n), float(n)
+        )
         self.n_iter_ = len(self.loss_curve_)
         return self
 
@@ -293,15 +307,18 @@ def _check_weights(sample_weight, n_triplets: int) -> np.ndarray:
         return np.ones(n_triplets)
     weights = np.asarray(sample_weight, dtype=np.float64)
     if weights.shape != (n_triplets,):
-        raise ValueError(f"sample_weight must have one weight per triplet ({n_triplets}); "
-                         f"got shape {weights.shape}")
+        raise ValueError(
+            f"sample_weight must have one weight per triplet ({n_triplets}); "
+            f"got shape {weights.shape}"
+        )
     if not np.all(np.isfinite(weights)) or np.any(weights < 0):
         raise ValueError("sample_weight must be finite and non-negative")
     return weights
 
 
-def feature_triplets(X, n_inliers: int = 10, n_outliers: int = 5, gamma: float = 0.01,
-                     random_state=None) -> tuple[np.ndarray, np.ndarray]:
+def feature_triplets(
+    X, n_inliers: int = 10, n_outliers: int = 5, gamma: float = 0.01, random_state=None
+) -> tuple[np.ndarray, np.ndarray]:
     """Informative weighted triplets for embedding items that have features (weighted t-ETE).
 
     For each item a: each of its `n_inliers` nearest neighbours p, with `n_outliers` items
@@ -319,7 +336,7 @@ def feature_triplets(X, n_inliers: int = 10, n_outliers: int = 5, gamma: float =
     distances, indices = neighbours.kneighbors(X)
     sigma = np.maximum(distances[:, min(5, distances.shape[1] - 1)], 1e-12)
     anchor = np.repeat(np.arange(n), n_inliers * n_outliers)
-    inlier = np.repeat(indices[:, 1:n_inliers + 1], n_outliers, axis=1).ravel()
+    inlier = np.repeat(indices[:, 1 : n_inliers + 1], n_outliers, axis=1).ravel()
     squared = lambda a, b: np.einsum("ij,ij->i", X[a] - X[b], X[a] - X[b])  # noqa: E731
     d_ap = squared(anchor, inlier)
     outlier = rng.randint(0, n, size=len(anchor))

@@ -38,8 +38,9 @@ def _majority(triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     votes = np.bincount(inverse, minlength=len(keys))
     decided = 2 * lower_votes != votes
     keys = keys[decided]
-    queries = np.stack([keys >> (2 * ID_BITS), (keys >> ID_BITS) & (MAX_ITEMS - 1),
-                        keys & (MAX_ITEMS - 1)], axis=1)
+    queries = np.stack(
+        [keys >> (2 * ID_BITS), (keys >> ID_BITS) & (MAX_ITEMS - 1), keys & (MAX_ITEMS - 1)], axis=1
+    )
     return queries, (2 * lower_votes > votes)[decided]
 
 
@@ -105,8 +106,23 @@ def _seed(seed):
 
 
 @njit(cache=True)
-def _boost(n_iter, weights, labels, n_classes, pair_keys, offsets, anchors, closer_is_lower,
-           trees, class_total, out_j, out_k, out_mask_j, out_mask_k, out_alpha):
+def _boost(
+    n_iter,
+    weights,
+    labels,
+    n_classes,
+    pair_keys,
+    offsets,
+    anchors,
+    closer_is_lower,
+    trees,
+    class_total,
+    out_j,
+    out_k,
+    out_mask_j,
+    out_mask_k,
+    out_alpha,
+):
     """Run `n_iter` boosting rounds, writing one classifier per round; returns how many."""
     n_items = weights.shape[0]
     smoothing = 1.0 / n_items
@@ -255,13 +271,30 @@ class TripletBoost(BaseEstimator):
             size *= 2
         trees = np.zeros((n_classes, size + 1))
         class_total = np.zeros(n_classes)
-        out = (np.empty(n_iter, np.int64), np.empty(n_iter, np.int64),
-               np.empty(n_iter, np.int64), np.empty(n_iter, np.int64), np.empty(n_iter))
+        out = (
+            np.empty(n_iter, np.int64),
+            np.empty(n_iter, np.int64),
+            np.empty(n_iter, np.int64),
+            np.empty(n_iter, np.int64),
+            np.empty(n_iter),
+        )
         _seed(self._rng_seed + len(self._classifiers[0]))
-        _boost(n_iter, self._weights, self._labels, n_classes, pair_keys, offsets, anchors,
-               lower_closer, trees, class_total, *out)
-        self._classifiers = [np.concatenate([old, new]) for old, new in
-                             zip(self._classifiers, out, strict=True)]
+        _boost(
+            n_iter,
+            self._weights,
+            self._labels,
+            n_classes,
+            pair_keys,
+            offsets,
+            anchors,
+            lower_closer,
+            trees,
+            class_total,
+            *out,
+        )
+        self._classifiers = [
+            np.concatenate([old, new]) for old, new in zip(self._classifiers, out, strict=True)
+        ]
         self.n_iter_ = len(self._classifiers[0])
         self._merge()
         return self

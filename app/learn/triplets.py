@@ -18,8 +18,11 @@ def check_triplets(triplets, n_items: int | None = None, name: str = "triplets")
     if array.ndim != 2 or array.shape[1] != 3:
         raise ValueError(f"{name} must have shape (m, 3); got {array.shape}")
     if array.dtype.kind not in "iu":
-        integral = array.dtype.kind == "f" and np.all(np.isfinite(array)) and \
-            np.all(array == np.round(array))
+        integral = (
+            array.dtype.kind == "f"
+            and np.all(np.isfinite(array))
+            and np.all(array == np.round(array))
+        )
         if not integral:
             raise ValueError(f"{name} must hold integer item ids; got dtype {array.dtype}")
     array = np.ascontiguousarray(array, dtype=np.int64)
@@ -28,10 +31,12 @@ def check_triplets(triplets, n_items: int | None = None, name: str = "triplets")
         raise ValueError(f"{name}[{row}] has a negative item id: {array[row].tolist()}")
     if n_items is not None and array.max() >= n_items:
         row = int(np.argmax(array.max(axis=1)))
-        raise ValueError(f"{name}[{row}] names item {int(array[row].max())}, "
-                         f"but there are only {n_items} items")
-    repeated = (array[:, 0] == array[:, 1]) | (array[:, 0] == array[:, 2]) | \
-        (array[:, 1] == array[:, 2])
+        raise ValueError(
+            f"{name}[{row}] names item {int(array[row].max())}, but there are only {n_items} items"
+        )
+    repeated = (
+        (array[:, 0] == array[:, 1]) | (array[:, 0] == array[:, 2]) | (array[:, 1] == array[:, 2])
+    )
     if repeated.any():
         row = int(np.argmax(repeated))
         raise ValueError(f"{name}[{row}] repeats an item: {array[row].tolist()}")

@@ -75,7 +75,9 @@ class Upload(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
     kind: Mapped[UploadKind] = mapped_column(string_enum(UploadKind, "upload_kind"))
     filename: Mapped[str] = mapped_column(String(255), default="")
     idempotency_key: Mapped[str | None] = mapped_column(String(100))

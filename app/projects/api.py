@@ -11,10 +11,16 @@ router = APIRouter(prefix="/projects", tags=["projects"])
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectDetail)
 def create_project(body: ProjectCreate, session: SessionDep, researcher: CurrentResearcher):
-    project = service.create_project(session=session, owner=researcher, name=body.name,
-                                     description=body.description, label_type=body.label_type)
-    return ProjectDetail(**ProjectOut.model_validate(project).model_dump(),
-                         item_count=0, triplet_count=0)
+    project = service.create_project(
+        session=session,
+        owner=researcher,
+        name=body.name,
+        description=body.description,
+        label_type=body.label_type,
+    )
+    return ProjectDetail(
+        **ProjectOut.model_validate(project).model_dump(), item_count=0, triplet_count=0
+    )
 
 
 @router.get("", response_model=list[ProjectOut])
@@ -30,8 +36,9 @@ def get_project(project_id: int, session: SessionDep, researcher: CurrentResearc
 
 
 @router.delete("/{project_id}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_project(project_id: int, request: Request, session: SessionDep,
-                   researcher: CurrentResearcher):
+def delete_project(
+    project_id: int, request: Request, session: SessionDep, researcher: CurrentResearcher
+):
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     service.delete_project(session=session, store=request.app.state.images, project=project)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -21,13 +21,20 @@ class ExportFormat(StrEnum):
     json = "json"
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=UploadOut,
-             responses=UPLOAD_RESPONSES)
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=UploadOut, responses=UPLOAD_RESPONSES
+)
 def upload_triplets(
-    project_id: int, file: UploadFile, response: Response, session: SessionDep,
-    settings: SettingsDep, researcher: CurrentResearcher,
+    project_id: int,
+    file: UploadFile,
+    response: Response,
+    session: SessionDep,
+    settings: SettingsDep,
+    researcher: CurrentResearcher,
     idempotency_key: IdempotencyKey = None,
-    format: Annotated[FileFormat | None, Query(description="Defaults to the file's extension")] = None,
+    format: Annotated[
+        FileFormat | None, Query(description="Defaults to the file's extension")
+    ] = None,
 ):
     """Add existing triplets by item key, all or nothing.
 
@@ -37,23 +44,41 @@ def upload_triplets(
     """
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     result = service.ingest_triplets(
-        session=session, settings=settings, project=project, upload=as_uploaded(file),
-        requested_format=format, idempotency_key=idempotency_key,
+        session=session,
+        settings=settings,
+        project=project,
+        upload=as_uploaded(file),
+        requested_format=format,
+        idempotency_key=idempotency_key,
     )
     return upload_response(result, response)
 
 
-@router.get("/export", response_class=StreamingResponse,
-            responses={200: {"content": {"text/csv": {}, "application/json": {}}}})
-def export_triplets(project_id: int, request: Request, session: SessionDep,
-                    researcher: CurrentResearcher, format: ExportFormat = ExportFormat.csv):
+@router.get(
+    "/export",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
+)
+def export_triplets(
+    project_id: int,
+    request: Request,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+    format: ExportFormat = ExportFormat.csv,
+):
     """Every triplet of the project by item key, oldest first, streamed."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     engine = request.app.state.engine
     if format is ExportFormat.json:
         body, media_type = service.export_triplets_json(engine, project.id), "application/json"
     else:
-        body, media_type = service.export_triplets_csv(engine, project.id), "text/csv; charset=utf-8"
+        body, media_type = (
+            service.export_triplets_csv(engine, project.id),
+            "text/csv; charset=utf-8",
+        )
     filename = f"project-{project.id}-triplets.{format.value}"
-    return StreamingResponse(body, media_type=media_type,
-                             headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+    return StreamingResponse(
+        body,
+        media_type=media_type,
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )

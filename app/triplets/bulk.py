@@ -10,8 +10,15 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
-BASE_COLUMNS = ("project_id", "anchor_id", "closer_id", "farther_id", "source", "upload_id",
-                "created_at")
+BASE_COLUMNS = (
+    "project_id",
+    "anchor_id",
+    "closer_id",
+    "farther_id",
+    "source",
+    "upload_id",
+    "created_at",
+)
 
 
 class TripletWriter:
@@ -30,7 +37,9 @@ class TripletWriter:
         if isinstance(value, datetime):
             # SQLite gets SQLAlchemy's own storage format, so ORM reads and SQL exports agree.
             moment = value.astimezone(UTC)
-            return moment.isoformat() if self.is_postgres else moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+            return (
+                moment.isoformat() if self.is_postgres else moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+            )
         if not self.is_postgres:
             return value
         return "\\N" if value is None else str(value)

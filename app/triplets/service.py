@@ -44,8 +44,16 @@ def count_triplets(*, session: Session, project: Project) -> int:
 class _RowParser:
     """Turns one record's cells into an encoded row, or records what is wrong with it."""
 
-    def __init__(self, *, session: Session, project: Project, upload_id: int,
-                 extras: tuple[str, ...], file: str, problems: ProblemCollector) -> None:
+    def __init__(
+        self,
+        *,
+        session: Session,
+        project: Project,
+        upload_id: int,
+        extras: tuple[str, ...],
+        file: str,
+        problems: ProblemCollector,
+    ) -> None:
         self._appended = tuple(name for name in extras if name in _APPENDED_COLUMNS)
         writer = TripletWriter(session, tuple(_APPENDED_COLUMNS[n] for n in self._appended))
         self.writer = writer
@@ -57,8 +65,10 @@ class _RowParser:
         encode = writer.encode
         self._encode = encode
         self.ids: dict[str, Any] = {
-            key: encode(item_id) for key, item_id in session.execute(
-                select(Item.key, Item.id).where(Item.project_id == project.id))
+            key: encode(item_id)
+            for key, item_id in session.execute(
+                select(Item.key, Item.id).where(Item.project_id == project.id)
+            )
         }
         self._received_at = datetime.now(UTC)
         self._head = (encode(project.id),)
@@ -66,8 +76,10 @@ class _RowParser:
         self._tail = (encode(TripletSource.upload.value), self._upload, encode(self._received_at))
         self._raters: dict[str, Any] = {}
         self._parse_extra: dict[str, Callable[[int, Any], Any]] = {
-            "source": self._source, "rater": self._rater,
-            "response_time_ms": self._response_time, "created_at": self._created_at,
+            "source": self._source,
+            "rater": self._rater,
+            "response_time_ms": self._response_time,
+            "created_at": self._created_at,
         }
 
     def _bad(self, row: int, column: str | None, message: str) -> None:
@@ -90,16 +102,21 @@ class _RowParser:
                 self._bad(row, role, f"unknown item '{key}' (not in this project)")
         return found
 
-    def parse(self, row: int, anchor: Any, closer: Any, farther: Any,
-              extra_values: tuple = ()) -> tuple | None:
+    def parse(
+        self, row: int, anchor: Any, closer: Any, farther: Any, extra_values: tuple = ()
+    ) -> tuple | None:
         a = self._item(row, "anchor", anchor)
         c = self._item(row, "closer", closer)
         f = self._item(row, "farther", farther)
         if a is None or c is None or f is None:
             return None
         if a == c or a == f or c == f:
-            self._bad(row, None, f"repeats an item ({anchor}, {closer}, {farther}); "
-                      "a triplet needs three different items")
+            self._bad(
+                row,
+                None,
+                f"repeats an item ({anchor}, {closer}, {farther}); "
+                "a triplet needs three different items",
+            )
             return None
         if not self.extras:
             return (*self._head, a, c, f, *self._tail)
@@ -112,8 +129,16 @@ class _RowParser:
         encode = self._encode
         source = encode(values["source"]) if values.get("source") else self._tail[0]
         created = encode(values["created_at"]) if "created_at" in values else self._tail[2]
-        return (*self._head, a, c, f, source, self._upload, created,
-                *(encode(values[name]) for name in self._appended))
+        return (
+            *self._head,
+            a,
+            c,
+            f,
+            source,
+            self._upload,
+            created,
+            *(encode(values[name]) for name in self._appended),
+        )
 
     def _source(self, row: int, raw: Any) -> Any:
         if raw in ("", None):
@@ -132,8 +157,11 @@ class _RowParser:
             self._bad(row, "rater", "longer than 200 characters")
             return _INVALID
         if external_id not in self._raters:
-            rater = self._session.scalar(select(Rater).where(
-                Rater.project_id == self._project.id, Rater.external_id == external_id))
+            rater = self._session.scalar(
+                select(Rater).where(
+                    Rater.project_id == self._project.id, Rater.external_id == external_id
+                )
+            )
             if rater is None:
                 rater = Rater(project_id=self._project.id, external_id=external_id)
                 self._session.add(rater)
@@ -169,8 +197,11 @@ _INVALID = object()
 _APPENDED_COLUMNS = {"rater": "rater_id", "response_time_ms": "response_time_ms"}
 
 
-def _ingest_csv(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], _RowParser],
-                problems: ProblemCollector) -> _RowParser:
+def _ingest_csv(
+    upload: UploadedFile,
+    make_parser: Callable[[tuple[str, ...]], _RowParser],
+    problems: ProblemCollector,
+) -> _RowParser:
     rows = csv_rows(upload)
     columns = read_header(upload, rows, ROLES, OPTIONAL_COLUMNS)
     extras = tuple(name for name in OPTIONAL_COLUMNS if name in columns)
@@ -186,8 +217,9 @@ def _ingest_csv(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], _
             if fields:
                 problems.add(upload.name, f"expected {width} fields, found {len(fields)}", row=line)
             continue
-        encoded = parse(line, fields[ia], fields[ic], fields[i_f],
-                        tuple(fields[i] for i in extra_positions))
+        encoded = parse(
+            line, fields[ia], fields[ic], fields[i_f], tuple(fields[i] for i in extra_positions)
+        )
         if encoded is None or problems.problems:
             continue
         batch.append(encoded)
@@ -199,8 +231,11 @@ def _ingest_csv(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], _
     return parser
 
 
-def _ingest_json(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], _RowParser],
-                 problems: ProblemCollector) -> _RowParser:
+def _ingest_json(
+    upload: UploadedFile,
+    make_parser: Callable[[tuple[str, ...]], _RowParser],
+    problems: ProblemCollector,
+) -> _RowParser:
     """A JSON array of [anchor, closer, farther] lists or of objects with those fields."""
     document = load_json_array(upload, "triplets", "triplets")
     present = {name for entry in document if isinstance(entry, dict) for name in entry}
@@ -211,19 +246,32 @@ def _ingest_json(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], 
     for index, entry in enumerate(document, start=1):
         if isinstance(entry, list):
             if len(entry) != 3:
-                problems.add(upload.name, f"expected [anchor, closer, farther], found "
-                             f"{len(entry)} values", row=index)
+                problems.add(
+                    upload.name,
+                    f"expected [anchor, closer, farther], found {len(entry)} values",
+                    row=index,
+                )
                 continue
             encoded = parser.parse(index, *entry, tuple(None for _ in extras))
         elif isinstance(entry, dict):
             unknown = sorted(set(entry) - allowed)
             for name in unknown:
-                problems.add(upload.name, "unknown field (expected anchor, closer, farther, "
-                             f"{', '.join(OPTIONAL_COLUMNS)})", row=index, column=name)
+                problems.add(
+                    upload.name,
+                    "unknown field (expected anchor, closer, farther, "
+                    f"{', '.join(OPTIONAL_COLUMNS)})",
+                    row=index,
+                    column=name,
+                )
             if unknown:
                 continue
-            encoded = parser.parse(index, entry.get("anchor"), entry.get("closer"),
-                                   entry.get("farther"), tuple(entry.get(n) for n in extras))
+            encoded = parser.parse(
+                index,
+                entry.get("anchor"),
+                entry.get("closer"),
+                entry.get("farther"),
+                tuple(entry.get(n) for n in extras),
+            )
         else:
             problems.add(upload.name, "expected a list or an object", row=index)
             continue
@@ -235,22 +283,39 @@ def _ingest_json(upload: UploadedFile, make_parser: Callable[[tuple[str, ...]], 
 
 
 def ingest_triplets(
-    *, session: Session, settings: Settings, project: Project, upload: UploadedFile,
-    requested_format: FileFormat | None, idempotency_key: str | None,
+    *,
+    session: Session,
+    settings: Settings,
+    project: Project,
+    upload: UploadedFile,
+    requested_format: FileFormat | None,
+    idempotency_key: str | None,
 ) -> UploadResult:
     """Stream the file into the table; on any problem the request's rollback undoes it all."""
-    replay = find_replay(session=session, project=project, kind=UploadKind.triplets,
-                         idempotency_key=idempotency_key)
+    replay = find_replay(
+        session=session, project=project, kind=UploadKind.triplets, idempotency_key=idempotency_key
+    )
     if replay:
         return replay
     fmt = detect_format(upload, requested_format, TRIPLET_FORMATS)
-    upload_row = open_upload(session=session, project=project, kind=UploadKind.triplets,
-                             filename=upload.name, idempotency_key=idempotency_key)
+    upload_row = open_upload(
+        session=session,
+        project=project,
+        kind=UploadKind.triplets,
+        filename=upload.name,
+        idempotency_key=idempotency_key,
+    )
     problems = ProblemCollector(settings.max_upload_errors)
 
     def make_parser(extras: tuple[str, ...]) -> _RowParser:
-        return _RowParser(session=session, project=project, upload_id=upload_row.id,
-                          extras=extras, file=upload.name, problems=problems)
+        return _RowParser(
+            session=session,
+            project=project,
+            upload_id=upload_row.id,
+            extras=extras,
+            file=upload.name,
+            problems=problems,
+        )
 
     ingest = _ingest_csv if fmt is FileFormat.csv else _ingest_json
     written = ingest(upload, make_parser, problems).writer.written
@@ -267,13 +332,21 @@ def _export_select(dialect: str, project_id: int) -> str:
     database itself: per-row work in Python is what made exports slow."""
     anchor, closer, farther = (aliased(Item, name=name) for name in ("a", "c", "f"))
     if dialect == "postgresql":
-        created = func.to_char(func.timezone("UTC", Triplet.created_at),
-                               literal('YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'))
+        created = func.to_char(
+            func.timezone("UTC", Triplet.created_at), literal('YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')
+        )
     else:  # stored as "YYYY-MM-DD HH:MM:SS.ffffff" in UTC (see TripletWriter.encode)
         created = func.replace(Triplet.created_at, " ", "T").concat("+00:00")
     query = (
-        select(anchor.key, closer.key, farther.key, type_coerce(Triplet.source, String),
-               Rater.external_id, Triplet.response_time_ms, type_coerce(created, String))
+        select(
+            anchor.key,
+            closer.key,
+            farther.key,
+            type_coerce(Triplet.source, String),
+            Rater.external_id,
+            Triplet.response_time_ms,
+            type_coerce(created, String),
+        )
         .join(anchor, anchor.id == Triplet.anchor_id)
         .join(closer, closer.id == Triplet.closer_id)
         .join(farther, farther.id == Triplet.farther_id)
@@ -335,7 +408,7 @@ def export_triplets_json(engine: Engine, project_id: int) -> Iterator[str]:
     separator = ""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     for batch in _export_rows(engine, project_id):
-        objects = [dict(zip(EXPORT_COLUMNS, row)) for row in batch]
+        objects = [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in batch]
         yield separator + encode(objects)[1:-1]
         separator = ","
     yield "]"

@@ -21,10 +21,18 @@ class FileFormat(StrEnum):
     zip = "zip"
 
 
-_BY_EXTENSION = {".csv": FileFormat.csv, ".tsv": FileFormat.csv, ".json": FileFormat.json,
-                 ".zip": FileFormat.zip}
-_BY_CONTENT_TYPE = {"text/csv": FileFormat.csv, "application/json": FileFormat.json,
-                    "application/zip": FileFormat.zip, "application/x-zip-compressed": FileFormat.zip}
+_BY_EXTENSION = {
+    ".csv": FileFormat.csv,
+    ".tsv": FileFormat.csv,
+    ".json": FileFormat.json,
+    ".zip": FileFormat.zip,
+}
+_BY_CONTENT_TYPE = {
+    "text/csv": FileFormat.csv,
+    "application/json": FileFormat.json,
+    "application/zip": FileFormat.zip,
+    "application/x-zip-compressed": FileFormat.zip,
+}
 
 
 @dataclass
@@ -119,16 +127,24 @@ def read_header(
         known = name in required or name in optional or name.startswith(optional_prefixes)
         if not known:
             expected = ", ".join(required + optional + tuple(p + "*" for p in optional_prefixes))
-            problems.append(Problem(file=upload.name, row=1, column=name,
-                                    message=f"unknown column (expected {expected})"))
+            problems.append(
+                Problem(
+                    file=upload.name,
+                    row=1,
+                    column=name,
+                    message=f"unknown column (expected {expected})",
+                )
+            )
         elif name in seen:
-            problems.append(Problem(file=upload.name, row=1, column=name,
-                                    message="column appears twice"))
+            problems.append(
+                Problem(file=upload.name, row=1, column=name, message="column appears twice")
+            )
         seen.add(name)
     for name in required:
         if name not in seen:
-            problems.append(Problem(file=upload.name, row=1, column=name,
-                                    message="required column is missing"))
+            problems.append(
+                Problem(file=upload.name, row=1, column=name, message="required column is missing")
+            )
     if problems:
         raise InvalidUpload(problems)
     return columns
@@ -154,7 +170,9 @@ class SafeZip:
         try:
             self._zip = zipfile.ZipFile(upload.stream)
         except (zipfile.BadZipFile, OSError) as exc:
-            raise InvalidUpload([Problem(file=upload.name, message=f"not a ZIP archive: {exc}")])
+            raise InvalidUpload(
+                [Problem(file=upload.name, message=f"not a ZIP archive: {exc}")]
+            ) from None
         self.entries: dict[str, zipfile.ZipInfo] = {}
         self._check()
 
@@ -170,7 +188,11 @@ class SafeZip:
         for info in infos:
             name = info.filename
             path = PurePosixPath(name.replace("\\", "/"))
-            if path.is_absolute() or name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+            if (
+                path.is_absolute()
+                or name.startswith(("/", "\\"))
+                or (len(name) > 1 and name[1] == ":")
+            ):
                 raise self._problem("absolute path in archive", name)
             if ".." in path.parts:
                 raise self._problem("'..' in archive path", name)
@@ -182,19 +204,26 @@ class SafeZip:
                     f"archive unpacks to more than {self.limits.max_total_bytes} bytes "
                     "(possible ZIP bomb)"
                 )
-            if info.compress_size and info.file_size / info.compress_size > self.limits.max_ratio \
-                    and info.file_size > 1 << 20:
+            if (
+                info.compress_size
+                and info.file_size / info.compress_size > self.limits.max_ratio
+                and info.file_size > 1 << 20
+            ):
                 raise self._problem(
                     f"compression ratio {info.file_size // info.compress_size}:1 exceeds "
-                    f"{self.limits.max_ratio}:1 (possible ZIP bomb)", name
+                    f"{self.limits.max_ratio}:1 (possible ZIP bomb)",
+                    name,
                 )
             if not info.is_dir():
                 self.entries[str(path)] = info
         self._budget = self.limits.max_total_bytes
 
     def find(self, suffix: str) -> list[str]:
-        return sorted(n for n in self.entries if n.lower().endswith(suffix) and
-                      not PurePosixPath(n).name.startswith("."))
+        return sorted(
+            n
+            for n in self.entries
+            if n.lower().endswith(suffix) and not PurePosixPath(n).name.startswith(".")
+        )
 
     def read(self, entry: str) -> bytes:
         info = self.entries[entry]

@@ -23,8 +23,11 @@ class UploadResult:
 
 
 def zip_limits(settings: Settings) -> ZipLimits:
-    return ZipLimits(settings.max_zip_entries, settings.max_zip_uncompressed_bytes,
-                     settings.max_zip_compression_ratio)
+    return ZipLimits(
+        settings.max_zip_entries,
+        settings.max_zip_uncompressed_bytes,
+        settings.max_zip_compression_ratio,
+    )
 
 
 def find_replay(
@@ -34,28 +37,38 @@ def find_replay(
     if idempotency_key is None:
         return None
     upload = session.scalar(
-        select(Upload).where(Upload.project_id == project.id,
-                             Upload.idempotency_key == idempotency_key)
+        select(Upload).where(
+            Upload.project_id == project.id, Upload.idempotency_key == idempotency_key
+        )
     )
     if upload is None:
         return None
     if upload.kind is not kind:
-        raise Conflict(f"Idempotency-Key '{idempotency_key}' was used for a {upload.kind.value} "
-                       "upload in this project")
+        raise Conflict(
+            f"Idempotency-Key '{idempotency_key}' was used for a {upload.kind.value} "
+            "upload in this project"
+        )
     return UploadResult(upload.id, upload.kind, upload.row_count, replayed=True)
 
 
 def open_upload(
-    *, session: Session, project: Project, kind: UploadKind, filename: str,
+    *,
+    session: Session,
+    project: Project,
+    kind: UploadKind,
+    filename: str,
     idempotency_key: str | None,
 ) -> Upload:
     """Record the upload first, so a concurrent retry with the same key waits on it, then fails."""
-    upload = Upload(project_id=project.id, kind=kind, filename=filename[:255],
-                    idempotency_key=idempotency_key)
+    upload = Upload(
+        project_id=project.id, kind=kind, filename=filename[:255], idempotency_key=idempotency_key
+    )
     session.add(upload)
     try:
         session.flush()  # the request's first write: on failure nothing else is lost
     except IntegrityError:
-        raise Conflict(f"an upload with Idempotency-Key '{idempotency_key}' is already "
-                       "being processed; retry shortly") from None
+        raise Conflict(
+            f"an upload with Idempotency-Key '{idempotency_key}' is already "
+            "being processed; retry shortly"
+        ) from None
     return upload

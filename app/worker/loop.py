@@ -58,9 +58,15 @@ def handler(kind: str) -> Callable[[Handler], Handler]:
 
 
 class Worker:
-    def __init__(self, sessions: sessionmaker[Session], *, poll_seconds: float = 1.0,
-                 heartbeat_seconds: float = 5.0, stale_after_seconds: float = 60.0,
-                 handlers: dict[str, Handler] | None = None) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        *,
+        poll_seconds: float = 1.0,
+        heartbeat_seconds: float = 5.0,
+        stale_after_seconds: float = 60.0,
+        handlers: dict[str, Handler] | None = None,
+    ) -> None:
         self.sessions = sessions
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
@@ -86,8 +92,9 @@ class Worker:
 
     def run_one(self) -> bool:
         with self.sessions() as session:
-            job = queue.claim_next(session=session, worker_id=self.worker_id,
-                                   stale_after=self.stale_after)
+            job = queue.claim_next(
+                session=session, worker_id=self.worker_id, stale_after=self.stale_after
+            )
         if job is None:
             return False
         self._execute(job)
@@ -95,18 +102,35 @@ class Worker:
 
     def _report(self, job_id: int, progress: float | None, message: str | None) -> bool:
         with self.sessions() as session:
-            return queue.heartbeat(session=session, job_id=job_id, worker_id=self.worker_id,
-                                   progress=progress, message=message)
+            return queue.heartbeat(
+                session=session,
+                job_id=job_id,
+                worker_id=self.worker_id,
+                progress=progress,
+                message=message,
+            )
 
     def _execute(self, job: Job) -> None:
         function = self.handlers.get(job.kind)
         with self.sessions() as session:
             if function is None:
-                queue.finish(session=session, job_id=job.id, worker_id=self.worker_id,
-                             status=JobStatus.failed, message=f"no handler for job kind '{job.kind}'")
+                queue.finish(
+                    session=session,
+                    job_id=job.id,
+                    worker_id=self.worker_id,
+                    status=JobStatus.failed,
+                    message=f"no handler for job kind '{job.kind}'",
+                )
                 return
-        context = JobContext(job.id, job.kind, job.project_id, dict(job.params), job.attempts,
-                             self.sessions, lambda p, m: self._report(job.id, p, m))
+        context = JobContext(
+            job.id,
+            job.kind,
+            job.project_id,
+            dict(job.params),
+            job.attempts,
+            self.sessions,
+            lambda p, m: self._report(job.id, p, m),
+        )
         beating = threading.Event()
         beat = threading.Thread(target=self._beat, args=(job.id, beating), daemon=True)
         beat.start()
@@ -125,15 +149,25 @@ class Worker:
                 beating.set()
                 beat.join()
                 with self.sessions() as session:
-                    queue.requeue(session=session, job_id=job.id, worker_id=self.worker_id,
-                                  message=f"attempt {job.attempts} failed: {message}; retrying")
+                    queue.requeue(
+                        session=session,
+                        job_id=job.id,
+                        worker_id=self.worker_id,
+                        message=f"attempt {job.attempts} failed: {message}; retrying",
+                    )
                 return
             log.debug(traceback.format_exc())
         beating.set()
         beat.join()
         with self.sessions() as session:
-            queue.finish(session=session, job_id=job.id, worker_id=self.worker_id,
-                         status=status, message=message, result=result)
+            queue.finish(
+                session=session,
+                job_id=job.id,
+                worker_id=self.worker_id,
+                status=status,
+                message=message,
+                result=result,
+            )
 
     def _beat(self, job_id: int, done: threading.Event) -> None:
         while not done.wait(self.heartbeat_seconds):

@@ -21,8 +21,14 @@ from app.models._types import utcnow
 FINISHED = (JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled)
 
 
-def enqueue(*, session: Session, kind: str, project_id: int | None = None,
-            params: dict[str, Any] | None = None, max_attempts: int = 3) -> Job:
+def enqueue(
+    *,
+    session: Session,
+    kind: str,
+    project_id: int | None = None,
+    params: dict[str, Any] | None = None,
+    max_attempts: int = 3,
+) -> Job:
     job = Job(kind=kind, project_id=project_id, params=params or {}, max_attempts=max_attempts)
     session.add(job)
     session.flush()
@@ -54,8 +60,13 @@ def claim_next(*, session: Session, worker_id: str, stale_after: timedelta) -> J
         claimed = session.execute(
             update(Job)
             .where(Job.id == job.id, Job.attempts == job.attempts, runnable)
-            .values(status=JobStatus.running, attempts=job.attempts + 1, locked_by=worker_id,
-                    heartbeat_at=now, started_at=now)
+            .values(
+                status=JobStatus.running,
+                attempts=job.attempts + 1,
+                locked_by=worker_id,
+                heartbeat_at=now,
+                started_at=now,
+            )
             .execution_options(synchronize_session=False)
         ).rowcount
         session.commit()
@@ -64,37 +75,65 @@ def claim_next(*, session: Session, worker_id: str, stale_after: timedelta) -> J
             return job
 
 
-def heartbeat(*, session: Session, job_id: int, worker_id: str,
-              progress: float | None = None, message: str | None = None) -> bool:
+def heartbeat(
+    *,
+    session: Session,
+    job_id: int,
+    worker_id: str,
+    progress: float | None = None,
+    message: str | None = None,
+) -> bool:
     """Record liveness (and progress); returns whether cancellation was requested."""
     values: dict[str, Any] = {"heartbeat_at": utcnow()}
     if progress is not None:
         values["progress"] = min(max(progress, 0.0), 1.0)
     if message is not None:
         values["message"] = message
-    session.execute(update(Job).where(Job.id == job_id, Job.locked_by == worker_id)
-                    .values(**values).execution_options(synchronize_session=False))
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.locked_by == worker_id)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
     cancel = session.scalar(select(Job.cancel_requested).where(Job.id == job_id))
     session.commit()
     return bool(cancel)
 
 
-def finish(*, session: Session, job_id: int, worker_id: str, status: JobStatus,
-           message: str, result: dict[str, Any] | None = None) -> None:
-    values: dict[str, Any] = {"status": status, "message": message, "finished_at": utcnow(),
-                              "result": result}
+def finish(
+    *,
+    session: Session,
+    job_id: int,
+    worker_id: str,
+    status: JobStatus,
+    message: str,
+    result: dict[str, Any] | None = None,
+) -> None:
+    values: dict[str, Any] = {
+        "status": status,
+        "message": message,
+        "finished_at": utcnow(),
+        "result": result,
+    }
     if status is JobStatus.succeeded:
         values["progress"] = 1.0
-    session.execute(update(Job).where(Job.id == job_id, Job.locked_by == worker_id)
-                    .values(**values).execution_options(synchronize_session=False))
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.locked_by == worker_id)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
     session.commit()
 
 
 def requeue(*, session: Session, job_id: int, worker_id: str, message: str) -> None:
     """Give a failed attempt back to the queue (it keeps its attempt count)."""
-    session.execute(update(Job).where(Job.id == job_id, Job.locked_by == worker_id)
-                    .values(status=JobStatus.queued, locked_by=None, message=message)
-                    .execution_options(synchronize_session=False))
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.locked_by == worker_id)
+        .values(status=JobStatus.queued, locked_by=None, message=message)
+        .execution_options(synchronize_session=False)
+    )
     session.commit()
 
 

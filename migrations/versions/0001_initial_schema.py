@@ -47,8 +47,10 @@ def upgrade() -> None:
         sa.Column("last_used_at", TIMESTAMP, nullable=True),
         sa.Column("revoked_at", TIMESTAMP, nullable=True),
         sa.ForeignKeyConstraint(
-            ["researcher_id"], ["researchers.id"],
-            name=op.f("fk_api_tokens_researcher_id_researchers"), ondelete="CASCADE",
+            ["researcher_id"],
+            ["researchers.id"],
+            name=op.f("fk_api_tokens_researcher_id_researchers"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_api_tokens")),
         sa.UniqueConstraint("token_hash", name=op.f("uq_api_tokens_token_hash")),
@@ -86,8 +88,10 @@ def upgrade() -> None:
         ),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.ForeignKeyConstraint(
-            ["project_id"], ["projects.id"],
-            name=op.f("fk_items_project_id_projects"), ondelete="CASCADE",
+            ["project_id"],
+            ["projects.id"],
+            name=op.f("fk_items_project_id_projects"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_items")),
         sa.UniqueConstraint("project_id", "key", name="uq_items_project_id_key"),
@@ -116,8 +120,12 @@ def upgrade() -> None:
     )
     op.create_index("ix_triplets_project_id_id", "triplets", ["project_id", "id"])
     op.create_index(
-        "uq_triplets_project_id_idempotency_key", "triplets", ["project_id", "idempotency_key"],
-        unique=True, postgresql_where=NOT_NULL_KEY, sqlite_where=NOT_NULL_KEY,
+        "uq_triplets_project_id_idempotency_key",
+        "triplets",
+        ["project_id", "idempotency_key"],
+        unique=True,
+        postgresql_where=NOT_NULL_KEY,
+        sqlite_where=NOT_NULL_KEY,
     )
 
     op.create_table(
@@ -130,15 +138,21 @@ def upgrade() -> None:
         sa.Column("row_count", sa.Integer(), nullable=False),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.ForeignKeyConstraint(
-            ["project_id"], ["projects.id"],
-            name=op.f("fk_uploads_project_id_projects"), ondelete="CASCADE",
+            ["project_id"],
+            ["projects.id"],
+            name=op.f("fk_uploads_project_id_projects"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_uploads")),
     )
     op.create_index(op.f("ix_uploads_project_id"), "uploads", ["project_id"])
     op.create_index(
-        "uq_uploads_project_id_idempotency_key", "uploads", ["project_id", "idempotency_key"],
-        unique=True, postgresql_where=NOT_NULL_KEY, sqlite_where=NOT_NULL_KEY,
+        "uq_uploads_project_id_idempotency_key",
+        "uploads",
+        ["project_id", "idempotency_key"],
+        unique=True,
+        postgresql_where=NOT_NULL_KEY,
+        sqlite_where=NOT_NULL_KEY,
     )
 
     op.create_table(
@@ -149,8 +163,10 @@ def upgrade() -> None:
         sa.Column("platform", sa.String(32), nullable=True),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.ForeignKeyConstraint(
-            ["project_id"], ["projects.id"],
-            name=op.f("fk_raters_project_id_projects"), ondelete="CASCADE",
+            ["project_id"],
+            ["projects.id"],
+            name=op.f("fk_raters_project_id_projects"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_raters")),
         sa.UniqueConstraint("project_id", "external_id", name="uq_raters_project_id_external_id"),
@@ -179,8 +195,10 @@ def upgrade() -> None:
         sa.Column("started_at", TIMESTAMP, nullable=True),
         sa.Column("finished_at", TIMESTAMP, nullable=True),
         sa.ForeignKeyConstraint(
-            ["project_id"], ["projects.id"],
-            name=op.f("fk_jobs_project_id_projects"), ondelete="CASCADE",
+            ["project_id"],
+            ["projects.id"],
+            name=op.f("fk_jobs_project_id_projects"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
     )
@@ -190,6 +208,13 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     for table in (
-        "jobs", "raters", "uploads", "triplets", "items", "projects", "api_tokens", "researchers"
+        "jobs",
+        "raters",
+        "uploads",
+        "triplets",
+        "items",
+        "projects",
+        "api_tokens",
+        "researchers",
     ):
         op.drop_table(table)

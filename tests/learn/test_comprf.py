@@ -48,7 +48,7 @@ def canonical_trees(model):
                 tree.append(("split", nodes["pivot_left"][node], nodes["pivot_right"][node]))
                 stack += [nodes["right"][node], nodes["left"][node]]
             else:
-                members = model.members_[nodes["start"][node]:nodes["end"][node]]
+                members = model.members_[nodes["start"][node] : nodes["end"][node]]
                 tree.append(("leaf", tuple(sorted(model.items_[members].tolist()))))
         trees.append(tree)
     return trees
@@ -171,8 +171,9 @@ class TestResumableBuild:
             rebuilt = self.fit_by_builder(X, y, items, 4, batches_seed, save_midway=save)
             assert canonical_trees(rebuilt) == canonical_trees(direct)
             test = np.arange(1, 600, 2)
-            assert np.array_equal(direct.predict(test, FeatureOracle(X)),
-                                  rebuilt.predict(test, FeatureOracle(X)))
+            assert np.array_equal(
+                direct.predict(test, FeatureOracle(X)), rebuilt.predict(test, FeatureOracle(X))
+            )
 
     def test_progress_reports_per_tree(self, blobs):
         X, y = blobs
@@ -206,8 +207,11 @@ class TestResumableBuild:
 class TestEstimatorHabits:
     def test_same_seed_same_forest_other_seed_other_forest(self, blobs):
         X, y = blobs
-        fit = lambda seed: CompRF(n_trees=5, random_state=seed).fit(  # noqa: E731
-            np.arange(200), y[:200], FeatureOracle(X))
+        fit = (
+            lambda seed: CompRF(n_trees=5, random_state=seed).fit(  # noqa: E731
+                np.arange(200), y[:200], FeatureOracle(X)
+            )
+        )
         first, second, other = fit(7), fit(7), fit(8)
         assert np.array_equal(first.nodes_["pivot_left"], second.nodes_["pivot_left"])
         assert first.n_queries_ == second.n_queries_
@@ -221,23 +225,32 @@ class TestEstimatorHabits:
         with pytest.raises(NotFittedError):
             copy.predict(np.arange(3), FeatureOracle(X))
 
-    @pytest.mark.parametrize(("params", "name"), [
-        ({"n_trees": 0}, "n_trees"), ({"leaf_size": 0}, "leaf_size"),
-        ({"subsample": 0.0}, "subsample"), ({"subsample": 1.5}, "subsample"),
-        ({"task": "ranking"}, "task"), ({"supervised": "yes"}, "supervised"),
-        ({"answers_per_query": 0}, "answers_per_query"),
-    ])
+    @pytest.mark.parametrize(
+        ("params", "name"),
+        [
+            ({"n_trees": 0}, "n_trees"),
+            ({"leaf_size": 0}, "leaf_size"),
+            ({"subsample": 0.0}, "subsample"),
+            ({"subsample": 1.5}, "subsample"),
+            ({"task": "ranking"}, "task"),
+            ({"supervised": "yes"}, "supervised"),
+            ({"answers_per_query": 0}, "answers_per_query"),
+        ],
+    )
     def test_bad_parameters_are_named(self, blobs, params, name):
         X, y = blobs
         with pytest.raises(ValueError, match=name):
             CompRF(**params).fit(np.arange(10), y[:10], FeatureOracle(X))
 
-    @pytest.mark.parametrize(("items", "labels", "message"), [
-        ([0, 1, 1], ["a", "b", "c"], "must not repeat"),
-        ([0, 1, 2], ["a", "b"], "one label per item"),
-        ([0], ["a"], "at least 2"),
-        ([[0, 1]], ["a"], "1-d array"),
-    ])
+    @pytest.mark.parametrize(
+        ("items", "labels", "message"),
+        [
+            ([0, 1, 1], ["a", "b", "c"], "must not repeat"),
+            ([0, 1, 2], ["a", "b"], "one label per item"),
+            ([0], ["a"], "at least 2"),
+            ([[0, 1]], ["a"], "1-d array"),
+        ],
+    )
     def test_bad_training_data_is_explained(self, blobs, items, labels, message):
         X, _ = blobs
         with pytest.raises(ValueError, match=message):
@@ -264,7 +277,9 @@ class TestEdges:
         build = CompRFBuilder(np.arange(n), np.arange(n) % 2, n_trees=5, random_state=0)
         build.add_answers(every_answer)
         assert build.is_complete and len(build.pending_queries()) == 0
-        direct = CompRF(n_trees=5, random_state=0).fit(np.arange(n), np.arange(n) % 2, FeatureOracle(X))
+        direct = CompRF(n_trees=5, random_state=0).fit(
+            np.arange(n), np.arange(n) % 2, FeatureOracle(X)
+        )
         assert canonical_trees(build.forest()) == canonical_trees(direct)
 
     def test_leaf_size_at_least_the_items_is_one_leaf_and_no_queries(self, blobs):
@@ -293,13 +308,16 @@ class TestEdges:
 
 def test_subsample_builds_each_tree_on_its_own_share_of_items(blobs):
     X, y = blobs
-    model = CompRF(n_trees=6, subsample=0.5, random_state=0).fit(np.arange(400), y[:400],
-                                                                FeatureOracle(X))
+    model = CompRF(n_trees=6, subsample=0.5, random_state=0).fit(
+        np.arange(400), y[:400], FeatureOracle(X)
+    )
     roots = model.roots_
     sizes = model.nodes_["end"][roots] - model.nodes_["start"][roots]
     assert sizes.tolist() == [200] * 6
-    tree_items = [set(model.items_[model.members_[model.nodes_["start"][r]:model.nodes_["end"][r]]])
-                  for r in roots]
+    tree_items = [
+        set(model.items_[model.members_[model.nodes_["start"][r] : model.nodes_["end"][r]]])
+        for r in roots
+    ]
     assert len(set.union(*tree_items)) > 300  # different trees draw different halves
     full = CompRF(n_trees=6, random_state=0).fit(np.arange(400), y[:400], FeatureOracle(X))
     assert model.n_queries_ < 0.6 * full.n_queries_

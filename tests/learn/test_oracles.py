@@ -39,25 +39,31 @@ class TestFeatureOracle:
         again = FeatureOracle(features, noise=0.2, random_state=5).answer(queries)
         assert np.array_equal(noisy, again)
 
-    @pytest.mark.parametrize(("kwargs", "message"), [
-        ({"metric": "manhattan"}, "metric must be one of"),
-        ({"noise": 1.5}, "noise must be a probability"),
-        ({"X": [[np.nan, 1.0], [0.0, 1.0]]}, "NaN"),
-        ({"X": np.ones((3, 2)), "metric": "precomputed"}, "must be square"),
-        ({"X": np.zeros((2, 2)), "metric": "cosine"}, "non-zero"),
-    ])
+    @pytest.mark.parametrize(
+        ("kwargs", "message"),
+        [
+            ({"metric": "manhattan"}, "metric must be one of"),
+            ({"noise": 1.5}, "noise must be a probability"),
+            ({"X": [[np.nan, 1.0], [0.0, 1.0]]}, "NaN"),
+            ({"X": np.ones((3, 2)), "metric": "precomputed"}, "must be square"),
+            ({"X": np.zeros((2, 2)), "metric": "cosine"}, "non-zero"),
+        ],
+    )
     def test_bad_arguments_say_which(self, kwargs, message):
         kwargs = {"X": X, **kwargs}
         with pytest.raises(ValueError, match=message):
             FeatureOracle(kwargs.pop("X"), **kwargs)
 
-    @pytest.mark.parametrize(("queries", "message"), [
-        ([[0, 1]], r"shape \(m, 3\)"),
-        ([[0.5, 1, 2]], "integer item ids"),
-        ([[0, 1, 9]], "names item 9, but there are only 4 items"),
-        ([[0, 1, 1]], "repeats an item"),
-        ([[-1, 1, 2]], "negative item id"),
-    ])
+    @pytest.mark.parametrize(
+        ("queries", "message"),
+        [
+            ([[0, 1]], r"shape \(m, 3\)"),
+            ([[0.5, 1, 2]], "integer item ids"),
+            ([[0, 1, 9]], "names item 9, but there are only 4 items"),
+            ([[0, 1, 1]], "repeats an item"),
+            ([[-1, 1, 2]], "negative item id"),
+        ],
+    )
     def test_bad_queries_say_what_is_wrong(self, queries, message):
         with pytest.raises(ValueError, match=message):
             FeatureOracle(X).answer(queries)

@@ -6,7 +6,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from app.learn import triplet_error
-from app.learn.tete import TETE, _loss_and_gradient, default_t, feature_triplets, loss_and_gradient
+from app.learn.tete import TETE, _loss_and_gradient, default_t, feature_triplets
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,12 @@ def test_gradient_matches_finite_differences(t, kernel_t):
         for j in range(2):
             step = np.zeros_like(Y)
             step[i, j] = 1e-6
-            up = _loss_and_gradient(Y + step, triplets, weights, t, kernel_t, np.zeros_like(Y), movable)
-            down = _loss_and_gradient(Y - step, triplets, weights, t, kernel_t, np.zeros_like(Y), movable)
+            up = _loss_and_gradient(
+                Y + step, triplets, weights, t, kernel_t, np.zeros_like(Y), movable
+            )
+            down = _loss_and_gradient(
+                Y - step, triplets, weights, t, kernel_t, np.zeros_like(Y), movable
+            )
             numeric[i, j] = (up - down) / 2e-6
     assert np.allclose(gradient, numeric, atol=1e-5 * np.abs(gradient).max())
 
@@ -52,10 +56,14 @@ def test_t_equal_one_is_t_ste():
     a, p, q = triplets.T
     kernel = lambda i, j: 1 / (1 + ((Y[i] - Y[j]) ** 2).sum(axis=1))  # noqa: E731
     t_ste = -np.log(kernel(a, p) / (kernel(a, p) + kernel(a, q))).sum()
-    ours = _loss_and_gradient(Y, triplets, np.ones(50), 1.0, 2.0, np.zeros_like(Y), np.ones(10, bool))
+    ours = _loss_and_gradient(
+        Y, triplets, np.ones(50), 1.0, 2.0, np.zeros_like(Y), np.ones(10, bool)
+    )
     assert np.isclose(ours, t_ste)
     # and t-ETE tends to it continuously
-    near = _loss_and_gradient(Y, triplets, np.ones(50), 1.0001, 2.0, np.zeros_like(Y), np.ones(10, bool))
+    near = _loss_and_gradient(
+        Y, triplets, np.ones(50), 1.0001, 2.0, np.zeros_like(Y), np.ones(10, bool)
+    )
     assert np.isclose(near, t_ste, rtol=1e-3)
 
 
@@ -89,12 +97,16 @@ def test_new_items_are_placed_from_their_own_triplets(planted):
     triplets, _ = feature_triplets(Y, n_inliers=10, n_outliers=5, gamma=0, random_state=3)
     old_only = triplets[np.isin(triplets, old).all(axis=1)]
     model = TETE(t=2.0, random_state=0).fit(old_only, 250)
-    touching_new = triplets[np.isin(triplets[:, 0], new) & np.isin(triplets[:, 1:], old).all(axis=1)]
+    touching_new = triplets[
+        np.isin(triplets[:, 0], new) & np.isin(triplets[:, 1:], old).all(axis=1)
+    ]
     placed = model.place(touching_new, n_new=50)
     assert placed.shape == (50, 2)
     full = np.vstack([model.embedding_, placed])
     assert triplet_error(full, touching_new) < 0.1
-    assert np.array_equal(model.embedding_, TETE(t=2.0, random_state=0).fit(old_only, 250).embedding_)
+    assert np.array_equal(
+        model.embedding_, TETE(t=2.0, random_state=0).fit(old_only, 250).embedding_
+    )
 
 
 def test_feature_triplets_and_weights():
@@ -122,11 +134,16 @@ class TestEstimatorHabits:
         with pytest.raises(NotFittedError):
             model.score(test)
 
-    @pytest.mark.parametrize(("params", "name"), [
-        ({"n_components": 0}, "n_components"), ({"t": 0.5}, "t must"),
-        ({"kernel_t": "wide"}, "kernel_t"), ({"max_iter": 0}, "max_iter"),
-        ({"patience": 0}, "patience"),
-    ])
+    @pytest.mark.parametrize(
+        ("params", "name"),
+        [
+            ({"n_components": 0}, "n_components"),
+            ({"t": 0.5}, "t must"),
+            ({"kernel_t": "wide"}, "kernel_t"),
+            ({"max_iter": 0}, "max_iter"),
+            ({"patience": 0}, "patience"),
+        ],
+    )
     def test_bad_parameters_are_named(self, planted, params, name):
         _, train, _, _, _ = planted
         with pytest.raises(ValueError, match=name):

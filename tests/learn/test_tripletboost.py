@@ -23,8 +23,9 @@ def all_triplet_count(n):
 
 def test_high_accuracy_with_ten_percent_of_all_triplets(blobs):
     X, y, train, test = blobs
-    triplets = random_triplets(len(X), all_triplet_count(len(X)) // 10, FeatureOracle(X),
-                               random_state=0)
+    triplets = random_triplets(
+        len(X), all_triplet_count(len(X)) // 10, FeatureOracle(X), random_state=0
+    )
     model = TripletBoost(n_iter=5000, random_state=0).fit(triplets, train, y[train])
     assert np.mean(model.predict(triplets, test) == y[test]) >= 0.95
     proba = model.predict_proba(triplets, test)
@@ -49,7 +50,9 @@ def test_noise_costs_little(blobs):
     X, y, train, test = blobs
     count = all_triplet_count(len(X)) // 10
     clean = random_triplets(len(X), count, FeatureOracle(X), random_state=2)
-    noisy = random_triplets(len(X), count, FeatureOracle(X, noise=0.2, random_state=3), random_state=2)
+    noisy = random_triplets(
+        len(X), count, FeatureOracle(X, noise=0.2, random_state=3), random_state=2
+    )
     accuracy = {}
     for name, triplets in (("clean", clean), ("noisy", noisy)):
         model = TripletBoost(n_iter=5000, random_state=0).fit(triplets, train, y[train])

@@ -61,7 +61,14 @@ def _ensure_server_user() -> None:
         pwd.getpwnam(SERVER_USER)
     except KeyError:
         subprocess.run(
-            [_system_tool("useradd"), "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVER_USER],
+            [
+                _system_tool("useradd"),
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                SERVER_USER,
+            ],
             check=True,
         )
 
@@ -89,7 +96,15 @@ class PostgresServer:
     def stop(self) -> None:
         try:
             _run_as_server_user(
-                [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop"]
+                [
+                    str(self.bindir / "pg_ctl"),
+                    "-D",
+                    str(self.datadir),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "stop",
+                ]
             )
         except subprocess.CalledProcessError:
             pass
@@ -106,14 +121,35 @@ def start_postgres() -> PostgresServer:
         shutil.chown(root, SERVER_USER)
     os.chmod(root, 0o755)
     _run_as_server_user(
-        [str(bindir / "initdb"), "-D", str(datadir), "-U", "closer", "-A", "trust", "-E", "UTF8",
-         "--no-sync", "--locale=C"]
+        [
+            str(bindir / "initdb"),
+            "-D",
+            str(datadir),
+            "-U",
+            "closer",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--locale=C",
+        ]
     )
     port = _free_port()
     # fsync off: a test server holds nothing worth surviving a power cut.
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -F -c max_connections=100"
     _run_as_server_user(
-        [str(bindir / "pg_ctl"), "-D", str(datadir), "-o", options, "-l", str(root / "log"), "-w", "start"]
+        [
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(datadir),
+            "-o",
+            options,
+            "-l",
+            str(root / "log"),
+            "-w",
+            "start",
+        ]
     )
     server = PostgresServer(datadir=datadir, bindir=bindir, port=port)
     deadline = time.monotonic() + 30
