@@ -131,13 +131,6 @@ class AnswerStore:
         _hashing.lookup(self._table, np.ascontiguousarray(keys), lo, hi)
         return lo, hi
 
-    def decided(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(whether each query is decided, whether the majority says 'lower id is closer')."""
-        return decided_from_votes(*self.votes(keys), self.answers_per_query)
-
-    def needed(self, keys: np.ndarray) -> np.ndarray:
-        return needed_from_votes(*self.votes(keys), self.answers_per_query)
-
     def triplets(self) -> np.ndarray:
         """The majority answer of every query held, as ``(anchor, closer, farther)`` rows
         (ties are left out): what passive learners train on."""
@@ -368,11 +361,20 @@ class CompRFBuilder:
     def pending_queries(self, return_needed: bool = False):
         """Distinct ``(x, left pivot, right pivot)`` queries the open nodes are waiting for;
         with ``return_needed``, also how many more answers each needs."""
+        open_nodes, queries, needed, chosen, issued = self._pending()
+        # With one answer per query and no votes yet on the waiting ones, a batch that
+        # answers this list row by row gives every vote: no lookups (see add_answers).
+        self._issued = issued
+        return (queries[chosen], needed[chosen]) if return_needed else queries[chosen]
+
+    def _pending(self):
+        """The open nodes' queries, how many answers each needs, which to ask (each
+        distinct waiting query once), and the issued-list record when it applies."""
         open_nodes = self._open_nodes()
         queries, query_owner = self._open_queries(open_nodes)
         cached = self._pending_cache
         if cached is not None and np.array_equal(cached[0], open_nodes):
-            _, _, keys, lo, hi = cached
+            _, keys, lo, hi = cached
         else:
             keys = query_keys(*queries.T)
             lo, hi = self._votes(open_nodes, query_owner, keys)
@@ -392,13 +394,11 @@ class CompRFBuilder:
             first[repeatable] = repeatable[_hashing.first_index(keys[repeatable])]
         waiting = needed > 0
         chosen = (first == np.arange(len(keys))) & waiting
-        # With one answer per query and no votes yet on the waiting ones, a batch that
-        # answers this list row by row gives every vote: no lookups (see add_answers).
-        self._issued = None
+        issued = None
         if self.params["answers_per_query"] == 1 and not np.any(waiting & (lo + hi > 0)):
             index_of = np.where(waiting, (np.cumsum(chosen) - 1)[first], -1)
-            self._issued = (open_nodes, queries[chosen], index_of, lo, hi)
-        return (queries[chosen], needed[chosen]) if return_needed else queries[chosen]
+            issued = (open_nodes, queries[chosen], index_of, lo, hi)
+        return open_nodes, queries, needed, chosen, issued
 
     def add_answers(self, triplets) -> int:
         """Record answers ``(x, closer, farther)``; returns how many nodes split as a result."""
@@ -447,7 +447,7 @@ class CompRFBuilder:
         )
         return {
             "queries_answered": self.n_queries,
-            "queries_pending": int(len(self.pending_queries())),
+            "queries_pending": int(self._pending()[3].sum()),
             "nodes_open": int(np.sum(status == OPEN)),
             "nodes_done": int(np.sum(status != OPEN)),
             "tree_done_share": (in_leaves / tree_size).tolist(),
@@ -597,7 +597,7 @@ class CompRFBuilder:
         if not complete.any():
             # Nothing changes until more answers arrive: remember what these nodes wait for.
             if np.array_equal(candidates, self._open_nodes()):
-                self._pending_cache = (candidates, queries, keys, lo, hi)
+                self._pending_cache = (candidates, keys, lo, hi)
             return 0, candidates[:0]
         self._pending_cache = None
         self._query_cache = None

@@ -6,7 +6,6 @@ import logging
 import os
 import socket
 import threading
-import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,29 +144,26 @@ class Worker:
             log.exception("job %s (%s) failed", job.id, job.kind)
             result, status = None, JobStatus.failed
             message = f"{exc.__class__.__name__}: {exc}"
-            if job.attempts < job.max_attempts:
-                beating.set()
-                beat.join()
-                with self.sessions() as session:
-                    queue.requeue(
-                        session=session,
-                        job_id=job.id,
-                        worker_id=self.worker_id,
-                        message=f"attempt {job.attempts} failed: {message}; retrying",
-                    )
-                return
-            log.debug(traceback.format_exc())
-        beating.set()
-        beat.join()
+        finally:
+            beating.set()
+            beat.join()
         with self.sessions() as session:
-            queue.finish(
-                session=session,
-                job_id=job.id,
-                worker_id=self.worker_id,
-                status=status,
-                message=message,
-                result=result,
-            )
+            if status is JobStatus.failed and job.attempts < job.max_attempts:
+                queue.requeue(
+                    session=session,
+                    job_id=job.id,
+                    worker_id=self.worker_id,
+                    message=f"attempt {job.attempts} failed: {message}; retrying",
+                )
+            else:
+                queue.finish(
+                    session=session,
+                    job_id=job.id,
+                    worker_id=self.worker_id,
+                    status=status,
+                    message=message,
+                    result=result,
+                )
 
     def _beat(self, job_id: int, done: threading.Event) -> None:
         while not done.wait(self.heartbeat_seconds):
