@@ -27,8 +27,9 @@ from app.learn import FeatureOracle, random_triplets, triplet_error  # noqa: E40
 from app.learn.tete import TETE, feature_triplets, loss_and_gradient  # noqa: E402
 
 MEMORY_PROBE = """
-import resource, sys
+import sys
 sys.path.insert(0, {repo!r})
+from benchmarks._memory import peak_rss_mib
 import numpy as np
 from app.learn.tete import TETE
 rng = np.random.default_rng(0)
@@ -37,7 +38,7 @@ triplets = rng.integers(0, n, size=(12_000_000, 3))
 keep = (triplets[:, 0] != triplets[:, 1]) & (triplets[:, 0] != triplets[:, 2]) & (triplets[:, 1] != triplets[:, 2])
 triplets = np.ascontiguousarray(triplets[keep][:10_000_000])
 TETE(max_iter=3, random_state=0).fit(triplets, n)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(peak_rss_mib())
 """
 
 

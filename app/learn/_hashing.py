@@ -15,9 +15,13 @@ EMPTY = -1  # keys are non-negative
 _LOW = (1 << 32) - 1
 
 
-def capacity_for(n_keys: int) -> int:
+@njit(cache=True)
+def capacity_for(n_keys):
     """Power of two, at most half full: linear probing stays short (misses most of all)."""
-    return 1 << max(4, int(np.ceil(np.log2(2 * n_keys + 1))))
+    capacity = 16
+    while capacity < 2 * n_keys + 1:
+        capacity *= 2
+    return capacity
 
 
 @njit(cache=True, inline="always")

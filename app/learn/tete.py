@@ -128,9 +128,10 @@ def loss_and_gradient(Y, triplets, weights, t, k, gradient, movable) -> float:
     return _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable)
 
 
-def _descend(Y, triplets, weights, t, k, movable, max_iter, patience, step_scale):
+def _descend(Y, triplets, weights, t, k, movable, max_iter, patience, tol, step_scale):
     """The authors' optimiser: full-batch steps of eta·n/m, eta ×1.01 after a step that
-    lowered the loss and ×0.5 after one that did not; keeps the best embedding."""
+    lowered the loss and ×0.5 after one that did not; keeps the best embedding. Stops
+    once the best loss improved by less than `tol` (relative) over the last 10 steps."""
     gradient = np.zeros_like(Y)
     movable_rows = movable.astype(np.bool_)
     eta = 2.0
@@ -139,11 +140,15 @@ def _descend(Y, triplets, weights, t, k, movable, max_iter, patience, step_scale
     best_loss, best_Y = np.inf, Y.copy()
     curve = []
     stale = 0
+    best_before = []
     for _ in range(max_iter):
         loss = loss_and_gradient(Y, triplets, weights, t, k, gradient, movable_rows)
         curve.append(loss)
         if loss < best_loss:
             best_loss, best_Y = loss, Y.copy()
+        best_before.append(best_loss)
+        if len(best_before) > 10 and best_before[-11] - best_loss <= tol * abs(best_loss):
+            break
         if loss < previous:
             eta *= 1.01
             stale = 0
@@ -180,7 +185,9 @@ def _lbfgs(Y, triplets, weights, t, k, movable, max_iter):
 OPTIMIZERS = ("gd", "lbfgs")
 
 
-def _check_fit_params(n_components, t, kernel_t, max_iter, patience, optimizer="gd") -> None:
+def _check_fit_params(
+    n_components, t, kernel_t, max_iter, patience, optimizer="gd", tol=0.0
+) -> None:
     if optimizer not in OPTIMIZERS:
         raise ValueError(
             f"optimizer must be 'gd' (the authors' rule) or 'lbfgs'; got {optimizer!r}"
@@ -195,6 +202,8 @@ def _check_fit_params(n_components, t, kernel_t, max_iter, patience, optimizer="
         raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}")
     if not isinstance(patience, Integral) or patience < 1:
         raise ValueError(f"patience must be a positive integer; got {patience!r}")
+    if not isinstance(tol, Real) or not tol >= 0:
+        raise ValueError(f"tol must be a non-negative number; got {tol!r}")
 
 
 class TETE(BaseEstimator):
@@ -206,8 +215,9 @@ class TETE(BaseEstimator):
     t : loss temperature; None is the authors' ``min(1.45 + 1.1/n_components, 2)``;
         1 is t-STE.
     kernel_t : tail of the similarity kernel: 2 (Student-t, default) or "same" as ``t``.
-    max_iter, patience : at most `max_iter` full-batch steps; stop after `patience`
-        steps that did not lower the loss.
+    max_iter, patience, tol : at most `max_iter` full-batch steps; stop after `patience`
+        steps that did not lower the loss, or once the best loss improved by less than
+        `tol` (relative) over 10 steps (0 runs all `max_iter` steps).
     optimizer : "gd", the authors' full-batch gradient descent with their adaptive step
         (default), or "lbfgs" (scipy's L-BFGS on the same loss and gradient).
     init_scale : standard deviation of the initial Gaussian embedding (the authors: 1e-4;
@@ -228,6 +238,7 @@ class TETE(BaseEstimator):
         kernel_t=2.0,
         max_iter: int = 1000,
         patience: int = 100,
+        tol: float = 1e-5,
         optimizer: str = "gd",
         init_scale: float = 1.0,
         random_state=None,
@@ -237,6 +248,7 @@ class TETE(BaseEstimator):
         self.kernel_t = kernel_t
         self.max_iter = max_iter
         self.patience = patience
+        self.tol = tol
         self.optimizer = optimizer
         self.init_scale = init_scale
         self.random_state = random_state
@@ -246,7 +258,16 @@ class TETE(BaseEstimator):
         if self.optimizer == "lbfgs":
             return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter)
         return _descend(
-            Y, triplets, weights, t, k, movable, self.max_iter, self.patience, step_scale
+            Y,
+            triplets,
+            weights,
+            t,
+            k,
+            movable,
+            self.max_iter,
+            self.patience,
+            self.tol,
+            step_scale,
         )
 
     def _temperatures(self) -> tuple[float, float]:
@@ -256,7 +277,13 @@ class TETE(BaseEstimator):
     def fit(self, triplets, n_items: int | None = None, sample_weight=None) -> TETE:
         """Embed items ``0..n_items-1`` so that the triplets hold as far as possible."""
         _check_fit_params(
-            self.n_components, self.t, self.kernel_t, self.max_iter, self.patience, self.optimizer
+            self.n_components,
+            self.t,
+            self.kernel_t,
+            self.max_iter,
+            self.patience,
+            self.optimizer,
+            self.tol,
         )
         triplets = check_triplets(triplets, n_items)
         if len(triplets) == 0:

@@ -6,8 +6,9 @@ item i known to be closer to j gets o_j, one known to be closer to k gets o_k, a
 item abstains. Each iteration samples j from the items' weight marginal and k from the
 items of another label, so its cost is only the answers about that one pair: answers are
 indexed by their unordered reference pair (CSR), and the marginals are sampled with one
-Fenwick tree per class. Prediction merges the classifiers of each pair and looks pairs up
-by binary search: O(|T_x| log C) per item.
+Fenwick tree per class. Answers are held as vote counts per query, so the majority is
+exact as answers accumulate. Prediction merges the classifiers of each pair and looks
+pairs up in a hash table: O(|T_x|) expected per item, whatever the number of classifiers.
 """
 
 from __future__ import annotations
@@ -20,28 +21,124 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from app.learn.comprf import ID_BITS, MAX_ITEMS, query_keys
+from app.learn._hashing import EMPTY, _probe, capacity_for
+from app.learn.comprf import ID_BITS, MAX_ITEMS
 from app.learn.triplets import check_triplets
 
 MAX_CLASSES = 63  # label sets are bit masks in an int64
 
 
-def _majority(triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One decided answer per query (anchor, {p, q}): rows (anchor, lower, higher) and
-    whether the lower id is the closer one.
+def _index_answers(answers, triplets, local, n, dense=None):
+    """Group answers by their unordered reference pair: CSR over pairs sorted by key
+    (``lower * n + higher`` in training positions), one entry per (pair, anchor) holding
+    the votes for "closer to the lower position" and all votes.
 
-    Conflicting answers take the majority; a tie drops the query (it abstains)."""
-    anchor, closer, farther = triplets.T
-    keys, inverse = np.unique(query_keys(anchor, closer, farther), return_inverse=True)
-    inverse = inverse.ravel()
-    lower_votes = np.bincount(inverse, weights=closer < farther, minlength=len(keys))
-    votes = np.bincount(inverse, minlength=len(keys))
-    decided = 2 * lower_votes != votes
-    keys = keys[decided]
-    queries = np.stack(
-        [keys >> (2 * ID_BITS), (keys >> ID_BITS) & (MAX_ITEMS - 1), keys & (MAX_ITEMS - 1)], axis=1
-    )
-    return queries, (2 * lower_votes > votes)[decided]
+    `answers` is the index so far (possibly empty); new triplets have global ids, mapped
+    through `local` (those naming a non-training item are skipped). O(answers): the new
+    answers are counted per pair, placed by a counting sort, then merged pair by pair with
+    the held ones, folding repeated anchors into one entry."""
+    # Pairs are counted in a dense array when it is small next to the answers (a random
+    # access in a few MiB); else in a hash table, 10x slower per answer but O(pairs).
+    if dense is None:
+        dense = n * n <= max(1 << 22, len(triplets) // 2)
+    pair_of_answer, pair_keys, counts = _count_pairs(triplets, local, n, dense)
+    order = np.flatnonzero(counts) if dense else np.argsort(pair_keys)
+    keys = order if dense else pair_keys[order]
+    starts = np.zeros(len(counts), np.int64)
+    starts[order] = np.cumsum(counts[order]) - counts[order]
+    packed = _place_answers(triplets, local, pair_of_answer, starts)
+    return _merge_answers(*answers, keys, starts[order], counts[order], packed, n)
+
+
+@njit(cache=True)
+def _count_pairs(triplets, local, n, dense):
+    """Each answer's pair id (-1 if skipped), each pair id's key, and its answer count."""
+    pair_of_answer = np.empty(len(triplets), np.int64)
+    if dense:  # the pair id is the key
+        pair_keys = np.empty(0, np.int64)
+        counts = np.zeros(n * n, np.int64)
+    else:
+        most_pairs = max(1, min(len(triplets), n * (n - 1) // 2))
+        table = np.full((capacity_for(most_pairs), 2), EMPTY, np.int64)
+        slots = table[:, 0]
+        pair_keys = np.empty(most_pairs, np.int64)
+        counts = np.zeros(most_pairs, np.int64)
+    n_pairs = 0
+    for t in range(len(triplets)):
+        a, c, f = triplets[t, 0], triplets[t, 1], triplets[t, 2]
+        if max(a, c, f) >= len(local) or local[a] < 0 or local[c] < 0 or local[f] < 0:
+            pair_of_answer[t] = -1
+            continue
+        key = min(local[c], local[f]) * n + max(local[c], local[f])
+        if not dense:
+            slot = _probe(slots, key)
+            if slots[slot] == EMPTY:
+                table[slot, 0], table[slot, 1], pair_keys[n_pairs] = key, n_pairs, key
+                n_pairs += 1
+            key = table[slot, 1]
+        counts[key] += 1
+        pair_of_answer[t] = key
+    if dense:
+        return pair_of_answer, pair_keys, counts
+    return pair_of_answer, pair_keys[:n_pairs], counts[:n_pairs]
+
+
+@njit(cache=True)
+def _place_answers(triplets, local, pair_of_answer, starts):
+    """Counting sort of the new answers by pair, each packed as anchor * 2 + (closer is
+    the lower position): one 8-byte write per answer."""
+    fill = starts.copy()
+    total = 0
+    for t in range(len(triplets)):
+        total += pair_of_answer[t] >= 0
+    packed = np.empty(total, np.int64)
+    for t in range(len(triplets)):
+        pair = pair_of_answer[t]
+        if pair >= 0:
+            lower_closer = local[triplets[t, 1]] < local[triplets[t, 2]]
+            packed[fill[pair]] = local[triplets[t, 0]] * 2 + lower_closer
+            fill[pair] += 1
+    return packed
+
+
+@njit(cache=True)
+def _merge_answers(
+    old_keys, old_offsets, old_anchors, old_lower, old_votes, new_keys, starts, counts, packed, n
+):
+    """Merge held and new answers pair by pair (both key-sorted), one entry per anchor."""
+    size = len(old_anchors) + len(packed)
+    keys = np.empty(len(old_keys) + len(new_keys), np.int64)
+    offsets = np.zeros(len(keys) + 1, np.int64)
+    anchors = np.empty(size, np.int32)
+    lower = np.empty(size, np.int32)
+    votes = np.empty(size, np.int32)
+    stamp = np.full(n, -1, np.int64)
+    where = np.empty(n, np.int64)
+    old, new, pair, out = 0, 0, 0, 0
+    while old < len(old_keys) or new < len(new_keys):
+        take_old = new == len(new_keys) or (old < len(old_keys) and old_keys[old] <= new_keys[new])
+        take_new = old == len(old_keys) or (new < len(new_keys) and new_keys[new] <= old_keys[old])
+        keys[pair] = old_keys[old] if take_old else new_keys[new]
+        if take_old:
+            for at in range(old_offsets[old], old_offsets[old + 1]):
+                a = old_anchors[at]
+                stamp[a], where[a] = pair, out
+                anchors[out], lower[out], votes[out] = a, old_lower[at], old_votes[at]
+                out += 1
+            old += 1
+        if take_new:
+            for at in range(starts[new], starts[new] + counts[new]):
+                a, lower_closer = packed[at] >> 1, packed[at] & 1
+                if stamp[a] != pair:
+                    stamp[a], where[a] = pair, out
+                    anchors[out], lower[out], votes[out] = a, 0, 0
+                    out += 1
+                lower[where[a]] += lower_closer
+                votes[where[a]] += 1
+            new += 1
+        pair += 1
+        offsets[pair] = out
+    return keys[:pair], offsets[: pair + 1], anchors[:out], lower[:out], votes[:out]
 
 
 @njit(cache=True)
@@ -114,7 +211,8 @@ def _boost(
     pair_keys,
     offsets,
     anchors,
-    closer_is_lower,
+    lower_votes,
+    votes,
     trees,
     class_total,
     out_j,
@@ -150,8 +248,10 @@ def _boost(
         score_j[:] = 0.0
         score_k[:] = 0.0
         for entry in range(start, end):
+            if 2 * lower_votes[entry] == votes[entry]:
+                continue  # a tie: no answer, the classifier abstains on this item
             i = anchors[entry]
-            to_j = closer_is_lower[entry] == (lower == j)
+            to_j = (2 * lower_votes[entry] > votes[entry]) == (lower == j)
             for y in range(n_classes):
                 signed = weights[i, y] if y == labels[i] else -weights[i, y]
                 if to_j:
@@ -169,8 +269,10 @@ def _boost(
         plus = 0.0
         minus = 0.0
         for entry in range(start, end):
+            if 2 * lower_votes[entry] == votes[entry]:
+                continue
             i = anchors[entry]
-            mask = mask_j if closer_is_lower[entry] == (lower == j) else mask_k
+            mask = mask_j if (2 * lower_votes[entry] > votes[entry]) == (lower == j) else mask_k
             for y in range(n_classes):
                 inside = (mask >> y) & 1
                 if (y == labels[i]) == (inside == 1):
@@ -180,8 +282,10 @@ def _boost(
         alpha = 0.5 * np.log((plus / total + smoothing) / (minus / total + smoothing))
         grow, shrink = np.exp(alpha), np.exp(-alpha)
         for entry in range(start, end):
+            if 2 * lower_votes[entry] == votes[entry]:
+                continue
             i = anchors[entry]
-            mask = mask_j if closer_is_lower[entry] == (lower == j) else mask_k
+            mask = mask_j if (2 * lower_votes[entry] > votes[entry]) == (lower == j) else mask_k
             before = weights[i].sum()
             for y in range(n_classes):
                 inside = (mask >> y) & 1
@@ -195,6 +299,94 @@ def _boost(
             class_total[labels[i]] += delta
         out_mask_j[round_], out_mask_k[round_], out_alpha[round_] = mask_j, mask_k, alpha
     return n_iter
+
+
+@njit(cache=True)
+def _merge_pairs(ids_j, ids_k, mask_j, mask_k, alpha, n_classes):
+    """One row per reference pair (global ids, key ``lower << ID_BITS | higher``): the
+    summed votes of its classifiers for "closer to the lower id" and "closer to the
+    higher id", plus a hash table from pair key to row."""
+    slots = np.full(capacity_for(len(alpha)), EMPTY, np.int64)
+    row_of_slot = np.empty(len(slots), np.int64)
+    keys = np.empty(len(alpha), np.int64)
+    votes = np.zeros((len(alpha), 2, n_classes))
+    n_rows = 0
+    for c in range(len(alpha)):
+        lower_is_j = ids_j[c] < ids_k[c]
+        key = (min(ids_j[c], ids_k[c]) << ID_BITS) | max(ids_j[c], ids_k[c])
+        slot = _probe(slots, key)
+        if slots[slot] == EMPTY:
+            slots[slot], row_of_slot[slot], keys[n_rows] = key, n_rows, key
+            n_rows += 1
+        row = row_of_slot[slot]
+        mask_lower = mask_j[c] if lower_is_j else mask_k[c]
+        mask_higher = mask_k[c] if lower_is_j else mask_j[c]
+        for y in range(n_classes):
+            if (mask_lower >> y) & 1:
+                votes[row, 0, y] += alpha[c]
+            if (mask_higher >> y) & 1:
+                votes[row, 1, y] += alpha[c]
+    # A table sized for the pairs, not the classifiers: prediction probes it once per
+    # answer, and a smaller table stays in cache.
+    table = np.full((capacity_for(n_rows), 2), EMPTY, np.int64)
+    for row in range(n_rows):
+        slot = _probe(table[:, 0], keys[row])
+        table[slot, 0], table[slot, 1] = keys[row], row
+    return keys[:n_rows].copy(), votes[:n_rows].copy(), table
+
+
+@njit(cache=True)
+def _score_items(triplets, row_of_id, n_rows, table, pair_votes, scores, support):
+    """Add each item's decided answers' pair votes to its scores.
+
+    Triplets are grouped by anchor with a counting sort; each item's queries are folded
+    into their majority in a small hash table that stays in cache, and each decided
+    query costs one lookup in the pair table: O(|T_x|) expected per item."""
+    counts = np.zeros(n_rows + 1, np.int64)
+    for t in range(len(triplets)):
+        a = triplets[t, 0]
+        if a < len(row_of_id) and row_of_id[a] >= 0:
+            counts[row_of_id[a] + 1] += 1
+    for r in range(n_rows):
+        counts[r + 1] += counts[r]
+    fill = counts[:-1].copy()
+    grouped = np.empty(counts[n_rows], np.int64)
+    for t in range(len(triplets)):
+        a = triplets[t, 0]
+        if a < len(row_of_id) and row_of_id[a] >= 0:
+            grouped[fill[row_of_id[a]]] = t
+            fill[row_of_id[a]] += 1
+    widest = 0
+    for r in range(n_rows):
+        widest = max(widest, counts[r + 1] - counts[r])
+    buffer = np.full(capacity_for(widest), EMPTY, np.int64)
+    lower_votes = np.zeros(len(buffer), np.int64)
+    all_votes = np.zeros(len(buffer), np.int64)
+    used = np.empty(widest, np.int64)
+    pair_slots, pair_rows = table[:, 0], table[:, 1]
+    for r in range(n_rows):
+        slots = buffer[: capacity_for(counts[r + 1] - counts[r])]
+        n_used = 0
+        for at in range(counts[r], counts[r + 1]):
+            t = grouped[at]
+            c, f = triplets[t, 1], triplets[t, 2]
+            key = (min(c, f) << ID_BITS) | max(c, f)
+            slot = _probe(slots, key)
+            if slots[slot] == EMPTY:
+                slots[slot] = key
+                used[n_used] = slot
+                n_used += 1
+            lower_votes[slot] += 1 if c < f else 0
+            all_votes[slot] += 1
+        for u in range(n_used):
+            slot = used[u]
+            if 2 * lower_votes[slot] != all_votes[slot]:
+                found = _probe(pair_slots, slots[slot])
+                if pair_slots[found] == slots[slot]:
+                    side = 0 if 2 * lower_votes[slot] > all_votes[slot] else 1
+                    scores[r] += pair_votes[pair_rows[found], side]
+                    support[r] += 1
+            slots[slot], lower_votes[slot], all_votes[slot] = EMPTY, 0, 0
 
 
 class TripletBoost(BaseEstimator):
@@ -225,6 +417,8 @@ class TripletBoost(BaseEstimator):
             raise ValueError("items must be a 1-d array of integer item ids")
         if len(np.unique(items)) != len(items):
             raise ValueError("items must not repeat an id")
+        if items.size and (items.min() < 0 or items.max() >= MAX_ITEMS):
+            raise ValueError(f"item ids must be in 0..{MAX_ITEMS - 1}")
         y = np.asarray(y)
         if y.shape != items.shape:
             raise ValueError(f"y must hold one label per item ({len(items)}); got shape {y.shape}")
@@ -237,34 +431,32 @@ class TripletBoost(BaseEstimator):
         self._weights = np.full((n, len(self.classes_)), 1.0 / (n * len(self.classes_)))
         self._rng_seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         self._classifiers = [np.empty(0, np.int64)] * 4 + [np.empty(0)]
-        self._triplets = np.empty((0, 3), np.int64)
+        self._answers = (np.empty(0, np.int64), np.zeros(1, np.int64)) + (
+            np.empty(0, np.int32),
+        ) * 3
         return self._boost_more(check_triplets(triplets), self.n_iter)
 
     def partial_fit(self, triplets, n_iter: int | None = None) -> TripletBoost:
-        """Add answers and continue boosting from the weights reached (`n_iter` rounds)."""
+        """Add answers and continue boosting from the weights reached (`n_iter` rounds).
+
+        Answers are kept as vote counts per query, so a later answer can overturn (or
+        tie) an earlier majority."""
         check_is_fitted(self, "classes_")
         return self._boost_more(check_triplets(triplets), n_iter or self.n_iter)
 
-    def _index(self) -> tuple[np.ndarray, ...]:
-        """Answers among training items, one per query, grouped by reference pair."""
-        position = np.full(int(max(self.items_.max(), self._triplets.max(initial=0))) + 1, -1)
-        position[self.items_] = np.arange(len(self.items_))
-        local = position[self._triplets]
-        local = local[(local >= 0).all(axis=1)]
-        if len(local) == 0:
-            raise ValueError("no triplet has all three items among the training items")
-        queries, lower_closer = _majority(local)
-        n = len(self.items_)
-        keys = queries[:, 1] * n + queries[:, 2]
-        order = np.argsort(keys, kind="stable")
-        keys, anchors, lower_closer = keys[order], queries[order, 0], lower_closer[order]
-        pair_keys, starts = np.unique(keys, return_index=True)
-        offsets = np.append(starts, len(keys)).astype(np.int64)
-        return pair_keys, offsets, anchors.astype(np.int64), lower_closer
+    @property
+    def n_answers_(self) -> int:
+        """Answers among training items held so far (repeats of a query included)."""
+        return int(self._answers[4].sum())
 
     def _boost_more(self, triplets: np.ndarray, n_iter: int) -> TripletBoost:
-        self._triplets = np.concatenate([self._triplets, triplets])
-        pair_keys, offsets, anchors, lower_closer = self._index()
+        if len(triplets):
+            local = np.full(max(self.items_.max(), triplets.max()) + 1, -1, np.int64)
+            local[self.items_] = np.arange(len(self.items_))
+            self._answers = _index_answers(self._answers, triplets, local, len(self.items_))
+        if len(self._answers[2]) == 0:
+            raise ValueError("no triplet has all three items among the training items")
+        pair_keys, offsets, anchors, lower_votes, votes = self._answers
         n, n_classes = self._weights.shape
         size = 1
         while size <= n:
@@ -287,7 +479,8 @@ class TripletBoost(BaseEstimator):
             pair_keys,
             offsets,
             anchors,
-            lower_closer,
+            lower_votes,
+            votes,
             trees,
             class_total,
             *out,
@@ -301,41 +494,36 @@ class TripletBoost(BaseEstimator):
 
     def _merge(self) -> None:
         """One entry per reference pair: vote vectors for 'closer to the lower id' and
-        'closer to the higher id', sorted by pair key for binary search."""
+        'closer to the higher id', found by key through a hash table."""
         j, k, mask_j, mask_k, alpha = self._classifiers
         spoke = (alpha != 0) & (k >= 0)
-        j, k, mask_j, mask_k, alpha = j[spoke], k[spoke], mask_j[spoke], mask_k[spoke], alpha[spoke]
-        ids_j, ids_k = self.items_[j], self.items_[k]
-        lower_is_j = ids_j < ids_k
-        mask_lower = np.where(lower_is_j, mask_j, mask_k)
-        mask_higher = np.where(lower_is_j, mask_k, mask_j)
-        keys = (np.minimum(ids_j, ids_k) << 21) | np.maximum(ids_j, ids_k)
-        self.pair_keys_, inverse = np.unique(keys, return_inverse=True)
-        bits = np.arange(len(self.classes_))
-        votes = np.zeros((len(self.pair_keys_), 2, len(self.classes_)))
-        np.add.at(votes[:, 0], inverse, alpha[:, None] * ((mask_lower[:, None] >> bits) & 1))
-        np.add.at(votes[:, 1], inverse, alpha[:, None] * ((mask_higher[:, None] >> bits) & 1))
-        self.pair_votes_ = votes
+        self.pair_keys_, self.pair_votes_, self._pair_table = _merge_pairs(
+            self.items_[j[spoke]],
+            self.items_[k[spoke]],
+            mask_j[spoke],
+            mask_k[spoke],
+            alpha[spoke],
+            len(self.classes_),
+        )
         self.n_classifiers_ = int(spoke.sum())
 
     def _scores(self, triplets, items) -> tuple[np.ndarray, np.ndarray]:
         check_is_fitted(self, "pair_votes_")
         items = np.asarray(items, dtype=np.int64)
+        if items.ndim != 1:
+            raise ValueError("items must be a 1-d array of integer item ids")
+        if len(np.unique(items)) != len(items):
+            raise ValueError("items must not repeat an id")
         triplets = check_triplets(triplets)
-        ours = triplets[np.isin(triplets[:, 0], items)]
+        if triplets.max(initial=0) >= MAX_ITEMS or items.min(initial=0) < 0:
+            raise ValueError(f"item ids must be in 0..{MAX_ITEMS - 1}")
+        row_of_id = np.full(int(items.max(initial=-1)) + 1, -1, np.int64)
+        row_of_id[items] = np.arange(len(items))
         scores = np.zeros((len(items), len(self.classes_)))
         support = np.zeros(len(items), np.int64)
-        if len(ours) == 0:
-            return scores, support
-        queries, lower_closer = _majority(ours)
-        keys = (queries[:, 1] << 21) | queries[:, 2]
-        slot = np.minimum(np.searchsorted(self.pair_keys_, keys), len(self.pair_keys_) - 1)
-        known = self.pair_keys_[slot] == keys
-        row = np.searchsorted(np.sort(items), queries[:, 0])
-        row = np.argsort(items)[row]
-        side = np.where(lower_closer, 0, 1)
-        np.add.at(scores, row[known], self.pair_votes_[slot[known], side[known]])
-        np.add.at(support, row[known], 1)
+        _score_items(
+            triplets, row_of_id, len(items), self._pair_table, self.pair_votes_, scores, support
+        )
         return scores, support
 
     def support(self, triplets, items) -> np.ndarray:

@@ -142,6 +142,7 @@ class TestEstimatorHabits:
             ({"kernel_t": "wide"}, "kernel_t"),
             ({"max_iter": 0}, "max_iter"),
             ({"patience": 0}, "patience"),
+            ({"tol": -1.0}, "tol"),
         ],
     )
     def test_bad_parameters_are_named(self, planted, params, name):
@@ -155,3 +156,16 @@ class TestEstimatorHabits:
             TETE().fit(train, sample_weight=np.ones(3))
         with pytest.raises(ValueError, match="repeats an item"):
             TETE().fit([[0, 0, 1]])
+
+
+def test_tolerance_stops_once_the_loss_settles_at_the_same_quality(planted):
+    """Noisy answers leave a loss floor; noise-free ones let the loss shrink for ever."""
+    Y, _, test, reversed_, _ = planted
+    settled = TETE(t=1.0, random_state=0).fit(reversed_, len(Y))
+    every_step = TETE(t=1.0, tol=0.0, patience=1000, max_iter=600, random_state=0).fit(
+        reversed_, len(Y)
+    )
+    assert every_step.n_iter_ == 600 and settled.n_iter_ < 600
+    assert (
+        triplet_error(settled.embedding_, test) <= triplet_error(every_step.embedding_, test) + 0.01
+    )

@@ -61,11 +61,60 @@ def test_noise_costs_little(blobs):
 
 
 def test_conflicting_answers_use_the_majority_and_a_tie_abstains():
-    from app.learn.tripletboost import _majority
+    from app.learn.tripletboost import _index_answers
 
-    triplets = np.array([[0, 1, 2], [0, 1, 2], [0, 2, 1], [3, 1, 2], [3, 2, 1]])
-    queries, lower_closer = _majority(triplets)
-    assert queries.tolist() == [[0, 1, 2]] and lower_closer.tolist() == [True]
+    empty = (np.empty(0, np.int64), np.zeros(1, np.int64)) + (np.empty(0, np.int32),) * 3
+    triplets = np.array([[0, 1, 2], [0, 1, 2], [0, 2, 1], [3, 1, 2], [3, 2, 1], [0, 3, 9]])
+    local = np.arange(4)  # item 9 is not a training item: its answer is skipped
+    keys, offsets, anchors, lower, votes = _index_answers(empty, triplets, local, 4)
+    assert keys.tolist() == [1 * 4 + 2] and offsets.tolist() == [0, 2]
+    assert sorted(zip(anchors.tolist(), lower.tolist(), votes.tolist())) == [(0, 2, 3), (3, 1, 2)]
+
+    # A later answer is merged with the held votes: item 3's tie becomes a majority.
+    merged = _index_answers((keys, offsets, anchors, lower, votes), np.array([[3, 2, 1]]), local, 4)
+    assert sorted(zip(*(part.tolist() for part in merged[2:]))) == [(0, 2, 3), (3, 1, 3)]
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_answers_merged_in_batches_equal_answers_indexed_at_once(dense):
+    from app.learn.tripletboost import _index_answers
+
+    rng = np.random.default_rng(0)
+    triplets = rng.integers(0, 40, size=(30_000, 3))
+    triplets = triplets[(triplets[:, 0] != triplets[:, 1]) & (triplets[:, 0] != triplets[:, 2])]
+    triplets = triplets[triplets[:, 1] != triplets[:, 2]]
+    local = np.where(np.arange(40) % 7 == 0, -1, np.arange(40) - np.arange(40) // 7 - 1)
+    n = int(local.max()) + 1
+    empty = (np.empty(0, np.int64), np.zeros(1, np.int64)) + (np.empty(0, np.int32),) * 3
+    at_once = _index_answers(empty, triplets, local, n, dense)
+    in_batches = empty
+    for batch in np.array_split(triplets, 7):
+        in_batches = _index_answers(in_batches, batch, local, n, not dense)
+
+    def as_set(index):
+        keys, offsets, anchors, lower, votes = index
+        pairs = np.repeat(keys, np.diff(offsets))
+        return set(zip(pairs.tolist(), anchors.tolist(), lower.tolist(), votes.tolist()))
+
+    assert np.all(np.diff(at_once[0]) > 0) and np.array_equal(at_once[0], in_batches[0])
+    assert as_set(at_once) == as_set(in_batches)
+    kept = (local[triplets] >= 0).all(axis=1)
+    assert at_once[4].sum() == kept.sum()
+
+
+def test_a_new_item_follows_its_majority_and_a_tie_leaves_it_unsupported(blobs):
+    X, y, train, test = blobs
+    triplets = random_triplets(len(X), 60_000, FeatureOracle(X), random_state=7)
+    model = TripletBoost(n_iter=3000, random_state=0).fit(triplets, train, y[train])
+    key = int(model.pair_keys_[0])
+    j, k = key >> 21, key & (2**21 - 1)
+    x = int(test[0])
+    said_j, said_k = [x, j, k], [x, k, j]
+    tie = model.predict_proba([said_j, said_k], [x])
+    assert np.isnan(tie).all() and model.support([said_j, said_k], [x]).tolist() == [0]
+    majority_j = model.predict_proba([said_j, said_j, said_k], [x])
+    assert np.allclose(majority_j, model.predict_proba([said_j], [x]))
+    assert model.support([said_j, said_j, said_k], [x]).tolist() == [1]
 
 
 def test_partial_fit_continues_as_answers_arrive(blobs):
