@@ -5,7 +5,9 @@ metric (euclidean, cosine, cityblock) and a noise rate (0, 10, 20%), at 1, 5 and
 all triplets. TripletBoost learns from the triplets among training items and classifies
 test items from their own triplets; the baselines, in the same run and on the same
 triplets, embed every item with t-STE (ours; cblearn's with --cblearn, much slower) and
-classify test items by 1-NN in the embedding; 1-NN on the features is the ceiling.
+classify test items by 1-NN in the embedding; the comparison tree (CompTree: one
+unsupervised comparison tree, leaves of 1) asks its own queries of the same noisy oracle;
+1-NN on the features is the ceiling.
 Accuracy %, mean ± sd over repetitions (random 70/30 splits).
 
     .venv/bin/python benchmarks/tripletboost_paper.py [--reps 10] [--cblearn] [--datasets moons]
@@ -24,7 +26,7 @@ import numpy as np  # noqa: E402
 from sklearn.datasets import load_iris, make_moons  # noqa: E402
 from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 
-from app.learn import TETE, FeatureOracle, TripletBoost, random_triplets  # noqa: E402
+from app.learn import TETE, CompRF, FeatureOracle, TripletBoost, random_triplets  # noqa: E402
 
 DATASETS = {
     "iris": lambda: load_iris(return_X_y=True),
@@ -48,7 +50,7 @@ def run(args) -> None:
     )
     header = (
         f"{'data':<7}{'metric':<11}{'share':>6}{'noise':>6}{'triplets':>10}"
-        f"{'TripletBoost':>15}{'unsup.':>7}{'t-STE+1NN':>14}"
+        f"{'TripletBoost':>15}{'unsup.':>7}{'t-STE+1NN':>14}{'CompTree':>14}"
         + (f"{'cblearn+1NN':>14}" if args.cblearn else "")
         + f"{'1NN feat.':>12}{'s':>6}"
     )
@@ -79,7 +81,12 @@ def run(args) -> None:
                         ste = np.mean(
                             one_nn(embedding[train], y[train], embedding[test]) == y[test]
                         )
-                        row = [boost_accuracy, unsupported, ste]
+                        # The paper's comparison tree (Haghiri et al. 2017): one unsupervised
+                        # comparison tree with leaves of 1, asking its own (noisy) queries.
+                        tree = CompRF(1, leaf_size=1, supervised=False, random_state=rep)
+                        tree.fit(train, y[train], oracle)
+                        comp_tree = np.mean(tree.predict(test, oracle) == y[test])
+                        row = [boost_accuracy, unsupported, ste, comp_tree]
                         if args.cblearn:
                             peer = TSTE(n_components=2, random_state=rep).fit_transform(
                                 triplets, n_objects=n
@@ -95,9 +102,10 @@ def run(args) -> None:
                         f"{mean[0]:>8.1f}±{sd[0]:<5.1f}",
                         f"{mean[1]:>6.1f}%",
                         f"{mean[2]:>8.1f}±{sd[2]:<5.1f}",
+                        f"{mean[3]:>8.1f}±{sd[3]:<5.1f}",
                     ]
                     if args.cblearn:
-                        cells.append(f"{mean[3]:>8.1f}±{sd[3]:<5.1f}")
+                        cells.append(f"{mean[4]:>8.1f}±{sd[4]:<5.1f}")
                     cells.append(f"{mean[-1]:>11.1f}")
                     print(
                         f"{name:<7}{metric:<11}{share:>6.0%}{noise:>6.0%}{count:>10,}"
