@@ -8,6 +8,7 @@ it works on its own in a notebook. Items are integer ids ``0..n-1``; triplets ar
 from app.learn.comprf import CompRF, CompRFBuilder, CompRFRouter
 from app.learn.metrics import triplet_error
 from app.learn.oracles import FeatureOracle
+from app.learn.smerf import SMERF
 from app.learn.tete import TETE, feature_triplets
 from app.learn.triplets import check_triplets, random_queries, random_triplets
 from app.learn.tripletboost import TripletBoost
@@ -17,6 +18,7 @@ __all__ = [
     "CompRFBuilder",
     "CompRFRouter",
     "FeatureOracle",
+    "SMERF",
     "TETE",
     "TripletBoost",
     "check_triplets",
