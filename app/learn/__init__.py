@@ -8,7 +8,14 @@ it works on its own in a notebook. Items are integer ids ``0..n-1``; triplets ar
 from app.learn.comprf import CompRF, CompRFBuilder, CompRFRouter
 from app.learn.metrics import triplet_error
 from app.learn.oracles import FeatureOracle
-from app.learn.smerf import SMERF
+from app.learn.smerf import (
+    SMERF,
+    SMERFOracle,
+    dissimilarity_from_adjacency,
+    dissimilarity_from_embedding,
+    dissimilarity_from_labels,
+    dissimilarity_from_target,
+)
 from app.learn.tete import TETE, feature_triplets
 from app.learn.triplets import check_triplets, random_queries, random_triplets
 from app.learn.tripletboost import TripletBoost
@@ -19,9 +26,14 @@ __all__ = [
     "CompRFRouter",
     "FeatureOracle",
     "SMERF",
+    "SMERFOracle",
     "TETE",
     "TripletBoost",
     "check_triplets",
+    "dissimilarity_from_adjacency",
+    "dissimilarity_from_embedding",
+    "dissimilarity_from_labels",
+    "dissimilarity_from_target",
     "feature_triplets",
     "random_queries",
     "random_triplets",

@@ -21,6 +21,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from app.learn.oracles import FeatureOracle
+
 LEAF = -1
 
 
@@ -412,3 +414,56 @@ class SMERF(BaseEstimator):
             leaves_2 = leaves_1 if X2 is X1 else _apply(X2, *nodes)
             _add_distances(out, self.dissimilarity_, *leaf_parts, leaves_1, leaves_2)
         return out / len(self.trees_)
+
+
+def dissimilarity_from_labels(y) -> np.ndarray:
+    """``D_ab = [y_a != y_b]``: SMERF then grows CART's Gini trees."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"labels must be 1-dimensional; got shape {y.shape}")
+    return (y[:, None] != y[None, :]).astype(np.float64)
+
+
+def dissimilarity_from_target(y) -> np.ndarray:
+    """``D_ab = (y_a - y_b)^2 / 2``: SMERF then grows CART's variance trees."""
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 1 or not np.all(np.isfinite(y)):
+        raise ValueError("the target must be a 1-dimensional array of finite numbers")
+    return (y[:, None] - y[None, :]) ** 2 / 2
+
+
+def dissimilarity_from_embedding(embedding, metric: str = "euclidean") -> np.ndarray:
+    """Distances between the rows of an embedding (e.g. t-ETE's of human answers)."""
+    from sklearn.metrics import pairwise_distances
+
+    embedding = np.asarray(embedding, dtype=np.float64)
+    if embedding.ndim != 2 or not np.all(np.isfinite(embedding)):
+        raise ValueError("the embedding must be a 2-dimensional array of finite numbers")
+    D = pairwise_distances(embedding, metric=metric)
+    return (D + D.T) / 2  # exact symmetry despite rounding
+
+
+def dissimilarity_from_adjacency(A) -> np.ndarray:
+    """``1 - A`` for a symmetric link or similarity matrix with entries in [0, 1]."""
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"the adjacency matrix must be square; got shape {A.shape}")
+    if not np.all(np.isfinite(A)) or A.min() < 0 or A.max() > 1:
+        raise ValueError("adjacency entries must be numbers in [0, 1]")
+    if not np.allclose(A, A.T):
+        raise ValueError("the adjacency matrix must be symmetric")
+    D = 1.0 - (A + A.T) / 2
+    np.fill_diagonal(D, 0.0)
+    return D
+
+
+class SMERFOracle(FeatureOracle):
+    """Answers "is a closer to p or to q?" from item features alone, with a fitted SMERF's
+    distances (computed once for all items: n^2 memory), optionally flipped at `noise`."""
+
+    def __init__(self, model: SMERF, X, noise: float = 0.0, random_state=None) -> None:
+        check_is_fitted(model, "trees_")
+        super().__init__(
+            model.predict(X), metric="precomputed", noise=noise, random_state=random_state
+        )
+        self.model = model

@@ -2,9 +2,19 @@
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
+from sklearn.exceptions import NotFittedError
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from app.learn.smerf import SMERF
+from app.learn import FeatureOracle, random_queries
+from app.learn.smerf import (
+    SMERF,
+    SMERFOracle,
+    dissimilarity_from_adjacency,
+    dissimilarity_from_embedding,
+    dissimilarity_from_labels,
+    dissimilarity_from_target,
+)
 
 
 def same_tree(ours, theirs, X, D) -> int:
@@ -78,3 +88,78 @@ def test_squared_difference_splits_as_the_variance_tree(max_depth):
     ours = SMERF(1, max_features=None, bootstrap=False, max_depth=max_depth).fit(X, D)
     theirs = DecisionTreeRegressor(max_depth=max_depth, random_state=0).fit(X, y)
     assert same_tree(ours.trees_[0][:6], theirs, X, D) == 0  # continuous y: no ties
+
+
+def two_relevant_dimensions(n, seed):
+    """20 features of which the first 2 decide the dissimilarity."""
+    X = np.random.default_rng(seed).uniform(-1, 1, size=(n, 20))
+    return X, dissimilarity_from_embedding(X[:, :2])
+
+
+def test_distances_follow_the_truth_and_importances_find_the_relevant_features():
+    X, D = two_relevant_dimensions(300, 0)
+    model = SMERF(50, max_features=0.5, min_samples_leaf=3, random_state=0).fit(X, D)
+    assert set(np.argsort(model.feature_importances_)[-2:]) == {0, 1}
+    assert model.feature_importances_.sum() == pytest.approx(1)
+    new, truth = two_relevant_dimensions(100, 1)
+    predicted = model.predict(new)
+    assert predicted.shape == (100, 100) and np.allclose(predicted, predicted.T)
+    upper = np.triu_indices(100, 1)
+    assert spearmanr(predicted[upper], truth[upper]).statistic > 0.8
+    across = model.predict(new[:10], new[10:30])
+    assert np.allclose(across, predicted[:10, 10:30])
+
+
+def test_oracle_answers_new_items_from_features_alone():
+    X, D = two_relevant_dimensions(300, 2)
+    model = SMERF(50, max_features=0.5, min_samples_leaf=3, random_state=0).fit(X, D)
+    new, _ = two_relevant_dimensions(80, 3)
+    queries = random_queries(80, 2000, random_state=0)
+    truth = FeatureOracle(new[:, :2]).answer(queries)
+    answered = SMERFOracle(model, new).answer(queries)
+    assert np.mean((answered == truth).all(axis=1)) > 0.85
+
+
+def test_oblique_candidates_and_subsampling_work_too():
+    X, D = two_relevant_dimensions(200, 4)
+    model = SMERF(20, n_oblique=3, bootstrap=False, max_samples=0.7, random_state=0).fit(X, D)
+    new, truth = two_relevant_dimensions(60, 5)
+    upper = np.triu_indices(60, 1)
+    assert spearmanr(model.predict(new)[upper], truth[upper]).statistic > 0.6
+    again = SMERF(20, n_oblique=3, bootstrap=False, max_samples=0.7, random_state=0).fit(X, D)
+    assert np.array_equal(again.predict(new), model.predict(new))
+
+
+@pytest.mark.parametrize(
+    ("D", "message"),
+    [
+        (np.ones((5, 4)), "square"),
+        (np.ones((6, 6)), "one row per item"),
+        (np.where(np.eye(5) > 0, 0, np.nan), "NaN"),
+        (np.triu(np.ones((5, 5))), "symmetric"),
+        (-np.ones((5, 5)), "non-negative"),
+    ],
+)
+def test_bad_dissimilarities_are_refused_with_a_reason(D, message):
+    with pytest.raises(ValueError, match=message):
+        SMERF(2).fit(np.zeros((5, 3)), D)
+
+
+def test_bad_shapes_and_parameters_are_refused():
+    X, D = two_relevant_dimensions(30, 6)
+    model = SMERF(2, random_state=0).fit(X, D)
+    with pytest.raises(ValueError, match=r"shape \(n, 20\)"):
+        model.predict(X[:, :5])
+    with pytest.raises(NotFittedError):
+        SMERF().predict(X)
+    for params, name in (
+        ({"n_estimators": 0}, "n_estimators"),
+        ({"max_features": "all"}, "max_features"),
+    ):
+        with pytest.raises(ValueError, match=name):
+            SMERF(**params).fit(X, D)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        dissimilarity_from_adjacency(2 * np.eye(3))
+    assert dissimilarity_from_adjacency(np.eye(3)).tolist() == [[0, 1, 1], [1, 0, 1], [1, 1, 0]]
+    assert dissimilarity_from_labels([0, 1, 1]).tolist() == [[0, 1, 1], [1, 0, 0], [1, 0, 0]]
+    assert dissimilarity_from_target([0.0, 2.0])[0, 1] == 2.0
