@@ -43,9 +43,9 @@ def methods():
         "t-ETE (ours, t=2)": lambda triplets, n, seed: TETE(random_state=seed).fit_transform(
             triplets, n
         ),
-        "t-STE (ours, t=1)": lambda triplets, n, seed: TETE(
-            t=1.0, random_state=seed
-        ).fit_transform(triplets, n),
+        "t-STE (ours, t=1)": lambda triplets, n, seed: TETE(t=1.0, random_state=seed).fit_transform(
+            triplets, n
+        ),
         "cblearn TSTE": lambda triplets, n, seed: TSTE(
             n_components=2, random_state=seed
         ).fit_transform(triplets, n_objects=n),
