@@ -6,6 +6,7 @@ it works on its own in a notebook. Items are integer ids ``0..n-1``; triplets ar
 """
 
 from app.learn.comprf import CompRF, CompRFBuilder, CompRFRouter
+from app.learn.disdf import DisDF
 from app.learn.metrics import triplet_error
 from app.learn.oracles import FeatureOracle
 from app.learn.smerf import (
@@ -24,6 +25,7 @@ __all__ = [
     "CompRF",
     "CompRFBuilder",
     "CompRFRouter",
+    "DisDF",
     "FeatureOracle",
     "SMERF",
     "SMERFOracle",
