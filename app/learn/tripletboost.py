@@ -339,9 +339,11 @@ def _merge_pairs(ids_j, ids_k, mask_j, mask_k, alpha, n_classes):
 def _score_items(triplets, row_of_id, n_rows, table, pair_votes, scores, support):
     """Add each item's decided answers' pair votes to its scores.
 
-    Triplets are grouped by anchor with a counting sort; each item's queries are folded
-    into their majority in a small hash table that stays in cache, and each decided
-    query costs one lookup in the pair table: O(|T_x|) expected per item."""
+    A counting sort groups the answers by anchor, each packed into one int64 (its pair
+    key and which side was closer), so that every later pass reads memory in order. Each
+    item's answers are folded into their majority in a small hash table that stays in
+    cache (slots hold the key and both vote counts), and each decided query costs one
+    lookup in the pair table: O(|T_x|) expected per item."""
     counts = np.zeros(n_rows + 1, np.int64)
     for t in range(len(triplets)):
         a = triplets[t, 0]
@@ -354,39 +356,38 @@ def _score_items(triplets, row_of_id, n_rows, table, pair_votes, scores, support
     for t in range(len(triplets)):
         a = triplets[t, 0]
         if a < len(row_of_id) and row_of_id[a] >= 0:
-            grouped[fill[row_of_id[a]]] = t
+            c, f = triplets[t, 1], triplets[t, 2]
+            lower_closer = 1 if c < f else 0
+            grouped[fill[row_of_id[a]]] = (((min(c, f) << ID_BITS) | max(c, f)) << 1) | lower_closer
             fill[row_of_id[a]] += 1
     widest = 0
     for r in range(n_rows):
         widest = max(widest, counts[r + 1] - counts[r])
-    buffer = np.full(capacity_for(widest), EMPTY, np.int64)
-    lower_votes = np.zeros(len(buffer), np.int64)
-    all_votes = np.zeros(len(buffer), np.int64)
+    buffer = np.full((capacity_for(widest), 2), EMPTY, np.int64)
     used = np.empty(widest, np.int64)
     pair_slots, pair_rows = table[:, 0], table[:, 1]
     for r in range(n_rows):
-        slots = buffer[: capacity_for(counts[r + 1] - counts[r])]
+        local = buffer[: capacity_for(counts[r + 1] - counts[r])]
+        slots = local[:, 0]
         n_used = 0
         for at in range(counts[r], counts[r + 1]):
-            t = grouped[at]
-            c, f = triplets[t, 1], triplets[t, 2]
-            key = (min(c, f) << ID_BITS) | max(c, f)
+            key = grouped[at] >> 1
             slot = _probe(slots, key)
             if slots[slot] == EMPTY:
-                slots[slot] = key
+                local[slot, 0], local[slot, 1] = key, 0
                 used[n_used] = slot
                 n_used += 1
-            lower_votes[slot] += 1 if c < f else 0
-            all_votes[slot] += 1
+            # all votes in the high 32 bits, votes for the lower id in the low 32
+            local[slot, 1] += (np.int64(1) << 32) | (grouped[at] & 1)
         for u in range(n_used):
             slot = used[u]
-            if 2 * lower_votes[slot] != all_votes[slot]:
-                found = _probe(pair_slots, slots[slot])
-                if pair_slots[found] == slots[slot]:
-                    side = 0 if 2 * lower_votes[slot] > all_votes[slot] else 1
-                    scores[r] += pair_votes[pair_rows[found], side]
+            lower, votes = local[slot, 1] & 0xFFFFFFFF, local[slot, 1] >> 32
+            if 2 * lower != votes:
+                found = _probe(pair_slots, local[slot, 0])
+                if pair_slots[found] == local[slot, 0]:
+                    scores[r] += pair_votes[pair_rows[found], 0 if 2 * lower > votes else 1]
                     support[r] += 1
-            slots[slot], lower_votes[slot], all_votes[slot] = EMPTY, 0, 0
+            local[slot, 0] = EMPTY
 
 
 class TripletBoost(BaseEstimator):
