@@ -97,6 +97,8 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
     n_estimators : trees per forest.
     n_forests : forests of each kind per level (random and completely random).
     max_levels : most cascade levels.
+    early_stopping : stop adding levels once the cross-fitted accuracy stops improving
+        (False builds `max_levels` levels).
     n_folds : folds of the cross-fitting.
     weighted : learn the tree weights (DisDF); False averages the trees (gcForest).
     tau, lam : margin and ridge of the weight objective.
@@ -114,6 +116,7 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
         n_estimators: int = 100,
         n_forests: int = 2,
         max_levels: int = 5,
+        early_stopping: bool = True,
         n_folds: int = 3,
         weighted: bool = True,
         tau: float = 1.0,
@@ -126,6 +129,7 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.n_estimators = n_estimators
         self.n_forests = n_forests
         self.max_levels = max_levels
+        self.early_stopping = early_stopping
         self.n_folds = n_folds
         self.weighted = weighted
         self.tau = tau
@@ -208,7 +212,7 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
                 level.append(fold_forests)
                 level_weights.append(fold_weights)
             accuracy = float(np.mean(self._vote(vectors, n_classes) == encoded))
-            if accuracy <= best_accuracy:
+            if accuracy <= best_accuracy and self.early_stopping:
                 break
             best_accuracy = accuracy
             self.levels_.append(level)
