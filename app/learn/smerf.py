@@ -54,6 +54,8 @@ def _best_split(X, D, sample, members, candidates, candidate_weights, min_sample
     best_score, best_candidate, best_threshold = np.inf, -1, 0.0
     to_left = np.empty(size)
     for candidate in range(candidates.shape[0]):
+        if candidates[candidate, 0] < 0:
+            continue  # fewer non-constant features than max_features
         values = _projection_values(X, rows, candidates[candidate], candidate_weights[candidate])
         order = np.argsort(values, kind="mergesort")
         to_left[:] = 0.0
@@ -129,11 +131,21 @@ def _grow(
         size = end - start
         split = -1
         if size >= 2 * min_samples_leaf and size >= 2 and (max_depth < 0 or depth < max_depth):
-            chosen = np.random.permutation(n_features)[:max_features]
             candidates[:] = -1
             candidate_weights[:] = 0.0
-            for c in range(max_features):
-                candidates[c, 0], candidate_weights[c, 0] = chosen[c], 1.0
+            # As scikit-learn: features constant in the node do not count towards
+            # max_features, so a node is not left unsplit for drawing only those.
+            n_chosen = 0
+            rows = sample[members]
+            for feature in np.random.permutation(n_features):
+                if n_chosen == max_features:
+                    break
+                low, high = X[rows[0], feature], X[rows[0], feature]
+                for i in range(1, size):
+                    low, high = min(low, X[rows[i], feature]), max(high, X[rows[i], feature])
+                if high > low:
+                    candidates[n_chosen, 0], candidate_weights[n_chosen, 0] = feature, 1.0
+                    n_chosen += 1
             for c in range(max_features, n_candidates):
                 terms = np.random.permutation(n_features)[: min(oblique_terms, n_features)]
                 for term in range(len(terms)):

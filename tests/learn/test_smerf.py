@@ -163,3 +163,14 @@ def test_bad_shapes_and_parameters_are_refused():
     assert dissimilarity_from_adjacency(np.eye(3)).tolist() == [[0, 1, 1], [1, 0, 1], [1, 1, 0]]
     assert dissimilarity_from_labels([0, 1, 1]).tolist() == [[0, 1, 1], [1, 0, 0], [1, 0, 0]]
     assert dissimilarity_from_target([0.0, 2.0])[0, 1] == 2.0
+
+
+def test_constant_features_do_not_use_up_max_features():
+    """As scikit-learn: a node draws features until it has max_features that vary in it."""
+    rng = np.random.default_rng(0)
+    X = np.zeros((200, 10))
+    X[:, 3] = rng.normal(size=200)
+    D = dissimilarity_from_labels(X[:, 3] > 0)
+    model = SMERF(5, max_features=1, random_state=0).fit(X, D)
+    assert all(len(tree[0]) == 3 for tree in model.trees_)  # one split, two leaves
+    assert model.feature_importances_[3] == 1.0
