@@ -6,7 +6,7 @@ at random (stratified), the rest for testing; accuracy %, mean ± sd over repeti
 and how often DisDF beat, tied or lost to gcForest on the same split. The paper's claim
 to check: DisDF helps most at small N.
 
-    .venv/bin/python benchmarks/disdf_paper.py [--reps 20] [--trees 100]
+    .venv/bin/python benchmarks/disdf_paper.py [--reps 20] [--trees 100] [--tau 1 --lam 0.01]
 """
 
 from __future__ import annotations
@@ -32,14 +32,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--trees", type=int, default=100)
+    parser.add_argument("--tau", type=float, default=1.0, help="DisDF's margin")
+    parser.add_argument("--lam", type=float, default=0.01, help="DisDF's ridge")
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     args = parser.parse_args()
-    print(f"\nAccuracy %, mean ± sd over {args.reps} random splits; {args.trees} trees per forest")
+    print(
+        f"\nAccuracy %, mean ± sd over {args.reps} random splits; {args.trees} trees per forest;"
+        f" DisDF tau={args.tau}, lam={args.lam}"
+    )
     header = f"{'data':<15}{'N':>5}{'gcForest':>14}{'DisDF':>14}{'DisDF - gc':>12}{'won/tied/lost':>15}{'s':>6}"
     print(header)
     print("-" * len(header))
-    for name, load in DATASETS.items():
-        X, y = load(return_X_y=True)
-        for size in SIZES:
+    for name in args.datasets:
+        X, y = DATASETS[name](return_X_y=True)
+        for size in args.sizes:
             start = time.perf_counter()
             scores = []
             for rep in range(args.reps):
@@ -48,7 +55,13 @@ def main() -> None:
                 )
                 row = []
                 for weighted in (False, True):
-                    model = DisDF(n_estimators=args.trees, weighted=weighted, random_state=rep)
+                    model = DisDF(
+                        n_estimators=args.trees,
+                        weighted=weighted,
+                        tau=args.tau,
+                        lam=args.lam,
+                        random_state=rep,
+                    )
                     model.fit(X[train], y[train])
                     row.append(100 * np.mean(model.predict(X[test]) == y[test]))
                 scores.append(row)
