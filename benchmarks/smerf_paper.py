@@ -22,7 +22,7 @@ onto the positive semi-definite cone (a small ridge keeps it defined when there 
 fewer pairs than its 210 unknowns). Also: the share of SMERF's feature importance on
 the two relevant features, and how often they are its two largest.
 
-    .venv/bin/python benchmarks/smerf_paper.py [--reps 10] [--trees 100]
+    .venv/bin/python benchmarks/smerf_paper.py [--reps 10] [--trees 100] [--max-features sqrt]
 """
 
 from __future__ import annotations
@@ -122,8 +122,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--trees", type=int, default=100)
+    parser.add_argument(
+        "--max-features",
+        default="all",
+        help="features tried per node: 'all' (default here: 2 of 20 features matter) or 'sqrt'",
+    )
     args = parser.parse_args()
-    print(f"\nmean over {args.reps} repetitions; {N_TEST} test items; SMERF {args.trees} trees")
+    max_features = None if args.max_features == "all" else args.max_features
+    print(
+        f"\nmean over {args.reps} repetitions; {N_TEST} test items; SMERF {args.trees} trees,"
+        f" max_features={args.max_features}"
+    )
     header = (
         f"{'setting':<12}{'n':>5}{'mAP@10 SMERF':>14}{'Mahal.':>8}{'Spearman SMERF':>16}"
         f"{'Mahal.':>8}{'RMSE SMERF':>12}{'Mahal.':>8}{'importance 1+2':>16}{'top 2':>7}{'s':>5}"
@@ -139,7 +148,8 @@ def main() -> None:
                 X, D = simulate(n + N_TEST, rng)
                 train, test = np.arange(n), np.arange(n, n + N_TEST)
                 truth = D[np.ix_(test, test)]
-                smerf = SMERF(args.trees, random_state=rep).fit(X[train], D[np.ix_(train, train)])
+                smerf = SMERF(args.trees, max_features=max_features, random_state=rep)
+                smerf.fit(X[train], D[np.ix_(train, train)])
                 ours = measures(smerf.predict(X[test]), truth)
                 baseline = Mahalanobis().fit(X[train], D[np.ix_(train, train)])
                 theirs = measures(baseline.predict(X[test]), truth)
