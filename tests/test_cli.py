@@ -104,7 +104,7 @@ def test_production_mode_wants_migrations_applied_first(tmp_path):
     env = {"CLOSER_MODE": "production", "CLOSER_SECRET_KEY": "s" * 48}
     result = run(["serve"], cwd=tmp_path, env=env)
     assert result.returncode == 2
-    assert re.search(r"needs migrations 0001.*closer migrate", result.stderr)
+    assert re.search(r"needs migrations 0001, 0002.*closer migrate", result.stderr)
     assert run(["migrate"], cwd=tmp_path, env=env).returncode == 0
 
 

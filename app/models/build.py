@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import BigInteger, ForeignKey, LargeBinary, Text
+from sqlalchemy.orm import Mapped, deferred, mapped_column
+
+from app.core.db import Base
+from app.models._types import JsonValue, Timestamp, string_enum, utcnow
+
+
+class BuildStatus(StrEnum):
+    running = "running"
+    paused = "paused"
+    cancelled = "cancelled"
+    complete = "complete"
+
+
+class Build(Base):
+    """A CompRF forest built from raters' answers, node by node.
+
+    `state` is the resumable builder (the library's own format); `items` maps its
+    positions to item ids. `answers_cursor` is the id of the last triplet folded into the
+    state, so a step after a crash reads exactly the answers it had not seen. `version`
+    rises with every saved step: a step that lost a race saves nothing.
+    """
+
+    __tablename__ = "builds"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    status: Mapped[BuildStatus] = mapped_column(
+        string_enum(BuildStatus, "build_status"), default=BuildStatus.running
+    )
+    params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    state: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    items: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    answers_cursor: Mapped[int] = mapped_column(BigInteger, default=0)
+    version: Mapped[int] = mapped_column(default=0)
+    queries_answered: Mapped[int] = mapped_column(default=0)
+    queries_pending: Mapped[int] = mapped_column(default=0)
+    progress: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    message: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, onupdate=utcnow)
