@@ -1,0 +1,186 @@
+"""CompRF builds in the service: start, fold in answers step by step, pause, resume, cancel.
+
+The builder's state lives in the `builds` row. A step reads the project's answers that
+arrived after the build's cursor, folds them into the state and saves it together with
+the new cursor in one compare-and-set update, so a crash between steps loses nothing (the
+answers are still in `triplets`, the cursor did not move) and two concurrent steps cannot
+both save (the loser's update matches no row and is dropped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.core.errors import Conflict, ServiceError
+from app.learn import CompRF, CompRFBuilder
+from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
+
+ANSWER_BATCH = 200_000
+FINAL = (BuildStatus.cancelled, BuildStatus.complete)
+
+
+@dataclass(frozen=True)
+class BuildParams:
+    n_trees: int = 100
+    leaf_size: int = 1
+    subsample: float = 1.0
+    answers_per_query: int = 1
+    random_state: int | None = None
+
+
+def _labelled_items(session: Session, project: Project) -> tuple[np.ndarray, np.ndarray]:
+    rows = session.execute(
+        select(Item.id, Item.label)
+        .where(Item.project_id == project.id, Item.label.is_not(None), Item.split != Split.test)
+        .order_by(Item.id)
+    ).all()
+    ids = np.array([row.id for row in rows], dtype=np.int64)
+    labels = [row.label for row in rows]
+    if project.label_type is LabelType.regression:
+        return ids, np.array(labels, dtype=np.float64)
+    return ids, np.array(labels, dtype=object).astype(str)
+
+
+def start_build(*, session: Session, project: Project, params: BuildParams) -> Build:
+    """A build over the project's labelled items (test items left out), with any answers
+    already held folded in at once."""
+    ids, labels = _labelled_items(session, project)
+    if len(ids) < 2:
+        raise ServiceError(
+            f"a build needs at least 2 labelled items outside the test split; "
+            f"project {project.id} has {len(ids)}"
+        )
+    task = "regression" if project.label_type is LabelType.regression else "classification"
+    try:
+        builder = CompRFBuilder(
+            np.arange(len(ids)),
+            labels,
+            n_trees=params.n_trees,
+            leaf_size=params.leaf_size,
+            subsample=params.subsample,
+            task=task,
+            answers_per_query=params.answers_per_query,
+            random_state=params.random_state,
+        )
+    except ValueError as error:
+        raise ServiceError(str(error)) from error
+    build = Build(
+        project_id=project.id,
+        params={**params.__dict__, "task": task},
+        state=builder.to_bytes(),
+        items=ids.tobytes(),
+        answers_cursor=0,
+        version=0,
+        queries_pending=0,
+        queries_answered=0,
+        progress={},
+        message="",
+    )
+    session.add(build)
+    session.flush()
+    step(session=session, build=build)
+    return build
+
+
+def _builder(build: Build) -> CompRFBuilder:
+    return CompRFBuilder.from_bytes(build.state)
+
+
+def item_ids(build: Build) -> np.ndarray:
+    return np.frombuffer(build.items, dtype=np.int64)
+
+
+def _new_answers(session: Session, build: Build) -> tuple[np.ndarray, int]:
+    """Answers after the cursor (as builder positions; those about other items dropped)
+    and the id of the last one read."""
+    ids = item_ids(build)
+    cursor = build.answers_cursor
+    batches = []
+    while True:
+        rows = session.execute(
+            select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
+            .where(Triplet.project_id == build.project_id, Triplet.id > cursor)
+            .order_by(Triplet.id)
+            .limit(ANSWER_BATCH)
+        ).all()
+        if not rows:
+            break
+        block = np.array(rows, dtype=np.int64)
+        cursor = int(block[-1, 0])
+        answers = block[:, 1:]
+        positions = np.searchsorted(ids, answers)
+        known = (positions < len(ids)) & (ids[np.minimum(positions, len(ids) - 1)] == answers)
+        batches.append(positions[known.all(axis=1)])
+        if len(rows) < ANSWER_BATCH:
+            break
+    answers = np.concatenate(batches) if batches else np.empty((0, 3), np.int64)
+    return answers, cursor
+
+
+def step(*, session: Session, build: Build) -> int:
+    """Fold the answers that arrived since the last step into the build; returns how many
+    were read. Saves nothing if another step saved first (the caller may simply retry)."""
+    if build.status is not BuildStatus.running:
+        return 0
+    builder = _builder(build)
+    answers, cursor = _new_answers(session, build)
+    if len(answers):
+        builder.add_answers(answers)
+    progress = builder.progress()
+    values = {
+        "state": builder.to_bytes(),
+        "answers_cursor": cursor,
+        "version": build.version + 1,
+        "queries_answered": builder.n_queries,
+        "queries_pending": progress["queries_pending"],
+        "progress": progress,
+        "status": BuildStatus.complete if builder.is_complete else BuildStatus.running,
+    }
+    saved = session.execute(
+        update(Build)
+        .where(Build.id == build.id, Build.version == build.version)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if saved:
+        session.refresh(build)
+    return len(answers) if saved else 0
+
+
+def pending_queries(*, session: Session, build: Build) -> np.ndarray:
+    """The queries the build waits for, as item ids ``(anchor, p, q)``."""
+    if build.status is not BuildStatus.running:
+        return np.empty((0, 3), np.int64)
+    return item_ids(build)[_builder(build).pending_queries()]
+
+
+def set_status(*, session: Session, build: Build, status: BuildStatus) -> Build:
+    """Pause, resume or cancel; a finished build stays as it is."""
+    allowed = {
+        BuildStatus.paused: (BuildStatus.running,),
+        BuildStatus.running: (BuildStatus.paused,),
+        BuildStatus.cancelled: (BuildStatus.running, BuildStatus.paused),
+    }
+    if status not in allowed:
+        raise ServiceError(f"a build can be paused, resumed or cancelled, not set to {status}")
+    if build.status is status:
+        return build
+    if build.status not in allowed[status]:
+        raise Conflict(f"build {build.id} is {build.status.value}: it cannot become {status.value}")
+    build.status = status
+    build.version += 1
+    session.flush()
+    return build
+
+
+def forest(build: Build) -> CompRF:
+    if build.status is not BuildStatus.complete:
+        raise Conflict(
+            f"build {build.id} is {build.status.value}: "
+            f"{build.queries_pending} queries still wait for answers"
+        )
+    return _builder(build).forest()

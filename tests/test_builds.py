@@ -1,0 +1,164 @@
+"""CompRF builds in the service, on both databases: answers that arrive in the triplets
+table grow the forest step by step; the state survives a restart; pause and cancel hold."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from app.builds import service
+from app.builds.service import BuildParams
+from app.core.db import unit_of_work
+from app.core.errors import Conflict, ServiceError
+from app.learn import CompRF, FeatureOracle
+from app.models import Build, BuildStatus, Item, Project, Split, Triplet, TripletSource
+
+
+@pytest.fixture
+def sessions(app):
+    return app.state.session_factory
+
+
+@pytest.fixture
+def blobs():
+    X, y = make_blobs(n_samples=80, centers=3, cluster_std=1.0, random_state=0)
+    return X, y
+
+
+@pytest.fixture
+def labelled_project(sessions, project, blobs):
+    """80 labelled items, 20 of them in the test split; returns (project id, item ids)."""
+    X, y = blobs
+    with unit_of_work(sessions) as session:
+        items = [
+            Item(
+                project_id=project["id"],
+                key=f"item-{i}",
+                label=str(y[i]),
+                features=X[i].tobytes(),
+                split=Split.test if i >= 60 else Split.train,
+            )
+            for i in range(len(X))
+        ]
+        session.add_all(items)
+        session.flush()
+        return project["id"], np.array([item.id for item in items])
+
+
+def answer(sessions, project_id, ids, queries, oracle):
+    """Raters (here a feature oracle) answer `queries` given as item ids."""
+    position = {int(item): i for i, item in enumerate(ids)}
+    local = np.vectorize(position.__getitem__)(queries)
+    answered = ids[oracle.answer(local)]
+    with unit_of_work(sessions) as session:
+        session.add_all(
+            Triplet(
+                project_id=project_id,
+                anchor_id=int(a),
+                closer_id=int(c),
+                farther_id=int(f),
+                source=TripletSource.oracle,
+            )
+            for a, c, f in answered
+        )
+
+
+def run_to_completion(sessions, build_id, project_id, ids, oracle, max_rounds=200) -> int:
+    for rounds in range(max_rounds):
+        # A fresh session each round: nothing survives between steps but the database.
+        with unit_of_work(sessions) as session:
+            build = session.get(Build, build_id)
+            if build.status is BuildStatus.complete:
+                return rounds
+            queries = service.pending_queries(session=session, build=build)
+        answer(sessions, project_id, ids, queries, oracle)
+        with unit_of_work(sessions) as session:
+            service.step(session=session, build=session.get(Build, build_id))
+    raise AssertionError("the build did not complete")
+
+
+def test_answers_grow_the_forest_as_the_library_builds_it_offline(
+    sessions, labelled_project, blobs
+):
+    X, y = blobs
+    project_id, ids = labelled_project
+    params = BuildParams(n_trees=5, leaf_size=2, random_state=3)
+    with unit_of_work(sessions) as session:
+        build = service.start_build(
+            session=session, project=session.get(Project, project_id), params=params
+        )
+        build_id = build.id
+        assert build.status is BuildStatus.running and build.queries_pending > 0
+    rounds = run_to_completion(sessions, build_id, project_id, ids, FeatureOracle(X))
+    with sessions() as session:
+        build = session.get(Build, build_id)
+        assert build.status is BuildStatus.complete and build.queries_pending == 0
+        assert build.progress["done_share"] == 1.0
+        online = service.forest(build)
+    offline = CompRF(n_trees=5, leaf_size=2, random_state=3).fit(
+        np.arange(60), y[:60].astype(str), FeatureOracle(X)
+    )
+    assert rounds > 3 and online.n_queries_ == offline.n_queries_
+    test = np.arange(60, 80)
+    assert np.array_equal(
+        online.predict(test, FeatureOracle(X)), offline.predict(test, FeatureOracle(X))
+    )
+
+
+def test_answers_held_before_the_build_are_not_asked_again(sessions, labelled_project, blobs):
+    X, _ = blobs
+    project_id, ids = labelled_project
+    params = BuildParams(n_trees=3, leaf_size=2, random_state=1)
+    with unit_of_work(sessions) as session:
+        first = service.start_build(
+            session=session, project=session.get(Project, project_id), params=params
+        )
+        asked = service.pending_queries(session=session, build=first)
+    answer(sessions, project_id, ids, asked, FeatureOracle(X))
+    with unit_of_work(sessions) as session:
+        again = service.start_build(
+            session=session, project=session.get(Project, project_id), params=params
+        )
+        still = service.pending_queries(session=session, build=again)
+        assert again.queries_answered == len(asked)
+        held = {tuple(row) for row in asked}
+        assert not any(tuple(row) in held for row in still)
+
+
+def test_a_step_that_lost_a_race_saves_nothing_and_pause_and_cancel_hold(
+    sessions, labelled_project, blobs
+):
+    X, _ = blobs
+    project_id, ids = labelled_project
+    with unit_of_work(sessions) as session:
+        build = service.start_build(
+            session=session,
+            project=session.get(Project, project_id),
+            params=BuildParams(n_trees=2, random_state=0),
+        )
+        build_id = build.id
+        queries = service.pending_queries(session=session, build=build)
+    answer(sessions, project_id, ids, queries, FeatureOracle(X))
+    with unit_of_work(sessions) as first, unit_of_work(sessions) as second:
+        one, two = first.get(Build, build_id), second.get(Build, build_id)
+        assert service.step(session=first, build=one) == len(queries)
+        first.commit()
+        assert service.step(session=second, build=two) == 0  # its version is stale
+    with unit_of_work(sessions) as session:
+        build = session.get(Build, build_id)
+        assert build.queries_answered == len(queries)
+        service.set_status(session=session, build=build, status=BuildStatus.paused)
+        assert len(service.pending_queries(session=session, build=build)) == 0
+        service.set_status(session=session, build=build, status=BuildStatus.running)
+        service.set_status(session=session, build=build, status=BuildStatus.cancelled)
+        with pytest.raises(Conflict, match="cancelled"):
+            service.set_status(session=session, build=build, status=BuildStatus.running)
+        with pytest.raises(Conflict, match="cancelled"):
+            service.forest(build)
+
+
+def test_a_project_without_labels_cannot_start_a_build(sessions, project):
+    with unit_of_work(sessions) as session:
+        with pytest.raises(ServiceError, match="at least 2 labelled items"):
+            service.start_build(
+                session=session, project=session.get(Project, project["id"]), params=BuildParams()
+            )
