@@ -62,6 +62,11 @@ def answer(sessions, project_id, ids, queries, oracle):
         )
 
 
+def start(session, project_id, **params) -> Build:
+    project = session.get(Project, project_id)
+    return service.start_build(session=session, project=project, params=BuildParams(**params))
+
+
 def run_to_completion(sessions, build_id, project_id, ids, oracle, max_rounds=200) -> int:
     for rounds in range(max_rounds):
         # A fresh session each round: nothing survives between steps but the database.
@@ -81,11 +86,8 @@ def test_answers_grow_the_forest_as_the_library_builds_it_offline(
 ):
     X, y = blobs
     project_id, ids = labelled_project
-    params = BuildParams(n_trees=5, leaf_size=2, random_state=3)
     with unit_of_work(sessions) as session:
-        build = service.start_build(
-            session=session, project=session.get(Project, project_id), params=params
-        )
+        build = start(session, project_id, n_trees=5, leaf_size=2, random_state=3)
         build_id = build.id
         assert build.status is BuildStatus.running and build.queries_pending > 0
     rounds = run_to_completion(sessions, build_id, project_id, ids, FeatureOracle(X))
@@ -107,17 +109,13 @@ def test_answers_grow_the_forest_as_the_library_builds_it_offline(
 def test_answers_held_before_the_build_are_not_asked_again(sessions, labelled_project, blobs):
     X, _ = blobs
     project_id, ids = labelled_project
-    params = BuildParams(n_trees=3, leaf_size=2, random_state=1)
+    params = {"n_trees": 3, "leaf_size": 2, "random_state": 1}
     with unit_of_work(sessions) as session:
-        first = service.start_build(
-            session=session, project=session.get(Project, project_id), params=params
-        )
+        first = start(session, project_id, **params)
         asked = service.pending_queries(session=session, build=first)
     answer(sessions, project_id, ids, asked, FeatureOracle(X))
     with unit_of_work(sessions) as session:
-        again = service.start_build(
-            session=session, project=session.get(Project, project_id), params=params
-        )
+        again = start(session, project_id, **params)
         still = service.pending_queries(session=session, build=again)
         assert again.queries_answered == len(asked)
         held = {tuple(row) for row in asked}
@@ -130,11 +128,7 @@ def test_a_step_that_lost_a_race_saves_nothing_and_pause_and_cancel_hold(
     X, _ = blobs
     project_id, ids = labelled_project
     with unit_of_work(sessions) as session:
-        build = service.start_build(
-            session=session,
-            project=session.get(Project, project_id),
-            params=BuildParams(n_trees=2, random_state=0),
-        )
+        build = start(session, project_id, n_trees=2, random_state=0)
         build_id = build.id
         queries = service.pending_queries(session=session, build=build)
     answer(sessions, project_id, ids, queries, FeatureOracle(X))
@@ -159,6 +153,4 @@ def test_a_step_that_lost_a_race_saves_nothing_and_pause_and_cancel_hold(
 def test_a_project_without_labels_cannot_start_a_build(sessions, project):
     with unit_of_work(sessions) as session:
         with pytest.raises(ServiceError, match="at least 2 labelled items"):
-            service.start_build(
-                session=session, project=session.get(Project, project["id"]), params=BuildParams()
-            )
+            start(session, project["id"])
