@@ -6,11 +6,13 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from app.builds import service
+from app.builds.jobs import request_step
 from app.builds.service import BuildParams
 from app.core.db import unit_of_work
 from app.core.errors import Conflict, ServiceError
 from app.learn import CompRF, FeatureOracle
-from app.models import Build, BuildStatus, Item, Project, Split, Triplet, TripletSource
+from app.models import Build, BuildStatus, Item, Job, Project, Split, Triplet, TripletSource
+from app.worker.loop import Worker
 
 
 @pytest.fixture
@@ -122,9 +124,9 @@ def test_answers_held_before_the_build_are_not_asked_again(sessions, labelled_pr
         assert not any(tuple(row) in held for row in still)
 
 
-def test_a_step_that_lost_a_race_saves_nothing_and_pause_and_cancel_hold(
-    sessions, labelled_project, blobs
-):
+@pytest.fixture
+def first_answers(sessions, labelled_project, blobs):
+    """A 2-tree build whose first queries have been answered; (build id, those queries)."""
     X, _ = blobs
     project_id, ids = labelled_project
     with unit_of_work(sessions) as session:
@@ -132,6 +134,11 @@ def test_a_step_that_lost_a_race_saves_nothing_and_pause_and_cancel_hold(
         build_id = build.id
         queries = service.pending_queries(session=session, build=build)
     answer(sessions, project_id, ids, queries, FeatureOracle(X))
+    return build_id, queries
+
+
+def test_a_step_that_lost_a_race_saves_nothing_and_pause_and_cancel_hold(sessions, first_answers):
+    build_id, queries = first_answers
     with unit_of_work(sessions) as first, unit_of_work(sessions) as second:
         one, two = first.get(Build, build_id), second.get(Build, build_id)
         assert service.step(session=first, build=one) == len(queries)
@@ -154,3 +161,16 @@ def test_a_project_without_labels_cannot_start_a_build(sessions, project):
     with unit_of_work(sessions) as session:
         with pytest.raises(ServiceError, match="at least 2 labelled items"):
             start(session, project["id"])
+
+
+def test_a_worker_step_folds_new_answers_and_steps_are_not_queued_twice(sessions, first_answers):
+    build_id, queries = first_answers
+    with unit_of_work(sessions) as session:
+        build = session.get(Build, build_id)
+        first = request_step(session=session, build=build)
+        assert request_step(session=session, build=build).id == first.id
+    assert Worker(sessions).run(until_idle=True) == 1
+    with sessions() as session:
+        assert session.get(Build, build_id).queries_answered == len(queries)
+        job = session.get(Job, first.id)
+        assert job.status.value == "succeeded" and job.result["answers_read"] == len(queries)

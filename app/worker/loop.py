@@ -70,6 +70,8 @@ class Worker:
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.stale_after = timedelta(seconds=stale_after_seconds)
+        if handlers is None:
+            import app.jobs  # noqa: F401  (registers the job kinds; imported late: they import us)
         self.handlers = HANDLERS if handlers is None else handlers
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()

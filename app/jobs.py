@@ -1,0 +1,5 @@
+"""Every kind of job the workers run: importing this registers their handlers."""
+
+from app.builds import jobs as build_jobs
+
+KINDS = (build_jobs.STEP,)
