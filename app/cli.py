@@ -61,6 +61,38 @@ def create_token(
 
 
 @cli.command()
+def demo(
+    items: Annotated[int, typer.Option(help="Digits in the project", min=20, max=1797)] = 300,
+) -> None:
+    """Create the demo project once: handwritten digits as images with labels and pixel
+    features, and a CompRF build started so raters have comparisons to answer."""
+    from app.core.db import make_engine, make_session_factory, unit_of_work
+    from app.demo.service import create_demo
+    from app.items.images import ImageStore
+
+    settings = get_settings()
+    _ensure_schema(settings)
+    settings.media_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        with unit_of_work(make_session_factory(engine)) as session:
+            project, build, created = create_demo(
+                session=session,
+                settings=settings,
+                store=ImageStore(settings.media_dir),
+                n_items=items,
+                n_test=max(items // 6, 2),
+            )
+            summary = (
+                f"project {project.id} '{project.name}': build {build.id} "
+                f"({build.params['n_trees']} trees) waits for {build.queries_pending} answers"
+            )
+    finally:
+        engine.dispose()
+    typer.echo(("created " if created else "already there: ") + summary)
+
+
+@cli.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Interface (CLOSER_HOST)")] = None,
     port: Annotated[int | None, typer.Option(help="Port (CLOSER_PORT)")] = None,

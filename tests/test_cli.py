@@ -131,3 +131,23 @@ def test_database_url_switches_the_database(tmp_path, url_env):
         del os.environ[url_env]
     assert settings.resolved_database_url == "postgresql+psycopg://u@h/db"
     assert not settings.is_sqlite
+
+
+def test_demo_creates_a_digits_project_with_a_build_once(tmp_path):
+    first = run(["demo", "--items", "40"], cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert re.search(
+        r"created project 1 'Handwritten digits \(demo\)': build 1 .* waits for \d+", first.stdout
+    )
+    again = run(["demo", "--items", "40"], cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.startswith("already there: project 1")
+    with sqlite3.connect(tmp_path / "data" / "closer.db") as db:
+        items = db.execute(
+            "SELECT count(*), count(label), count(image_file), count(features) FROM items"
+        ).fetchone()
+        assert items == (40, 40, 40, 40)
+        assert db.execute("SELECT status FROM builds").fetchall() == [("running",)]
+        assert db.execute("SELECT kind, status FROM jobs").fetchall() == [
+            ("comprf_build_step", "queued")
+        ]
+    assert len(list((tmp_path / "data" / "media").rglob("*.png"))) == 40

@@ -1,0 +1,111 @@
+"""A ready project for newcomers: scikit-learn's handwritten digits as images, with labels
+and pixel features, and a CompRF build started so there is something to rate at once."""
+
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+
+import numpy as np
+from PIL import Image
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.builds.jobs import request_step
+from app.builds.service import BuildParams, start_build
+from app.core.config import Settings
+from app.items.images import ImageStore
+from app.items.service import ingest_items
+from app.models import Build, LabelType, Project, Researcher
+from app.projects.service import create_project
+from app.uploads.files import UploadedFile
+
+DEMO_RESEARCHER = "demo"
+DEMO_PROJECT = "Handwritten digits (demo)"
+IMAGE_SIZE = 96
+
+
+def digit_png(pixels: np.ndarray) -> bytes:
+    """An 8x8 digit (0..16 ink) as a crisp, white-background PNG."""
+    grey = (255 - pixels.reshape(8, 8) * (255 / 16)).astype(np.uint8)
+    image = Image.fromarray(grey, mode="L").resize((IMAGE_SIZE, IMAGE_SIZE), Image.NEAREST)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def digits_archive(n_items: int, n_test: int, random_state: int) -> bytes:
+    """A ZIP upload (manifest.csv + PNGs) of `n_items` digits, the last `n_test` of them in
+    the test split."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    chosen = np.random.default_rng(random_state).permutation(len(X))[:n_items]
+    manifest = io.StringIO()
+    writer = csv.writer(manifest)
+    writer.writerow(["key", "label", "split", "image", "features"])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for position, index in enumerate(chosen):
+            name = f"images/digit-{index:04d}.png"
+            archive.writestr(name, digit_png(X[index]))
+            split = "test" if position >= n_items - n_test else "train"
+            features = " ".join(f"{value:g}" for value in X[index])
+            writer.writerow([f"digit-{index:04d}", str(y[index]), split, name, features])
+        archive.writestr("manifest.csv", manifest.getvalue())
+    return buffer.getvalue()
+
+
+def create_demo(
+    *,
+    session: Session,
+    settings: Settings,
+    store: ImageStore,
+    n_items: int = 300,
+    n_test: int = 50,
+    params: BuildParams | None = None,
+) -> tuple[Project, Build, bool]:
+    """The demo project and its build; created once (returns created=False after)."""
+    researcher = session.scalar(select(Researcher).where(Researcher.name == DEMO_RESEARCHER))
+    if researcher is None:
+        researcher = Researcher(name=DEMO_RESEARCHER, is_admin=False)
+        session.add(researcher)
+        session.flush()
+    project = session.scalar(
+        select(Project).where(Project.owner_id == researcher.id, Project.name == DEMO_PROJECT)
+    )
+    if project is not None:
+        build = session.scalar(
+            select(Build).where(Build.project_id == project.id).order_by(Build.id.desc())
+        )
+        if build is not None:
+            return project, build, False
+    else:
+        project = create_project(
+            session=session,
+            owner=researcher,
+            name=DEMO_PROJECT,
+            description=(
+                "Which digit is drawn more like the one on top? Answer by what you see: "
+                "the shape, not the number."
+            ),
+            label_type=LabelType.classification,
+        )
+        archive = digits_archive(n_items, n_test, random_state=0)
+        ingest_items(
+            session=session,
+            settings=settings,
+            store=store,
+            project=project,
+            upload=UploadedFile("digits.zip", io.BytesIO(archive), "application/zip"),
+            requested_format=None,
+            idempotency_key=None,
+        )
+    build = start_build(
+        session=session,
+        project=project,
+        params=params or BuildParams(n_trees=10, leaf_size=5, answers_per_query=1, random_state=0),
+    )
+    request_step(session=session, build=build)
+    return project, build, True
