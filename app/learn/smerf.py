@@ -173,10 +173,11 @@ def _grow(
         order[start : start + n_left] = members[goes_left]
         order[start + n_left : end] = members[~goes_left]
         # Impurity decrease, weighted by the node's share of the tree's items.
+        # An oblique split shares it among its features; an axis-aligned one has one.
         decrease = (node_sum / size - score) / n
-        for term in range(oblique_terms):
-            if candidates[split, term] >= 0:
-                importance[candidates[split, term]] += decrease / oblique_terms
+        used = candidates[split][candidates[split] >= 0]
+        for feature in used:
+            importance[feature] += decrease / len(used)
         left[node], right[node] = n_nodes, n_nodes + 1
         stack_node[top], stack_start[top], stack_end[top], stack_depth[top] = (
             n_nodes + 1,

@@ -174,3 +174,22 @@ def test_constant_features_do_not_use_up_max_features():
     model = SMERF(5, max_features=1, random_state=0).fit(X, D)
     assert all(len(tree[0]) == 3 for tree in model.trees_)  # one split, two leaves
     assert model.feature_importances_[3] == 1.0
+
+
+def test_importances_add_up_to_the_trees_impurity_decrease_also_with_oblique_splits():
+    """Axis-aligned splits credit their one feature in full, oblique ones share the
+    credit, so a tree's raw importances add up to Dbar(root) minus the leaves' Dbar
+    weighted by their share of the items, whatever kinds of split it chose."""
+    from app.learn.smerf import _grow
+
+    X, D = two_relevant_dimensions(120, 7)
+    sample = np.arange(120)
+    grown = _grow(X, D, sample, 4, 3, 2, 3, -1, 0)
+    features, leaf_start, leaf_members, importance = grown[0], grown[6], grown[7], grown[8]
+    internal = grown[3] != -1
+    assert (features[internal, 1] >= 0).any() and (features[internal, 1] < 0).any()
+    leaves_dbar = sum(
+        D[np.ix_(members, members)].mean() * len(members) / 120
+        for members in np.split(leaf_members, leaf_start[1:-1])
+    )
+    assert importance.sum() == pytest.approx(D.mean() - leaves_dbar)
