@@ -73,12 +73,6 @@ def start_build(*, session: Session, project: Project, params: BuildParams) -> B
         params={**params.__dict__, "task": task},
         state=builder.to_bytes(),
         items=ids.tobytes(),
-        answers_cursor=0,
-        version=0,
-        queries_pending=0,
-        queries_answered=0,
-        progress={},
-        message="",
     )
     session.add(build)
     session.flush()
@@ -130,14 +124,11 @@ def step(*, session: Session, build: Build) -> int:
     answers, cursor = _new_answers(session, build)
     if len(answers):
         builder.add_answers(answers)
-    progress = builder.progress()
     values = {
         "state": builder.to_bytes(),
         "answers_cursor": cursor,
         "version": build.version + 1,
-        "queries_answered": builder.n_queries,
-        "queries_pending": progress["queries_pending"],
-        "progress": progress,
+        "progress": builder.progress(),
         "status": BuildStatus.complete if builder.is_complete else BuildStatus.running,
     }
     saved = session.execute(

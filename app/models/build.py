@@ -21,10 +21,11 @@ class BuildStatus(StrEnum):
 class Build(Base):
     """A CompRF forest built from raters' answers, node by node.
 
-    `state` is the resumable builder (the library's own format); `items` maps its
-    positions to item ids. `answers_cursor` is the id of the last triplet folded into the
-    state, so a step after a crash reads exactly the answers it had not seen. `version`
-    rises with every saved step: a step that lost a race saves nothing.
+        `state` is the resumable builder (the library's own format); `items` maps its
+        positions to item ids. `answers_cursor` is the id of the last triplet folded into the
+        state, so a step after a crash reads exactly the answers it had not seen. `version`
+        rises with every saved step: a step that lost a race saves nothing. `progress` is the
+    builder's own report (queries answered and pending, share of each tree done).
     """
 
     __tablename__ = "builds"
@@ -41,9 +42,17 @@ class Build(Base):
     items: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
     answers_cursor: Mapped[int] = mapped_column(BigInteger, default=0)
     version: Mapped[int] = mapped_column(default=0)
-    queries_answered: Mapped[int] = mapped_column(default=0)
-    queries_pending: Mapped[int] = mapped_column(default=0)
     progress: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     message: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, onupdate=utcnow)
+
+    @property
+    def queries_answered(self) -> int:
+        """Distinct queries answered so far (from the last saved step's progress)."""
+        return int(self.progress.get("queries_answered", 0))
+
+    @property
+    def queries_pending(self) -> int:
+        """Queries the open nodes still wait for."""
+        return int(self.progress.get("queries_pending", 0))

@@ -44,8 +44,6 @@ def upgrade() -> None:
         sa.Column("items", sa.LargeBinary(), nullable=False),
         sa.Column("answers_cursor", sa.BigInteger(), nullable=False),
         sa.Column("version", sa.Integer(), nullable=False),
-        sa.Column("queries_answered", sa.Integer(), nullable=False),
-        sa.Column("queries_pending", sa.Integer(), nullable=False),
         sa.Column("progress", JSON_VALUE, nullable=False),
         sa.Column("message", sa.Text(), nullable=False),
         sa.Column("created_at", TIMESTAMP, nullable=False),
