@@ -21,17 +21,23 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(
-    *, session: Session, researcher_name: str, admin: bool = False, token_name: str = ""
-) -> str:
-    """Create the researcher if new, add a token, and return the plain token (shown once)."""
-    researcher = session.scalar(select(Researcher).where(Researcher.name == researcher_name))
+def ensure_researcher(*, session: Session, name: str, admin: bool = False) -> Researcher:
+    """The researcher called `name`, created if new; `admin` grants (never revokes) admin."""
+    researcher = session.scalar(select(Researcher).where(Researcher.name == name))
     if researcher is None:
-        researcher = Researcher(name=researcher_name, is_admin=admin)
+        researcher = Researcher(name=name, is_admin=admin)
         session.add(researcher)
         session.flush()
     elif admin:
         researcher.is_admin = True
+    return researcher
+
+
+def create_token(
+    *, session: Session, researcher_name: str, admin: bool = False, token_name: str = ""
+) -> str:
+    """Create the researcher if new, add a token, and return the plain token (shown once)."""
+    researcher = ensure_researcher(session=session, name=researcher_name, admin=admin)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     session.add(
         ApiToken(

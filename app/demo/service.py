@@ -12,12 +12,13 @@ from PIL import Image
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.auth.service import ensure_researcher
 from app.builds.jobs import request_step
 from app.builds.service import BuildParams, start_build
 from app.core.config import Settings
 from app.items.images import ImageStore
 from app.items.service import ingest_items
-from app.models import Build, LabelType, Project, Researcher
+from app.models import Build, LabelType, Project
 from app.projects.service import create_project
 from app.uploads.files import UploadedFile
 
@@ -67,11 +68,7 @@ def create_demo(
     params: BuildParams | None = None,
 ) -> tuple[Project, Build, bool]:
     """The demo project and its build; created once (returns created=False after)."""
-    researcher = session.scalar(select(Researcher).where(Researcher.name == DEMO_RESEARCHER))
-    if researcher is None:
-        researcher = Researcher(name=DEMO_RESEARCHER, is_admin=False)
-        session.add(researcher)
-        session.flush()
+    researcher = ensure_researcher(session=session, name=DEMO_RESEARCHER)
     project = session.scalar(
         select(Project).where(Project.owner_id == researcher.id, Project.name == DEMO_PROJECT)
     )
