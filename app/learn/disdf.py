@@ -211,7 +211,8 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
                     fold_weights.append(w)
                 level.append(fold_forests)
                 level_weights.append(fold_weights)
-            accuracy = float(np.mean(self._vote(vectors, n_classes) == encoded))
+            voted = np.argmax(self._class_sums(vectors, n_classes), axis=1)
+            accuracy = float(np.mean(voted == encoded))
             if accuracy <= best_accuracy and self.early_stopping:
                 break
             best_accuracy = accuracy
@@ -233,8 +234,9 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
         return full
 
     @staticmethod
-    def _vote(vectors: np.ndarray, n_classes: int) -> np.ndarray:
-        return np.argmax(vectors.reshape(len(vectors), -1, n_classes).sum(axis=1), axis=1)
+    def _class_sums(vectors: np.ndarray, n_classes: int) -> np.ndarray:
+        """Each class's share summed over the level's forests: the cascade's vote."""
+        return vectors.reshape(len(vectors), -1, n_classes).sum(axis=1)
 
     def transform(self, X) -> np.ndarray:
         """The last level's class vectors: the learnt representation (a metric space)."""
@@ -257,8 +259,7 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         check_is_fitted(self, "levels_")
         n_classes = len(self.classes_)
-        vectors = self.transform(X)
-        summed = vectors.reshape(len(vectors), -1, n_classes).sum(axis=1)
+        summed = self._class_sums(self.transform(X), n_classes)
         return summed / summed.sum(axis=1, keepdims=True)
 
     def predict(self, X) -> np.ndarray:
