@@ -22,7 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from app.learn._hashing import EMPTY, _probe, capacity_for
-from app.learn.comprf import ID_BITS, MAX_ITEMS
+from app.learn.comprf import ID_BITS, MAX_ITEMS, _check_items
 from app.learn.triplets import check_triplets
 
 MAX_CLASSES = 63  # label sets are bit masks in an int64
@@ -413,20 +413,16 @@ class TripletBoost(BaseEstimator):
     def fit(self, triplets, items, y) -> TripletBoost:
         if not isinstance(self.n_iter, Integral) or self.n_iter < 1:
             raise ValueError(f"n_iter must be a positive integer; got {self.n_iter!r}")
-        items = np.asarray(items)
-        if items.ndim != 1 or (items.size and items.dtype.kind not in "iu"):
-            raise ValueError("items must be a 1-d array of integer item ids")
+        items = _check_items(items)
         if len(np.unique(items)) != len(items):
             raise ValueError("items must not repeat an id")
-        if items.size and (items.min() < 0 or items.max() >= MAX_ITEMS):
-            raise ValueError(f"item ids must be in 0..{MAX_ITEMS - 1}")
         y = np.asarray(y)
         if y.shape != items.shape:
             raise ValueError(f"y must hold one label per item ({len(items)}); got shape {y.shape}")
         self.classes_, labels = np.unique(y, return_inverse=True)
         if len(self.classes_) > MAX_CLASSES:
             raise ValueError(f"at most {MAX_CLASSES} classes; got {len(self.classes_)}")
-        self.items_ = items.astype(np.int64)
+        self.items_ = items
         self._labels = labels.astype(np.int64).ravel()
         n = len(items)
         self._weights = np.full((n, len(self.classes_)), 1.0 / (n * len(self.classes_)))
