@@ -18,8 +18,8 @@ from app.learn.smerf import (
     dissimilarity_from_target,
 )
 from app.learn.tete import TETE, feature_triplets
-from app.learn.triplets import check_triplets, random_queries, random_triplets
 from app.learn.tripletboost import TripletBoost
+from app.learn.triplets import check_triplets, random_queries, random_triplets
 
 __all__ = [
     "CompRF",
