@@ -9,7 +9,20 @@ from app.core import migrations
 from app.core.db import make_engine
 from app.models import Base
 
-TABLES = {"researchers", "api_tokens", "projects", "items", "triplets", "uploads", "raters", "jobs"}
+TABLES = {
+    "researchers",
+    "api_tokens",
+    "projects",
+    "items",
+    "triplets",
+    "uploads",
+    "raters",
+    "jobs",
+    "builds",
+    "query_slots",
+    "assignments",
+    "predictions",
+}
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -50,6 +63,6 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     engine = make_engine(url)
     try:
-        assert migrations.pending_revisions(engine, url) == ["0001", "0002"]
+        assert migrations.pending_revisions(engine, url) == ["0001", "0002", "0003"]
     finally:
         engine.dispose()

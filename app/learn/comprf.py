@@ -327,12 +327,20 @@ class CompRFBuilder:
         self.random_state = random_state if isinstance(random_state, Integral) else None
         seed = int(check_random_state(random_state).randint(0, 2**63 - 1, dtype=np.int64))
         self.seed = seed
-        n = len(self.items)
+        self._plant()
+
+    def _plant(self) -> None:
+        """Roots for every tree and no answers: the state before the first answer."""
+        n, n_trees, subsample = len(self.items), self.params["n_trees"], self.params["subsample"]
         size = n if subsample == 1 else max(2, int(round(subsample * n)))
+        # Splits reorder each node's members in place, so they are drawn anew here.
         self.members = np.concatenate(
-            [np.random.default_rng([seed, tree]).permutation(n)[:size] for tree in range(n_trees)]
+            [
+                np.random.default_rng([self.seed, tree]).permutation(n)[:size]
+                for tree in range(n_trees)
+            ]
         ).astype(np.int64)
-        self.store = AnswerStore(answers_per_query)
+        self.store = AnswerStore(self.params["answers_per_query"])
         self._pending_cache = None
         self._query_cache = None
         self._issued = None
@@ -343,9 +351,19 @@ class CompRFBuilder:
             start=trees * size,
             end=(trees + 1) * size,
             depth=np.zeros(n_trees),
-            key=_mix(np.uint64(seed) ^ (trees.astype(np.uint64) * _TREE_SALT)),
+            key=_mix(np.uint64(self.seed) ^ (trees.astype(np.uint64) * _TREE_SALT)),
         )
         self._open(self.roots)
+
+    def restarted(self) -> CompRFBuilder:
+        """The same build (items, labels, seed, parameters) with no answers: replaying a
+        subset of the answers into it gives the forest those answers alone would give."""
+        fresh = self.__class__.__new__(self.__class__)
+        fresh.params = dict(self.params)
+        fresh.items, fresh.y, fresh.classes = self.items, self.y, self.classes
+        fresh.random_state, fresh.seed = self.random_state, self.seed
+        fresh._plant()
+        return fresh
 
     # -- the public face -------------------------------------------------------------
 

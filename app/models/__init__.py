@@ -5,22 +5,38 @@ from app.models.build import Build, BuildStatus
 from app.models.item import Item, Split
 from app.models.job import Job, JobStatus
 from app.models.project import LabelType, Project
+from app.models.queue import (
+    Assignment,
+    Choice,
+    Prediction,
+    PredictionStatus,
+    Purpose,
+    QuerySlot,
+    SlotState,
+)
 from app.models.rater import Rater
 from app.models.researcher import ApiToken, Researcher
 from app.models.triplet import Triplet, TripletSource, Upload, UploadKind
 
 __all__ = [
     "ApiToken",
+    "Assignment",
     "Base",
     "Build",
+    "Choice",
     "BuildStatus",
     "Item",
     "Job",
     "JobStatus",
     "LabelType",
+    "Prediction",
+    "PredictionStatus",
     "Project",
+    "Purpose",
+    "QuerySlot",
     "Rater",
     "Researcher",
+    "SlotState",
     "Split",
     "Triplet",
     "TripletSource",

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import ForeignKey, String, Text
+from sqlalchemy import Float, ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -17,7 +18,26 @@ class LabelType(StrEnum):
     regression = "number"
 
 
+def new_public_slug() -> str:
+    """The unguessable part of a project's rating link."""
+    return secrets.token_urlsafe(12)
+
+
+def new_completion_code() -> str:
+    return secrets.token_hex(4).upper()
+
+
 class Project(Base):
+    """A set of items and the answers about them.
+
+    The rating columns are what the researcher decides about the public rating link:
+    the instructions raters read, how many answers make a finished session (then the
+    completion code, and a redirect back to the recruiting platform if set), whether
+    "can't tell" is offered, the shares of random and attention-check queries mixed in,
+    how long a served query stays reserved, and the quality thresholds below which a
+    rater's answers stop counting.
+    """
+
     __tablename__ = "projects"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -30,3 +50,19 @@ class Project(Base):
     # Set by the first upload that carries feature vectors; later uploads must match it.
     feature_dim: Mapped[int | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+    public_slug: Mapped[str] = mapped_column(String(32), unique=True, default=new_public_slug)
+    instructions: Mapped[str] = mapped_column(Text, default="")
+    question: Mapped[str] = mapped_column(
+        String(300), default="Which of the two is closer to the one on top?"
+    )
+    allow_cant_tell: Mapped[bool] = mapped_column(default=False)
+    answers_per_rater: Mapped[int] = mapped_column(default=40)
+    completion_code: Mapped[str] = mapped_column(String(64), default=new_completion_code)
+    completion_url: Mapped[str | None] = mapped_column(String(500))
+    random_share: Mapped[float] = mapped_column(Float, default=0.1)
+    attention_rate: Mapped[float] = mapped_column(Float, default=0.05)
+    lease_seconds: Mapped[int] = mapped_column(default=120)
+    min_attention_accuracy: Mapped[float | None] = mapped_column(Float)
+    min_majority_agreement: Mapped[float | None] = mapped_column(Float)
+    quality_min_answers: Mapped[int] = mapped_column(default=5)

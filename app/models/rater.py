@@ -1,16 +1,26 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy import Float, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
-from app.models._types import Timestamp, utcnow
+from app.models._types import JsonValue, Timestamp, utcnow
 
 
 class Rater(Base):
-    """A person answering queries, known by the id their recruiting platform gave them."""
+    """A person answering queries, known by the id their recruiting platform gave them.
+
+    The browser holds a random session token; only its hash is stored. The counters
+    measure quality: attention checks passed and failed, and how often the rater's
+    answers agree with the majority of others on the same query. `exclusion_override` is
+    the researcher's word (True: excluded, False: included whatever the thresholds say);
+    `excluded` is the decision in force: the override where there is one, else the
+    project's thresholds. An excluded rater's answers are kept, flagged by the rater, and
+    left out of builds and training until the decision is reversed.
+    """
 
     __tablename__ = "raters"
     __table_args__ = (
@@ -22,3 +32,21 @@ class Rater(Base):
     external_id: Mapped[str] = mapped_column(String(200))
     platform: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+    session_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+    platform_ids: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    answers: Mapped[int] = mapped_column(default=0)
+    attention_passed: Mapped[int] = mapped_column(default=0)
+    attention_failed: Mapped[int] = mapped_column(default=0)
+    majority_compared: Mapped[int] = mapped_column(default=0)
+    majority_agreement: Mapped[float | None] = mapped_column(Float)
+    excluded: Mapped[bool] = mapped_column(default=False)
+    exclusion_reason: Mapped[str] = mapped_column(Text, default="")
+    exclusion_override: Mapped[bool | None] = mapped_column()
+    completed_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    last_seen_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+    @property
+    def attention_accuracy(self) -> float | None:
+        checks = self.attention_passed + self.attention_failed
+        return self.attention_passed / checks if checks else None

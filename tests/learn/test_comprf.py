@@ -321,3 +321,24 @@ def test_subsample_builds_each_tree_on_its_own_share_of_items(blobs):
     assert len(set.union(*tree_items)) > 300  # different trees draw different halves
     full = CompRF(n_trees=6, random_state=0).fit(np.arange(400), y[:400], FeatureOracle(X))
     assert model.n_queries_ < 0.6 * full.n_queries_
+
+
+def test_a_restarted_build_replays_a_subset_of_answers_into_the_forest_they_alone_give(blobs):
+    X, y = blobs
+    honest, liar = FeatureOracle(X), FeatureOracle(X, noise=0.5, random_state=1)
+    build = CompRFBuilder(np.arange(60), y[:60], n_trees=3, random_state=4)
+    good, bad = [], []
+    while not build.is_complete:
+        queries = build.pending_queries()
+        half = len(queries) // 2
+        good.append(honest.answer(queries[:half]))
+        bad.append(liar.answer(queries[half:]))
+        build.add_answers(np.concatenate([good[-1], bad[-1]]))
+    # Leaving the liar's answers out: the restarted build asks for them again, honestly.
+    replay = build.restarted()
+    assert replay.n_queries == 0 and not replay.is_complete
+    replay.add_answers(np.concatenate(good))
+    while not replay.is_complete:
+        replay.add_answers(honest.answer(replay.pending_queries()))
+    direct = CompRF(n_trees=3, random_state=4).fit(np.arange(60), y[:60], honest)
+    assert canonical_trees(replay.forest()) == canonical_trees(direct)

@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+from datetime import datetime
+from enum import IntEnum, StrEnum
+
+from sqlalchemy import ForeignKey, Index, Integer, SmallInteger, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.db import Base
+from app.models._types import BigId, JsonValue, Timestamp, string_enum, utcnow
+
+
+class Purpose(IntEnum):
+    """Why a query is asked; the scheduler serves lower values first."""
+
+    routing = 0  # a new item routed down a finished forest, for a prediction
+    build = 1  # the first answer an open CompRF node waits for
+    majority = 2  # a further answer for a query's majority (or a tie breaker)
+    random = 3  # a random triplet for the passive learners
+    attention = 4  # a check with a known answer: the anchor is one of the candidates
+
+
+class SlotState(StrEnum):
+    open = "open"
+    answered = "answered"
+    withdrawn = "withdrawn"
+
+
+class QuerySlot(Base):
+    """One answer the scheduler wants: a query `(anchor, {lo, hi})` with a purpose.
+
+    A query that needs k answers has k slots. A slot is served to one rater at a time:
+    serving sets its lease (`lease_rater_id`, `lease_expires_at`) under a row lock, so
+    two raters never hold the same slot; an expired lease makes the slot free again.
+    The partial index keeps choosing the next slot a walk along the open slots of a
+    project in priority order, never a scan of all queries.
+    """
+
+    __tablename__ = "query_slots"
+    __table_args__ = (
+        Index(
+            "ix_query_slots_open",
+            "project_id",
+            "priority",
+            "id",
+            postgresql_where=text("state = 'open'"),
+            sqlite_where=text("state = 'open'"),
+        ),
+        Index(
+            "ix_query_slots_build_open",
+            "build_id",
+            postgresql_where=text("state = 'open'"),
+            sqlite_where=text("state = 'open'"),
+        ),
+        Index(
+            "ix_query_slots_prediction_open",
+            "prediction_id",
+            postgresql_where=text("state = 'open'"),
+            sqlite_where=text("state = 'open'"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    priority: Mapped[int] = mapped_column(SmallInteger)
+    build_id: Mapped[int | None] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"))
+    prediction_id: Mapped[int | None] = mapped_column(
+        ForeignKey("predictions.id", ondelete="CASCADE")
+    )
+    anchor_id: Mapped[int] = mapped_column(BigId)
+    lo_id: Mapped[int] = mapped_column(BigId)
+    hi_id: Mapped[int] = mapped_column(BigId)
+    state: Mapped[SlotState] = mapped_column(
+        string_enum(SlotState, "slot_state"), default=SlotState.open
+    )
+    lease_rater_id: Mapped[int | None] = mapped_column(Integer)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+
+class Choice(StrEnum):
+    left = "left"
+    right = "right"
+    cant_tell = "cant_tell"
+
+
+class Assignment(Base):
+    """A query served to one rater: the lease they hold, and then their answer.
+
+    Its id is the answer's idempotency key: the first answer sets `answered_at`, any
+    retry finds it set and stores nothing. A rater is never served the same query
+    twice (the unique index over rater and query). `left_id` / `right_id` are the
+    candidates in the order shown.
+    """
+
+    __tablename__ = "assignments"
+    __table_args__ = (
+        Index(
+            "uq_assignments_rater_query",
+            "rater_id",
+            "anchor_id",
+            "lo_id",
+            "hi_id",
+            unique=True,
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(Integer, index=True)
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
+    slot_id: Mapped[int | None] = mapped_column(BigId)
+    purpose: Mapped[int] = mapped_column(SmallInteger)
+    anchor_id: Mapped[int] = mapped_column(BigId)
+    lo_id: Mapped[int] = mapped_column(BigId)
+    hi_id: Mapped[int] = mapped_column(BigId)
+    left_is_lo: Mapped[bool] = mapped_column()
+    served_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(Timestamp)
+    answered_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    choice: Mapped[Choice | None] = mapped_column(string_enum(Choice, "answer_choice"))
+    response_time_ms: Mapped[int | None] = mapped_column(Integer)
+    triplet_id: Mapped[int | None] = mapped_column(BigId)
+
+    @property
+    def left_id(self) -> int:
+        return self.lo_id if self.left_is_lo else self.hi_id
+
+    @property
+    def right_id(self) -> int:
+        return self.hi_id if self.left_is_lo else self.lo_id
+
+
+class PredictionStatus(StrEnum):
+    routing = "routing"
+    complete = "complete"
+    cancelled = "cancelled"
+
+
+class Prediction(Base):
+    """New items routed down a finished CompRF build: their routing queries go to raters
+    (or to a client that answers them); once every item reached a leaf in every tree,
+    `result` holds their labels and class shares."""
+
+    __tablename__ = "predictions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"))
+    status: Mapped[PredictionStatus] = mapped_column(
+        string_enum(PredictionStatus, "prediction_status"), default=PredictionStatus.routing
+    )
+    item_ids: Mapped[list[int]] = mapped_column(JsonValue, default=list)
+    progress: Mapped[dict] = mapped_column(JsonValue, default=dict)
+    result: Mapped[dict | None] = mapped_column(JsonValue)
+    ask_raters: Mapped[bool] = mapped_column(default=True)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, onupdate=utcnow)
