@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
@@ -17,6 +17,12 @@ from app.core.limits import BodySizeLimit
 from app.items.api import router as items_router
 from app.items.images import ImageStore
 from app.projects.api import router as projects_router
+from app.raters.api import router as raters_router
+from app.raters.views import not_found_page
+from app.raters.views import router as rating_pages
+from app.builds.api import router as builds_router
+from app.scheduling.api import router as rating_router
+from app.core.errors import NotFound
 from app.triplets.api import router as triplets_router
 from app.worker.loop import Worker, start_in_thread
 
@@ -53,8 +59,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)
     install_error_handlers(app)
 
+    templates = Jinja2Templates(directory=ROOT / "templates")
+    app.state.templates = templates
+
+    @app.exception_handler(NotFound)
+    def _not_found(request: Request, exc: NotFound):
+        # A rater who opens a wrong link reads a page, not JSON.
+        if request.url.path.startswith("/r/") and "text/html" in request.headers.get("accept", ""):
+            return not_found_page(request, exc)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
     api = APIRouter(prefix=API_PREFIX)
-    for router in (projects_router, items_router, triplets_router):
+    for router in (
+        projects_router,
+        items_router,
+        triplets_router,
+        builds_router,
+        raters_router,
+        rating_router,
+    ):
         api.include_router(router)
 
     @api.get("/health", tags=["service"])
@@ -62,8 +85,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok"}
 
     app.include_router(api)
+    app.include_router(rating_pages)
+    # Front-end packages come from npm (package.json) and are served from here; mounted
+    # before /static, which would otherwise answer for it.
+    app.mount(
+        "/static/vendor",
+        StaticFiles(directory=ROOT / "node_modules" / "htmx.org" / "dist", check_dir=False),
+        name="vendor",
+    )
     app.mount("/static", StaticFiles(directory=ROOT / "static"), name="static")
-    templates = Jinja2Templates(directory=ROOT / "templates")
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def home(request: Request):

@@ -15,9 +15,11 @@ import numpy as np
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.core.errors import Conflict, ServiceError
+from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn import CompRF, CompRFBuilder
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
+from app.scheduling import service as scheduling
+from app.triplets.log import committed_bound
 
 ANSWER_BATCH = 200_000
 FINAL = (BuildStatus.cancelled, BuildStatus.complete)
@@ -88,16 +90,22 @@ def item_ids(build: Build) -> np.ndarray:
     return np.frombuffer(build.items, dtype=np.int64)
 
 
-def _new_answers(session: Session, build: Build) -> tuple[np.ndarray, int]:
-    """Answers after the cursor (as builder positions; those about other items dropped)
-    and the id of the last one read."""
-    ids = item_ids(build)
-    cursor = build.answers_cursor
+def answers_after(
+    session: Session, project_id: int, cursor: int, ids: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Answers after `cursor` about the items `ids` (sorted), as positions in `ids`, and
+    the id of the last triplet read. Answers of excluded raters are left out."""
+    bound = committed_bound(session, project_id)
+    query = select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
+        Triplet.project_id == project_id, Triplet.id <= bound
+    )
+    excluded = scheduling.excluded_rater_ids(session, project_id)
+    if excluded:
+        query = query.where(Triplet.rater_id.is_(None) | Triplet.rater_id.not_in(excluded))
     batches = []
     while True:
         rows = session.execute(
-            select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
-            .where(Triplet.project_id == build.project_id, Triplet.id > cursor)
+            query.where(Triplet.id > cursor)
             .order_by(Triplet.id)
             .limit(ANSWER_BATCH)
         ).all()
@@ -112,7 +120,11 @@ def _new_answers(session: Session, build: Build) -> tuple[np.ndarray, int]:
         if len(rows) < ANSWER_BATCH:
             break
     answers = np.concatenate(batches) if batches else np.empty((0, 3), np.int64)
-    return answers, cursor
+    return answers, max(cursor, bound)
+
+
+def _new_answers(session: Session, build: Build) -> tuple[np.ndarray, int]:
+    return answers_after(session, build.project_id, build.answers_cursor, item_ids(build))
 
 
 def step(*, session: Session, build: Build) -> int:
@@ -137,9 +149,48 @@ def step(*, session: Session, build: Build) -> int:
         .values(**values)
         .execution_options(synchronize_session=False)
     ).rowcount
-    if saved:
-        session.refresh(build)
-    return len(answers) if saved else 0
+    if not saved:
+        return 0
+    session.refresh(build)
+    _sync_queue(session, build, builder)
+    return len(answers)
+
+
+def _sync_queue(session: Session, build: Build, builder: CompRFBuilder) -> None:
+    """Put the queries the build waits for into the scheduler's queue (and nothing else)."""
+    if build.status is not BuildStatus.running:
+        scheduling.withdraw_slots(session=session, build_id=build.id)
+        return
+    queries, needed = builder.pending_queries(return_needed=True)
+    scheduling.sync_slots(
+        session=session,
+        project_id=build.project_id,
+        queries=item_ids(build)[queries],
+        needed=needed,
+        answered=needed < builder.params["answers_per_query"],
+        build_id=build.id,
+    )
+
+
+def replay(*, session: Session, build: Build) -> Build:
+    """Start the build over from the answers that count now (after raters were excluded
+    or included again): the same seed and items; the next step folds every counted
+    answer in anew. A finished build keeps its forest."""
+    if build.status in FINAL:
+        return build
+    build.state = _builder(build).restarted().to_bytes()
+    build.answers_cursor = 0
+    build.version += 1
+    session.flush()
+    return build
+
+
+def unfinished_builds(*, session: Session, project_id: int) -> list[Build]:
+    return list(
+        session.scalars(
+            select(Build).where(Build.project_id == project_id, Build.status.not_in(FINAL))
+        )
+    )
 
 
 def pending_queries(*, session: Session, build: Build) -> np.ndarray:
@@ -156,7 +207,7 @@ def set_status(*, session: Session, build: Build, status: BuildStatus) -> Build:
         BuildStatus.running: (BuildStatus.paused,),
         BuildStatus.cancelled: (BuildStatus.running, BuildStatus.paused),
     }
-    if status not in allowed:
+    if status not in allowed:  # pragma: no cover - the routes only offer these three
         raise ServiceError(f"a build can be paused, resumed or cancelled, not set to {status}")
     if build.status is status:
         return build
@@ -165,6 +216,10 @@ def set_status(*, session: Session, build: Build, status: BuildStatus) -> Build:
     build.status = status
     build.version += 1
     session.flush()
+    if status is BuildStatus.running:
+        step(session=session, build=build)
+    else:
+        scheduling.withdraw_slots(session=session, build_id=build.id)
     return build
 
 
@@ -175,3 +230,34 @@ def forest(build: Build) -> CompRF:
             f"{build.queries_pending} queries still wait for answers"
         )
     return _builder(build).forest()
+
+
+def get_build(*, session: Session, project: Project, build_id: int) -> Build:
+    build = session.get(Build, build_id)
+    if build is None or build.project_id != project.id:
+        raise NotFound(f"no build {build_id} in project {project.id}")
+    return build
+
+
+def list_builds(*, session: Session, project: Project) -> list[Build]:
+    return list(
+        session.scalars(select(Build).where(Build.project_id == project.id).order_by(Build.id))
+    )
+
+
+def pending_by_key(*, session: Session, build: Build, limit: int) -> list[dict]:
+    """The build's waiting queries with item keys, as a client answering them needs."""
+    if build.status is not BuildStatus.running:
+        return []
+    builder = _builder(build)
+    queries, needed = builder.pending_queries(return_needed=True)
+    queries, needed = item_ids(build)[queries[:limit]], needed[:limit]
+    keys = dict(
+        session.execute(select(Item.id, Item.key).where(Item.id.in_(set(queries.ravel().tolist()))))
+        .tuples()
+        .all()
+    )
+    return [
+        {"anchor": keys[a], "left": keys[p], "right": keys[q], "needed": int(n)}
+        for (a, p, q), n in zip(queries.tolist(), needed.tolist(), strict=True)
+    ]

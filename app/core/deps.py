@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from app.auth.service import authenticate
 from app.core.config import Settings
 from app.core.db import unit_of_work
-from app.models import Researcher
+from app.models import Project, Rater, Researcher
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -46,3 +46,34 @@ def get_current_researcher(
 
 
 CurrentResearcher = Annotated[Researcher, Depends(get_current_researcher)]
+
+
+RATER_COOKIE = "closer_rater"
+
+
+def get_rated_project(session: SessionDep, slug: str) -> Project:
+    from app.raters.service import project_by_slug
+
+    return project_by_slug(session=session, slug=slug)
+
+
+RatedProject = Annotated[Project, Depends(get_rated_project)]
+
+
+def get_current_rater(
+    request: Request,
+    session: SessionDep,
+    project: RatedProject,
+    x_rater_token: Annotated[str | None, Header(description="From joining the study")] = None,
+) -> Rater:
+    """The rater of this study, by their session token (header, or the page's cookie)."""
+    from app.raters.service import authenticate
+
+    token = x_rater_token or request.cookies.get(RATER_COOKIE)
+    rater = authenticate(session=session, project=project, token=token)
+    if rater is None:
+        raise HTTPException(401, "not joined: open the study's link first (or send X-Rater-Token)")
+    return rater
+
+
+CurrentRater = Annotated[Rater, Depends(get_current_rater)]

@@ -4,7 +4,14 @@ from fastapi import APIRouter, Request, Response, status
 
 from app.core.deps import CurrentResearcher, SessionDep
 from app.projects import service
-from app.projects.schemas import ProjectCreate, ProjectDetail, ProjectOut
+from app.projects.schemas import (
+    ProjectCreate,
+    ProjectDetail,
+    ProjectOut,
+    RatingOut,
+    RatingSettings,
+    RatingSettingsUpdate,
+)
 
 router = APIRouter(prefix="/projects", tags=["projects"])
 
@@ -42,3 +49,35 @@ def delete_project(
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     service.delete_project(session=session, store=request.app.state.images, project=project)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _rating_out(request: Request, project) -> RatingOut:
+    link = request.url_for("instructions", slug=project.public_slug)
+    return RatingOut(
+        **RatingSettings.model_validate(project).model_dump(),
+        public_slug=project.public_slug,
+        public_url=str(link),
+    )
+
+
+@router.get("/{project_id}/rating", response_model=RatingOut)
+def get_rating(project_id: int, request: Request, session: SessionDep, researcher: CurrentResearcher):
+    """The public rating link and how it behaves."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    return _rating_out(request, project)
+
+
+@router.patch("/{project_id}/rating", response_model=RatingOut)
+def update_rating(
+    project_id: int,
+    body: RatingSettingsUpdate,
+    request: Request,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Change any of the rating settings (instructions, completion, shares, thresholds)."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    service.update_rating(
+        session=session, project=project, changes=body.model_dump(exclude_unset=True)
+    )
+    return _rating_out(request, project)

@@ -6,7 +6,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.core.db import on_commit
-from app.core.errors import NotFound
+from app.core.errors import NotFound, ServiceError
 from app.items.images import ImageStore
 from app.models import Item, LabelType, Project, Researcher, Triplet
 
@@ -51,3 +51,24 @@ def delete_project(*, session: Session, store: ImageStore, project: Project) -> 
     session.delete(project)
     session.flush()
     on_commit(session, lambda: store.remove_project(project_id))
+
+
+NULLABLE_RATING_SETTINGS = {"completion_url", "min_attention_accuracy", "min_majority_agreement"}
+
+
+def update_rating(*, session: Session, project: Project, changes: dict) -> Project:
+    """Apply rating settings; the shares of random and attention queries must leave room."""
+    for name, value in changes.items():
+        if value is None and name not in NULLABLE_RATING_SETTINGS:
+            raise ServiceError(f"{name} cannot be null")
+    random_share = changes.get("random_share", project.random_share)
+    attention_rate = changes.get("attention_rate", project.attention_rate)
+    if random_share + attention_rate > 1:
+        raise ServiceError(
+            f"random_share + attention_rate must be at most 1; got {random_share} + "
+            f"{attention_rate}"
+        )
+    for name, value in changes.items():
+        setattr(project, name, value)
+    session.flush()
+    return project

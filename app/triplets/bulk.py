@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
+from app.triplets.log import hold_append_lock
+
 BASE_COLUMNS = (
     "project_id",
     "anchor_id",
@@ -25,7 +27,10 @@ class TripletWriter:
     """Rows arrive already encoded for the database at hand (see `encode`): on PostgreSQL
     tuples of COPY text fields, on SQLite tuples of Python values."""
 
-    def __init__(self, session: Session, extra_columns: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, session: Session, project_id: int, extra_columns: tuple[str, ...] = ()
+    ) -> None:
+        hold_append_lock(session, project_id)
         connection = session.connection()
         self.is_postgres = connection.dialect.name == "postgresql"
         self._driver = connection.connection.driver_connection

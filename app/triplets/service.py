@@ -55,7 +55,7 @@ class _RowParser:
         problems: ProblemCollector,
     ) -> None:
         self._appended = tuple(name for name in extras if name in _APPENDED_COLUMNS)
-        writer = TripletWriter(session, tuple(_APPENDED_COLUMNS[n] for n in self._appended))
+        writer = TripletWriter(session, project.id, tuple(_APPENDED_COLUMNS[n] for n in self._appended))
         self.writer = writer
         self.file = file
         self.problems = problems

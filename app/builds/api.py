@@ -1,0 +1,84 @@
+"""CompRF builds over REST: start one, watch it, pause, resume or cancel it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from app.builds import jobs
+from app.builds import service
+from app.builds.schemas import BuildCreate, BuildOut, PendingQuery
+from app.core.deps import CurrentResearcher, SessionDep
+from app.models import BuildStatus
+from app.projects.service import get_project
+
+router = APIRouter(prefix="/projects/{project_id}/builds", tags=["builds"])
+
+
+def _build(session, researcher, project_id: int, build_id: int):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return service.get_build(session=session, project=project, build_id=build_id)
+
+
+@router.post("", response_model=BuildOut, status_code=status.HTTP_201_CREATED)
+def start_build(
+    project_id: int, body: BuildCreate, session: SessionDep, researcher: CurrentResearcher
+):
+    """Start a CompRF build over the project's labelled items (test items left out). Its
+    queries go to raters through the scheduler; answers already held are used first."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    build = service.start_build(
+        session=session, project=project, params=service.BuildParams(**body.model_dump())
+    )
+    jobs.request_step(session=session, build=build)
+    return build
+
+
+@router.get("", response_model=list[BuildOut])
+def list_builds(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return service.list_builds(session=session, project=project)
+
+
+@router.get("/{build_id}", response_model=BuildOut)
+def get_build(project_id: int, build_id: int, session: SessionDep, researcher: CurrentResearcher):
+    """The build with its progress: queries answered and pending, share done per tree."""
+    return _build(session, researcher, project_id, build_id)
+
+
+@router.get("/{build_id}/queries", response_model=list[PendingQuery])
+def pending_queries(
+    project_id: int,
+    build_id: int,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+    limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+):
+    """The queries the build waits for, by item key: a client may answer them itself by
+    uploading triplets."""
+    build = _build(session, researcher, project_id, build_id)
+    return service.pending_by_key(session=session, build=build, limit=limit)
+
+
+def _set(status_to: BuildStatus):
+    def change(project_id: int, build_id: int, session: SessionDep, researcher: CurrentResearcher):
+        build = _build(session, researcher, project_id, build_id)
+        return service.set_status(session=session, build=build, status=status_to)
+
+    return change
+
+
+for _verb, _status in (
+    ("pause", BuildStatus.paused),
+    ("resume", BuildStatus.running),
+    ("cancel", BuildStatus.cancelled),
+):
+    router.add_api_route(
+        f"/{{build_id}}/{_verb}",
+        _set(_status),
+        methods=["POST"],
+        response_model=BuildOut,
+        name=f"{_verb}_build",
+        summary=f"{_verb.capitalize()} the build",
+    )

@@ -1,0 +1,44 @@
+"""Researchers' view of their raters: quality, and the decision to exclude or include."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.core.deps import CurrentResearcher, SessionDep
+from app.projects.service import get_project
+from app.raters import quality
+from app.raters import service as raters
+from app.raters.schemas import RaterDecision, RaterOut
+
+router = APIRouter(prefix="/projects/{project_id}/raters", tags=["raters"])
+
+
+@router.get("", response_model=list[RaterOut])
+def list_raters(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+    """Every rater of the project with their answers, attention checks and agreement with
+    the majority (as last computed; POST .../raters/quality to compute it now)."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return raters.list_raters(session=session, project=project)
+
+
+@router.post("/quality", response_model=list[RaterOut])
+def refresh_quality(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+    """Compute each rater's agreement with the majority now and apply the thresholds."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    quality.refresh(session=session, project=project)
+    return raters.list_raters(session=session, project=project)
+
+
+@router.patch("/{rater_id}", response_model=RaterOut)
+def decide(
+    project_id: int,
+    rater_id: int,
+    body: RaterDecision,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Exclude or include a rater's answers (kept either way, and reversible)."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    rater = raters.get_rater(session=session, project=project, rater_id=rater_id)
+    quality.decide(session=session, project=project, rater=rater, excluded=body.excluded)
+    return rater

@@ -1,0 +1,103 @@
+"""What a rater does, end to end: join through the public link, get the next query,
+answer it. Each use case is one call for the routes (pages and JSON alike)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.builds import jobs as build_jobs
+from app.models import Assignment, Build, Choice, Item, Project, Rater
+from app.raters import quality
+from app.raters import service as raters
+from app.scheduling import service as scheduling
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One item as a rater sees it."""
+
+    key: str
+    text: str | None
+    image: str | None  # file name under the project's media
+
+
+@dataclass(frozen=True)
+class Comparison:
+    assignment_id: int
+    anchor: Shown
+    left: Shown
+    right: Shown
+
+
+@dataclass(frozen=True)
+class RaterState:
+    """Where a rater stands: the comparison to answer (None when done or nothing is
+    left), how many answered of how many, and the completion code once done."""
+
+    comparison: Comparison | None
+    answered: int
+    target: int
+    completion_code: str | None
+    completion_url: str | None
+    replayed: bool = False
+
+
+def join(*, session: Session, project: Project, params: Mapping[str, str]) -> tuple[Rater, str]:
+    return raters.join(session=session, project=project, params=params)
+
+
+def _shown(session: Session, assignment: Assignment) -> Comparison:
+    ids = (assignment.anchor_id, assignment.left_id, assignment.right_id)
+    rows = {
+        row.id: row
+        for row in session.execute(
+            select(Item.id, Item.key, Item.text, Item.image_file).where(Item.id.in_(set(ids)))
+        )
+    }
+    anchor, left, right = (Shown(rows[i].key, rows[i].text, rows[i].image_file) for i in ids)
+    return Comparison(assignment.id, anchor, left, right)
+
+
+def state(*, session: Session, project: Project, rater: Rater, replayed: bool = False) -> RaterState:
+    """The rater's next comparison (leased to them) and their progress."""
+    assignment = scheduling.serve_next(session=session, project=project, rater=rater)
+    done = scheduling.is_complete(project, rater)
+    return RaterState(
+        comparison=None if assignment is None else _shown(session, assignment),
+        answered=rater.answers,
+        target=project.answers_per_rater,
+        completion_code=project.completion_code if done else None,
+        completion_url=project.completion_url if done else None,
+        replayed=replayed,
+    )
+
+
+def answer(
+    *,
+    session: Session,
+    project: Project,
+    rater: Rater,
+    assignment_id: int,
+    choice: Choice,
+    response_time_ms: int | None,
+) -> RaterState:
+    """Record one answer (once, however often it is sent) and serve the next query."""
+    outcome = scheduling.submit_answer(
+        session=session,
+        project=project,
+        rater=rater,
+        assignment_id=assignment_id,
+        choice=choice,
+        response_time_ms=response_time_ms,
+    )
+    if outcome.exclusion_changed:
+        quality.replay_builds(session=session, project=project)
+    elif outcome.build_id is not None:
+        build = session.get(Build, outcome.build_id)
+        if build is not None:
+            build_jobs.request_step(session=session, build=build)
+    return state(session=session, project=project, rater=rater, replayed=outcome.replayed)

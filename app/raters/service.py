@@ -1,0 +1,142 @@
+"""Raters: who they are (the recruiting platform's ids), their sessions, their quality.
+
+A rater reaches a project through its public link. Joining creates the rater (or finds
+the one the platform id names) and hands out a random session token; only its hash is
+kept. Recognised platform parameters are Prolific's (PROLIFIC_PID, STUDY_ID,
+SESSION_ID), Amazon Mechanical Turk's (workerId, assignmentId, hitId) and a plain
+`participant`; without any, the rater is anonymous.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.errors import NotFound, ServiceError
+from app.models import Project, Rater, Triplet
+from app.models._types import utcnow
+from app.scheduling.service import apply_thresholds
+
+PLATFORM_PARAMETERS = {
+    "prolific": ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
+    "mturk": ("workerId", "assignmentId", "hitId"),
+    "participant": ("participant",),
+}
+MAX_ID_LENGTH = 200
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def platform_ids(params: Mapping[str, str]) -> tuple[str | None, str | None, dict[str, str]]:
+    """(platform, external id, every recognised parameter) from a link's query string."""
+    found: dict[str, str] = {}
+    for names in PLATFORM_PARAMETERS.values():
+        for name in names:
+            value = (params.get(name) or "").strip()
+            if value:
+                if len(value) > MAX_ID_LENGTH:
+                    raise ServiceError(f"{name} is longer than {MAX_ID_LENGTH} characters")
+                found[name] = value
+    for platform, names in PLATFORM_PARAMETERS.items():
+        if names[0] in found:
+            return platform, found[names[0]], found
+    return None, None, found
+
+
+def project_by_slug(*, session: Session, slug: str) -> Project:
+    project = session.scalar(select(Project).where(Project.public_slug == slug))
+    if project is None:
+        raise NotFound("no study at this link: check the address you were given")
+    return project
+
+
+def join(*, session: Session, project: Project, params: Mapping[str, str]) -> tuple[Rater, str]:
+    """The rater for these platform ids (created if new) with a fresh session token."""
+    platform, external_id, ids = platform_ids(params)
+    rater = None
+    if external_id is not None:
+        rater = session.scalar(
+            select(Rater).where(Rater.project_id == project.id, Rater.external_id == external_id)
+        )
+    if rater is None:
+        rater = Rater(
+            project_id=project.id,
+            external_id=external_id or f"anonymous-{secrets.token_hex(8)}",
+            platform=platform,
+            platform_ids=ids,
+        )
+        session.add(rater)
+    token = secrets.token_urlsafe(24)
+    rater.session_hash = _hash(token)
+    rater.last_seen_at = utcnow()
+    session.flush()
+    return rater, token
+
+
+def authenticate(*, session: Session, project: Project, token: str | None) -> Rater | None:
+    if not token:
+        return None
+    return session.scalar(
+        select(Rater).where(Rater.session_hash == _hash(token), Rater.project_id == project.id)
+    )
+
+
+def list_raters(*, session: Session, project: Project) -> list[Rater]:
+    return list(session.scalars(select(Rater).where(Rater.project_id == project.id).order_by(Rater.id)))
+
+
+def get_rater(*, session: Session, project: Project, rater_id: int) -> Rater:
+    rater = session.get(Rater, rater_id)
+    if rater is None or rater.project_id != project.id:
+        raise NotFound(f"no rater {rater_id} in project {project.id}")
+    return rater
+
+
+def refresh_majority_agreement(*, session: Session, project: Project) -> list[Rater]:
+    """Each rater's agreement with the majority of the *other* answers to the same
+    queries, over the queries others answered too; then the thresholds are applied.
+    Returns the raters whose exclusion changed."""
+    rows = session.execute(
+        select(Triplet.rater_id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
+            Triplet.project_id == project.id
+        )
+    ).all()
+    raters = {rater.id: rater for rater in list_raters(session=session, project=project)}
+    if rows:
+        block = np.array([(r or -1, a, c, f) for r, a, c, f in rows], dtype=np.int64)
+        rater_of, anchor, closer, farther = block.T
+        lo, hi = np.minimum(closer, farther), np.maximum(closer, farther)
+        _, query = np.unique(np.stack([anchor, lo, hi], axis=1), axis=0, return_inverse=True)
+        query = query.ravel()
+        for_lo = (closer == lo).astype(np.int64)
+        votes_lo = np.bincount(query, weights=for_lo).astype(np.int64)
+        votes = np.bincount(query).astype(np.int64)
+        # Votes of the others: this answer's own vote taken out.
+        others_lo = votes_lo[query] - for_lo
+        others = votes[query] - 1
+        decided = (others > 0) & (2 * others_lo != others)
+        agrees = (2 * others_lo > others) == (for_lo == 1)
+        counted = decided & (rater_of >= 0)
+        compared = np.bincount(rater_of[counted], minlength=1)
+        agreed = np.bincount(rater_of[counted], weights=agrees[counted], minlength=1)
+        for rater_id, rater in raters.items():
+            n = int(compared[rater_id]) if rater_id < len(compared) else 0
+            rater.majority_compared = n
+            rater.majority_agreement = float(agreed[rater_id] / n) if n else None
+    return [rater for rater in raters.values() if apply_thresholds(project=project, rater=rater)]
+
+
+def set_override(*, session: Session, project: Project, rater: Rater, excluded: bool | None) -> bool:
+    """The researcher's decision (None hands it back to the thresholds); returns whether
+    the decision in force changed."""
+    rater.exclusion_override = excluded
+    changed = apply_thresholds(project=project, rater=rater)
+    session.flush()
+    return changed

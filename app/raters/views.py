@@ -1,0 +1,136 @@
+"""The rating pages: a study's instructions, then one comparison after another, swapped
+in by htmx without a page load (and plain form posts where scripts are off)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
+
+from app.core.deps import RATER_COOKIE, RatedProject, SessionDep
+from app.core.errors import NotFound, ServiceError
+from app.models import Choice, Item
+from app.raters import rating
+from app.raters import service as raters
+
+router = APIRouter(prefix="/r/{slug}", include_in_schema=False)
+COOKIE_DAYS = 30
+
+
+def _templates(request: Request):
+    return request.app.state.templates
+
+
+def _page(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
+    return _templates(request).TemplateResponse(request, name, context, status_code=status_code)
+
+
+def _rater(request: Request, session, project):
+    return raters.authenticate(
+        session=session, project=project, token=request.cookies.get(RATER_COOKIE)
+    )
+
+
+@router.get("", response_class=HTMLResponse)
+def instructions(slug: str, request: Request, session: SessionDep, project: RatedProject):
+    """The researcher's instructions and a start button; platform ids pass through."""
+    returning = _rater(request, session, project) is not None
+    return _page(
+        request,
+        "rate/instructions.html",
+        {"project": project, "params": dict(request.query_params), "returning": returning},
+    )
+
+
+@router.post("/start")
+async def start(slug: str, request: Request, session: SessionDep, project: RatedProject):
+    form = await request.form()
+    params = {name: str(value) for name, value in form.items()}
+    try:
+        _, token = rating.join(session=session, project=project, params=params)
+    except ServiceError as error:
+        return _page(
+            request,
+            "rate/instructions.html",
+            {"project": project, "params": params, "returning": False, "error": error.detail},
+            status_code=400,
+        )
+    response = RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
+    response.set_cookie(
+        RATER_COOKIE,
+        token,
+        max_age=COOKIE_DAYS * 86_400,
+        path=f"/r/{slug}",
+        httponly=True,
+        samesite="lax",
+    )
+    return response
+
+
+def _comparison_context(project, state: rating.RaterState, slug: str) -> dict:
+    return {"project": project, "state": state, "slug": slug}
+
+
+@router.get("/rate", response_class=HTMLResponse, name="rate_page")
+def rate_page(slug: str, request: Request, session: SessionDep, project: RatedProject):
+    rater = _rater(request, session, project)
+    if rater is None:
+        return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
+    state = rating.state(session=session, project=project, rater=rater)
+    return _page(request, "rate/rate.html", _comparison_context(project, state, slug))
+
+
+@router.post("/answer", response_class=HTMLResponse)
+def answer(
+    slug: str,
+    request: Request,
+    session: SessionDep,
+    project: RatedProject,
+    query_id: Annotated[int, Form()],
+    choice: Annotated[Choice, Form()],
+    response_time_ms: Annotated[str, Form()] = "",
+):
+    rater = _rater(request, session, project)
+    if rater is None:
+        return _page(
+            request,
+            "rate/_expired.html",
+            {"project": project, "slug": slug},
+            status_code=401,
+        )
+    elapsed = int(response_time_ms) if response_time_ms.isdigit() else None
+    state = rating.answer(
+        session=session,
+        project=project,
+        rater=rater,
+        assignment_id=query_id,
+        choice=choice,
+        response_time_ms=elapsed,
+    )
+    if request.headers.get("HX-Request"):
+        return _page(request, "rate/_comparison.html", _comparison_context(project, state, slug))
+    return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
+
+
+@router.get("/media/{filename}", name="rater_media")
+def media(slug: str, filename: str, request: Request, session: SessionDep, project: RatedProject):
+    """An image of this study's items (and of no other project)."""
+    owned = session.scalar(
+        select(Item.image_type)
+        .where(Item.project_id == project.id, Item.image_file == filename)
+        .limit(1)
+    )
+    if owned is None:
+        raise NotFound(f"no image {filename} in this study")
+    path = request.app.state.images.path(project.id, filename)
+    return FileResponse(
+        path,
+        media_type=owned,
+        headers={"Cache-Control": "public, max-age=31536000, immutable"},
+    )
+
+
+def not_found_page(request: Request, exc: NotFound) -> Response:
+    return _page(request, "rate/missing.html", {"message": exc.detail}, status_code=404)

@@ -1,0 +1,88 @@
+"""The rater's JSON routes: join a study, get the next comparison, answer it. A rater's
+token reaches these and the rating pages only, never the researcher API."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from app.core.deps import CurrentRater, RatedProject, SessionDep
+from app.raters import rating
+from app.scheduling.schemas import (
+    AnswerIn,
+    ComparisonOut,
+    JoinIn,
+    JoinOut,
+    RaterStateOut,
+    ShownItem,
+)
+
+router = APIRouter(prefix="/rate/{slug}", tags=["rating"])
+
+
+def _item(request: Request, slug: str, shown: rating.Shown) -> ShownItem:
+    image = None
+    if shown.image:
+        image = str(request.url_for("rater_media", slug=slug, filename=shown.image).path)
+    return ShownItem(key=shown.key, text=shown.text, image_url=image)
+
+
+def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterStateOut:
+    comparison = None
+    if state.comparison is not None:
+        shown = state.comparison
+        comparison = ComparisonOut(
+            query_id=shown.assignment_id,
+            anchor=_item(request, slug, shown.anchor),
+            left=_item(request, slug, shown.left),
+            right=_item(request, slug, shown.right),
+        )
+    return RaterStateOut(
+        comparison=comparison,
+        answered=state.answered,
+        target=state.target,
+        complete=state.completion_code is not None,
+        completion_code=state.completion_code,
+        completion_url=state.completion_url,
+        replayed=state.replayed,
+    )
+
+
+@router.post("/raters", response_model=JoinOut, status_code=201)
+def join_study(slug: str, body: JoinIn, request: Request, session: SessionDep, project: RatedProject):
+    """Join the study behind a public link; the answer holds the first comparison."""
+    rater, token = rating.join(
+        session=session, project=project, params=body.model_dump(exclude_none=True)
+    )
+    state = rating.state(session=session, project=project, rater=rater)
+    return JoinOut(**state_out(request, slug, state).model_dump(), rater_token=token)
+
+
+@router.get("/next", response_model=RaterStateOut)
+def next_comparison(
+    slug: str, request: Request, session: SessionDep, project: RatedProject, rater: CurrentRater
+):
+    """The comparison to answer now (the same one until it is answered or its lease ends)."""
+    state = rating.state(session=session, project=project, rater=rater)
+    return state_out(request, slug, state)
+
+
+@router.post("/answers", response_model=RaterStateOut)
+def answer_comparison(
+    slug: str,
+    body: AnswerIn,
+    request: Request,
+    session: SessionDep,
+    project: RatedProject,
+    rater: CurrentRater,
+):
+    """Answer a comparison; a retry of the same query_id stores nothing more. The answer
+    holds the next comparison."""
+    state = rating.answer(
+        session=session,
+        project=project,
+        rater=rater,
+        assignment_id=body.query_id,
+        choice=body.choice,
+        response_time_ms=body.response_time_ms,
+    )
+    return state_out(request, slug, state)

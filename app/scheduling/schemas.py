@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.models import Choice
+
+
+class JoinIn(BaseModel):
+    """The recruiting platform's ids, as its link would pass them (all optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    participant: str | None = Field(default=None, max_length=200)
+    PROLIFIC_PID: str | None = Field(default=None, max_length=200)
+    STUDY_ID: str | None = Field(default=None, max_length=200)
+    SESSION_ID: str | None = Field(default=None, max_length=200)
+    workerId: str | None = Field(default=None, max_length=200)
+    assignmentId: str | None = Field(default=None, max_length=200)
+    hitId: str | None = Field(default=None, max_length=200)
+
+
+class ShownItem(BaseModel):
+    key: str
+    text: str | None
+    image_url: str | None
+
+
+class ComparisonOut(BaseModel):
+    query_id: int = Field(description="Send it back with the answer: it makes the answer idempotent")
+    anchor: ShownItem
+    left: ShownItem
+    right: ShownItem
+
+
+class RaterStateOut(BaseModel):
+    comparison: ComparisonOut | None = Field(
+        description="The next comparison; null once the session is complete or nothing is left"
+    )
+    answered: int
+    target: int = Field(description="Answers that complete a session (0: no limit)")
+    complete: bool
+    completion_code: str | None
+    completion_url: str | None
+    replayed: bool = Field(default=False, description="This answer had been stored before")
+
+
+class JoinOut(RaterStateOut):
+    rater_token: str = Field(description="Send as X-Rater-Token on the next calls")
+
+
+class AnswerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query_id: int
+    choice: Choice
+    response_time_ms: int | None = Field(default=None, ge=0, le=86_400_000)

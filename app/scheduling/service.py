@@ -1,0 +1,499 @@
+"""The scheduler: which query a rater sees next, and what their answer changes.
+
+Choosing: with the project's attention-check rate the rater gets a check (the anchor is
+one of the candidates), with its random share a random triplet for the passive
+learners, and otherwise the first free slot of the queue in priority order (prediction
+routing, open CompRF nodes, further answers for a majority); a random triplet when the
+queue has nothing for them. A slot is leased with a compare-and-set update, after a
+`FOR UPDATE SKIP LOCKED` read on PostgreSQL, so two raters never hold the same slot, on
+any number of web processes. A rater never gets a query they were served before.
+
+Answering: the assignment's id is the idempotency key. The first answer marks the
+assignment answered and writes one triplet; a retry, a double click or a replay finds it
+answered and writes nothing. An answer whose lease expired still counts if it is the
+assignment's first.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+from sqlalchemy import and_, exists, insert, or_, select, update
+from sqlalchemy.orm import Session
+
+from app.core.errors import NotFound, ServiceError
+from app.models import (
+    Assignment,
+    Choice,
+    Item,
+    Project,
+    Purpose,
+    QuerySlot,
+    Rater,
+    SlotState,
+    Triplet,
+    TripletSource,
+)
+from app.models._types import utcnow
+from app.triplets.log import hold_append_lock
+
+CANDIDATE_BATCH = 16
+ITEM_CACHE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an answer did: whether it was new, and what it asks of the builds."""
+
+    replayed: bool
+    stored_triplet: bool
+    build_id: int | None = None
+    prediction_id: int | None = None
+    attention_passed: bool | None = None
+    exclusion_changed: bool = False
+
+
+class _ItemIds:
+    """Each project's item ids, read at most every few seconds per process: random
+    triplets and attention checks draw from them on every request."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[int, tuple[float, np.ndarray]] = {}
+
+    def get(self, session: Session, project_id: int) -> np.ndarray:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(project_id)
+        if hit is not None and now - hit[0] < ITEM_CACHE_SECONDS:
+            return hit[1]
+        ids = np.array(
+            session.scalars(select(Item.id).where(Item.project_id == project_id)).all(),
+            dtype=np.int64,
+        )
+        with self._lock:
+            self._cache[project_id] = (now, ids)
+        return ids
+
+
+item_ids = _ItemIds()
+
+
+def _lease_free(now: datetime):
+    return or_(QuerySlot.lease_expires_at.is_(None), QuerySlot.lease_expires_at < now)
+
+
+def _seen_by(rater_id: int):
+    """The rater was served this slot's query before."""
+    return exists().where(
+        Assignment.rater_id == rater_id,
+        Assignment.anchor_id == QuerySlot.anchor_id,
+        Assignment.lo_id == QuerySlot.lo_id,
+        Assignment.hi_id == QuerySlot.hi_id,
+    )
+
+
+def _lease_slot(session: Session, project: Project, rater: Rater, now: datetime):
+    """Lease the first free queue slot this rater has not seen; None when there is none."""
+    expires = now + timedelta(seconds=project.lease_seconds)
+    postgres = session.get_bind().dialect.name == "postgresql"
+    query = (
+        select(QuerySlot.id, QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, QuerySlot.priority)
+        .where(
+            QuerySlot.project_id == project.id,
+            QuerySlot.state == SlotState.open,
+            _lease_free(now),
+            ~_seen_by(rater.id),
+        )
+        .order_by(QuerySlot.priority, QuerySlot.id)
+        .limit(1 if postgres else CANDIDATE_BATCH)
+    )
+    if postgres:
+        query = query.with_for_update(of=QuerySlot, skip_locked=True)
+    for slot in session.execute(query).all():
+        leased = session.execute(
+            update(QuerySlot)
+            .where(QuerySlot.id == slot.id, QuerySlot.state == SlotState.open, _lease_free(now))
+            .values(lease_rater_id=rater.id, lease_expires_at=expires)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if leased:
+            return slot, expires
+    return None, expires
+
+
+def _draw_unseen(session: Session, rater: Rater, ids: np.ndarray, attention: bool, rng):
+    """A random query (or attention check) the rater has not been served; None if the
+    draws keep hitting seen ones (a rater who has seen nearly everything)."""
+    if len(ids) < 3:
+        return None
+    for _ in range(8):
+        anchor, p, q = rng.sample(range(len(ids)), 3)
+        anchor, other = int(ids[anchor]), int(ids[q])
+        first = anchor if attention else int(ids[p])
+        lo, hi = min(first, other), max(first, other)
+        seen = session.scalar(
+            select(Assignment.id).where(
+                Assignment.rater_id == rater.id,
+                Assignment.anchor_id == anchor,
+                Assignment.lo_id == lo,
+                Assignment.hi_id == hi,
+            )
+        )
+        if seen is None:
+            return anchor, lo, hi
+    return None
+
+
+def current_assignment(*, session: Session, rater: Rater, now: datetime | None = None):
+    """The query the rater holds and has not answered yet (a page reload shows it again)."""
+    now = now or utcnow()
+    return session.scalar(
+        select(Assignment)
+        .where(
+            Assignment.rater_id == rater.id,
+            Assignment.answered_at.is_(None),
+            Assignment.expires_at > now,
+        )
+        .order_by(Assignment.id.desc())
+        .limit(1)
+    )
+
+
+def is_complete(project: Project, rater: Rater) -> bool:
+    return project.answers_per_rater > 0 and rater.answers >= project.answers_per_rater
+
+
+def serve_next(
+    *,
+    session: Session,
+    project: Project,
+    rater: Rater,
+    rng: random.Random | None = None,
+    now: datetime | None = None,
+) -> Assignment | None:
+    """The next query for `rater`, leased to them; None once they are done (or nothing is
+    left to ask)."""
+    if is_complete(project, rater):
+        return None
+    now = now or utcnow()
+    held = current_assignment(session=session, rater=rater, now=now)
+    if held is not None:
+        return held
+    rng = rng or random.Random()
+    draw = rng.random()
+    slot = None
+    expires = now + timedelta(seconds=project.lease_seconds)
+    ids = item_ids.get(session, project.id)
+    if draw < project.attention_rate:
+        purpose, chosen = Purpose.attention, _draw_unseen(session, rater, ids, True, rng)
+    elif draw < project.attention_rate + project.random_share:
+        purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, rng)
+    else:
+        slot, expires = _lease_slot(session, project, rater, now)
+        if slot is not None:
+            purpose, chosen = Purpose(slot.priority), (slot.anchor_id, slot.lo_id, slot.hi_id)
+        else:
+            purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, rng)
+    if chosen is None:
+        return None
+    anchor, lo, hi = chosen
+    assignment = Assignment(
+        project_id=project.id,
+        rater_id=rater.id,
+        slot_id=None if slot is None else slot.id,
+        purpose=int(purpose),
+        anchor_id=anchor,
+        lo_id=lo,
+        hi_id=hi,
+        left_is_lo=rng.random() < 0.5,
+        served_at=now,
+        expires_at=expires,
+    )
+    session.add(assignment)
+    session.flush()
+    return assignment
+
+
+def submit_answer(
+    *,
+    session: Session,
+    project: Project,
+    rater: Rater,
+    assignment_id: int,
+    choice: Choice,
+    response_time_ms: int | None = None,
+    now: datetime | None = None,
+) -> Outcome:
+    """Record the rater's answer to one assignment, once."""
+    if choice is Choice.cant_tell and not project.allow_cant_tell:
+        raise ServiceError("this project does not offer \"can't tell\": choose left or right")
+    if response_time_ms is not None and not 0 <= response_time_ms <= 86_400_000:
+        raise ServiceError(
+            f"response_time_ms must be between 0 and 86400000 (a day); got {response_time_ms}"
+        )
+    now = now or utcnow()
+    answered = session.execute(
+        update(Assignment)
+        .where(
+            Assignment.id == assignment_id,
+            Assignment.rater_id == rater.id,
+            Assignment.answered_at.is_(None),
+        )
+        .values(answered_at=now, choice=choice, response_time_ms=response_time_ms)
+        .returning(
+            Assignment.slot_id,
+            Assignment.purpose,
+            Assignment.anchor_id,
+            Assignment.lo_id,
+            Assignment.hi_id,
+            Assignment.left_is_lo,
+        )
+        .execution_options(synchronize_session=False)
+    ).first()
+    if answered is None:
+        known = session.scalar(
+            select(Assignment.id).where(
+                Assignment.id == assignment_id, Assignment.rater_id == rater.id
+            )
+        )
+        if known is None:
+            raise NotFound(f"no query {assignment_id} was served to you")
+        return Outcome(replayed=True, stored_triplet=False)
+
+    rater.answers += 1
+    rater.last_seen_at = now
+    if is_complete(project, rater) and rater.completed_at is None:
+        rater.completed_at = now
+    chosen_lo = (choice is Choice.left) == answered.left_is_lo
+    if answered.purpose == Purpose.attention:
+        passed = choice is not Choice.cant_tell and (
+            (answered.lo_id if chosen_lo else answered.hi_id) == answered.anchor_id
+        )
+        if passed:
+            rater.attention_passed += 1
+        else:
+            rater.attention_failed += 1
+        changed = apply_thresholds(project=project, rater=rater)
+        return Outcome(
+            replayed=False,
+            stored_triplet=False,
+            attention_passed=passed,
+            exclusion_changed=changed,
+        )
+
+    slot_owner = (None, None)
+    if answered.slot_id is not None:
+        if choice is Choice.cant_tell:
+            # Someone else may be able to tell: the slot goes back to the queue.
+            session.execute(
+                update(QuerySlot)
+                .where(QuerySlot.id == answered.slot_id, QuerySlot.lease_rater_id == rater.id)
+                .values(lease_rater_id=None, lease_expires_at=None)
+                .execution_options(synchronize_session=False)
+            )
+        else:
+            session.execute(
+                update(QuerySlot)
+                .where(QuerySlot.id == answered.slot_id, QuerySlot.state == SlotState.open)
+                .values(state=SlotState.answered)
+                .execution_options(synchronize_session=False)
+            )
+            slot_owner = session.execute(
+                select(QuerySlot.build_id, QuerySlot.prediction_id).where(
+                    QuerySlot.id == answered.slot_id
+                )
+            ).one()
+    if choice is Choice.cant_tell:
+        return Outcome(replayed=False, stored_triplet=False)
+    closer, farther = (
+        (answered.lo_id, answered.hi_id) if chosen_lo else (answered.hi_id, answered.lo_id)
+    )
+    hold_append_lock(session, project.id)
+    session.execute(
+        insert(Triplet).values(
+            project_id=project.id,
+            anchor_id=answered.anchor_id,
+            closer_id=closer,
+            farther_id=farther,
+            source=TripletSource.rater,
+            rater_id=rater.id,
+            query_id=assignment_id,
+            response_time_ms=response_time_ms,
+            created_at=now,
+        )
+    )
+    return Outcome(
+        replayed=False,
+        stored_triplet=True,
+        build_id=slot_owner[0],
+        prediction_id=slot_owner[1],
+    )
+
+
+def apply_thresholds(*, project: Project, rater: Rater) -> bool:
+    """Decide the rater's exclusion from the project's thresholds (unless the researcher
+    decided it); returns whether the decision in force changed."""
+    before = rater.excluded
+    reasons = []
+    checks = rater.attention_passed + rater.attention_failed
+    if (
+        project.min_attention_accuracy is not None
+        and checks >= project.quality_min_answers
+        and rater.attention_passed / checks < project.min_attention_accuracy
+    ):
+        reasons.append(
+            f"passed {rater.attention_passed} of {checks} attention checks "
+            f"(below {project.min_attention_accuracy:.0%})"
+        )
+    if (
+        project.min_majority_agreement is not None
+        and rater.majority_agreement is not None
+        and rater.majority_compared >= project.quality_min_answers
+        and rater.majority_agreement < project.min_majority_agreement
+    ):
+        reasons.append(
+            f"agreed with the majority on {rater.majority_agreement:.0%} of "
+            f"{rater.majority_compared} queries (below {project.min_majority_agreement:.0%})"
+        )
+    if rater.exclusion_override is not None:
+        rater.excluded = rater.exclusion_override
+        rater.exclusion_reason = "set by the researcher"
+    else:
+        rater.excluded = bool(reasons)
+        rater.exclusion_reason = "; ".join(reasons)
+    return rater.excluded != before
+
+
+def excluded_rater_ids(session: Session, project_id: int) -> list[int]:
+    return list(
+        session.scalars(
+            select(Rater.id).where(Rater.project_id == project_id, Rater.excluded.is_(True))
+        )
+    )
+
+
+# -- the queue, as the builds and predictions want it ----------------------------------
+
+
+def sync_slots(
+    *,
+    session: Session,
+    project_id: int,
+    queries: np.ndarray,
+    needed: np.ndarray,
+    answered: np.ndarray,
+    build_id: int | None = None,
+    prediction_id: int | None = None,
+) -> tuple[int, int]:
+    """Make the open slots of one build (or prediction) match what it waits for: per
+    query ``(anchor, p, q)`` (item ids), `needed` more answers. Slots are added where too
+    few are open and withdrawn (free ones first) where too many are; `answered` says
+    which queries hold answers already (their new slots rank as majority answers).
+    Returns (added, withdrawn)."""
+    owner = QuerySlot.build_id == build_id if build_id is not None else (
+        QuerySlot.prediction_id == prediction_id
+    )
+    rows = session.execute(
+        select(
+            QuerySlot.id,
+            QuerySlot.anchor_id,
+            QuerySlot.lo_id,
+            QuerySlot.hi_id,
+            QuerySlot.lease_expires_at,
+        ).where(owner, QuerySlot.state == SlotState.open)
+    ).all()
+    open_slots: dict[tuple[int, int, int], list] = {}
+    for row in rows:
+        open_slots.setdefault((row.anchor_id, row.lo_id, row.hi_id), []).append(row)
+    wanted: dict[tuple[int, int, int], tuple[int, bool]] = {}
+    lo = np.minimum(queries[:, 1], queries[:, 2])
+    hi = np.maximum(queries[:, 1], queries[:, 2])
+    for anchor, low, high, count, held in zip(
+        queries[:, 0].tolist(), lo.tolist(), hi.tolist(), needed.tolist(), answered.tolist(),
+        strict=True,
+    ):
+        if count > 0:
+            wanted[(anchor, low, high)] = (count, held)
+
+    now = utcnow()
+    first = Purpose.routing if prediction_id is not None else Purpose.build
+    new_rows = []
+    withdraw: list[int] = []
+    for key, (count, held) in wanted.items():
+        have = open_slots.pop(key, [])
+        for extra in range(count - len(have)):
+            fresh = not held and not have and extra == 0
+            priority = first if fresh or first is Purpose.routing else Purpose.majority
+            new_rows.append(
+                {
+                    "project_id": project_id,
+                    "priority": int(priority),
+                    "build_id": build_id,
+                    "prediction_id": prediction_id,
+                    "anchor_id": key[0],
+                    "lo_id": key[1],
+                    "hi_id": key[2],
+                    "state": SlotState.open,
+                    "created_at": now,
+                }
+            )
+        if len(have) > count:
+            withdraw += _surplus(have, len(have) - count, now)
+    for have in open_slots.values():
+        withdraw += [row.id for row in have]
+    if new_rows:
+        session.execute(insert(QuerySlot), new_rows)
+    for chunk in _chunks(withdraw, 5_000):
+        session.execute(
+            update(QuerySlot)
+            .where(QuerySlot.id.in_(chunk), QuerySlot.state == SlotState.open)
+            .values(state=SlotState.withdrawn)
+            .execution_options(synchronize_session=False)
+        )
+    return len(new_rows), len(withdraw)
+
+
+def _surplus(slots: list, count: int, now: datetime) -> list[int]:
+    """`count` slots to withdraw, free ones before leased ones."""
+    leased = [row for row in slots if row.lease_expires_at is not None and row.lease_expires_at >= now]
+    free = [row for row in slots if row not in leased]
+    return [row.id for row in (free + leased)[:count]]
+
+
+def _chunks(values: list, size: int) -> Iterable[list]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def withdraw_slots(
+    *, session: Session, build_id: int | None = None, prediction_id: int | None = None
+) -> None:
+    """Withdraw every open slot of a build or prediction (paused, cancelled, complete)."""
+    owner = QuerySlot.build_id == build_id if build_id is not None else (
+        QuerySlot.prediction_id == prediction_id
+    )
+    session.execute(
+        update(QuerySlot)
+        .where(owner, QuerySlot.state == SlotState.open)
+        .values(state=SlotState.withdrawn)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def queue_counts(*, session: Session, project_id: int) -> dict[str, int]:
+    """Open slots per purpose, for progress pages."""
+    from sqlalchemy import func
+
+    rows = session.execute(
+        select(QuerySlot.priority, func.count())
+        .where(QuerySlot.project_id == project_id, QuerySlot.state == SlotState.open)
+        .group_by(QuerySlot.priority)
+    ).all()
+    return {Purpose(priority).name: count for priority, count in rows}

@@ -1,0 +1,45 @@
+"""The triplets table read as a log: which ids are safe to read up to.
+
+Builds and predictions fold answers in id order and remember the last id read. On
+PostgreSQL ids are drawn when a row is inserted but become visible when its transaction
+commits, so a reader could see id 101 before a slower transaction commits id 100 and
+skip it for ever. Every writer therefore holds a shared advisory lock on the project's
+log for its transaction, and a reader takes the exclusive lock for an instant to read
+the highest id: at that moment no write is in flight, so every id up to it is final.
+SQLite runs one write transaction at a time, so ids commit in order there.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from app.models import Triplet
+
+_LOG_LOCK = 0x7121  # the advisory-lock namespace of the triplets log
+
+
+def _is_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def hold_append_lock(session: Session, project_id: int) -> None:
+    """Call before inserting triplets: readers wait for this transaction to end."""
+    if _is_postgres(session):
+        session.execute(
+            text("SELECT pg_advisory_xact_lock_shared(:space, :project)"),
+            {"space": _LOG_LOCK, "project": project_id},
+        )
+
+
+def committed_bound(session: Session, project_id: int) -> int:
+    """The highest triplet id of the project below which nothing can still appear."""
+    query = select(func.max(Triplet.id)).where(Triplet.project_id == project_id)
+    if not _is_postgres(session):
+        return session.scalar(query) or 0
+    params = {"space": _LOG_LOCK, "project": project_id}
+    session.execute(text("SELECT pg_advisory_lock(:space, :project)"), params)
+    try:
+        return session.scalar(query) or 0
+    finally:
+        session.execute(text("SELECT pg_advisory_unlock(:space, :project)"), params)
