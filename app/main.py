@@ -10,9 +10,10 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from app.builds.api import router as builds_router
 from app.core.config import Settings, get_settings
 from app.core.db import make_engine, make_session_factory
-from app.core.errors import install_error_handlers
+from app.core.errors import NotFound, install_error_handlers
 from app.core.limits import BodySizeLimit
 from app.items.api import router as items_router
 from app.items.images import ImageStore
@@ -20,9 +21,7 @@ from app.projects.api import router as projects_router
 from app.raters.api import router as raters_router
 from app.raters.views import not_found_page
 from app.raters.views import router as rating_pages
-from app.builds.api import router as builds_router
 from app.scheduling.api import router as rating_router
-from app.core.errors import NotFound
 from app.triplets.api import router as triplets_router
 from app.worker.loop import Worker, start_in_thread
 

@@ -6,8 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from app.builds import jobs
-from app.builds import service
+from app.builds import jobs, service
 from app.builds.schemas import BuildCreate, BuildOut, PendingQuery
 from app.core.deps import CurrentResearcher, SessionDep
 from app.models import BuildStatus

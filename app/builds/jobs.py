@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.builds import service
 from app.core.db import unit_of_work
-from app.models import Build, Job, JobStatus
+from app.models import Build, BuildStatus, Job, JobStatus
 from app.worker import queue
 from app.worker.loop import JobContext, handler
 
@@ -41,6 +41,11 @@ def run_step(context: JobContext) -> dict[str, Any]:
         if build is None:
             return {"build": "gone"}
         read = service.step(session=session, build=build)
+        if build.status is BuildStatus.running and service.has_unread_answers(
+            session=session, build=build
+        ):
+            # Answers that committed while this step ran: fold them in next.
+            request_step(session=session, build=build)
         result = {
             "answers_read": read,
             "status": build.status.value,

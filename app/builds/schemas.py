@@ -17,7 +17,9 @@ class BuildCreate(BaseModel):
     answers_per_query: int = Field(
         default=1, ge=1, le=15, description="Answers gathered per query; the majority decides"
     )
-    random_state: int | None = Field(default=None, ge=0, description="Seed, for a reproducible build")
+    random_state: int | None = Field(
+        default=None, ge=0, description="Seed, for a reproducible build"
+    )
 
 
 class BuildProgress(BaseModel):

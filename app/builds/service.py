@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound, ServiceError
@@ -105,9 +105,7 @@ def answers_after(
     batches = []
     while True:
         rows = session.execute(
-            query.where(Triplet.id > cursor)
-            .order_by(Triplet.id)
-            .limit(ANSWER_BATCH)
+            query.where(Triplet.id > cursor).order_by(Triplet.id).limit(ANSWER_BATCH)
         ).all()
         if not rows:
             break
@@ -261,3 +259,10 @@ def pending_by_key(*, session: Session, build: Build, limit: int) -> list[dict]:
         {"anchor": keys[a], "left": keys[p], "right": keys[q], "needed": int(n)}
         for (a, p, q), n in zip(queries.tolist(), needed.tolist(), strict=True)
     ]
+
+
+def has_unread_answers(*, session: Session, build: Build) -> bool:
+    newest = session.scalar(
+        select(func.max(Triplet.id)).where(Triplet.project_id == build.project_id)
+    )
+    return (newest or 0) > build.answers_cursor

@@ -22,14 +22,14 @@ from app.learn.tripletboost import TripletBoost
 from app.learn.triplets import check_triplets, random_queries, random_triplets
 
 __all__ = [
+    "SMERF",
+    "TETE",
     "CompRF",
     "CompRFBuilder",
     "CompRFRouter",
     "DisDF",
     "FeatureOracle",
-    "SMERF",
     "SMERFOracle",
-    "TETE",
     "TripletBoost",
     "check_triplets",
     "dissimilarity_from_adjacency",

@@ -61,7 +61,9 @@ def _rating_out(request: Request, project) -> RatingOut:
 
 
 @router.get("/{project_id}/rating", response_model=RatingOut)
-def get_rating(project_id: int, request: Request, session: SessionDep, researcher: CurrentResearcher):
+def get_rating(
+    project_id: int, request: Request, session: SessionDep, researcher: CurrentResearcher
+):
     """The public rating link and how it behaves."""
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     return _rating_out(request, project)

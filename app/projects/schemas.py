@@ -43,7 +43,7 @@ class RatingSettings(BaseModel):
     question: str = Field(
         default="Which of the two is closer to the one on top?", min_length=1, max_length=300
     )
-    allow_cant_tell: bool = Field(default=False, description="Offer a \"can't tell\" answer")
+    allow_cant_tell: bool = Field(default=False, description='Offer a "can\'t tell" answer')
     answers_per_rater: int = Field(
         default=40, ge=0, le=100_000, description="Answers that complete a session (0: no limit)"
     )

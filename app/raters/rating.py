@@ -62,7 +62,9 @@ def _shown(session: Session, assignment: Assignment) -> Comparison:
     return Comparison(assignment.id, anchor, left, right)
 
 
-def state(*, session: Session, project: Project, rater: Rater, replayed: bool = False) -> RaterState:
+def state(
+    *, session: Session, project: Project, rater: Rater, replayed: bool = False
+) -> RaterState:
     """The rater's next comparison (leased to them) and their progress."""
     assignment = scheduling.serve_next(session=session, project=project, rater=rater)
     done = scheduling.is_complete(project, rater)

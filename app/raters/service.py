@@ -89,7 +89,9 @@ def authenticate(*, session: Session, project: Project, token: str | None) -> Ra
 
 
 def list_raters(*, session: Session, project: Project) -> list[Rater]:
-    return list(session.scalars(select(Rater).where(Rater.project_id == project.id).order_by(Rater.id)))
+    return list(
+        session.scalars(select(Rater).where(Rater.project_id == project.id).order_by(Rater.id))
+    )
 
 
 def get_rater(*, session: Session, project: Project, rater_id: int) -> Rater:
@@ -133,7 +135,9 @@ def refresh_majority_agreement(*, session: Session, project: Project) -> list[Ra
     return [rater for rater in raters.values() if apply_thresholds(project=project, rater=rater)]
 
 
-def set_override(*, session: Session, project: Project, rater: Rater, excluded: bool | None) -> bool:
+def set_override(
+    *, session: Session, project: Project, rater: Rater, excluded: bool | None
+) -> bool:
     """The researcher's decision (None hands it back to the thresholds); returns whether
     the decision in force changed."""
     rater.exclusion_override = excluded

@@ -48,7 +48,9 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
 
 
 @router.post("/raters", response_model=JoinOut, status_code=201)
-def join_study(slug: str, body: JoinIn, request: Request, session: SessionDep, project: RatedProject):
+def join_study(
+    slug: str, body: JoinIn, request: Request, session: SessionDep, project: RatedProject
+):
     """Join the study behind a public link; the answer holds the first comparison."""
     rater, token = rating.join(
         session=session, project=project, params=body.model_dump(exclude_none=True)

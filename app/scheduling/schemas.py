@@ -26,7 +26,9 @@ class ShownItem(BaseModel):
 
 
 class ComparisonOut(BaseModel):
-    query_id: int = Field(description="Send it back with the answer: it makes the answer idempotent")
+    query_id: int = Field(
+        description="Send it back with the answer: it makes the answer idempotent"
+    )
     anchor: ShownItem
     left: ShownItem
     right: ShownItem

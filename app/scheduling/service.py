@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-from sqlalchemy import and_, exists, insert, or_, select, update
+from sqlalchemy import exists, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError
@@ -104,7 +104,9 @@ def _lease_slot(session: Session, project: Project, rater: Rater, now: datetime)
     expires = now + timedelta(seconds=project.lease_seconds)
     postgres = session.get_bind().dialect.name == "postgresql"
     query = (
-        select(QuerySlot.id, QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, QuerySlot.priority)
+        select(
+            QuerySlot.id, QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, QuerySlot.priority
+        )
         .where(
             QuerySlot.project_id == project.id,
             QuerySlot.state == SlotState.open,
@@ -233,7 +235,7 @@ def submit_answer(
 ) -> Outcome:
     """Record the rater's answer to one assignment, once."""
     if choice is Choice.cant_tell and not project.allow_cant_tell:
-        raise ServiceError("this project does not offer \"can't tell\": choose left or right")
+        raise ServiceError('this project does not offer "can\'t tell": choose left or right')
     if response_time_ms is not None and not 0 <= response_time_ms <= 86_400_000:
         raise ServiceError(
             f"response_time_ms must be between 0 and 86400000 (a day); got {response_time_ms}"
@@ -397,8 +399,10 @@ def sync_slots(
     few are open and withdrawn (free ones first) where too many are; `answered` says
     which queries hold answers already (their new slots rank as majority answers).
     Returns (added, withdrawn)."""
-    owner = QuerySlot.build_id == build_id if build_id is not None else (
-        QuerySlot.prediction_id == prediction_id
+    owner = (
+        QuerySlot.build_id == build_id
+        if build_id is not None
+        else (QuerySlot.prediction_id == prediction_id)
     )
     rows = session.execute(
         select(
@@ -416,7 +420,11 @@ def sync_slots(
     lo = np.minimum(queries[:, 1], queries[:, 2])
     hi = np.maximum(queries[:, 1], queries[:, 2])
     for anchor, low, high, count, held in zip(
-        queries[:, 0].tolist(), lo.tolist(), hi.tolist(), needed.tolist(), answered.tolist(),
+        queries[:, 0].tolist(),
+        lo.tolist(),
+        hi.tolist(),
+        needed.tolist(),
+        answered.tolist(),
         strict=True,
     ):
         if count > 0:
@@ -462,7 +470,9 @@ def sync_slots(
 
 def _surplus(slots: list, count: int, now: datetime) -> list[int]:
     """`count` slots to withdraw, free ones before leased ones."""
-    leased = [row for row in slots if row.lease_expires_at is not None and row.lease_expires_at >= now]
+    leased = [
+        row for row in slots if row.lease_expires_at is not None and row.lease_expires_at >= now
+    ]
     free = [row for row in slots if row not in leased]
     return [row.id for row in (free + leased)[:count]]
 
@@ -476,8 +486,10 @@ def withdraw_slots(
     *, session: Session, build_id: int | None = None, prediction_id: int | None = None
 ) -> None:
     """Withdraw every open slot of a build or prediction (paused, cancelled, complete)."""
-    owner = QuerySlot.build_id == build_id if build_id is not None else (
-        QuerySlot.prediction_id == prediction_id
+    owner = (
+        QuerySlot.build_id == build_id
+        if build_id is not None
+        else (QuerySlot.prediction_id == prediction_id)
     )
     session.execute(
         update(QuerySlot)

@@ -12,8 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine, String, func, literal, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import aliased
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from app.core.config import Settings
 from app.core.errors import ProblemCollector
@@ -55,7 +54,9 @@ class _RowParser:
         problems: ProblemCollector,
     ) -> None:
         self._appended = tuple(name for name in extras if name in _APPENDED_COLUMNS)
-        writer = TripletWriter(session, project.id, tuple(_APPENDED_COLUMNS[n] for n in self._appended))
+        writer = TripletWriter(
+            session, project.id, tuple(_APPENDED_COLUMNS[n] for n in self._appended)
+        )
         self.writer = writer
         self.file = file
         self.problems = problems

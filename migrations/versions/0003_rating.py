@@ -141,7 +141,9 @@ def upgrade() -> None:
         sa.Column("anchor_id", BIG_ID, nullable=False),
         sa.Column("lo_id", BIG_ID, nullable=False),
         sa.Column("hi_id", BIG_ID, nullable=False),
-        sa.Column("state", string_enum("slot_state", "open", "answered", "withdrawn"), nullable=False),
+        sa.Column(
+            "state", string_enum("slot_state", "open", "answered", "withdrawn"), nullable=False
+        ),
         sa.Column("lease_rater_id", sa.Integer(), nullable=True),
         sa.Column("lease_expires_at", TIMESTAMP, nullable=True),
         sa.Column("created_at", TIMESTAMP, nullable=False),

@@ -1,0 +1,381 @@
+"""Rating through the public link, on both databases: joining, the scheduler's leases and
+priorities, idempotent answers, attention checks and exclusion, completion."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from app.core.db import unit_of_work
+from app.learn import CompRF, FeatureOracle
+from app.models import Assignment, QuerySlot, SlotState, Triplet, TripletSource
+from app.models._types import utcnow
+from app.worker.loop import Worker
+
+API = "/api/v1"
+
+
+@pytest.fixture
+def blobs():
+    return make_blobs(n_samples=60, centers=3, cluster_std=1.0, random_state=0)
+
+
+@pytest.fixture
+def study(client, auth, project, blobs):
+    """60 labelled items with features (the last 12 in the test split); returns the
+    project id, its public slug and the item keys in order."""
+    X, y = blobs
+    rows = ["key,label,split,features"] + [
+        f"b{i},{y[i]},{'test' if i >= 48 else 'train'},{X[i, 0]} {X[i, 1]}" for i in range(len(X))
+    ]
+    response = client.post(
+        f"{API}/projects/{project['id']}/items",
+        headers=auth,
+        files={"file": ("blobs.csv", "\n".join(rows))},
+    )
+    assert response.status_code == 201, response.text
+    slug = client.get(f"{API}/projects/{project['id']}/rating", headers=auth).json()["public_slug"]
+    return project["id"], slug, [f"b{i}" for i in range(len(X))]
+
+
+def configure(client, auth, project_id, **settings):
+    response = client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json=settings)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def join(client, slug, **ids):
+    response = client.post(f"{API}/rate/{slug}/raters", json=ids)
+    assert response.status_code == 201, response.text
+    body = response.json()
+    return {"X-Rater-Token": body["rater_token"]}, body
+
+
+def answer(client, slug, rater, query_id, choice="left", **extra):
+    return client.post(
+        f"{API}/rate/{slug}/answers",
+        headers=rater,
+        json={"query_id": query_id, "choice": choice, **extra},
+    )
+
+
+def start_build(client, auth, project_id, **params):
+    response = client.post(f"{API}/projects/{project_id}/builds", headers=auth, json=params)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def triplets(app, project_id):
+    with app.state.session_factory() as session:
+        return session.query(Triplet).filter(Triplet.project_id == project_id).all()
+
+
+def oracle_choice(X, keys, comparison, noise_rng=None, noise=0.0):
+    """How a rater who sees the features answers: the candidate nearer the anchor."""
+    index = {key: i for i, key in enumerate(keys)}
+    a, left, right = (index[comparison[role]["key"]] for role in ("anchor", "left", "right"))
+    nearer_left = np.linalg.norm(X[a] - X[left]) < np.linalg.norm(X[a] - X[right])
+    if noise_rng is not None and noise_rng.random() < noise:
+        nearer_left = not nearer_left
+    return "left" if nearer_left else "right"
+
+
+class TestAnswers:
+    def test_an_answer_is_stored_once_however_often_it_is_sent(self, app, client, study):
+        project_id, slug, _ = study
+        rater, joined = join(client, slug, PROLIFIC_PID="p-1", STUDY_ID="s-9")
+        first = joined["comparison"]
+        stored = answer(client, slug, rater, first["query_id"], "right", response_time_ms=812)
+        assert stored.status_code == 200 and stored.json()["answered"] == 1
+        again = answer(client, slug, rater, first["query_id"], "left")
+        assert again.status_code == 200 and again.json()["replayed"] is True
+        assert again.json()["answered"] == 1
+        rows = triplets(app, project_id)
+        assert len(rows) == 1
+        ids = {key: item_id for key, item_id in _item_ids(app, project_id).items()}
+        row = rows[0]
+        assert row.source is TripletSource.rater and row.response_time_ms == 812
+        assert (row.anchor_id, row.closer_id, row.farther_id) == (
+            ids[first["anchor"]["key"]],
+            ids[first["right"]["key"]],
+            ids[first["left"]["key"]],
+        )
+
+    def test_a_query_served_to_someone_else_or_unknown_cannot_be_answered(self, client, study):
+        _, slug, _ = study
+        alice, joined = join(client, slug, participant="alice")
+        bob, _ = join(client, slug, participant="bob")
+        stolen = answer(client, slug, bob, joined["comparison"]["query_id"])
+        assert stolen.status_code == 404 and "no query" in stolen.json()["detail"]
+        assert answer(client, slug, alice, 10**9).status_code == 404
+        bad = answer(client, slug, alice, joined["comparison"]["query_id"], "middle")
+        assert bad.status_code == 422
+
+    def test_a_rater_reaches_only_their_study_and_never_the_api(self, client, auth, study):
+        _, slug, _ = study
+        rater, _ = join(client, slug, participant="carol")
+        other = client.post(f"{API}/projects", json={"name": "other"}, headers=auth).json()
+        other_slug = client.get(f"{API}/projects/{other['id']}/rating", headers=auth).json()[
+            "public_slug"
+        ]
+        assert client.get(f"{API}/rate/{other_slug}/next", headers=rater).status_code == 401
+        bearer = {"Authorization": f"Bearer {rater['X-Rater-Token']}"}
+        assert client.get(f"{API}/projects", headers=bearer).status_code == 401
+        assert client.get(f"{API}/rate/not-a-study/next", headers=rater).status_code == 404
+
+    def test_the_same_participant_continues_where_they_were(self, client, study):
+        _, slug, _ = study
+        first, joined = join(client, slug, workerId="W1", assignmentId="A1")
+        answer(client, slug, first, joined["comparison"]["query_id"])
+        again, rejoined = join(client, slug, workerId="W1", assignmentId="A2")
+        assert rejoined["answered"] == 1
+        # The old session token was replaced by the new one.
+        assert client.get(f"{API}/rate/{slug}/next", headers=first).status_code == 401
+
+    def test_completion_code_after_the_configured_answers(self, client, auth, study):
+        project_id, slug, _ = study
+        settings = configure(
+            client,
+            auth,
+            project_id,
+            answers_per_rater=3,
+            completion_code="DONE-42",
+            completion_url="https://example.org/back?cc=DONE-42",
+        )
+        assert settings["public_url"].endswith(f"/r/{slug}")
+        rater, state = join(client, slug)
+        for _ in range(3):
+            assert state["complete"] is False
+            state = answer(client, slug, rater, state["comparison"]["query_id"]).json()
+        assert state["complete"] is True and state["comparison"] is None
+        assert state["completion_code"] == "DONE-42"
+        assert state["completion_url"] == "https://example.org/back?cc=DONE-42"
+
+    def test_cant_tell_only_where_offered_and_the_query_goes_back(self, app, client, auth, study):
+        project_id, slug, _ = study
+        configure(client, auth, project_id, random_share=0, attention_rate=0)
+        start_build(client, auth, project_id, n_trees=1, random_state=0)
+        rater, state = join(client, slug)
+        query_id = state["comparison"]["query_id"]
+        refused = answer(client, slug, rater, query_id, "cant_tell")
+        assert refused.status_code == 400 and "can't tell" in refused.json()["detail"]
+        configure(client, auth, project_id, allow_cant_tell=True)
+        assert answer(client, slug, rater, query_id, "cant_tell").status_code == 200
+        assert triplets(app, project_id) == []
+        with app.state.session_factory() as session:
+            slot_id = session.get(Assignment, query_id).slot_id
+            slot = session.get(QuerySlot, slot_id)
+            assert slot.state is SlotState.open and slot.lease_rater_id is None
+        other, other_state = join(client, slug)
+        assert other_state["comparison"]["query_id"] != query_id
+        with app.state.session_factory() as session:
+            assert session.get(Assignment, other_state["comparison"]["query_id"]).slot_id == slot_id
+
+
+class TestScheduler:
+    def test_first_answers_of_open_nodes_come_before_further_answers(
+        self, app, client, auth, study
+    ):
+        project_id, slug, _ = study
+        configure(client, auth, project_id, random_share=0, attention_rate=0)
+        start_build(client, auth, project_id, n_trees=1, answers_per_query=3, random_state=0)
+        with app.state.session_factory() as session:
+            slots = session.query(QuerySlot.priority, QuerySlot.anchor_id).all()
+        # The root of 48 items asks 46 queries (not its pivots), three answers each.
+        assert len(slots) == 3 * 46
+        assert sorted(p for p, _ in slots) == [1] * 46 + [2] * 92
+        served = []
+        for number in range(47):
+            _, state = join(client, slug, participant=f"r{number}")
+            comparison = state["comparison"]
+            served.append(
+                (comparison["anchor"]["key"], comparison["left"]["key"], comparison["right"]["key"])
+            )
+        queries = [(anchor, frozenset((a, b))) for anchor, a, b in served]
+        assert len(set(queries[:46])) == 46  # one first answer for every query first
+        assert queries[46] in set(queries[:46])  # then a second answer for one of them
+        with app.state.session_factory() as session:
+            purposes = [a.purpose for a in session.query(Assignment).order_by(Assignment.id)]
+        assert purposes == [1] * 46 + [2]
+
+    def test_a_rater_never_sees_a_query_twice(self, app, client, auth, study):
+        project_id, slug, _ = study
+        configure(
+            client, auth, project_id, random_share=0.5, attention_rate=0.1, answers_per_rater=0
+        )
+        start_build(client, auth, project_id, n_trees=2, answers_per_query=3, random_state=1)
+        rater, state = join(client, slug)
+        for _ in range(150):
+            state = answer(client, slug, rater, state["comparison"]["query_id"]).json()
+        with app.state.session_factory() as session:
+            rows = session.query(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).all()
+        assert len(rows) == 151 and len(set(rows)) == 151
+
+    def test_an_expired_lease_is_served_again_and_its_late_answer_still_counts(
+        self, app, client, auth, study
+    ):
+        project_id, slug, _ = study
+        configure(client, auth, project_id, random_share=0, attention_rate=0, lease_seconds=5)
+        start_build(client, auth, project_id, n_trees=1, random_state=0)
+        slow, slow_state = join(client, slug, participant="slow")
+        first_slot = _slot_of(app, slow_state["comparison"]["query_id"])
+        _, quick_state = join(client, slug, participant="quick")
+        assert _slot_of(app, quick_state["comparison"]["query_id"]) != first_slot
+        with unit_of_work(app.state.session_factory) as session:  # time passes
+            session.get(QuerySlot, first_slot).lease_expires_at = utcnow() - timedelta(seconds=1)
+        late, late_state = join(client, slug, participant="late")
+        assert _slot_of(app, late_state["comparison"]["query_id"]) == first_slot
+        stored = answer(client, slug, slow, slow_state["comparison"]["query_id"])
+        assert stored.status_code == 200 and stored.json()["replayed"] is False
+        assert len(triplets(app, project_id)) == 1
+
+    def test_many_raters_at_once_never_share_a_slot(self, app, client, auth, study):
+        project_id, slug, _ = study
+        configure(client, auth, project_id, random_share=0, attention_rate=0)
+        start_build(client, auth, project_id, n_trees=3, random_state=0)
+        raters = [join(client, slug, participant=f"c{i}")[0] for i in range(16)]
+        with unit_of_work(app.state.session_factory) as session:  # leases of the joins end
+            session.query(Assignment).delete()
+            session.query(QuerySlot).update({"lease_expires_at": None, "lease_rater_id": None})
+        served, barrier = [], threading.Barrier(len(raters))
+
+        def ask(rater):
+            barrier.wait()
+            response = client.get(f"{API}/rate/{slug}/next", headers=rater)
+            served.append(response.json()["comparison"]["query_id"])
+
+        threads = [threading.Thread(target=ask, args=(rater,)) for rater in raters]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        slots = [_slot_of(app, query_id) for query_id in served]
+        assert len(slots) == 16 and None not in slots and len(set(slots)) == 16
+
+
+class TestQuality:
+    def test_failed_attention_checks_exclude_a_rater_from_builds_reversibly(
+        self, app, client, auth, study, blobs
+    ):
+        project_id, slug, keys = study
+        X, _ = blobs
+        configure(
+            client,
+            auth,
+            project_id,
+            attention_rate=1.0,
+            random_share=0,
+            min_attention_accuracy=0.8,
+            quality_min_answers=4,
+        )
+        careless, state = join(client, slug, participant="careless")
+        for _ in range(4):  # always the wrong side: the one that is not the anchor
+            comparison = state["comparison"]
+            wrong = "right" if comparison["left"]["key"] == comparison["anchor"]["key"] else "left"
+            state = answer(client, slug, careless, comparison["query_id"], wrong).json()
+        assert triplets(app, project_id) == []  # checks are not triplets
+        listed = client.get(f"{API}/projects/{project_id}/raters", headers=auth).json()
+        assert listed[0]["attention_failed"] == 4 and listed[0]["excluded"] is True
+        assert "attention checks" in listed[0]["exclusion_reason"]
+
+        # Their answers are kept but do not reach a build; the researcher can overrule.
+        configure(client, auth, project_id, attention_rate=0, random_share=0)
+        build = start_build(client, auth, project_id, n_trees=1, random_state=0)
+        held = state["comparison"]  # served as a check before the settings changed
+        comparison = answer(client, slug, careless, held["query_id"]).json()["comparison"]
+        answer(client, slug, careless, comparison["query_id"], oracle_choice(X, keys, comparison))
+        Worker(app.state.session_factory).run(until_idle=True)
+        progress = client.get(f"{API}/projects/{project_id}/builds/{build['id']}", headers=auth)
+        assert progress.json()["progress"]["queries_answered"] == 0
+        assert len(triplets(app, project_id)) == 1
+        rater_id = listed[0]["id"]
+        included = client.patch(
+            f"{API}/projects/{project_id}/raters/{rater_id}", headers=auth, json={"excluded": False}
+        )
+        assert included.json()["excluded"] is False
+        Worker(app.state.session_factory).run(until_idle=True)
+        progress = client.get(f"{API}/projects/{project_id}/builds/{build['id']}", headers=auth)
+        assert progress.json()["progress"]["queries_answered"] == 1
+
+    def test_agreement_with_the_majority(self, client, auth, study, blobs):
+        project_id, slug, keys = study
+        X, _ = blobs
+        configure(
+            client,
+            auth,
+            project_id,
+            random_share=0,
+            attention_rate=0,
+            min_majority_agreement=0.5,
+            quality_min_answers=5,
+            answers_per_rater=0,
+        )
+        start_build(client, auth, project_id, n_trees=1, answers_per_query=3, random_state=0)
+        names = ("ann", "ben", "cat", "dan", "contrarian")
+        raters = [join(client, slug, participant=name)[0] for name in names]
+        states = [client.get(f"{API}/rate/{slug}/next", headers=r).json() for r in raters]
+        for _ in range(30):  # 150 answers: every query of the root gets its three
+            for index, rater in enumerate(raters):
+                comparison = states[index]["comparison"]
+                choice = oracle_choice(X, keys, comparison)
+                if names[index] == "contrarian":
+                    choice = "left" if choice == "right" else "right"
+                states[index] = answer(client, slug, rater, comparison["query_id"], choice).json()
+        listed = client.post(f"{API}/projects/{project_id}/raters/quality", headers=auth).json()
+        by_name = {rater["external_id"]: rater for rater in listed}
+        honest = [by_name[name] for name in names[:4]]
+        assert sum(rater["majority_compared"] >= 5 for rater in honest) >= 3
+        for rater in honest:  # (one may share each query only with a tie: nothing to compare)
+            assert rater["majority_agreement"] in (None, 1.0) and rater["excluded"] is False
+        assert by_name["contrarian"]["majority_agreement"] == 0.0
+        assert by_name["contrarian"]["excluded"] is True
+        assert "majority" in by_name["contrarian"]["exclusion_reason"]
+
+
+def test_a_crowd_builds_the_forest_the_library_builds_offline(app, client, auth, study, blobs):
+    """Raters answering honestly through the scheduler grow the same forest the library
+    builds offline with the same answers; the worker folds them in."""
+    project_id, slug, keys = study
+    X, y = blobs
+    configure(client, auth, project_id, random_share=0.1, attention_rate=0.05, answers_per_rater=0)
+    build = start_build(client, auth, project_id, n_trees=3, leaf_size=1, random_state=7)
+    worker = Worker(app.state.session_factory)
+    raters = [join(client, slug, participant=f"crowd{i}") for i in range(5)]
+    states = [state for _, state in raters]
+    for round_ in range(400):
+        for index, (rater, _) in enumerate(raters):
+            comparison = states[index]["comparison"]
+            choice = oracle_choice(X, keys, comparison)
+            states[index] = answer(client, slug, rater, comparison["query_id"], choice).json()
+        worker.run(until_idle=True)
+        status = client.get(f"{API}/projects/{project_id}/builds/{build['id']}", headers=auth)
+        if status.json()["status"] == "complete":
+            break
+    assert status.json()["status"] == "complete", status.json()["progress"]
+    with app.state.session_factory() as session:
+        from app.builds import service
+        from app.models import Build
+
+        forest = service.forest(session.get(Build, build["id"]))
+    train = np.arange(48)
+    offline = CompRF(n_trees=3, random_state=7).fit(train, y[:48].astype(str), FeatureOracle(X))
+    test_oracle = FeatureOracle(X)
+    ours = forest.predict(np.arange(48, 60), test_oracle)
+    theirs = offline.predict(np.arange(48, 60), test_oracle)
+    assert np.array_equal(ours, theirs)
+
+
+def _slot_of(app, assignment_id):
+    with app.state.session_factory() as session:
+        return session.get(Assignment, assignment_id).slot_id
+
+
+def _item_ids(app, project_id):
+    from app.models import Item
+
+    with app.state.session_factory() as session:
+        return dict(session.query(Item.key, Item.id).filter(Item.project_id == project_id).all())
