@@ -153,6 +153,66 @@ def worker(
     typer.echo(f"worker {runner.worker_id} stopped after {done} jobs", err=True)
 
 
+@cli.command()
+def simulate(
+    project: Annotated[int, typer.Option(help="Project id")],
+    token: Annotated[
+        str,
+        typer.Option(envvar="CLOSER_TOKEN", help="A researcher token (to read item features)"),
+    ],
+    url: Annotated[str, typer.Option(help="The running server")] = "http://127.0.0.1:8000",
+    raters: Annotated[int, typer.Option(help="Simulated people at once", min=1)] = 10,
+    noise: Annotated[float, typer.Option(help="Share of answers flipped", min=0, max=1)] = 0.1,
+    think_time: Annotated[
+        float, typer.Option(help="Median seconds to answer (log-normal); 0: none", min=0)
+    ] = 1.0,
+    build: Annotated[int | None, typer.Option(help="Stop once this build is complete")] = None,
+    seconds: Annotated[float | None, typer.Option(help="Stop after this long")] = None,
+    answers: Annotated[int | None, typer.Option(help="Stop after this many each")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for noise and think times")] = 0,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+) -> None:
+    """A crowd of simulated raters answering from the items' features over HTTP."""
+    import asyncio
+    import json
+
+    from app.simulate import run_crowd
+
+    if build is None and seconds is None and answers is None:
+        _fail("say when to stop: --build ID, --seconds S or --answers N")
+
+    def progress(report) -> None:
+        line = report.summary()
+        typer.echo(
+            f"{line['seconds']:>7.1f} s  {line['answers']:>8} answers  "
+            f"{line['answers_per_second']:>7.1f}/s  p50 {line['p50_ms']} ms  "
+            f"p99 {line['p99_ms']} ms  build: {line['build_status'] or '-'}",
+            err=True,
+        )
+
+    report = asyncio.run(
+        run_crowd(
+            url=url,
+            project_id=project,
+            token=token,
+            raters=raters,
+            noise=noise,
+            think_time=think_time,
+            seconds=seconds,
+            answers_each=answers,
+            build_id=build,
+            seed=seed,
+            on_progress=None if json_output else progress,
+        )
+    )
+    summary = report.summary()
+    if json_output:
+        typer.echo(json.dumps(summary))
+    else:
+        for name, value in summary.items():
+            typer.echo(f"{name:>20}: {value}")
+
+
 def _ensure_schema(settings) -> None:
     """Embedded mode migrates on its own; production expects `closer migrate` first."""
     from app.core import migrations

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
+from app.builds.jobs import sweep
 from app.core.db import unit_of_work
 from app.learn import CompRF, FeatureOracle
 from app.models import Assignment, QuerySlot, SlotState, Triplet, TripletSource
@@ -288,6 +289,7 @@ class TestQuality:
         held = state["comparison"]  # served as a check before the settings changed
         comparison = answer(client, slug, careless, held["query_id"]).json()["comparison"]
         answer(client, slug, careless, comparison["query_id"], oracle_choice(X, keys, comparison))
+        sweep(app.state.session_factory)
         Worker(app.state.session_factory).run(until_idle=True)
         progress = client.get(f"{API}/projects/{project_id}/builds/{build['id']}", headers=auth)
         assert progress.json()["progress"]["queries_answered"] == 0
@@ -297,6 +299,7 @@ class TestQuality:
             f"{API}/projects/{project_id}/raters/{rater_id}", headers=auth, json={"excluded": False}
         )
         assert included.json()["excluded"] is False
+        sweep(app.state.session_factory)
         Worker(app.state.session_factory).run(until_idle=True)
         progress = client.get(f"{API}/projects/{project_id}/builds/{build['id']}", headers=auth)
         assert progress.json()["progress"]["queries_answered"] == 1
@@ -351,6 +354,7 @@ def test_a_crowd_builds_the_forest_the_library_builds_offline(app, client, auth,
             comparison = states[index]["comparison"]
             choice = oracle_choice(X, keys, comparison)
             states[index] = answer(client, slug, rater, comparison["query_id"], choice).json()
+        sweep(app.state.session_factory)  # what an idle worker does every few seconds
         worker.run(until_idle=True)
         status = client.get(f"{API}/projects/{project_id}/builds/{build['id']}", headers=auth)
         if status.json()["status"] == "complete":

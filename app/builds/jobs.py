@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from sqlalchemy import select
@@ -11,27 +13,70 @@ from app.builds import service
 from app.core.db import unit_of_work
 from app.models import Build, BuildStatus, Job, JobStatus
 from app.worker import queue
-from app.worker.loop import JobContext, handler
+from app.worker.loop import JobContext, handler, periodic
 
 STEP = "comprf_build_step"
+SWEEP_SECONDS = 2.0
 
 
 def request_step(*, session: Session, build: Build) -> Job:
     """Ask a worker to fold new answers into `build`, unless a step is already queued
     (answers that arrive meanwhile are read by that step: it starts from the cursor)."""
+    return _request(session, build.id, build.project_id)
+
+
+def _request(session: Session, build_id: int, project_id: int) -> Job:
     waiting = session.scalar(
         select(Job).where(
             Job.kind == STEP,
             Job.status == JobStatus.queued,
-            Job.project_id == build.project_id,
-            Job.params["build_id"].as_integer() == build.id,
+            Job.project_id == project_id,
+            Job.params["build_id"].as_integer() == build_id,
         )
     )
     if waiting is not None:
         return waiting
     return queue.enqueue(
-        session=session, kind=STEP, project_id=build.project_id, params={"build_id": build.id}
+        session=session, kind=STEP, project_id=project_id, params={"build_id": build_id}
     )
+
+
+class _Recent:
+    """When this process last asked for a step of each build. Answers arrive many a
+    second; one request per build every half second is plenty, because a step that ends
+    with answers still unread asks for the next itself, and the worker's sweep catches
+    anything left over."""
+
+    def __init__(self, seconds: float = 0.5) -> None:
+        self.seconds = seconds
+        self._last: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def due(self, build_id: int) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(build_id, -1e9) < self.seconds:
+                return False
+            self._last[build_id] = now
+            return True
+
+
+_recent = _Recent()
+
+
+def request_step_soon(*, session: Session, build_id: int, project_id: int) -> None:
+    """After an answer for a build arrived: make sure a step will read it."""
+    if _recent.due(build_id):
+        _request(session, build_id, project_id)
+
+
+@periodic(SWEEP_SECONDS)
+def sweep(sessions) -> None:
+    """Ask for a step of every running build whose newest answers no step has read."""
+    with unit_of_work(sessions) as session:
+        for build in session.scalars(select(Build).where(Build.status == BuildStatus.running)):
+            if service.has_unread_answers(session=session, build=build):
+                request_step(session=session, build=build)
 
 
 @handler(STEP)

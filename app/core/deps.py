@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
@@ -60,20 +61,27 @@ def get_rated_project(session: SessionDep, slug: str) -> Project:
 RatedProject = Annotated[Project, Depends(get_rated_project)]
 
 
-def get_current_rater(
+@dataclass(frozen=True)
+class RaterSession:
+    project: Project
+    rater: Rater
+
+
+def get_rater_session(
     request: Request,
     session: SessionDep,
-    project: RatedProject,
+    slug: str,
     x_rater_token: Annotated[str | None, Header(description="From joining the study")] = None,
-) -> Rater:
-    """The rater of this study, by their session token (header, or the page's cookie)."""
-    from app.raters.service import authenticate
+) -> RaterSession:
+    """The study and its rater, by the rater's session token (header, or the page's cookie)."""
+    from app.raters.service import authenticate_in_study, project_by_slug
 
     token = x_rater_token or request.cookies.get(RATER_COOKIE)
-    rater = authenticate(session=session, project=project, token=token)
-    if rater is None:
+    found = authenticate_in_study(session=session, slug=slug, token=token)
+    if found is None:
+        project_by_slug(session=session, slug=slug)  # an unknown study is a 404
         raise HTTPException(401, "not joined: open the study's link first (or send X-Rater-Token)")
-    return rater
+    return RaterSession(*found)
 
 
-CurrentRater = Annotated[Rater, Depends(get_current_rater)]
+CurrentRater = Annotated[RaterSession, Depends(get_rater_session)]

@@ -3,6 +3,8 @@ answer it. Each use case is one call for the routes (pages and JSON alike)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -10,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.builds import jobs as build_jobs
-from app.models import Assignment, Build, Choice, Item, Project, Rater
+from app.models import Assignment, Choice, Item, Project, Rater
 from app.raters import quality
 from app.raters import service as raters
 from app.scheduling import service as scheduling
@@ -50,23 +52,56 @@ def join(*, session: Session, project: Project, params: Mapping[str, str]) -> tu
     return raters.join(session=session, project=project, params=params)
 
 
+class _Cards:
+    """How items look to raters, kept per process for a minute: every answer shows three
+    items, and reading them each time would be a query per answer."""
+
+    def __init__(self, seconds: float = 60.0, most: int = 200_000) -> None:
+        self.seconds, self.most = seconds, most
+        self._cards: dict[int, tuple[float, Shown]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, session: Session, ids: tuple[int, ...]) -> list[Shown]:
+        now = time.monotonic()
+        with self._lock:
+            hits = {i: self._cards.get(i) for i in ids}
+        missing = {i for i, hit in hits.items() if hit is None or now - hit[0] > self.seconds}
+        if missing:
+            rows = session.execute(
+                select(Item.id, Item.key, Item.text, Item.image_file).where(Item.id.in_(missing))
+            ).all()
+            with self._lock:
+                if len(self._cards) > self.most:
+                    self._cards.clear()
+                for row in rows:
+                    hits[row.id] = self._cards[row.id] = (
+                        now,
+                        Shown(row.key, row.text, row.image_file),
+                    )
+        return [hits[i][1] for i in ids]
+
+
+_cards = _Cards()
+
+
 def _shown(session: Session, assignment: Assignment) -> Comparison:
     ids = (assignment.anchor_id, assignment.left_id, assignment.right_id)
-    rows = {
-        row.id: row
-        for row in session.execute(
-            select(Item.id, Item.key, Item.text, Item.image_file).where(Item.id.in_(set(ids)))
-        )
-    }
-    anchor, left, right = (Shown(rows[i].key, rows[i].text, rows[i].image_file) for i in ids)
+    anchor, left, right = _cards.get(session, ids)
     return Comparison(assignment.id, anchor, left, right)
 
 
 def state(
-    *, session: Session, project: Project, rater: Rater, replayed: bool = False
+    *,
+    session: Session,
+    project: Project,
+    rater: Rater,
+    replayed: bool = False,
+    just_answered: bool = False,
 ) -> RaterState:
     """The rater's next comparison (leased to them) and their progress."""
-    assignment = scheduling.serve_next(session=session, project=project, rater=rater)
+    assignment = scheduling.serve_next(
+        session=session, project=project, rater=rater, just_answered=just_answered
+    )
     done = scheduling.is_complete(project, rater)
     return RaterState(
         comparison=None if assignment is None else _shown(session, assignment),
@@ -99,7 +134,13 @@ def answer(
     if outcome.exclusion_changed:
         quality.replay_builds(session=session, project=project)
     elif outcome.build_id is not None:
-        build = session.get(Build, outcome.build_id)
-        if build is not None:
-            build_jobs.request_step(session=session, build=build)
-    return state(session=session, project=project, rater=rater, replayed=outcome.replayed)
+        build_jobs.request_step_soon(
+            session=session, build_id=outcome.build_id, project_id=project.id
+        )
+    return state(
+        session=session,
+        project=project,
+        rater=rater,
+        replayed=outcome.replayed,
+        just_answered=not outcome.replayed,
+    )

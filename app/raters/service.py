@@ -88,6 +88,20 @@ def authenticate(*, session: Session, project: Project, token: str | None) -> Ra
     )
 
 
+def authenticate_in_study(
+    *, session: Session, slug: str, token: str | None
+) -> tuple[Project, Rater] | None:
+    """The study and the rater a session token belongs to, in one query."""
+    if not token:
+        return None
+    row = session.execute(
+        select(Project, Rater)
+        .join(Rater, Rater.project_id == Project.id)
+        .where(Rater.session_hash == _hash(token), Project.public_slug == slug)
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
 def list_raters(*, session: Session, project: Project) -> list[Rater]:
     return list(
         session.scalars(select(Rater).where(Rater.project_id == project.id).order_by(Rater.id))

@@ -60,11 +60,9 @@ def join_study(
 
 
 @router.get("/next", response_model=RaterStateOut)
-def next_comparison(
-    slug: str, request: Request, session: SessionDep, project: RatedProject, rater: CurrentRater
-):
+def next_comparison(slug: str, request: Request, session: SessionDep, current: CurrentRater):
     """The comparison to answer now (the same one until it is answered or its lease ends)."""
-    state = rating.state(session=session, project=project, rater=rater)
+    state = rating.state(session=session, project=current.project, rater=current.rater)
     return state_out(request, slug, state)
 
 
@@ -74,15 +72,14 @@ def answer_comparison(
     body: AnswerIn,
     request: Request,
     session: SessionDep,
-    project: RatedProject,
-    rater: CurrentRater,
+    current: CurrentRater,
 ):
     """Answer a comparison; a retry of the same query_id stores nothing more. The answer
     holds the next comparison."""
     state = rating.answer(
         session=session,
-        project=project,
-        rater=rater,
+        project=current.project,
+        rater=current.rater,
         assignment_id=body.query_id,
         choice=body.choice,
         response_time_ms=body.response_time_ms,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-from sqlalchemy import exists, insert, or_, select, update
+from sqlalchemy import case, exists, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError
@@ -179,15 +179,18 @@ def serve_next(
     rater: Rater,
     rng: random.Random | None = None,
     now: datetime | None = None,
+    just_answered: bool = False,
 ) -> Assignment | None:
     """The next query for `rater`, leased to them; None once they are done (or nothing is
-    left to ask)."""
+    left to ask). The query they hold unanswered comes first, unless they `just_answered`
+    the one they held."""
     if is_complete(project, rater):
         return None
     now = now or utcnow()
-    held = current_assignment(session=session, rater=rater, now=now)
-    if held is not None:
-        return held
+    if not just_answered:
+        held = current_assignment(session=session, rater=rater, now=now)
+        if held is not None:
+            return held
     rng = rng or random.Random()
     draw = rng.random()
     slot = None
@@ -301,16 +304,19 @@ def submit_answer(
                 .execution_options(synchronize_session=False)
             )
         else:
-            session.execute(
-                update(QuerySlot)
-                .where(QuerySlot.id == answered.slot_id, QuerySlot.state == SlotState.open)
-                .values(state=SlotState.answered)
-                .execution_options(synchronize_session=False)
-            )
+            # The slot may have been answered already (a late answer to an expired lease
+            # served again): the answer still counts, the slot stays as it is.
             slot_owner = session.execute(
-                select(QuerySlot.build_id, QuerySlot.prediction_id).where(
-                    QuerySlot.id == answered.slot_id
+                update(QuerySlot)
+                .where(QuerySlot.id == answered.slot_id)
+                .values(
+                    state=case(
+                        (QuerySlot.state == SlotState.open, SlotState.answered.value),
+                        else_=QuerySlot.state,
+                    )
                 )
+                .returning(QuerySlot.build_id, QuerySlot.prediction_id)
+                .execution_options(synchronize_session=False)
             ).one()
     if choice is Choice.cant_tell:
         return Outcome(replayed=False, stored_triplet=False)

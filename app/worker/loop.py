@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ class JobContext:
 
 Handler = Callable[[JobContext], dict[str, Any] | None]
 HANDLERS: dict[str, Handler] = {}
+Periodic = Callable[[sessionmaker[Session]], None]
+PERIODIC: list[tuple[float, Periodic]] = []
 
 
 def handler(kind: str) -> Callable[[Handler], Handler]:
@@ -51,6 +54,17 @@ def handler(kind: str) -> Callable[[Handler], Handler]:
 
     def register(function: Handler) -> Handler:
         HANDLERS[kind] = function
+        return function
+
+    return register
+
+
+def periodic(seconds: float) -> Callable[[Periodic], Periodic]:
+    """Register upkeep that an idle worker runs every `seconds` (it must be safe to run on
+    several workers at once)."""
+
+    def register(function: Periodic) -> Periodic:
+        PERIODIC.append((seconds, function))
         return function
 
     return register
@@ -73,6 +87,8 @@ class Worker:
         if handlers is None:
             import app.jobs  # noqa: F401  (registers the job kinds; imported late: they import us)
         self.handlers = HANDLERS if handlers is None else handlers
+        self.periodic = PERIODIC if handlers is None else []
+        self._last_run: dict[Periodic, float] = {}
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()
 
@@ -85,8 +101,19 @@ class Worker:
             elif until_idle:
                 break
             else:
+                self._upkeep()
                 self.stopping.wait(self.poll_seconds)
         return done
+
+    def _upkeep(self) -> None:
+        now = time.monotonic()
+        for seconds, function in self.periodic:
+            if now - self._last_run.get(function, -1e9) >= seconds:
+                self._last_run[function] = now
+                try:
+                    function(self.sessions)
+                except Exception:  # upkeep must not stop the worker; it runs again soon
+                    log.exception("periodic %s failed", function.__name__)
 
     def stop(self) -> None:
         self.stopping.set()

@@ -1,0 +1,258 @@
+"""A simulated crowd: raters that answer a running server's comparisons over HTTP, as
+people would, from the items' feature vectors (a `FeatureOracle`), with a noise rate and
+a think time. Each rater joins through the study's public link and answers through the
+rater routes only; the researcher token is used to read the items' features and, if
+asked, to watch a build.
+
+An answer whose response never came (a timeout, a server restart) is sent again with
+the same query id until the server acknowledges it: the answer is idempotent, so it is
+stored once however often it is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from dataclasses import dataclass, field
+
+import httpx
+import numpy as np
+
+from app.learn import FeatureOracle
+
+API = "/api/v1"
+RETRY_SECONDS = 0.25
+
+
+@dataclass
+class CrowdReport:
+    answers: int = 0
+    replayed: int = 0
+    retries: int = 0
+    raters: int = 0
+    completed_sessions: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    acknowledged: list[int] = field(default_factory=list)  # query ids the server confirmed
+    build_status: str | None = None
+
+    def summary(self) -> dict:
+        latencies = np.array(self.latencies) * 1000 if self.latencies else np.zeros(1)
+        return {
+            "answers": self.answers,
+            "answers_per_second": round(self.answers / self.seconds, 1) if self.seconds else 0.0,
+            "p50_ms": round(float(np.percentile(latencies, 50)), 1),
+            "p99_ms": round(float(np.percentile(latencies, 99)), 1),
+            "replayed": self.replayed,
+            "retries": self.retries,
+            "raters": self.raters,
+            "completed_sessions": self.completed_sessions,
+            "seconds": round(self.seconds, 1),
+            "build_status": self.build_status,
+        }
+
+
+class _Items:
+    """Item keys to oracle positions, and the oracle answering by key."""
+
+    def __init__(self, exported: list[dict], noise: float, seed: int) -> None:
+        with_features = [item for item in exported if item.get("features")]
+        if len(with_features) < 3:
+            raise ValueError(
+                "the simulated crowd answers from feature vectors, and this project has "
+                f"{len(with_features)} items with features"
+            )
+        self.index = {item["key"]: i for i, item in enumerate(with_features)}
+        X = np.array([item["features"] for item in with_features], dtype=np.float64)
+        self.oracle = FeatureOracle(X, noise=noise, random_state=seed)
+        self.noise = noise
+        self.rng = random.Random(seed)
+
+    def choose(self, comparison: dict) -> str:
+        a, left, right = (
+            self.index[comparison[role]["key"]] for role in ("anchor", "left", "right")
+        )
+        if a in (left, right):  # an attention check: the anchor itself is a candidate
+            right_answer = "left" if a == left else "right"
+            if self.rng.random() < self.noise:
+                return "right" if right_answer == "left" else "left"
+            return right_answer
+        answered = self.oracle.answer(np.array([[a, left, right]]))
+        return "left" if answered[0, 1] == left else "right"
+
+
+async def _request(client: httpx.AsyncClient, method: str, url: str, report: CrowdReport, **kw):
+    """Send until the server answers (restarts and timeouts are retried); returns the
+    response and the seconds the successful attempt took."""
+    while True:
+        started = time.perf_counter()
+        try:
+            response = await client.request(method, url, **kw)
+        except (httpx.TransportError, httpx.TimeoutException):
+            report.retries += 1
+            await asyncio.sleep(RETRY_SECONDS)
+            continue
+        if response.status_code >= 500 or response.status_code == 429:
+            report.retries += 1
+            await asyncio.sleep(RETRY_SECONDS)
+            continue
+        return response, time.perf_counter() - started
+
+
+async def _rater(
+    number: int,
+    client: httpx.AsyncClient,
+    slug: str,
+    items: _Items,
+    think_time: float,
+    rng: random.Random,
+    stop: asyncio.Event,
+    report: CrowdReport,
+    prefix: str,
+    answers_each: int | None,
+) -> None:
+    session_number = 0
+    while not stop.is_set():
+        participant = f"{prefix}-{number}-{session_number}"
+        response, _ = await _request(
+            client, "POST", f"{API}/rate/{slug}/raters", report, json={"participant": participant}
+        )
+        response.raise_for_status()
+        report.raters += 1
+        state = response.json()
+        headers = {"X-Rater-Token": state["rater_token"]}
+        given = 0
+        while not stop.is_set() and state["comparison"] is not None:
+            if answers_each is not None and given >= answers_each:
+                return
+            comparison = state["comparison"]
+            shown = time.perf_counter()
+            choice = items.choose(comparison)
+            if think_time > 0:
+                # People take about `think_time` seconds, some much longer: log-normal.
+                await asyncio.sleep(rng.lognormvariate(math.log(think_time), 0.5))
+            response, seconds = await _request(
+                client,
+                "POST",
+                f"{API}/rate/{slug}/answers",
+                report,
+                headers=headers,
+                json={
+                    "query_id": comparison["query_id"],
+                    "choice": choice,
+                    "response_time_ms": int((time.perf_counter() - shown) * 1000),
+                },
+            )
+            if response.status_code == 401:  # the session was replaced: join again
+                break
+            response.raise_for_status()
+            state = response.json()
+            report.latencies.append(seconds)
+            report.acknowledged.append(comparison["query_id"])
+            report.answers += 1
+            report.replayed += bool(state["replayed"])
+            given += 1
+        if state.get("complete"):
+            report.completed_sessions += 1
+            session_number += 1
+            continue
+        if state["comparison"] is None and not stop.is_set():
+            await asyncio.sleep(1.0)  # nothing to ask right now: look again soon
+        session_number += 1
+
+
+async def _watch_build(client, project_id, build_id, headers, stop, report, poll=1.0):
+    while not stop.is_set():
+        response, _ = await _request(
+            client, "GET", f"{API}/projects/{project_id}/builds/{build_id}", report, headers=headers
+        )
+        report.build_status = response.json()["status"]
+        if report.build_status in ("complete", "cancelled"):
+            stop.set()
+            return
+        await asyncio.sleep(poll)
+
+
+async def _report_progress(report: CrowdReport, stop: asyncio.Event, every: float, callback):
+    started = time.perf_counter()
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=every)
+        except TimeoutError:
+            report.seconds = time.perf_counter() - started
+            callback(report)
+
+
+async def run_crowd(
+    *,
+    url: str,
+    project_id: int,
+    token: str,
+    raters: int,
+    noise: float = 0.0,
+    think_time: float = 1.0,
+    seconds: float | None = None,
+    answers_each: int | None = None,
+    build_id: int | None = None,
+    seed: int = 0,
+    timeout: float = 30.0,
+    on_progress=None,
+    progress_every: float = 5.0,
+) -> CrowdReport:
+    """Run `raters` simulated people against the server at `url` until the build is
+    complete (with `build_id`), `seconds` pass, or each gave `answers_each` answers."""
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=raters + 4, max_keepalive_connections=raters + 4)
+    report = CrowdReport()
+    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
+        rating = await client.get(f"{API}/projects/{project_id}/rating", headers=headers)
+        rating.raise_for_status()
+        slug = rating.json()["public_slug"]
+        exported = await client.get(
+            f"{API}/projects/{project_id}/items/export", params={"format": "json"}, headers=headers
+        )
+        exported.raise_for_status()
+        items = _Items(exported.json(), noise, seed)
+        stop = asyncio.Event()
+        started = time.perf_counter()
+        tasks = [
+            asyncio.create_task(
+                _rater(
+                    number,
+                    client,
+                    slug,
+                    items,
+                    think_time,
+                    random.Random(seed * 100_003 + number),
+                    stop,
+                    report,
+                    f"sim{seed}",
+                    answers_each,
+                )
+            )
+            for number in range(raters)
+        ]
+        if build_id is not None:
+            tasks.append(
+                asyncio.create_task(
+                    _watch_build(client, project_id, build_id, headers, stop, report)
+                )
+            )
+        if on_progress is not None:
+            reporter = asyncio.create_task(
+                _report_progress(report, stop, progress_every, on_progress)
+            )
+        try:
+            await asyncio.wait(tasks, timeout=seconds, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            stop.set()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            report.seconds = time.perf_counter() - started
+            if on_progress is not None:
+                await reporter
+    failures = [result for result in results if isinstance(result, BaseException)]
+    if failures:
+        raise failures[0]
+    return report
