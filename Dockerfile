@@ -1,4 +1,11 @@
 # Closer web service and worker image. Build: docker build -t closer .
+
+# The pages' front-end packages (htmx), from the npm registry, served by the app itself.
+FROM node:20-bookworm-slim AS assets
+WORKDIR /assets
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -23,6 +30,7 @@ COPY alembic.ini ./
 COPY migrations ./migrations
 COPY templates ./templates
 COPY static ./static
+COPY --from=assets /assets/node_modules ./node_modules
 COPY app ./app
 RUN pip install --no-deps -e . \
     && mkdir -p /var/lib/closer && chown closer /var/lib/closer

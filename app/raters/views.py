@@ -94,12 +94,9 @@ def answer(
 ):
     rater = _rater(request, session, project)
     if rater is None:
-        return _page(
-            request,
-            "rate/_expired.html",
-            {"project": project, "slug": slug},
-            status_code=401,
-        )
+        # htmx swaps only 2xx answers in; the message must reach the rater's screen.
+        status_code = 200 if request.headers.get("HX-Request") else 401
+        return _page(request, "rate/_expired.html", {"project": project, "slug": slug}, status_code)
     elapsed = int(response_time_ms) if response_time_ms.isdigit() else None
     state = rating.answer(
         session=session,

@@ -11,9 +11,9 @@
 
   function shown() {
     shownAt = performance.now();
-    const section = document.getElementById("comparison");
-    if (section && section.dataset.redirect) {
-      setTimeout(() => window.location.assign(section.dataset.redirect), 4000);
+    const done = document.querySelector("#comparison [data-redirect]");
+    if (done) {
+      setTimeout(() => window.location.assign(done.dataset.redirect), 4000);
     }
   }
 

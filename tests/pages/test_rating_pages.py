@@ -1,0 +1,190 @@
+"""The rating pages in a real browser (Debian's Chromium through Playwright), against a
+real server on both databases: a rater answers by mouse, by keyboard and by touch, sees
+the completion code and is sent back to the recruiting platform."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import uvicorn
+from playwright.sync_api import expect, sync_playwright
+
+from app.models import Assignment, Rater, Triplet
+from tests.uploads import png, zip_bytes
+
+API = "/api/v1"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def chromium_path() -> str:
+    found = os.environ.get("CLOSER_CHROMIUM") or shutil.which("chromium")
+    if not found:
+        raise RuntimeError("Chromium not found: 'apt-get install chromium' (scripts/test does)")
+    return found
+
+
+@pytest.fixture
+def server(app):
+    """The app served by uvicorn on a free loopback port, in a thread."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    runner = uvicorn.Server(config)
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not runner.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    runner.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def study(client, auth, project, server):
+    """30 items with images, a build started, 40 answers to a session; the completion
+    page sends the rater back to a page of this server (standing in for the platform)."""
+    colours = [(40 + 7 * i, 200 - 5 * i, (90 * i) % 256) for i in range(30)]
+    manifest = "key,label,image\n" + "\n".join(f"shade-{i},{i % 3},img/{i}.png" for i in range(30))
+    archive = zip_bytes(
+        {
+            "manifest.csv": manifest,
+            **{f"img/{i}.png": png(c, (48, 48)) for i, c in enumerate(colours)},
+        }
+    )
+    project_id = project["id"]
+    uploaded = client.post(
+        f"{API}/projects/{project_id}/items", headers=auth, files={"file": ("shades.zip", archive)}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    assert (
+        client.post(
+            f"{API}/projects/{project_id}/builds",
+            headers=auth,
+            json={"n_trees": 2, "random_state": 0},
+        ).status_code
+        == 201
+    )
+    settings = client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={
+            "answers_per_rater": 40,
+            "completion_code": "THANKS-40",
+            "completion_url": f"{server}/api/v1/health?back=1",
+            "instructions": "Pick the colour closer to the one on top.",
+        },
+    ).json()
+    return project_id, settings["public_slug"]
+
+
+@pytest.fixture
+def browser():
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def screenshots_dir(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("CLOSER_SCREENSHOTS", tmp_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def current_query(page) -> str:
+    return page.locator("#comparison input[name=query_id]").get_attribute("value")
+
+
+def answer_and_wait(page, act) -> None:
+    before = current_query(page)
+    act()
+    expect(page.locator("#comparison input[name=query_id]")).not_to_have_value(before)
+
+
+def test_a_rater_answers_by_mouse_and_keyboard_and_gets_the_completion_code(
+    app, server, study, browser, tmp_path
+):
+    project_id, slug = study
+    shots = screenshots_dir(tmp_path)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server}/r/{slug}?PROLIFIC_PID=pw-rater&STUDY_ID=s1&SESSION_ID=x1")
+    expect(page.get_by_text("Pick the colour closer to the one on top.")).to_be_visible()
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator(".progress .count")).to_have_text("0 / 40")
+    page.screenshot(path=str(shots / "rate-desktop.png"))
+    page_loads = []
+    page.on("load", lambda _: page_loads.append(page.url))
+
+    for number in range(20):  # by mouse, alternating sides
+        side = page.locator("#comparison button.candidate").nth(number % 2)
+        answer_and_wait(page, side.click)
+    expect(page.locator(".progress .count")).to_have_text("20 / 40")
+    for number in range(19):  # by keyboard
+        answer_and_wait(
+            page, lambda n=number: page.keyboard.press(["ArrowLeft", "ArrowRight"][n % 2])
+        )
+    page.keyboard.press("ArrowRight")  # the 40th answer
+
+    expect(page.locator("#completion-code")).to_have_text("THANKS-40")
+    page.screenshot(path=str(shots / "rate-done-desktop.png"))
+    assert page_loads == []  # every comparison swapped in without a page load
+    page.wait_for_url("**/api/v1/health?back=1", timeout=15_000)  # back to the platform
+
+    with app.state.session_factory() as session:
+        rater = session.query(Rater).filter(Rater.project_id == project_id).one()
+        assert rater.external_id == "pw-rater" and rater.platform == "prolific"
+        assert rater.platform_ids == {
+            "PROLIFIC_PID": "pw-rater",
+            "STUDY_ID": "s1",
+            "SESSION_ID": "x1",
+        }
+        assert rater.answers == 40 and rater.completed_at is not None
+        answered = session.query(Assignment).filter(Assignment.answered_at.is_not(None)).all()
+        assert len(answered) == 40
+        assert all(a.response_time_ms is not None and a.response_time_ms > 0 for a in answered)
+        stored = session.query(Triplet).filter(Triplet.project_id == project_id).count()
+        checks = sum(a.purpose == 4 for a in answered)
+        assert stored + checks == 40  # one triplet per answer; checks are not triplets
+
+
+def test_the_rating_page_works_on_a_phone(server, study, browser, tmp_path):
+    _, slug = study
+    shots = screenshots_dir(tmp_path)
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844},
+        device_scale_factor=2,
+        is_mobile=True,
+        has_touch=True,
+    )
+    page = context.new_page()
+    page.goto(f"{server}/r/{slug}?participant=phone-1")
+    page.get_by_role("button", name="Start").tap()
+    expect(page.locator(".progress .count")).to_have_text("0 / 40")
+    candidates = page.locator("#comparison button.candidate")
+    boxes = [candidates.nth(i).bounding_box() for i in range(2)]
+    assert all(
+        box["x"] >= 0 and box["x"] + box["width"] <= 390 for box in boxes
+    )  # no sideways scroll
+    assert abs(boxes[0]["y"] - boxes[1]["y"]) < 1  # side by side, even on a phone
+    assert page.locator(".anchor img").bounding_box()["y"] + 10 < boxes[0]["y"]  # anchor on top
+    page.screenshot(path=str(shots / "rate-phone.png"))
+    for number in range(5):
+        answer_and_wait(page, candidates.nth(number % 2).tap)
+    expect(page.locator(".progress .count")).to_have_text("5 / 40")
+    context.close()
+
+
+def test_an_unknown_study_link_is_a_page_that_says_so(server, browser):
+    page = browser.new_page()
+    response = page.goto(f"{server}/r/no-such-study")
+    assert response.status == 404
+    expect(page.get_by_text("no study at this link")).to_be_visible()
