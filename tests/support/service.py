@@ -1,0 +1,107 @@
+"""Closer as its users run it: `closer serve` and `closer worker` as processes of their
+own, for tests and benchmarks that go over HTTP (and kill the server on purpose)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServiceProcesses:
+    """Web processes (`closer serve --workers N`) and worker processes on one database."""
+
+    def __init__(
+        self,
+        database_url: str,
+        data_dir: Path,
+        *,
+        web_processes: int = 2,
+        workers: int = 1,
+        port: int | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.web_processes = web_processes
+        self.log_dir = log_dir or data_dir
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "CLOSER_DATA_DIR": str(data_dir),
+            "CLOSER_WORKER_IN_PROCESS": "false",
+            "CLOSER_WORKER_POLL_SECONDS": "0.2",
+            "CLOSER_LOG_LEVEL": "warning",
+            "PYTHONPATH": str(ROOT),
+        }
+        self.web: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self.worker_count = workers
+        self.restarts = 0
+
+    def _spawn(self, args: list[str], log: str) -> subprocess.Popen:
+        handle = open(self.log_dir / log, "ab")  # noqa: SIM115 - the process keeps it
+        return subprocess.Popen(
+            [sys.executable, "-m", "app.cli", *args],
+            env=self.env,
+            cwd=ROOT,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: a kill takes its children too
+        )
+
+    def start_web(self, timeout: float = 60.0) -> None:
+        self.web = self._spawn(
+            ["serve", "--port", str(self.port), "--workers", str(self.web_processes)],
+            f"web-{self.restarts}.log",
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/api/v1/health", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.web.poll() is not None:
+                raise RuntimeError(f"closer serve exited with {self.web.returncode}")
+            time.sleep(0.2)
+        raise RuntimeError("closer serve did not answer in time")
+
+    def start_workers(self) -> None:
+        for number in range(self.worker_count):
+            self.workers.append(self._spawn(["worker"], f"worker-{number}.log"))
+
+    def start(self) -> ServiceProcesses:
+        self.start_web()
+        self.start_workers()
+        return self
+
+    def kill_web(self) -> None:
+        """SIGKILL every web process at once, as a crash or an OOM kill would."""
+        os.killpg(self.web.pid, signal.SIGKILL)
+        self.web.wait()
+        self.restarts += 1
+
+    def stop(self) -> None:
+        for process in [self.web, *self.workers]:
+            if process is not None and process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    process.wait(timeout=15)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    os.killpg(process.pid, signal.SIGKILL)
