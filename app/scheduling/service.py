@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-from sqlalchemy import case, exists, insert, or_, select, update
+from sqlalchemy import case, exists, insert, literal_column, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError
@@ -85,6 +85,11 @@ class _ItemIds:
 item_ids = _ItemIds()
 
 
+# The open-slot indexes are partial (WHERE state = 'open'); PostgreSQL uses them only for
+# a query that says so literally, not through a bound parameter.
+IS_OPEN = QuerySlot.state == literal_column("'open'")
+
+
 def _lease_free(now: datetime):
     return or_(QuerySlot.lease_expires_at.is_(None), QuerySlot.lease_expires_at < now)
 
@@ -109,7 +114,7 @@ def _lease_slot(session: Session, project: Project, rater: Rater, now: datetime)
         )
         .where(
             QuerySlot.project_id == project.id,
-            QuerySlot.state == SlotState.open,
+            IS_OPEN,
             _lease_free(now),
             ~_seen_by(rater.id),
         )
@@ -417,7 +422,7 @@ def sync_slots(
             QuerySlot.lo_id,
             QuerySlot.hi_id,
             QuerySlot.lease_expires_at,
-        ).where(owner, QuerySlot.state == SlotState.open)
+        ).where(owner, IS_OPEN)
     ).all()
     open_slots: dict[tuple[int, int, int], list] = {}
     for row in rows:
@@ -499,7 +504,7 @@ def withdraw_slots(
     )
     session.execute(
         update(QuerySlot)
-        .where(owner, QuerySlot.state == SlotState.open)
+        .where(owner, IS_OPEN)
         .values(state=SlotState.withdrawn)
         .execution_options(synchronize_session=False)
     )
@@ -511,7 +516,7 @@ def queue_counts(*, session: Session, project_id: int) -> dict[str, int]:
 
     rows = session.execute(
         select(QuerySlot.priority, func.count())
-        .where(QuerySlot.project_id == project_id, QuerySlot.state == SlotState.open)
+        .where(QuerySlot.project_id == project_id, IS_OPEN)
         .group_by(QuerySlot.priority)
     ).all()
     return {Purpose(priority).name: count for priority, count in rows}

@@ -1,0 +1,164 @@
+"""Answer + next-query round trips on PostgreSQL with 2 web processes, as raters see them.
+
+A real `closer serve --workers 2` and a `closer worker` run on a throwaway PostgreSQL
+server, with 500 handwritten digits and a 20-tree CompRF build waiting for answers (3 per
+query). Simulated raters (`closer simulate`'s engine) answer over HTTP: 100 and 300 at
+once with a think time (log-normal around 1 s), then as fast as they can. Each answer is
+one request: it stores the answer and returns the next comparison.
+
+The peer, in the same run and at the same concurrency, is the service's cheapest route
+(GET /api/v1/health: no database) through the same web processes and the same client:
+the floor that uvicorn, FastAPI and the load generator themselves set on this machine.
+
+    .venv/bin/python benchmarks/rating_latency.py [--seconds 30] [--raters 100,300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from app.auth.service import create_token  # noqa: E402
+from app.core import migrations  # noqa: E402
+from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
+from app.demo.service import digits_archive  # noqa: E402
+from app.simulate import run_crowd  # noqa: E402
+from tests.support.postgres import start_postgres  # noqa: E402
+from tests.support.service import ServiceProcesses  # noqa: E402
+
+
+async def floor(url: str, clients: int, seconds: float, think_time: float) -> dict:
+    """The same load shape against GET /api/v1/health."""
+    latencies: list[float] = []
+    stop = time.perf_counter() + seconds
+    rng = np.random.default_rng(0)
+    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+
+        async def one():
+            while time.perf_counter() < stop:
+                if think_time:
+                    await asyncio.sleep(float(rng.lognormal(np.log(think_time), 0.5)))
+                started = time.perf_counter()
+                (await client.get("/api/v1/health")).raise_for_status()
+                latencies.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(clients)))
+        elapsed = time.perf_counter() - started
+    ms = np.array(latencies) * 1000
+    return {
+        "per_second": len(latencies) / elapsed,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p99_ms": float(np.percentile(ms, 99)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--raters", default="100,300", help="concurrent raters with think time")
+    parser.add_argument("--max-raters", default="8,16,32", help="concurrencies without think time")
+    parser.add_argument("--items", type=int, default=500)
+    parser.add_argument("--trees", type=int, default=20)
+    args = parser.parse_args()
+
+    server = start_postgres()
+    root = Path(tempfile.mkdtemp(prefix="closer-rating-bench-"))
+    service = None
+    try:
+        url = server.create_database("rating_bench")
+        migrations.upgrade(url)
+        engine = make_engine(url)
+        with unit_of_work(make_session_factory(engine)) as session:
+            token = create_token(session=session, researcher_name="bench")
+        engine.dispose()
+        service = ServiceProcesses(url, root / "data", web_processes=2, workers=1).start()
+        auth = {"Authorization": f"Bearer {token}"}
+        http = httpx.Client(base_url=service.url, headers=auth, timeout=120)
+        project = http.post("/api/v1/projects", json={"name": "digits"}).json()["id"]
+        archive = digits_archive(args.items, args.items // 6, random_state=0)
+        http.post(
+            f"/api/v1/projects/{project}/items", files={"file": ("d.zip", archive)}
+        ).raise_for_status()
+        http.patch(
+            f"/api/v1/projects/{project}/rating",
+            json={"answers_per_rater": 0, "random_share": 0.1, "attention_rate": 0.05},
+        ).raise_for_status()
+        http.post(
+            f"/api/v1/projects/{project}/builds",
+            json={"n_trees": args.trees, "answers_per_query": 3, "random_state": 0},
+        ).raise_for_status()
+
+        def crowd(raters: int, think: float, seed: int) -> dict:
+            report = asyncio.run(
+                run_crowd(
+                    url=service.url,
+                    project_id=project,
+                    token=token,
+                    raters=raters,
+                    noise=0.1,
+                    think_time=think,
+                    seconds=args.seconds,
+                    seed=seed,
+                )
+            )
+            summary = report.summary()
+            return {
+                "per_second": summary["answers_per_second"],
+                "p50_ms": summary["p50_ms"],
+                "p99_ms": summary["p99_ms"],
+            }
+
+        rows = []
+        seed = 1
+        shapes = [(int(n), 1.0) for n in args.raters.split(",")]
+        shapes += [(int(n), 0.0) for n in args.max_raters.split(",")]
+        for raters, think in shapes:
+            ours = crowd(raters, think, seed)
+            peer = asyncio.run(floor(service.url, raters, args.seconds, think))
+            rows.append((raters, think, ours, peer))
+            seed += 1
+            print(
+                f"  {raters} raters, think {think:g} s: {ours['per_second']:.0f} answers/s, "
+                f"p50 {ours['p50_ms']:.1f} ms, p99 {ours['p99_ms']:.1f} ms",
+                file=sys.stderr,
+            )
+        build = http.get(f"/api/v1/projects/{project}/builds").json()[0]
+    finally:
+        if service is not None:
+            service.stop()
+        server.stop()
+
+    print()
+    print("answer + next query over HTTP, PostgreSQL, 2 web processes + 1 worker, this machine")
+    header = (
+        f"{'raters':>7} {'think':>6} | {'answers/s':>10} {'p50 ms':>8} {'p99 ms':>8} | "
+        f"{'health/s':>9} {'p50 ms':>8} {'p99 ms':>8} | {'p99 ratio':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    for raters, think, ours, peer in rows:
+        print(
+            f"{raters:>7} {think:>5g}s | {ours['per_second']:>10.0f} {ours['p50_ms']:>8.1f} "
+            f"{ours['p99_ms']:>8.1f} | {peer['per_second']:>9.0f} {peer['p50_ms']:>8.1f} "
+            f"{peer['p99_ms']:>8.1f} | {ours['p99_ms'] / peer['p99_ms']:>9.1f}"
+        )
+    best = max(ours["per_second"] for raters, think, ours, _ in rows if think == 0)
+    print(f"maximum without think time: {best:.0f} answers/s (target >= 500)")
+    print(f"build after the runs: {build['status']}, {build['progress']['queries_answered']} "
+          f"queries answered, {build['progress']['queries_pending']} pending")
+
+
+if __name__ == "__main__":
+    main()
