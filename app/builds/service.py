@@ -9,6 +9,8 @@ both save (the loser's update matches no row and is dropped).
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn import CompRF, CompRFBuilder
+from app.learn.comprf import query_keys, unpack_query_keys
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
 from app.scheduling import service as scheduling
 from app.triplets.log import committed_bound
@@ -125,12 +128,58 @@ def _new_answers(session: Session, build: Build) -> tuple[np.ndarray, int]:
     return answers_after(session, build.project_id, build.answers_cursor, item_ids(build))
 
 
+@dataclass
+class _Warm:
+    """A build as this process last saved it: the builder, the saved version and cursor
+    (together they fix which answers it holds), and the queue it asked for then."""
+
+    version: int
+    cursor: int
+    builder: CompRFBuilder
+    wanted: tuple[np.ndarray, np.ndarray]  # query keys (sorted) and answers needed
+    full_sync_at: float  # when the whole queue was last compared with the build
+
+
+class _WarmBuilds:
+    """Builds kept in memory between steps, so a step costs the answers it reads, not a
+    reload of the build and a scan of its whole queue. A build someone else saved since
+    (another worker, a pause, a replay) is not used: its version or cursor differ."""
+
+    def __init__(self, most: int = 8, full_sync_seconds: float = 30.0) -> None:
+        self.most = most
+        self.full_sync_seconds = full_sync_seconds
+        self._builds: dict[int, _Warm] = {}
+        self._lock = threading.Lock()
+
+    def take(self, build: Build) -> _Warm | None:
+        with self._lock:
+            warm = self._builds.pop(build.id, None)
+        if warm is None or (warm.version, warm.cursor) != (build.version, build.answers_cursor):
+            return None
+        return warm
+
+    def full_sync_due(self, warm: _Warm | None) -> bool:
+        """Now and then the whole queue is compared again, whatever changed in between
+        (slots answered by answers that do not count, say)."""
+        return warm is None or time.monotonic() - warm.full_sync_at > self.full_sync_seconds
+
+    def keep(self, build_id: int, warm: _Warm) -> None:
+        with self._lock:
+            self._builds[build_id] = warm
+            while len(self._builds) > self.most:
+                self._builds.pop(next(iter(self._builds)))
+
+
+_warm = _WarmBuilds()
+
+
 def step(*, session: Session, build: Build) -> int:
     """Fold the answers that arrived since the last step into the build; returns how many
     were read. Saves nothing if another step saved first (the caller may simply retry)."""
     if build.status is not BuildStatus.running:
         return 0
-    builder = _builder(build)
+    warm = _warm.take(build)
+    builder = warm.builder if warm is not None else _builder(build)
     answers, cursor = _new_answers(session, build)
     if len(answers):
         builder.add_answers(answers)
@@ -150,24 +199,56 @@ def step(*, session: Session, build: Build) -> int:
     if not saved:
         return 0
     session.refresh(build)
-    _sync_queue(session, build, builder)
+    full = _warm.full_sync_due(warm)
+    wanted = _sync_queue(session, build, builder, None if full else warm.wanted)
+    if wanted is not None:
+        synced_at = time.monotonic() if full else warm.full_sync_at
+        _warm.keep(build.id, _Warm(build.version, build.answers_cursor, builder, wanted, synced_at))
     return len(answers)
 
 
-def _sync_queue(session: Session, build: Build, builder: CompRFBuilder) -> None:
-    """Put the queries the build waits for into the scheduler's queue (and nothing else)."""
+def _sync_queue(
+    session: Session,
+    build: Build,
+    builder: CompRFBuilder,
+    before: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Put the queries the build waits for into the scheduler's queue (and nothing else).
+    Knowing what it waited for `before`, only the queries whose need changed are
+    written. Returns what it waits for now."""
     if build.status is not BuildStatus.running:
         scheduling.withdraw_slots(session=session, build_id=build.id)
-        return
+        return None
     queries, needed = builder.pending_queries(return_needed=True)
+    keys = query_keys(*queries.T)
+    order = np.argsort(keys)
+    keys, queries, needed = keys[order], queries[order], needed[order]
+    if before is None:
+        changed_keys, changed_queries, changed_needed = keys, queries, needed
+    else:
+        old_keys, old_needed = before
+        if len(old_keys):
+            at = np.minimum(np.searchsorted(old_keys, keys), len(old_keys) - 1)
+            same = (old_keys[at] == keys) & (old_needed[at] == needed)
+        else:
+            same = np.zeros(len(keys), bool)
+        gone = old_keys[~np.isin(old_keys, keys, assume_unique=True)]
+        changed_keys = np.concatenate([keys[~same], gone])
+        changed_queries = np.concatenate([queries[~same], unpack_query_keys(gone)])
+        changed_needed = np.concatenate([needed[~same], np.zeros(len(gone), np.int64)])
     scheduling.sync_slots(
         session=session,
         project_id=build.project_id,
-        queries=item_ids(build)[queries],
-        needed=needed,
-        answered=needed < builder.params["answers_per_query"],
+        wanted=scheduling.Wanted(
+            keys=changed_keys,
+            queries=item_ids(build)[changed_queries],
+            needed=changed_needed,
+            answered=changed_needed < builder.params["answers_per_query"],
+        ),
         build_id=build.id,
+        complete=before is None,
     )
+    return keys, needed
 
 
 def replay(*, session: Session, build: Build) -> Build:

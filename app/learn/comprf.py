@@ -45,6 +45,12 @@ def query_keys(anchor: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return (anchor.astype(np.int64) << (2 * ID_BITS)) | (lo.astype(np.int64) << ID_BITS) | hi
 
 
+def unpack_query_keys(keys: np.ndarray) -> np.ndarray:
+    """The queries ``(anchor, lower, higher)`` that `query_keys` packed."""
+    keys = np.asarray(keys, dtype=np.int64)
+    return np.stack([keys >> (2 * ID_BITS), (keys >> ID_BITS) & _ID_MASK, keys & _ID_MASK], axis=1)
+
+
 def _mix(x: np.ndarray) -> np.ndarray:
     """SplitMix64's finaliser: a fast, well-spread hash of 64-bit words."""
     with np.errstate(over="ignore"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import IntEnum, StrEnum
 
-from sqlalchemy import ForeignKey, Index, Integer, SmallInteger, text
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, SmallInteger, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -49,12 +49,14 @@ class QuerySlot(Base):
         Index(
             "ix_query_slots_build_open",
             "build_id",
+            "query_key",
             postgresql_where=text("state = 'open'"),
             sqlite_where=text("state = 'open'"),
         ),
         Index(
             "ix_query_slots_prediction_open",
             "prediction_id",
+            "query_key",
             postgresql_where=text("state = 'open'"),
             sqlite_where=text("state = 'open'"),
         ),
@@ -67,6 +69,8 @@ class QuerySlot(Base):
     prediction_id: Mapped[int | None] = mapped_column(
         ForeignKey("predictions.id", ondelete="CASCADE")
     )
+    # The query as its owner (build or prediction) numbers it, to find its slots again.
+    query_key: Mapped[int] = mapped_column(BigInteger)
     anchor_id: Mapped[int] = mapped_column(BigId)
     lo_id: Mapped[int] = mapped_column(BigId)
     hi_id: Mapped[int] = mapped_column(BigId)

@@ -300,8 +300,8 @@ def submit_answer(
 
     slot_owner = (None, None)
     if answered.slot_id is not None:
-        if choice is Choice.cant_tell:
-            # Someone else may be able to tell: the slot goes back to the queue.
+        if choice is Choice.cant_tell or rater.excluded:
+            # Someone else may be able to tell (or is counted): the slot goes back.
             session.execute(
                 update(QuerySlot)
                 .where(QuerySlot.id == answered.slot_id, QuerySlot.lease_rater_id == rater.id)
@@ -395,57 +395,59 @@ def excluded_rater_ids(session: Session, project_id: int) -> list[int]:
 # -- the queue, as the builds and predictions want it ----------------------------------
 
 
+@dataclass(frozen=True)
+class Wanted:
+    """What a build (or prediction) waits for: per query, a key unique within its owner,
+    the items ``(anchor, p, q)``, how many more answers, and whether it holds any yet."""
+
+    keys: np.ndarray
+    queries: np.ndarray
+    needed: np.ndarray
+    answered: np.ndarray
+
+
 def sync_slots(
     *,
     session: Session,
     project_id: int,
-    queries: np.ndarray,
-    needed: np.ndarray,
-    answered: np.ndarray,
+    wanted: Wanted,
     build_id: int | None = None,
     prediction_id: int | None = None,
+    complete: bool = True,
 ) -> tuple[int, int]:
-    """Make the open slots of one build (or prediction) match what it waits for: per
-    query ``(anchor, p, q)`` (item ids), `needed` more answers. Slots are added where too
-    few are open and withdrawn (free ones first) where too many are; `answered` says
-    which queries hold answers already (their new slots rank as majority answers).
+    """Make the open slots of one build (or prediction) match what it waits for: slots
+    are added where too few are open and withdrawn (free ones first) where too many are.
+    With `complete`, `wanted` lists everything the owner waits for and any other open
+    slot is withdrawn; otherwise only the listed queries are looked at (a query with 0
+    needed loses its slots): the cheap update after a step that touched a few queries.
     Returns (added, withdrawn)."""
     owner = (
         QuerySlot.build_id == build_id
         if build_id is not None
         else (QuerySlot.prediction_id == prediction_id)
     )
-    rows = session.execute(
-        select(
-            QuerySlot.id,
-            QuerySlot.anchor_id,
-            QuerySlot.lo_id,
-            QuerySlot.hi_id,
-            QuerySlot.lease_expires_at,
-        ).where(owner, IS_OPEN)
-    ).all()
-    open_slots: dict[tuple[int, int, int], list] = {}
+    columns = (QuerySlot.id, QuerySlot.query_key, QuerySlot.lease_expires_at)
+    if complete:
+        rows = session.execute(select(*columns).where(owner, IS_OPEN)).all()
+    else:
+        rows = []
+        for chunk in _chunks(wanted.keys.tolist(), 5_000):
+            rows += session.execute(
+                select(*columns).where(owner, IS_OPEN, QuerySlot.query_key.in_(chunk))
+            ).all()
+    open_slots: dict[int, list] = {}
     for row in rows:
-        open_slots.setdefault((row.anchor_id, row.lo_id, row.hi_id), []).append(row)
-    wanted: dict[tuple[int, int, int], tuple[int, bool]] = {}
-    lo = np.minimum(queries[:, 1], queries[:, 2])
-    hi = np.maximum(queries[:, 1], queries[:, 2])
-    for anchor, low, high, count, held in zip(
-        queries[:, 0].tolist(),
-        lo.tolist(),
-        hi.tolist(),
-        needed.tolist(),
-        answered.tolist(),
-        strict=True,
-    ):
-        if count > 0:
-            wanted[(anchor, low, high)] = (count, held)
+        open_slots.setdefault(row.query_key, []).append(row)
 
     now = utcnow()
     first = Purpose.routing if prediction_id is not None else Purpose.build
+    lo = np.minimum(wanted.queries[:, 1], wanted.queries[:, 2]).tolist()
+    hi = np.maximum(wanted.queries[:, 1], wanted.queries[:, 2]).tolist()
     new_rows = []
     withdraw: list[int] = []
-    for key, (count, held) in wanted.items():
+    for index, (key, count, held) in enumerate(
+        zip(wanted.keys.tolist(), wanted.needed.tolist(), wanted.answered.tolist(), strict=True)
+    ):
         have = open_slots.pop(key, [])
         for extra in range(count - len(have)):
             fresh = not held and not have and extra == 0
@@ -456,9 +458,10 @@ def sync_slots(
                     "priority": int(priority),
                     "build_id": build_id,
                     "prediction_id": prediction_id,
-                    "anchor_id": key[0],
-                    "lo_id": key[1],
-                    "hi_id": key[2],
+                    "query_key": key,
+                    "anchor_id": int(wanted.queries[index, 0]),
+                    "lo_id": lo[index],
+                    "hi_id": hi[index],
                     "state": SlotState.open,
                     "created_at": now,
                 }
@@ -472,7 +475,7 @@ def sync_slots(
     for chunk in _chunks(withdraw, 5_000):
         session.execute(
             update(QuerySlot)
-            .where(QuerySlot.id.in_(chunk), QuerySlot.state == SlotState.open)
+            .where(QuerySlot.id.in_(chunk), IS_OPEN)
             .values(state=SlotState.withdrawn)
             .execution_options(synchronize_session=False)
         )

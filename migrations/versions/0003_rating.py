@@ -138,6 +138,7 @@ def upgrade() -> None:
         sa.Column("priority", sa.SmallInteger(), nullable=False),
         sa.Column("build_id", sa.Integer(), nullable=True),
         sa.Column("prediction_id", sa.Integer(), nullable=True),
+        sa.Column("query_key", sa.BigInteger(), nullable=False),
         sa.Column("anchor_id", BIG_ID, nullable=False),
         sa.Column("lo_id", BIG_ID, nullable=False),
         sa.Column("hi_id", BIG_ID, nullable=False),
@@ -177,14 +178,14 @@ def upgrade() -> None:
     op.create_index(
         "ix_query_slots_build_open",
         "query_slots",
-        ["build_id"],
+        ["build_id", "query_key"],
         postgresql_where=OPEN,
         sqlite_where=OPEN,
     )
     op.create_index(
         "ix_query_slots_prediction_open",
         "query_slots",
-        ["prediction_id"],
+        ["prediction_id", "query_key"],
         postgresql_where=OPEN,
         sqlite_where=OPEN,
     )
