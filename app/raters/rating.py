@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.builds import jobs as build_jobs
-from app.models import Assignment, Choice, Item, Project, Rater
+from app.models import Choice, Item, Project, Rater
 from app.raters import quality
 from app.raters import service as raters
 from app.scheduling import service as scheduling
@@ -54,40 +54,42 @@ def join(*, session: Session, project: Project, params: Mapping[str, str]) -> tu
 
 class _Cards:
     """How items look to raters, kept per process for a minute: every answer shows three
-    items, and reading them each time would be a query per answer."""
+    items, and reading them each time would be a query per answer. Keyed by the
+    project's public slug too, which is never reused."""
 
     def __init__(self, seconds: float = 60.0, most: int = 200_000) -> None:
         self.seconds, self.most = seconds, most
-        self._cards: dict[int, tuple[float, Shown]] = {}
+        self._cards: dict[tuple[str, int], tuple[float, Shown]] = {}
         self._lock = threading.Lock()
 
-    def get(self, session: Session, ids: tuple[int, ...]) -> list[Shown]:
+    def get(self, session: Session, project: Project, ids: tuple[int, ...]) -> list[Shown]:
         now = time.monotonic()
+        slug = project.public_slug
         with self._lock:
-            hits = {i: self._cards.get(i) for i in ids}
+            hits = {i: self._cards.get((slug, i)) for i in ids}
         missing = {i for i, hit in hits.items() if hit is None or now - hit[0] > self.seconds}
         if missing:
             rows = session.execute(
-                select(Item.id, Item.key, Item.text, Item.image_file).where(Item.id.in_(missing))
+                select(Item.id, Item.key, Item.text, Item.image_file).where(
+                    Item.id.in_(missing), Item.project_id == project.id
+                )
             ).all()
             with self._lock:
                 if len(self._cards) > self.most:
                     self._cards.clear()
                 for row in rows:
-                    hits[row.id] = self._cards[row.id] = (
-                        now,
-                        Shown(row.key, row.text, row.image_file),
-                    )
+                    card = (now, Shown(row.key, row.text, row.image_file))
+                    hits[row.id] = self._cards[(slug, row.id)] = card
         return [hits[i][1] for i in ids]
 
 
 _cards = _Cards()
 
 
-def _shown(session: Session, assignment: Assignment) -> Comparison:
-    ids = (assignment.anchor_id, assignment.left_id, assignment.right_id)
-    anchor, left, right = _cards.get(session, ids)
-    return Comparison(assignment.id, anchor, left, right)
+def _shown(session: Session, project: Project, served: scheduling.Served) -> Comparison:
+    ids = (served.anchor_id, served.left_id, served.right_id)
+    anchor, left, right = _cards.get(session, project, ids)
+    return Comparison(served.id, anchor, left, right)
 
 
 def state(
@@ -104,7 +106,7 @@ def state(
     )
     done = scheduling.is_complete(project, rater)
     return RaterState(
-        comparison=None if assignment is None else _shown(session, assignment),
+        comparison=None if assignment is None else _shown(session, project, assignment),
         answered=rater.answers,
         target=project.answers_per_rater,
         completion_code=project.completion_code if done else None,

@@ -19,10 +19,8 @@ from app.scheduling.schemas import (
 router = APIRouter(prefix="/rate/{slug}", tags=["rating"])
 
 
-def _item(request: Request, slug: str, shown: rating.Shown) -> ShownItem:
-    image = None
-    if shown.image:
-        image = str(request.url_for("rater_media", slug=slug, filename=shown.image).path)
+def _item(media: str, shown: rating.Shown) -> ShownItem:
+    image = f"{media}/{shown.image}" if shown.image else None
     return ShownItem(key=shown.key, text=shown.text, image_url=image)
 
 
@@ -30,11 +28,13 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
     comparison = None
     if state.comparison is not None:
         shown = state.comparison
+        # The media route's folder, found once: the three images share it.
+        media = request.url_for("rater_media", slug=slug, filename="-").path.rsplit("/", 1)[0]
         comparison = ComparisonOut(
             query_id=shown.assignment_id,
-            anchor=_item(request, slug, shown.anchor),
-            left=_item(request, slug, shown.left),
-            right=_item(request, slug, shown.right),
+            anchor=_item(media, shown.anchor),
+            left=_item(media, shown.left),
+            right=_item(media, shown.right),
         )
     return RaterStateOut(
         comparison=comparison,

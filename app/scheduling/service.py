@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-from sqlalchemy import case, exists, insert, literal_column, or_, select, update
+from sqlalchemy import bindparam, case, exists, insert, literal_column, or_, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.errors import NotFound, ServiceError
 from app.models import (
@@ -43,7 +44,6 @@ from app.models import (
 from app.models._types import utcnow
 from app.triplets.log import hold_append_lock
 
-CANDIDATE_BATCH = 16
 ITEM_CACHE_SECONDS = 30.0
 
 
@@ -61,24 +61,26 @@ class Outcome:
 
 class _ItemIds:
     """Each project's item ids, read at most every few seconds per process: random
-    triplets and attention checks draw from them on every request."""
+    triplets and attention checks draw from them on every request. Keyed by the public
+    slug, which no other project ever gets (SQLite may give a deleted project's id to a
+    new one)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cache: dict[int, tuple[float, np.ndarray]] = {}
+        self._cache: dict[str, tuple[float, np.ndarray]] = {}
 
-    def get(self, session: Session, project_id: int) -> np.ndarray:
+    def get(self, session: Session, project: Project) -> np.ndarray:
         now = time.monotonic()
         with self._lock:
-            hit = self._cache.get(project_id)
+            hit = self._cache.get(project.public_slug)
         if hit is not None and now - hit[0] < ITEM_CACHE_SECONDS:
             return hit[1]
         ids = np.array(
-            session.scalars(select(Item.id).where(Item.project_id == project_id)).all(),
+            session.scalars(select(Item.id).where(Item.project_id == project.id)).all(),
             dtype=np.int64,
         )
         with self._lock:
-            self._cache[project_id] = (now, ids)
+            self._cache[project.public_slug] = (now, ids)
         return ids
 
 
@@ -90,8 +92,132 @@ item_ids = _ItemIds()
 IS_OPEN = QuerySlot.state == literal_column("'open'")
 
 
-def _lease_free(now: datetime):
+def _lease_free(now):
     return or_(QuerySlot.lease_expires_at.is_(None), QuerySlot.lease_expires_at < now)
+
+
+# The statements of the answer's hot path, built once: an answer is one request, and
+# building SQL expressions anew each time cost more than running them.
+_ANSWER = (
+    update(Assignment)
+    .where(
+        Assignment.id == bindparam("assignment"),
+        Assignment.rater_id == bindparam("rater"),
+        Assignment.answered_at.is_(None),
+    )
+    .values(
+        answered_at=bindparam("now"),
+        choice=bindparam("choice"),
+        response_time_ms=bindparam("elapsed"),
+    )
+    .returning(
+        Assignment.slot_id,
+        Assignment.purpose,
+        Assignment.anchor_id,
+        Assignment.lo_id,
+        Assignment.hi_id,
+        Assignment.left_is_lo,
+    )
+)
+_SERVED_TO = select(Assignment.id).where(
+    Assignment.id == bindparam("assignment"), Assignment.rater_id == bindparam("rater")
+)
+_COUNT_ANSWER = (
+    update(Rater)
+    .where(Rater.id == bindparam("rater"))
+    .values(
+        answers=Rater.answers + 1,
+        attention_passed=Rater.attention_passed + bindparam("passed"),
+        attention_failed=Rater.attention_failed + bindparam("failed"),
+        last_seen_at=bindparam("now"),
+        completed_at=case(
+            (
+                (bindparam("target") > 0)
+                & (Rater.answers + 1 >= bindparam("target"))
+                & Rater.completed_at.is_(None),
+                bindparam("now"),
+            ),
+            else_=Rater.completed_at,
+        ),
+    )
+    .returning(Rater.answers, Rater.attention_passed, Rater.attention_failed, Rater.completed_at)
+)
+_RELEASE_SLOT = (
+    update(QuerySlot)
+    .where(QuerySlot.id == bindparam("slot"), QuerySlot.lease_rater_id == bindparam("rater"))
+    .values(lease_rater_id=None, lease_expires_at=None)
+)
+# A late answer to an expired lease that was served again may find its slot answered:
+# the answer still counts, the slot stays as it is.
+_ANSWER_SLOT = (
+    update(QuerySlot)
+    .where(QuerySlot.id == bindparam("slot"))
+    .values(
+        state=case(
+            (QuerySlot.state == SlotState.open, SlotState.answered.value),
+            else_=QuerySlot.state,
+        )
+    )
+    .returning(QuerySlot.build_id, QuerySlot.prediction_id)
+)
+_STORE_TRIPLET = insert(Triplet).values(
+    project_id=bindparam("project"),
+    anchor_id=bindparam("anchor"),
+    closer_id=bindparam("closer"),
+    farther_id=bindparam("farther"),
+    source=TripletSource.rater,
+    rater_id=bindparam("rater"),
+    query_id=bindparam("assignment"),
+    response_time_ms=bindparam("elapsed"),
+    created_at=bindparam("now"),
+)
+_SERVE = insert(Assignment).returning(Assignment.id)
+
+
+def _lease_statement(postgres: bool):
+    """Lease the first free slot the rater has not seen, in one statement. On PostgreSQL
+    the inner read skips rows another transaction holds; SQLite runs one writer at a
+    time."""
+    seen = exists().where(
+        Assignment.rater_id == bindparam("rater"),
+        Assignment.anchor_id == QuerySlot.anchor_id,
+        Assignment.lo_id == QuerySlot.lo_id,
+        Assignment.hi_id == QuerySlot.hi_id,
+    )
+    first = (
+        select(QuerySlot.id)
+        .where(
+            QuerySlot.project_id == bindparam("project"),
+            IS_OPEN,
+            _lease_free(bindparam("now")),
+            ~seen,
+        )
+        .order_by(QuerySlot.priority, QuerySlot.id)
+        .limit(1)
+    )
+    if postgres:
+        first = first.with_for_update(skip_locked=True)
+    return (
+        update(QuerySlot)
+        .where(QuerySlot.id == first.scalar_subquery())
+        .values(lease_rater_id=bindparam("rater"), lease_expires_at=bindparam("expires"))
+        .returning(
+            QuerySlot.id, QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, QuerySlot.priority
+        )
+    )
+
+
+_LEASE = {False: _lease_statement(False), True: _lease_statement(True)}
+
+
+@dataclass(frozen=True)
+class Served:
+    """A query served to a rater, as the pages show it."""
+
+    id: int
+    anchor_id: int
+    left_id: int
+    right_id: int
 
 
 def _seen_by(rater_id: int):
@@ -108,31 +234,15 @@ def _lease_slot(session: Session, project: Project, rater: Rater, now: datetime)
     """Lease the first free queue slot this rater has not seen; None when there is none."""
     expires = now + timedelta(seconds=project.lease_seconds)
     postgres = session.get_bind().dialect.name == "postgresql"
-    query = (
-        select(
-            QuerySlot.id, QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, QuerySlot.priority
+    slot = (
+        session.connection()
+        .execute(
+            _LEASE[postgres],
+            {"project": project.id, "rater": rater.id, "now": now, "expires": expires},
         )
-        .where(
-            QuerySlot.project_id == project.id,
-            IS_OPEN,
-            _lease_free(now),
-            ~_seen_by(rater.id),
-        )
-        .order_by(QuerySlot.priority, QuerySlot.id)
-        .limit(1 if postgres else CANDIDATE_BATCH)
+        .first()
     )
-    if postgres:
-        query = query.with_for_update(of=QuerySlot, skip_locked=True)
-    for slot in session.execute(query).all():
-        leased = session.execute(
-            update(QuerySlot)
-            .where(QuerySlot.id == slot.id, QuerySlot.state == SlotState.open, _lease_free(now))
-            .values(lease_rater_id=rater.id, lease_expires_at=expires)
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        if leased:
-            return slot, expires
-    return None, expires
+    return slot, expires
 
 
 def _draw_unseen(session: Session, rater: Rater, ids: np.ndarray, attention: bool, rng):
@@ -185,7 +295,7 @@ def serve_next(
     rng: random.Random | None = None,
     now: datetime | None = None,
     just_answered: bool = False,
-) -> Assignment | None:
+) -> Served | None:
     """The next query for `rater`, leased to them; None once they are done (or nothing is
     left to ask). The query they hold unanswered comes first, unless they `just_answered`
     the one they held."""
@@ -195,12 +305,12 @@ def serve_next(
     if not just_answered:
         held = current_assignment(session=session, rater=rater, now=now)
         if held is not None:
-            return held
+            return Served(held.id, held.anchor_id, held.left_id, held.right_id)
     rng = rng or random.Random()
     draw = rng.random()
     slot = None
     expires = now + timedelta(seconds=project.lease_seconds)
-    ids = item_ids.get(session, project.id)
+    ids = item_ids.get(session, project)
     if draw < project.attention_rate:
         purpose, chosen = Purpose.attention, _draw_unseen(session, rater, ids, True, rng)
     elif draw < project.attention_rate + project.random_share:
@@ -214,21 +324,28 @@ def serve_next(
     if chosen is None:
         return None
     anchor, lo, hi = chosen
-    assignment = Assignment(
-        project_id=project.id,
-        rater_id=rater.id,
-        slot_id=None if slot is None else slot.id,
-        purpose=int(purpose),
-        anchor_id=anchor,
-        lo_id=lo,
-        hi_id=hi,
-        left_is_lo=rng.random() < 0.5,
-        served_at=now,
-        expires_at=expires,
+    left_is_lo = rng.random() < 0.5
+    assignment_id = (
+        session.connection()
+        .execute(
+            _SERVE,
+            {
+                "project_id": project.id,
+                "rater_id": rater.id,
+                "slot_id": None if slot is None else slot.id,
+                "purpose": int(purpose),
+                "anchor_id": anchor,
+                "lo_id": lo,
+                "hi_id": hi,
+                "left_is_lo": left_is_lo,
+                "served_at": now,
+                "expires_at": expires,
+            },
+        )
+        .scalar_one()
     )
-    session.add(assignment)
-    session.flush()
-    return assignment
+    left, right = (lo, hi) if left_is_lo else (hi, lo)
+    return Served(assignment_id, anchor, left, right)
 
 
 def submit_answer(
@@ -249,98 +366,65 @@ def submit_answer(
             f"response_time_ms must be between 0 and 86400000 (a day); got {response_time_ms}"
         )
     now = now or utcnow()
-    answered = session.execute(
-        update(Assignment)
-        .where(
-            Assignment.id == assignment_id,
-            Assignment.rater_id == rater.id,
-            Assignment.answered_at.is_(None),
-        )
-        .values(answered_at=now, choice=choice, response_time_ms=response_time_ms)
-        .returning(
-            Assignment.slot_id,
-            Assignment.purpose,
-            Assignment.anchor_id,
-            Assignment.lo_id,
-            Assignment.hi_id,
-            Assignment.left_is_lo,
-        )
-        .execution_options(synchronize_session=False)
+    connection = session.connection()
+    ids = {"assignment": assignment_id, "rater": rater.id, "now": now}
+    answered = connection.execute(
+        _ANSWER, {**ids, "choice": choice, "elapsed": response_time_ms}
     ).first()
     if answered is None:
-        known = session.scalar(
-            select(Assignment.id).where(
-                Assignment.id == assignment_id, Assignment.rater_id == rater.id
-            )
-        )
-        if known is None:
+        if connection.execute(_SERVED_TO, ids).first() is None:
             raise NotFound(f"no query {assignment_id} was served to you")
         return Outcome(replayed=True, stored_triplet=False)
 
-    rater.answers += 1
-    rater.last_seen_at = now
-    if is_complete(project, rater) and rater.completed_at is None:
-        rater.completed_at = now
     chosen_lo = (choice is Choice.left) == answered.left_is_lo
-    if answered.purpose == Purpose.attention:
-        passed = choice is not Choice.cant_tell and (
-            (answered.lo_id if chosen_lo else answered.hi_id) == answered.anchor_id
-        )
-        if passed:
-            rater.attention_passed += 1
-        else:
-            rater.attention_failed += 1
+    check = answered.purpose == Purpose.attention
+    passed = (
+        check
+        and choice is not Choice.cant_tell
+        and (answered.lo_id if chosen_lo else answered.hi_id) == answered.anchor_id
+    )
+    counted = connection.execute(
+        _COUNT_ANSWER,
+        {
+            **ids,
+            "passed": int(check and passed),
+            "failed": int(check and not passed),
+            "target": project.answers_per_rater,
+        },
+    ).one()
+    # The counters were written by SQL; the rater object learns them without a flush.
+    for name in ("answers", "attention_passed", "attention_failed", "completed_at"):
+        set_committed_value(rater, name, getattr(counted, name))
+    if check:
         changed = apply_thresholds(project=project, rater=rater)
         return Outcome(
-            replayed=False,
-            stored_triplet=False,
-            attention_passed=passed,
-            exclusion_changed=changed,
+            replayed=False, stored_triplet=False, attention_passed=passed, exclusion_changed=changed
         )
 
     slot_owner = (None, None)
     if answered.slot_id is not None:
+        slot = {"slot": answered.slot_id, "rater": rater.id}
         if choice is Choice.cant_tell or rater.excluded:
             # Someone else may be able to tell (or is counted): the slot goes back.
-            session.execute(
-                update(QuerySlot)
-                .where(QuerySlot.id == answered.slot_id, QuerySlot.lease_rater_id == rater.id)
-                .values(lease_rater_id=None, lease_expires_at=None)
-                .execution_options(synchronize_session=False)
-            )
+            connection.execute(_RELEASE_SLOT, slot)
         else:
-            # The slot may have been answered already (a late answer to an expired lease
-            # served again): the answer still counts, the slot stays as it is.
-            slot_owner = session.execute(
-                update(QuerySlot)
-                .where(QuerySlot.id == answered.slot_id)
-                .values(
-                    state=case(
-                        (QuerySlot.state == SlotState.open, SlotState.answered.value),
-                        else_=QuerySlot.state,
-                    )
-                )
-                .returning(QuerySlot.build_id, QuerySlot.prediction_id)
-                .execution_options(synchronize_session=False)
-            ).one()
+            slot_owner = connection.execute(_ANSWER_SLOT, slot).one()
     if choice is Choice.cant_tell:
         return Outcome(replayed=False, stored_triplet=False)
     closer, farther = (
         (answered.lo_id, answered.hi_id) if chosen_lo else (answered.hi_id, answered.lo_id)
     )
     hold_append_lock(session, project.id)
-    session.execute(
-        insert(Triplet).values(
-            project_id=project.id,
-            anchor_id=answered.anchor_id,
-            closer_id=closer,
-            farther_id=farther,
-            source=TripletSource.rater,
-            rater_id=rater.id,
-            query_id=assignment_id,
-            response_time_ms=response_time_ms,
-            created_at=now,
-        )
+    connection.execute(
+        _STORE_TRIPLET,
+        {
+            **ids,
+            "project": project.id,
+            "anchor": answered.anchor_id,
+            "closer": closer,
+            "farther": farther,
+            "elapsed": response_time_ms,
+        },
     )
     return Outcome(
         replayed=False,
