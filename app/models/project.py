@@ -66,3 +66,6 @@ class Project(Base):
     min_attention_accuracy: Mapped[float | None] = mapped_column(Float)
     min_majority_agreement: Mapped[float | None] = mapped_column(Float)
     quality_min_answers: Mapped[int] = mapped_column(default=5)
+    # Rises with every change of the rating settings, so processes that keep a copy of
+    # them know when it is stale.
+    settings_version: Mapped[int] = mapped_column(default=0)

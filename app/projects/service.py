@@ -70,5 +70,6 @@ def update_rating(*, session: Session, project: Project, changes: dict) -> Proje
         )
     for name, value in changes.items():
         setattr(project, name, value)
+    project.settings_version += 1
     session.flush()
     return project

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
 from collections.abc import Mapping
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError
@@ -88,18 +89,47 @@ def authenticate(*, session: Session, project: Project, token: str | None) -> Ra
     )
 
 
+class _Studies:
+    """Each study's settings, kept per process while their version stands: every answer
+    needs them, and they change only when the researcher edits them. The copies are
+    detached: read, never written."""
+
+    def __init__(self) -> None:
+        self._studies: dict[str, Project] = {}
+        self._lock = threading.Lock()
+
+    def get(self, session: Session, slug: str, version: int) -> Project:
+        with self._lock:
+            hit = self._studies.get(slug)
+        if hit is not None and hit.settings_version == version:
+            return hit
+        project = session.scalar(select(Project).where(Project.public_slug == slug))
+        session.expunge(project)
+        with self._lock:
+            self._studies[slug] = project
+        return project
+
+
+_studies = _Studies()
+_RATER_BY_TOKEN = (
+    select(Rater, Project.settings_version)
+    .join(Project, Project.id == Rater.project_id)
+    .where(Rater.session_hash == bindparam("token_hash"), Project.public_slug == bindparam("slug"))
+)
+
+
 def authenticate_in_study(
     *, session: Session, slug: str, token: str | None
 ) -> tuple[Project, Rater] | None:
-    """The study and the rater a session token belongs to, in one query."""
+    """The study and the rater a session token belongs to (one query, while this
+    process's copy of the study's settings is current)."""
     if not token:
         return None
-    row = session.execute(
-        select(Project, Rater)
-        .join(Rater, Rater.project_id == Project.id)
-        .where(Rater.session_hash == _hash(token), Project.public_slug == slug)
-    ).first()
-    return None if row is None else (row[0], row[1])
+    row = session.execute(_RATER_BY_TOKEN, {"token_hash": _hash(token), "slug": slug}).first()
+    if row is None:
+        return None
+    rater, version = row
+    return _studies.get(session, slug, version), rater
 
 
 def list_raters(*, session: Session, project: Project) -> list[Rater]:

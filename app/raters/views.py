@@ -15,8 +15,15 @@ from app.models import Choice, Item
 from app.raters import rating
 from app.raters import service as raters
 
-router = APIRouter(prefix="/r/{slug}", include_in_schema=False)
+PREFIX = "/r/{slug}"
+MEDIA = "/media"
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
 COOKIE_DAYS = 30
+
+
+def media_folder(slug: str) -> str:
+    """Where the study's images are served (the media route below), without a lookup."""
+    return PREFIX.format(slug=slug) + MEDIA
 
 
 def _templates(request: Request):
@@ -111,7 +118,7 @@ def answer(
     return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
 
 
-@router.get("/media/{filename}", name="rater_media")
+@router.get(MEDIA + "/{filename}", name="rater_media")
 def media(slug: str, filename: str, request: Request, session: SessionDep, project: RatedProject):
     """An image of this study's items (and of no other project)."""
     owned = session.scalar(

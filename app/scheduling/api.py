@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 
 from app.core.deps import CurrentRater, RatedProject, SessionDep
 from app.raters import rating
+from app.raters.views import media_folder
 from app.scheduling.schemas import (
     AnswerIn,
     ComparisonOut,
@@ -19,6 +20,10 @@ from app.scheduling.schemas import (
 router = APIRouter(prefix="/rate/{slug}", tags=["rating"])
 
 
+def _media_folder(request: Request, slug: str) -> str:
+    return request.scope.get("root_path", "") + media_folder(slug)
+
+
 def _item(media: str, shown: rating.Shown) -> ShownItem:
     image = f"{media}/{shown.image}" if shown.image else None
     return ShownItem(key=shown.key, text=shown.text, image_url=image)
@@ -28,8 +33,7 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
     comparison = None
     if state.comparison is not None:
         shown = state.comparison
-        # The media route's folder, found once: the three images share it.
-        media = request.url_for("rater_media", slug=slug, filename="-").path.rsplit("/", 1)[0]
+        media = _media_folder(request, slug)
         comparison = ComparisonOut(
             query_id=shown.assignment_id,
             anchor=_item(media, shown.anchor),

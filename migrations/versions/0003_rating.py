@@ -48,6 +48,7 @@ def _project_columns() -> list[sa.Column]:
         sa.Column("min_attention_accuracy", sa.Float(), nullable=True),
         sa.Column("min_majority_agreement", sa.Float(), nullable=True),
         sa.Column("quality_min_answers", sa.Integer(), nullable=False, server_default="5"),
+        sa.Column("settings_version", sa.Integer(), nullable=False, server_default="0"),
     ]
 
 

@@ -177,6 +177,11 @@ def test_the_rating_page_works_on_a_phone(server, study, browser, tmp_path):
     assert abs(boxes[0]["y"] - boxes[1]["y"]) < 1  # side by side, even on a phone
     assert page.locator(".anchor img").bounding_box()["y"] + 10 < boxes[0]["y"]  # anchor on top
     page.screenshot(path=str(shots / "rate-phone.png"))
+    image = page.locator(".anchor img").get_attribute("src")
+    assert page.request.get(f"{server}{image}").headers["content-type"] == "image/png"
+    joined = page.request.post(f"{server}/api/v1/rate/{slug}/raters", data={"participant": "api"})
+    shown = joined.json()["comparison"]["anchor"]["image_url"]  # the JSON routes agree
+    assert page.request.get(f"{server}{shown}").headers["content-type"] == "image/png"
     for number in range(5):
         answer_and_wait(page, candidates.nth(number % 2).tap)
     expect(page.locator(".progress .count")).to_have_text("5 / 40")
