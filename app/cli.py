@@ -85,7 +85,8 @@ def demo(
             )
             summary = (
                 f"project {project.id} '{project.name}': build {build.id} "
-                f"({build.params['n_trees']} trees) waits for {build.queries_pending} answers"
+                f"({build.params['n_trees']} trees) waits for {build.queries_pending} answers;"
+                f" rate at http://{settings.host}:{settings.port}/r/{project.public_slug}"
             )
     finally:
         engine.dispose()

@@ -156,8 +156,10 @@ def main() -> None:
         )
     best = max(ours["per_second"] for raters, think, ours, _ in rows if think == 0)
     print(f"maximum without think time: {best:.0f} answers/s (target >= 500)")
-    print(f"build after the runs: {build['status']}, {build['progress']['queries_answered']} "
-          f"queries answered, {build['progress']['queries_pending']} pending")
+    print(
+        f"build after the runs: {build['status']}, {build['progress']['queries_answered']} "
+        f"queries answered, {build['progress']['queries_pending']} pending"
+    )
 
 
 if __name__ == "__main__":

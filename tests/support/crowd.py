@@ -1,0 +1,191 @@
+"""A whole CompRF build by a simulated crowd over HTTP, as users run Closer: `closer
+serve` and `closer worker` as processes on one database, digits uploaded through the
+API, raters answering with a feature oracle, the web server killed with SIGKILL at the
+given answer counts. Used by the end-to-end test and by benchmarks/crowd_build.py."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+from sklearn.datasets import load_digits
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.auth.service import create_token
+from app.builds import service as builds
+from app.core.db import unit_of_work
+from app.demo.service import digits_archive
+from app.learn import CompRF, FeatureOracle
+from app.models import Assignment, Build, Item, Split, Triplet, TripletSource
+from app.simulate import CrowdReport, run_crowd
+from tests.support.service import ServiceProcesses
+
+API = "/api/v1"
+
+
+@dataclass
+class CrowdBuild:
+    report: CrowdReport
+    seconds: float
+    kills: int
+    acknowledged: int
+    stored_twice: int
+    acknowledged_missing: int
+    accuracy: float
+    offline_accuracy: float
+    offline_queries: int
+    build_queries: int
+
+
+def _wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def crowd_build(
+    *,
+    database_url: str,
+    sessions: sessionmaker[Session],
+    folder: Path,
+    n_items: int,
+    n_test: int,
+    trees: int,
+    raters: int,
+    noise: float,
+    answers_per_query: int,
+    kill_at: tuple[int, ...] = (),
+    web_processes: int = 2,
+    seed: int = 0,
+    timeout: float = 3600,
+) -> CrowdBuild:
+    with unit_of_work(sessions) as session:
+        token = create_token(session=session, researcher_name=f"crowd-{seed}")
+    service = ServiceProcesses(database_url, folder, web_processes=web_processes, workers=1)
+    service.start()
+    started = time.monotonic()
+    try:
+        http = httpx.Client(
+            base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
+        )
+        project_id = http.post(f"{API}/projects", json={"name": "digits"}).json()["id"]
+        archive = digits_archive(n_items, n_test, random_state=seed)
+        http.post(
+            f"{API}/projects/{project_id}/items", files={"file": ("digits.zip", archive)}
+        ).raise_for_status()
+        http.patch(
+            f"{API}/projects/{project_id}/rating",
+            json={
+                "answers_per_rater": 150,
+                "random_share": 0.05,
+                "attention_rate": 0.02,
+                "lease_seconds": 20,
+            },
+        ).raise_for_status()
+        build = http.post(
+            f"{API}/projects/{project_id}/builds",
+            json={"n_trees": trees, "answers_per_query": answers_per_query, "random_state": seed},
+        ).json()
+        seen: list[CrowdReport] = []
+        outcome: dict = {}
+
+        def crowd() -> None:
+            try:
+                outcome["report"] = asyncio.run(
+                    run_crowd(
+                        url=service.url,
+                        project_id=project_id,
+                        token=token,
+                        raters=raters,
+                        noise=noise,
+                        think_time=0,
+                        build_id=build["id"],
+                        seconds=timeout,
+                        seed=seed + 3,
+                        on_progress=seen.append,
+                        progress_every=0.5,
+                    )
+                )
+            except BaseException as error:  # re-raised below, in the caller's thread
+                outcome["error"] = error
+
+        runner = threading.Thread(target=crowd)
+        runner.start()
+        for at in kill_at:
+            _wait_for(
+                lambda at=at: (seen and seen[-1].answers >= at) or not runner.is_alive(),
+                timeout,
+                f"{at} answers",
+            )
+            if not runner.is_alive():
+                break
+            service.kill_web()
+            time.sleep(1.0)  # raters keep retrying against the dead server meanwhile
+            service.start_web()
+        runner.join(timeout=timeout)
+        if "error" in outcome:
+            raise outcome["error"]
+        report = outcome["report"]
+        seconds = time.monotonic() - started
+    finally:
+        service.stop()
+
+    with sessions() as session:
+        acknowledged = set(report.acknowledged)
+        rows = session.execute(
+            select(Assignment.id, Assignment.purpose).where(
+                Assignment.id.in_(acknowledged), Assignment.answered_at.is_not(None)
+            )
+        ).all()
+        expected = {row.id for row in rows if row.purpose != 4}  # checks are not triplets
+        counts = dict(
+            session.execute(
+                select(Triplet.query_id, func.count())
+                .where(Triplet.project_id == project_id, Triplet.source == TripletSource.rater)
+                .group_by(Triplet.query_id)
+            ).all()
+        )
+        the_build = session.get(Build, build["id"])
+        forest = builds.forest(the_build) if report.build_status == "complete" else None
+        train_ids = builds.item_ids(the_build)
+        keys = dict(session.execute(select(Item.id, Item.key)).all())
+        test_keys = session.scalars(
+            select(Item.key).where(Item.project_id == project_id, Item.split == Split.test)
+        ).all()
+        build_queries = the_build.queries_answered
+
+    X_all, y_all = load_digits(return_X_y=True)
+    rows_of = [int(keys[int(i)].split("-")[1]) for i in train_ids]
+    rows_of += [int(key.split("-")[1]) for key in test_keys]
+    X, y = X_all[rows_of], y_all[rows_of].astype(str)
+    n_train = len(train_ids)
+    test = np.arange(n_train, len(X))
+    accuracy = float("nan")
+    if forest is not None:
+        routing = FeatureOracle(X, noise=noise, random_state=seed + 11)
+        accuracy = float(np.mean(forest.predict(test, routing) == y[test]))
+    offline = CompRF(n_trees=trees, answers_per_query=answers_per_query, random_state=seed).fit(
+        np.arange(n_train), y[:n_train], FeatureOracle(X, noise=noise, random_state=seed + 5)
+    )
+    routing = FeatureOracle(X, noise=noise, random_state=seed + 11)
+    offline_accuracy = float(np.mean(offline.predict(test, routing) == y[test]))
+    return CrowdBuild(
+        report=report,
+        seconds=seconds,
+        kills=service.restarts,
+        acknowledged=len(report.acknowledged),
+        stored_twice=sum(count > 1 for count in counts.values()),
+        acknowledged_missing=len(expected - set(counts)),
+        accuracy=accuracy,
+        offline_accuracy=offline_accuracy,
+        offline_queries=offline.n_queries_,
+        build_queries=build_queries,
+    )
