@@ -2,4 +2,4 @@
 
 from app.builds import jobs as build_jobs
 
-KINDS = (build_jobs.STEP,)
+KINDS = (build_jobs.STEP, build_jobs.ROUTE)

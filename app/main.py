@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from app.builds.api import predictions as predictions_router
 from app.builds.api import router as builds_router
 from app.core.config import Settings, get_settings
 from app.core.db import make_engine, make_session_factory
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         items_router,
         triplets_router,
         builds_router,
+        predictions_router,
         raters_router,
         rating_router,
     ):

@@ -1,4 +1,5 @@
-"""CompRF builds over REST: start one, watch it, pause, resume or cancel it."""
+"""CompRF builds over REST: start one, watch it, pause, resume or cancel it; predict
+with a finished one by routing new items (through raters or answered by the client)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from app.builds import jobs, service
-from app.builds.schemas import BuildCreate, BuildOut, PendingQuery
+from app.builds import jobs, routing, service
+from app.builds.schemas import (
+    BuildCreate,
+    BuildOut,
+    PendingQuery,
+    PredictionCreate,
+    PredictionOut,
+    RoutingAnswers,
+)
 from app.core.deps import CurrentResearcher, SessionDep
 from app.models import BuildStatus
 from app.projects.service import get_project
@@ -81,3 +89,61 @@ for _verb, _status in (
         name=f"{_verb}_build",
         summary=f"{_verb.capitalize()} the build",
     )
+
+
+@router.post(
+    "/{build_id}/predictions", response_model=PredictionOut, status_code=status.HTTP_201_CREATED
+)
+def start_prediction(
+    project_id: int,
+    build_id: int,
+    body: PredictionCreate,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Classify items with a complete build by routing them down its trees: their
+    routing queries go to raters (or to you, with ask_raters=false); poll the prediction."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    build = service.get_build(session=session, project=project, build_id=build_id)
+    return routing.start_prediction(
+        session=session, project=project, build=build, keys=body.items, ask_raters=body.ask_raters
+    )
+
+
+predictions = APIRouter(prefix="/projects/{project_id}/predictions", tags=["builds"])
+
+
+def _prediction(session, researcher, project_id: int, prediction_id: int):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return routing.get_prediction(session=session, project=project, prediction_id=prediction_id)
+
+
+@predictions.get("/{prediction_id}", response_model=PredictionOut)
+def get_prediction(
+    project_id: int, prediction_id: int, session: SessionDep, researcher: CurrentResearcher
+):
+    """Progress (routing queries pending, items done) and, once complete, labels and
+    class shares per item."""
+    return _prediction(session, researcher, project_id, prediction_id)
+
+
+@predictions.get("/{prediction_id}/queries", response_model=list[PendingQuery])
+def prediction_queries(
+    project_id: int, prediction_id: int, session: SessionDep, researcher: CurrentResearcher
+):
+    """The routing queries the prediction still needs, by item key."""
+    prediction = _prediction(session, researcher, project_id, prediction_id)
+    return routing.pending_by_key(session=session, prediction=prediction)
+
+
+@predictions.post("/{prediction_id}/answers", response_model=PredictionOut)
+def answer_routing(
+    project_id: int,
+    prediction_id: int,
+    body: RoutingAnswers,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Answer routing queries yourself; they are stored as triplets and folded in at once."""
+    prediction = _prediction(session, researcher, project_id, prediction_id)
+    return routing.add_answers(session=session, prediction=prediction, answers=body.answers)

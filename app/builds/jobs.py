@@ -9,13 +9,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.builds import service
+from app.builds import routing, service
 from app.core.db import unit_of_work
-from app.models import Build, BuildStatus, Job, JobStatus
+from app.models import Build, BuildStatus, Job, JobStatus, Prediction
 from app.worker import queue
 from app.worker.loop import JobContext, handler, periodic
 
 STEP = "comprf_build_step"
+ROUTE = "comprf_routing_step"
 SWEEP_SECONDS = 2.0
 
 
@@ -70,6 +71,41 @@ def request_step_soon(*, session: Session, build_id: int, project_id: int) -> No
         _request(session, build_id, project_id)
 
 
+_recent_routing = _Recent()
+
+
+def request_routing_soon(*, session: Session, prediction_id: int, project_id: int) -> None:
+    """After an answer to a routing query arrived: make sure a routing step reads it."""
+    if not _recent_routing.due(prediction_id):
+        return
+    waiting = session.scalar(
+        select(Job.id).where(
+            Job.kind == ROUTE,
+            Job.status == JobStatus.queued,
+            Job.params["prediction_id"].as_integer() == prediction_id,
+        )
+    )
+    if waiting is None:
+        queue.enqueue(
+            session=session,
+            kind=ROUTE,
+            project_id=project_id,
+            params={"prediction_id": prediction_id},
+        )
+
+
+@handler(ROUTE)
+def run_routing(context: JobContext) -> dict[str, Any]:
+    with unit_of_work(context.sessions) as session:
+        prediction = session.get(Prediction, context.params["prediction_id"])
+        if prediction is None:
+            return {"prediction": "gone"}
+        routing.step(session=session, prediction=prediction)
+        result = {"status": prediction.status.value, **prediction.progress}
+    context.progress(1.0, f"prediction {result['status']}")
+    return result
+
+
 @periodic(SWEEP_SECONDS)
 def sweep(sessions) -> None:
     """Ask for a step of every running build whose newest answers no step has read."""
@@ -77,6 +113,8 @@ def sweep(sessions) -> None:
         for build in session.scalars(select(Build).where(Build.status == BuildStatus.running)):
             if service.has_unread_answers(session=session, build=build):
                 request_step(session=session, build=build)
+        for prediction in routing.unfinished(session=session):
+            routing.step(session=session, prediction=prediction)
 
 
 @handler(STEP)

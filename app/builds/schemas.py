@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.models import BuildStatus
+from app.models import BuildStatus, PredictionStatus
 
 
 class BuildCreate(BaseModel):
@@ -49,3 +49,55 @@ class PendingQuery(BaseModel):
     left: str
     right: str
     needed: int = Field(description="Answers it still needs")
+
+
+class PredictionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[str] | None = Field(
+        default=None,
+        max_length=100_000,
+        description="Item keys to classify; default: every test and unlabelled item",
+    )
+    ask_raters: bool = Field(
+        default=True,
+        description="Put the routing queries in the raters' queue (first in its order); "
+        "false: the client answers them itself (GET .../queries, POST .../answers)",
+    )
+
+
+class PredictionProgress(BaseModel):
+    queries_pending: int = 0
+    items: int = 0
+    items_done: int = 0
+
+
+class ItemPrediction(BaseModel):
+    label: str
+    proba: dict[str, float]
+
+
+class PredictionOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    project_id: int
+    build_id: int
+    status: PredictionStatus
+    ask_raters: bool
+    progress: PredictionProgress
+    result: dict[str, ItemPrediction] | None = Field(
+        description="Per item key, once every item reached a leaf in every tree"
+    )
+    created_at: datetime
+    updated_at: datetime
+
+
+class RoutingAnswers(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    answers: list[tuple[str, str, str]] = Field(
+        min_length=1,
+        max_length=100_000,
+        description="[anchor, closer, farther] by item key: the anchor is closer to `closer`",
+    )

@@ -332,9 +332,9 @@ def pending_by_key(*, session: Session, build: Build, limit: int) -> list[dict]:
     queries, needed = builder.pending_queries(return_needed=True)
     queries, needed = item_ids(build)[queries[:limit]], needed[:limit]
     keys = dict(
-        session.execute(select(Item.id, Item.key).where(Item.id.in_(set(queries.ravel().tolist()))))
-        .tuples()
-        .all()
+        session.execute(
+            select(Item.id, Item.key).where(Item.id.in_(set(queries.ravel().tolist())))
+        ).all()
     )
     return [
         {"anchor": keys[a], "left": keys[p], "right": keys[q], "needed": int(n)}

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import IntEnum, StrEnum
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, SmallInteger, text
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, LargeBinary, SmallInteger, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -156,6 +156,10 @@ class Prediction(Base):
         string_enum(PredictionStatus, "prediction_status"), default=PredictionStatus.routing
     )
     item_ids: Mapped[list[int]] = mapped_column(JsonValue, default=list)
+    # The answers about these items read so far (int64 rows of forest positions) and the
+    # id of the last triplet read, as a build keeps them.
+    answers: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
+    answers_cursor: Mapped[int] = mapped_column(BigInteger, default=0)
     progress: Mapped[dict] = mapped_column(JsonValue, default=dict)
     result: Mapped[dict | None] = mapped_column(JsonValue)
     ask_raters: Mapped[bool] = mapped_column(default=True)

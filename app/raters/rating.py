@@ -139,6 +139,10 @@ def answer(
         build_jobs.request_step_soon(
             session=session, build_id=outcome.build_id, project_id=project.id
         )
+    elif outcome.prediction_id is not None:
+        build_jobs.request_routing_soon(
+            session=session, prediction_id=outcome.prediction_id, project_id=project.id
+        )
     return state(
         session=session,
         project=project,

@@ -111,6 +111,8 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("item_ids", JSON_VALUE, nullable=False),
+        sa.Column("answers", sa.LargeBinary(), nullable=False),
+        sa.Column("answers_cursor", sa.BigInteger(), nullable=False),
         sa.Column("progress", JSON_VALUE, nullable=False),
         sa.Column("result", JSON_VALUE, nullable=True),
         sa.Column("ask_raters", sa.Boolean(), nullable=False),

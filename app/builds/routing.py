@@ -1,0 +1,269 @@
+"""Predictions from a finished CompRF build: new items routed down every tree.
+
+At each node an item is asked "closer to the left pivot or to the right one?". Those
+routing queries go to raters through the scheduler (first in its order) or to a client
+that answers them over the API; any answer already held is used. A routing step reads
+the answers about the prediction's items that arrived since the last step (the same
+cursor as a build's), routes as far as they allow and puts the queries still needed
+into the queue. Once every item reached a leaf in every tree, the prediction holds each
+item's label and class shares.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from sqlalchemy import insert, select, update
+from sqlalchemy.orm import Session
+
+from app.builds import service as builds
+from app.core.errors import Conflict, NotFound, ServiceError
+from app.learn import CompRF
+from app.learn.comprf import query_keys
+from app.models import (
+    Build,
+    BuildStatus,
+    Item,
+    Prediction,
+    PredictionStatus,
+    Project,
+    Split,
+    Triplet,
+    TripletSource,
+)
+from app.scheduling import service as scheduling
+from app.triplets.log import committed_bound, hold_append_lock
+
+
+class _Forests:
+    """Finished forests per process: a build's forest never changes once complete."""
+
+    def __init__(self, most: int = 4) -> None:
+        self.most = most
+        self._forests: dict[int, CompRF] = {}
+        self._lock = threading.Lock()
+
+    def get(self, build: Build) -> CompRF:
+        with self._lock:
+            found = self._forests.get(build.id)
+        if found is None:
+            found = builds.forest(build)
+            with self._lock:
+                self._forests[build.id] = found
+                while len(self._forests) > self.most:
+                    self._forests.pop(next(iter(self._forests)))
+        return found
+
+
+_forests = _Forests()
+
+
+def start_prediction(
+    *,
+    session: Session,
+    project: Project,
+    build: Build,
+    keys: list[str] | None,
+    ask_raters: bool = True,
+) -> Prediction:
+    """Route the items named by `keys` (default: every item without a label and every
+    test item) down the build's forest."""
+    if build.status is not BuildStatus.complete:
+        raise Conflict(
+            f"build {build.id} is {build.status.value}: it predicts once complete "
+            f"({build.queries_pending} queries still wait for answers)"
+        )
+    if keys is None:
+        ids = session.scalars(
+            select(Item.id)
+            .where(
+                Item.project_id == project.id,
+                (Item.split == Split.test) | (Item.split == Split.unlabelled),
+            )
+            .order_by(Item.id)
+        ).all()
+    else:
+        if not keys:
+            raise ServiceError("items is empty: name at least one item key")
+        found = dict(
+            session.execute(
+                select(Item.key, Item.id).where(
+                    Item.project_id == project.id, Item.key.in_(set(keys))
+                )
+            ).all()
+        )
+        unknown = [key for key in keys if key not in found]
+        if unknown:
+            raise NotFound(f"unknown items (not in project {project.id}): {unknown[:20]}")
+        ids = list(dict.fromkeys(found[key] for key in keys))
+    if not ids:
+        raise ServiceError("nothing to predict: the project has no test or unlabelled items")
+    prediction = Prediction(
+        project_id=project.id, build_id=build.id, item_ids=list(ids), ask_raters=ask_raters
+    )
+    session.add(prediction)
+    session.flush()
+    step(session=session, prediction=prediction)
+    return prediction
+
+
+def _positions(build: Build, prediction: Prediction):
+    """Forest positions: training items keep the build's, the new items follow them."""
+    training = builds.item_ids(build)
+    new = np.asarray(prediction.item_ids, dtype=np.int64)
+    every = np.concatenate([training, new])
+    order = np.argsort(every, kind="stable")
+    return every, order, len(training) + np.arange(len(new))
+
+
+def _answers_about(session: Session, prediction: Prediction, every, order):
+    """Answers after the cursor whose anchor is one of the prediction's items, as forest
+    positions; and the new cursor."""
+    bound = committed_bound(session, prediction.project_id)
+    query = select(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
+        Triplet.project_id == prediction.project_id,
+        Triplet.id > prediction.answers_cursor,
+        Triplet.id <= bound,
+        Triplet.anchor_id.in_(prediction.item_ids),
+    )
+    excluded = scheduling.excluded_rater_ids(session, prediction.project_id)
+    if excluded:
+        query = query.where(Triplet.rater_id.is_(None) | Triplet.rater_id.not_in(excluded))
+    rows = np.array(session.execute(query).all(), dtype=np.int64).reshape(-1, 3)
+    sorted_ids = every[order]
+    at = np.minimum(np.searchsorted(sorted_ids, rows), len(sorted_ids) - 1)
+    known = (sorted_ids[at] == rows).all(axis=1)
+    return order[at[known]], max(bound, prediction.answers_cursor)
+
+
+def step(*, session: Session, prediction: Prediction) -> Prediction:
+    if prediction.status is not PredictionStatus.routing:
+        return prediction
+    build = session.get(Build, prediction.build_id)
+    forest = _forests.get(build)
+    every, order, new = _positions(build, prediction)
+    held = np.frombuffer(prediction.answers, dtype=np.int64).reshape(-1, 3)
+    fresh, cursor = _answers_about(session, prediction, every, order)
+    answers = np.concatenate([held, fresh])
+    router = forest.route(new)
+    if len(answers):
+        router.add_answers(answers)
+    values = {"answers": answers.tobytes(), "answers_cursor": cursor}
+    if router.is_complete:
+        proba = forest.proba_from_leaves(router.leaves())
+        labels = forest.classes_[np.argmax(proba, axis=1)]
+        keys = dict(
+            session.execute(select(Item.id, Item.key).where(Item.id.in_(prediction.item_ids))).all()
+        )
+        values["status"] = PredictionStatus.complete
+        values["result"] = {
+            keys[item]: {
+                "label": str(label),
+                "proba": {str(c): float(p) for c, p in zip(forest.classes_, row, strict=True)},
+            }
+            for item, label, row in zip(prediction.item_ids, labels, proba, strict=True)
+        }
+        values["progress"] = {"queries_pending": 0, "items": len(new), "items_done": len(new)}
+        scheduling.withdraw_slots(session=session, prediction_id=prediction.id)
+    else:
+        queries, needed = router.pending_queries(return_needed=True)
+        waiting_items = len(np.unique(queries[:, 0]))
+        values["progress"] = {
+            "queries_pending": int(needed.sum()),
+            "items": len(new),
+            "items_done": len(new) - waiting_items,
+        }
+        if prediction.ask_raters:
+            scheduling.sync_slots(
+                session=session,
+                project_id=prediction.project_id,
+                wanted=scheduling.Wanted(
+                    keys=query_keys(*queries.T),
+                    queries=every[queries],
+                    needed=needed,
+                    answered=needed < forest.answers_per_query,
+                ),
+                prediction_id=prediction.id,
+            )
+    session.execute(
+        update(Prediction)
+        .where(Prediction.id == prediction.id)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    session.refresh(prediction)
+    return prediction
+
+
+def pending_by_key(*, session: Session, prediction: Prediction) -> list[dict]:
+    """The routing queries still needed, by item key, for a client answering them."""
+    if prediction.status is not PredictionStatus.routing:
+        return []
+    build = session.get(Build, prediction.build_id)
+    forest = _forests.get(build)
+    every, order, new = _positions(build, prediction)
+    router = forest.route(new)
+    held = np.frombuffer(prediction.answers, dtype=np.int64).reshape(-1, 3)
+    if len(held):
+        router.add_answers(held)
+    queries, needed = router.pending_queries(return_needed=True)
+    ids = every[queries]
+    keys = dict(
+        session.execute(
+            select(Item.id, Item.key).where(Item.id.in_(set(ids.ravel().tolist())))
+        ).all()
+    )
+    return [
+        {"anchor": keys[a], "left": keys[p], "right": keys[q], "needed": int(n)}
+        for (a, p, q), n in zip(ids.tolist(), needed.tolist(), strict=True)
+    ]
+
+
+def get_prediction(*, session: Session, project: Project, prediction_id: int) -> Prediction:
+    prediction = session.get(Prediction, prediction_id)
+    if prediction is None or prediction.project_id != project.id:
+        raise NotFound(f"no prediction {prediction_id} in project {project.id}")
+    return prediction
+
+
+def unfinished(*, session: Session) -> list[Prediction]:
+    return list(
+        session.scalars(select(Prediction).where(Prediction.status == PredictionStatus.routing))
+    )
+
+
+def add_answers(
+    *, session: Session, prediction: Prediction, answers: list[tuple[str, str, str]]
+) -> Prediction:
+    """A client's answers to routing queries, by item key: stored as triplets (they count
+    for every learner), then folded in at once."""
+    if not answers:
+        raise ServiceError("answers is empty: send at least one [anchor, closer, farther]")
+    keys = {key for row in answers for key in row}
+    ids = dict(
+        session.execute(
+            select(Item.key, Item.id).where(
+                Item.project_id == prediction.project_id, Item.key.in_(keys)
+            )
+        ).all()
+    )
+    rows = []
+    for number, (anchor, closer, farther) in enumerate(answers, start=1):
+        unknown = [key for key in (anchor, closer, farther) if key not in ids]
+        if unknown:
+            raise ServiceError(f"answer {number}: unknown item(s) {unknown}")
+        if len({anchor, closer, farther}) < 3:
+            raise ServiceError(f"answer {number}: a triplet needs three different items")
+        rows.append(
+            {
+                "project_id": prediction.project_id,
+                "anchor_id": ids[anchor],
+                "closer_id": ids[closer],
+                "farther_id": ids[farther],
+                "source": TripletSource.oracle,
+            }
+        )
+    hold_append_lock(session, prediction.project_id)
+    session.execute(insert(Triplet), rows)
+    return step(session=session, prediction=prediction)

@@ -1,0 +1,167 @@
+"""Predictions from a finished build, on both databases: new items routed down the
+forest by a client answering the routing queries (the same labels as the library's own
+routing), or by raters, who get routing queries before anything else."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from app.builds.jobs import sweep
+from app.learn import FeatureOracle
+from app.models import Assignment, Purpose
+from app.worker.loop import Worker
+
+API = "/api/v1"
+
+
+@pytest.fixture
+def blobs():
+    return make_blobs(n_samples=70, centers=3, cluster_std=1.0, random_state=2)
+
+
+@pytest.fixture
+def finished_build(app, client, auth, project, blobs):
+    """A 3-tree build on 50 labelled items, answered by a feature oracle through the
+    API; 20 items are left unlabelled. Returns (project id, build id, keys)."""
+    X, y = blobs
+    keys = [f"p{i}" for i in range(len(X))]
+    rows = ["key,label,features"] + [
+        f"{keys[i]},{y[i] if i < 50 else ''},{X[i, 0]} {X[i, 1]}" for i in range(len(X))
+    ]
+    project_id = project["id"]
+    assert (
+        client.post(
+            f"{API}/projects/{project_id}/items",
+            headers=auth,
+            files={"file": ("b.csv", "\n".join(rows))},
+        ).status_code
+        == 201
+    )
+    build = client.post(
+        f"{API}/projects/{project_id}/builds", headers=auth, json={"n_trees": 3, "random_state": 1}
+    ).json()
+    oracle = answering_oracle(X, keys)
+    for _ in range(60):
+        queries = client.get(
+            f"{API}/projects/{project_id}/builds/{build['id']}/queries?limit=100000", headers=auth
+        ).json()
+        if not queries:
+            break
+        answers = [oracle(q) for q in queries]
+        upload = json.dumps([list(a) for a in answers])
+        assert (
+            client.post(
+                f"{API}/projects/{project_id}/triplets",
+                headers=auth,
+                files={"file": ("answers.json", upload)},
+            ).status_code
+            == 201
+        )
+        sweep(app.state.session_factory)
+        Worker(app.state.session_factory).run(until_idle=True)
+    state = client.get(f"{API}/projects/{project_id}/builds/{build['id']}", headers=auth).json()
+    assert state["status"] == "complete"
+    return project_id, build["id"], keys
+
+
+def answering_oracle(X, keys):
+    index = {key: i for i, key in enumerate(keys)}
+    oracle = FeatureOracle(X)
+
+    def answer(query):
+        a, p, q = (index[query[role]] for role in ("anchor", "left", "right"))
+        triplet = oracle.answer(np.array([[a, p, q]]))[0]
+        return tuple(keys[i] for i in triplet)
+
+    return answer
+
+
+def test_a_client_answers_the_routing_and_gets_the_librarys_labels(
+    app, client, auth, finished_build, blobs
+):
+    project_id, build_id, keys = finished_build
+    X, _ = blobs
+    started = client.post(
+        f"{API}/projects/{project_id}/builds/{build_id}/predictions",
+        headers=auth,
+        json={"ask_raters": False},
+    )
+    assert started.status_code == 201, started.text
+    prediction = started.json()
+    assert prediction["status"] == "routing" and prediction["progress"]["items"] == 20
+    oracle = answering_oracle(X, keys)
+    base = f"{API}/projects/{project_id}/predictions/{prediction['id']}"
+    for _ in range(40):
+        queries = client.get(f"{base}/queries", headers=auth).json()
+        if not queries:
+            break
+        response = client.post(
+            f"{base}/answers", headers=auth, json={"answers": [oracle(q) for q in queries]}
+        )
+        assert response.status_code == 200, response.text
+    prediction = client.get(base, headers=auth).json()
+    assert prediction["status"] == "complete", prediction["progress"]
+    from app.builds import service
+    from app.models import Build
+
+    with app.state.session_factory() as session:
+        build = session.get(Build, build_id)
+        forest = service.forest(build)
+        training = service.item_ids(build)
+    # The library routes the same new items with the same oracle.
+    index = {key: i for i, key in enumerate(keys)}
+    by_id = {int(item_id): i for i, item_id in enumerate(training)}
+    new = [f"p{i}" for i in range(50, 70)]
+    X_forest = np.concatenate([X[[index[f"p{i}"] for i in range(50)]], X[50:]])
+    assert len(by_id) == 50
+    expected = forest.predict(np.arange(50, 70), FeatureOracle(X_forest))
+    assert [prediction["result"][key]["label"] for key in new] == list(expected)
+    assert all(abs(sum(p["proba"].values()) - 1) < 1e-9 for p in prediction["result"].values())
+    # Nothing went to the raters' queue.
+    with app.state.session_factory() as session:
+        assert session.query(Assignment).count() == 0
+
+
+def test_raters_get_routing_queries_first(app, client, auth, finished_build):
+    project_id, build_id, _ = finished_build
+    prediction = client.post(
+        f"{API}/projects/{project_id}/builds/{build_id}/predictions",
+        headers=auth,
+        json={"items": ["p55", "p60"]},
+    ).json()
+    assert prediction["progress"]["items"] == 2
+    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={"attention_rate": 0, "random_share": 0},
+    )
+    joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": "r"}).json()
+    assert joined["comparison"]["anchor"]["key"] in ("p55", "p60")
+    with app.state.session_factory() as session:
+        assert session.query(Assignment).one().purpose == Purpose.routing
+
+
+def test_bad_predictions_are_refused_with_reasons(client, auth, finished_build, project):
+    project_id, build_id, _ = finished_build
+    base = f"{API}/projects/{project_id}/builds/{build_id}/predictions"
+    unknown = client.post(base, headers=auth, json={"items": ["p1", "nope"]})
+    assert unknown.status_code == 404 and "nope" in unknown.json()["detail"]
+    empty = client.post(base, headers=auth, json={"items": []})
+    assert empty.status_code == 400 and "empty" in empty.json()["detail"]
+    running = client.post(
+        f"{API}/projects/{project_id}/builds", headers=auth, json={"n_trees": 1}
+    ).json()
+    early = client.post(
+        f"{API}/projects/{project_id}/builds/{running['id']}/predictions", headers=auth, json={}
+    )
+    assert early.status_code == 409 and "complete" in early.json()["detail"]
+    prediction = client.post(base, headers=auth, json={"ask_raters": False}).json()
+    answers = f"{API}/projects/{project_id}/predictions/{prediction['id']}/answers"
+    assert client.post(answers, headers=auth, json={"answers": []}).status_code == 422
+    wrong = client.post(answers, headers=auth, json={"answers": [["p1", "p2", "zz"]]})
+    assert wrong.status_code == 400 and "zz" in wrong.json()["detail"]
