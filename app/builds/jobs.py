@@ -27,19 +27,22 @@ def request_step(*, session: Session, build: Build) -> Job:
 
 
 def _request(session: Session, build_id: int, project_id: int) -> Job:
+    return _enqueue_once(session, STEP, project_id, "build_id", build_id)
+
+
+def _enqueue_once(session: Session, kind: str, project_id: int, name: str, value: int) -> Job:
+    """A job of `kind` for this build or prediction, unless one is already queued."""
     waiting = session.scalar(
         select(Job).where(
-            Job.kind == STEP,
+            Job.kind == kind,
             Job.status == JobStatus.queued,
             Job.project_id == project_id,
-            Job.params["build_id"].as_integer() == build_id,
+            Job.params[name].as_integer() == value,
         )
     )
     if waiting is not None:
         return waiting
-    return queue.enqueue(
-        session=session, kind=STEP, project_id=project_id, params={"build_id": build_id}
-    )
+    return queue.enqueue(session=session, kind=kind, project_id=project_id, params={name: value})
 
 
 class _Recent:
@@ -76,22 +79,8 @@ _recent_routing = _Recent()
 
 def request_routing_soon(*, session: Session, prediction_id: int, project_id: int) -> None:
     """After an answer to a routing query arrived: make sure a routing step reads it."""
-    if not _recent_routing.due(prediction_id):
-        return
-    waiting = session.scalar(
-        select(Job.id).where(
-            Job.kind == ROUTE,
-            Job.status == JobStatus.queued,
-            Job.params["prediction_id"].as_integer() == prediction_id,
-        )
-    )
-    if waiting is None:
-        queue.enqueue(
-            session=session,
-            kind=ROUTE,
-            project_id=project_id,
-            params={"prediction_id": prediction_id},
-        )
+    if _recent_routing.due(prediction_id):
+        _enqueue_once(session, ROUTE, project_id, "prediction_id", prediction_id)
 
 
 @handler(ROUTE)

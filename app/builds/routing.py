@@ -208,16 +208,7 @@ def pending_by_key(*, session: Session, prediction: Prediction) -> list[dict]:
     if len(held):
         router.add_answers(held)
     queries, needed = router.pending_queries(return_needed=True)
-    ids = every[queries]
-    keys = dict(
-        session.execute(
-            select(Item.id, Item.key).where(Item.id.in_(set(ids.ravel().tolist())))
-        ).all()
-    )
-    return [
-        {"anchor": keys[a], "left": keys[p], "right": keys[q], "needed": int(n)}
-        for (a, p, q), n in zip(ids.tolist(), needed.tolist(), strict=True)
-    ]
+    return builds.queries_by_key(session, every[queries], needed)
 
 
 def get_prediction(*, session: Session, project: Project, prediction_id: int) -> Prediction:

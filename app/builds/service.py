@@ -330,7 +330,11 @@ def pending_by_key(*, session: Session, build: Build, limit: int) -> list[dict]:
         return []
     builder = _builder(build)
     queries, needed = builder.pending_queries(return_needed=True)
-    queries, needed = item_ids(build)[queries[:limit]], needed[:limit]
+    return queries_by_key(session, item_ids(build)[queries[:limit]], needed[:limit])
+
+
+def queries_by_key(session: Session, queries: np.ndarray, needed: np.ndarray) -> list[dict]:
+    """Queries ``(anchor, left, right)`` given as item ids, with item keys instead."""
     keys = dict(
         session.execute(
             select(Item.id, Item.key).where(Item.id.in_(set(queries.ravel().tolist())))
