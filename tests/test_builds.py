@@ -174,3 +174,37 @@ def test_a_worker_step_folds_new_answers_and_steps_are_not_queued_twice(sessions
         assert session.get(Build, build_id).queries_answered == len(queries)
         job = session.get(Job, first.id)
         assert job.status.value == "succeeded" and job.result["answers_read"] == len(queries)
+
+
+def test_a_worker_that_dies_between_saves_loses_nothing(sessions, labelled_project, blobs):
+    """Steps save the build every few seconds only; a worker that dies in between leaves
+    the answers since the last save in the triplets table, and the next step, in a fresh
+    process, folds them in again: the forest is the offline one."""
+    X, y = blobs
+    project_id, ids = labelled_project
+    with unit_of_work(sessions) as session:
+        build_id = start(session, project_id, n_trees=3, random_state=5).id
+    saved = []
+    for _ in range(200):
+        with unit_of_work(sessions) as session:
+            build = session.get(Build, build_id)
+            if build.status is BuildStatus.complete:
+                break
+            queries = service.pending_queries(session=session, build=build)
+            saved.append(build.version)
+        answer(sessions, project_id, ids, queries, FeatureOracle(X))
+        with unit_of_work(sessions) as session:
+            service.step(session=session, build=session.get(Build, build_id))
+        if len(saved) % 3 == 0:
+            service._warm = service._WarmBuilds()  # the worker died: its memory is gone
+    assert len(set(saved)) < len(saved)  # some steps did not save the state
+    with sessions() as session:
+        online = service.forest(session.get(Build, build_id))
+    offline = CompRF(n_trees=3, random_state=5).fit(
+        np.arange(60), y[:60].astype(str), FeatureOracle(X)
+    )
+    assert online.n_queries_ == offline.n_queries_
+    test = np.arange(60, 80)
+    assert np.array_equal(
+        online.predict(test, FeatureOracle(X)), offline.predict(test, FeatureOracle(X))
+    )

@@ -124,16 +124,15 @@ def answers_after(
     return answers, max(cursor, bound)
 
 
-def _new_answers(session: Session, build: Build) -> tuple[np.ndarray, int]:
-    return answers_after(session, build.project_id, build.answers_cursor, item_ids(build))
-
-
 @dataclass
 class _Warm:
-    """A build as this process last saved it: the builder, the saved version and cursor
-    (together they fix which answers it holds), and the queue it asked for then."""
+    """A build held in this process between steps: the builder with every answer up to
+    `cursor` folded in, the version and cursor it was last saved at (together they fix
+    the saved state), and the queue it asked for last."""
 
-    version: int
+    saved_version: int
+    saved_cursor: int
+    saved_at: float
     cursor: int
     builder: CompRFBuilder
     wanted: tuple[np.ndarray, np.ndarray]  # query keys (sorted) and answers needed
@@ -142,26 +141,44 @@ class _Warm:
 
 class _WarmBuilds:
     """Builds kept in memory between steps, so a step costs the answers it reads, not a
-    reload of the build and a scan of its whole queue. A build someone else saved since
-    (another worker, a pause, a replay) is not used: its version or cursor differ."""
+    reload of the build, a save of its whole state and a scan of its whole queue. The
+    state is saved every `save_seconds` (and when the build finishes): answers are in
+    the triplets table already, so a worker that dies loses nothing; the next step
+    anywhere folds in again what came after the saved cursor. A build someone else saved
+    since (another worker, a pause, a replay) is not used: its saved version differs."""
 
-    def __init__(self, most: int = 8, full_sync_seconds: float = 30.0) -> None:
+    def __init__(
+        self, most: int = 8, full_sync_seconds: float = 30.0, save_seconds: float = 5.0
+    ) -> None:
         self.most = most
         self.full_sync_seconds = full_sync_seconds
+        self.save_seconds = save_seconds
         self._builds: dict[int, _Warm] = {}
         self._lock = threading.Lock()
 
     def take(self, build: Build) -> _Warm | None:
         with self._lock:
             warm = self._builds.pop(build.id, None)
-        if warm is None or (warm.version, warm.cursor) != (build.version, build.answers_cursor):
+        saved = (build.version, build.answers_cursor)
+        if warm is None or (warm.saved_version, warm.saved_cursor) != saved:
             return None
         return warm
+
+    def peek_cursor(self, build: Build) -> int:
+        """How far this process has read the build's answers (saved or not)."""
+        with self._lock:
+            warm = self._builds.get(build.id)
+        if warm is None or warm.saved_version != build.version:
+            return build.answers_cursor
+        return warm.cursor
 
     def full_sync_due(self, warm: _Warm | None) -> bool:
         """Now and then the whole queue is compared again, whatever changed in between
         (slots answered by answers that do not count, say)."""
         return warm is None or time.monotonic() - warm.full_sync_at > self.full_sync_seconds
+
+    def save_due(self, warm: _Warm | None) -> bool:
+        return warm is None or time.monotonic() - warm.saved_at > self.save_seconds
 
     def keep(self, build_id: int, warm: _Warm) -> None:
         with self._lock:
@@ -180,30 +197,45 @@ def step(*, session: Session, build: Build) -> int:
         return 0
     warm = _warm.take(build)
     builder = warm.builder if warm is not None else _builder(build)
-    answers, cursor = _new_answers(session, build)
+    read_from = warm.cursor if warm is not None else build.answers_cursor
+    answers, cursor = answers_after(session, build.project_id, read_from, item_ids(build))
     if len(answers):
         builder.add_answers(answers)
-    values = {
-        "state": builder.to_bytes(),
-        "answers_cursor": cursor,
-        "version": build.version + 1,
-        "progress": builder.progress(),
-        "status": BuildStatus.complete if builder.is_complete else BuildStatus.running,
-    }
-    saved = session.execute(
+    now = time.monotonic()
+    progress = builder.progress()
+    save = builder.is_complete or _warm.save_due(warm)
+    values: dict = {"progress": progress}
+    if save:
+        values.update(
+            state=builder.to_bytes(),
+            answers_cursor=cursor,
+            version=build.version + 1,
+            status=BuildStatus.complete if builder.is_complete else BuildStatus.running,
+        )
+    written = session.execute(
         update(Build)
         .where(Build.id == build.id, Build.version == build.version)
         .values(**values)
         .execution_options(synchronize_session=False)
     ).rowcount
-    if not saved:
+    if not written:
         return 0
     session.refresh(build)
     full = _warm.full_sync_due(warm)
     wanted = _sync_queue(session, build, builder, None if full else warm.wanted)
     if wanted is not None:
-        synced_at = time.monotonic() if full else warm.full_sync_at
-        _warm.keep(build.id, _Warm(build.version, build.answers_cursor, builder, wanted, synced_at))
+        _warm.keep(
+            build.id,
+            _Warm(
+                saved_version=build.version,
+                saved_cursor=build.answers_cursor,
+                saved_at=now if save else warm.saved_at,
+                cursor=cursor,
+                builder=builder,
+                wanted=wanted,
+                full_sync_at=now if full else warm.full_sync_at,
+            ),
+        )
     return len(answers)
 
 
@@ -272,11 +304,21 @@ def unfinished_builds(*, session: Session, project_id: int) -> list[Build]:
     )
 
 
+def _current_builder(session: Session, build: Build) -> CompRFBuilder:
+    """The build as of now: its saved state with the answers since folded in (a worker
+    saves every few seconds only). A copy of its own: workers may hold theirs."""
+    builder = _builder(build)
+    answers, _ = answers_after(session, build.project_id, build.answers_cursor, item_ids(build))
+    if len(answers):
+        builder.add_answers(answers)
+    return builder
+
+
 def pending_queries(*, session: Session, build: Build) -> np.ndarray:
     """The queries the build waits for, as item ids ``(anchor, p, q)``."""
     if build.status is not BuildStatus.running:
         return np.empty((0, 3), np.int64)
-    return item_ids(build)[_builder(build).pending_queries()]
+    return item_ids(build)[_current_builder(session, build).pending_queries()]
 
 
 def set_status(*, session: Session, build: Build, status: BuildStatus) -> Build:
@@ -328,7 +370,7 @@ def pending_by_key(*, session: Session, build: Build, limit: int) -> list[dict]:
     """The build's waiting queries with item keys, as a client answering them needs."""
     if build.status is not BuildStatus.running:
         return []
-    builder = _builder(build)
+    builder = _current_builder(session, build)
     queries, needed = builder.pending_queries(return_needed=True)
     return queries_by_key(session, item_ids(build)[queries[:limit]], needed[:limit])
 
@@ -347,7 +389,8 @@ def queries_by_key(session: Session, queries: np.ndarray, needed: np.ndarray) ->
 
 
 def has_unread_answers(*, session: Session, build: Build) -> bool:
+    """Whether answers arrived that no step read (in this process, or saved)."""
     newest = session.scalar(
         select(func.max(Triplet.id)).where(Triplet.project_id == build.project_id)
     )
-    return (newest or 0) > build.answers_cursor
+    return (newest or 0) > _warm.peek_cursor(build)
