@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 from app.auth.service import authenticate
 from app.core.config import Settings
 from app.core.db import unit_of_work
-from app.models import Project, Rater, Researcher
+from app.models import Project, Researcher
+from app.scheduling.service import ActiveRater
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -64,7 +65,7 @@ RatedProject = Annotated[Project, Depends(get_rated_project)]
 @dataclass(frozen=True)
 class RaterSession:
     project: Project
-    rater: Rater
+    rater: ActiveRater
 
 
 def get_rater_session(

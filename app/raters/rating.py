@@ -12,10 +12,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.builds import jobs as build_jobs
-from app.models import Choice, Item, Project, Rater
+from app.models import Choice, Item, Project
 from app.raters import quality
 from app.raters import service as raters
 from app.scheduling import service as scheduling
+from app.scheduling.service import ActiveRater
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,9 @@ class RaterState:
     replayed: bool = False
 
 
-def join(*, session: Session, project: Project, params: Mapping[str, str]) -> tuple[Rater, str]:
+def join(
+    *, session: Session, project: Project, params: Mapping[str, str]
+) -> tuple[ActiveRater, str]:
     return raters.join(session=session, project=project, params=params)
 
 
@@ -96,7 +99,7 @@ def state(
     *,
     session: Session,
     project: Project,
-    rater: Rater,
+    rater: ActiveRater,
     replayed: bool = False,
     just_answered: bool = False,
 ) -> RaterState:
@@ -119,7 +122,7 @@ def answer(
     *,
     session: Session,
     project: Project,
-    rater: Rater,
+    rater: ActiveRater,
     assignment_id: int,
     choice: Choice,
     response_time_ms: int | None,

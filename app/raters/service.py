@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import NotFound, ServiceError
 from app.models import Project, Rater, Triplet
 from app.models._types import utcnow
-from app.scheduling.service import apply_thresholds
+from app.scheduling.service import ActiveRater, apply_thresholds
 
 PLATFORM_PARAMETERS = {
     "prolific": ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
@@ -58,7 +58,9 @@ def project_by_slug(*, session: Session, slug: str) -> Project:
     return project
 
 
-def join(*, session: Session, project: Project, params: Mapping[str, str]) -> tuple[Rater, str]:
+def join(
+    *, session: Session, project: Project, params: Mapping[str, str]
+) -> tuple[ActiveRater, str]:
     """The rater for these platform ids (created if new) with a fresh session token."""
     platform, external_id, ids = platform_ids(params)
     rater = None
@@ -78,15 +80,21 @@ def join(*, session: Session, project: Project, params: Mapping[str, str]) -> tu
     rater.session_hash = _hash(token)
     rater.last_seen_at = utcnow()
     session.flush()
-    return rater, token
+    return ActiveRater.of(rater), token
 
 
-def authenticate(*, session: Session, project: Project, token: str | None) -> Rater | None:
+_RATER_IN_PROJECT = select(Rater.id, Rater.answers, Rater.excluded).where(
+    Rater.session_hash == bindparam("token_hash"), Rater.project_id == bindparam("project")
+)
+
+
+def authenticate(*, session: Session, project: Project, token: str | None) -> ActiveRater | None:
     if not token:
         return None
-    return session.scalar(
-        select(Rater).where(Rater.session_hash == _hash(token), Rater.project_id == project.id)
-    )
+    row = session.execute(
+        _RATER_IN_PROJECT, {"token_hash": _hash(token), "project": project.id}
+    ).first()
+    return None if row is None else ActiveRater(*row)
 
 
 class _Studies:
@@ -112,7 +120,7 @@ class _Studies:
 
 _studies = _Studies()
 _RATER_BY_TOKEN = (
-    select(Rater, Project.settings_version)
+    select(Rater.id, Rater.answers, Rater.excluded, Project.settings_version)
     .join(Project, Project.id == Rater.project_id)
     .where(Rater.session_hash == bindparam("token_hash"), Project.public_slug == bindparam("slug"))
 )
@@ -120,16 +128,20 @@ _RATER_BY_TOKEN = (
 
 def authenticate_in_study(
     *, session: Session, slug: str, token: str | None
-) -> tuple[Project, Rater] | None:
+) -> tuple[Project, ActiveRater] | None:
     """The study and the rater a session token belongs to (one query, while this
     process's copy of the study's settings is current)."""
     if not token:
         return None
-    row = session.execute(_RATER_BY_TOKEN, {"token_hash": _hash(token), "slug": slug}).first()
+    row = (
+        session.connection()
+        .execute(_RATER_BY_TOKEN, {"token_hash": _hash(token), "slug": slug})
+        .first()
+    )
     if row is None:
         return None
-    rater, version = row
-    return _studies.get(session, slug, version), rater
+    rater_id, answers, excluded, version = row
+    return _studies.get(session, slug, version), ActiveRater(rater_id, answers, excluded)
 
 
 def list_raters(*, session: Session, project: Project) -> list[Rater]:

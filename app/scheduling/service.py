@@ -26,7 +26,6 @@ from datetime import datetime, timedelta
 import numpy as np
 from sqlalchemy import bindparam, case, exists, insert, literal_column, or_, select, update
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.errors import NotFound, ServiceError
 from app.models import (
@@ -45,6 +44,20 @@ from app.models._types import utcnow
 from app.triplets.log import hold_append_lock
 
 ITEM_CACHE_SECONDS = 30.0
+
+
+@dataclass
+class ActiveRater:
+    """The rater behind a request, as the rating path needs them: read with a plain
+    query (no ORM object), their answer count kept current by the answer it records."""
+
+    id: int
+    answers: int
+    excluded: bool
+
+    @classmethod
+    def of(cls, rater: Rater) -> ActiveRater:
+        return cls(rater.id, rater.answers, rater.excluded)
 
 
 @dataclass(frozen=True)
@@ -230,7 +243,7 @@ def _seen_by(rater_id: int):
     )
 
 
-def _lease_slot(session: Session, project: Project, rater: Rater, now: datetime):
+def _lease_slot(session: Session, project: Project, rater: ActiveRater, now: datetime):
     """Lease the first free queue slot this rater has not seen; None when there is none."""
     expires = now + timedelta(seconds=project.lease_seconds)
     postgres = session.get_bind().dialect.name == "postgresql"
@@ -245,7 +258,7 @@ def _lease_slot(session: Session, project: Project, rater: Rater, now: datetime)
     return slot, expires
 
 
-def _draw_unseen(session: Session, rater: Rater, ids: np.ndarray, attention: bool, rng):
+def _draw_unseen(session: Session, rater: ActiveRater, ids: np.ndarray, attention: bool, rng):
     """A random query (or attention check) the rater has not been served; None if the
     draws keep hitting seen ones (a rater who has seen nearly everything)."""
     if len(ids) < 3:
@@ -268,7 +281,7 @@ def _draw_unseen(session: Session, rater: Rater, ids: np.ndarray, attention: boo
     return None
 
 
-def current_assignment(*, session: Session, rater: Rater, now: datetime | None = None):
+def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | None = None):
     """The query the rater holds and has not answered yet (a page reload shows it again)."""
     now = now or utcnow()
     return session.scalar(
@@ -283,7 +296,7 @@ def current_assignment(*, session: Session, rater: Rater, now: datetime | None =
     )
 
 
-def is_complete(project: Project, rater: Rater) -> bool:
+def is_complete(project: Project, rater: ActiveRater) -> bool:
     return project.answers_per_rater > 0 and rater.answers >= project.answers_per_rater
 
 
@@ -291,7 +304,7 @@ def serve_next(
     *,
     session: Session,
     project: Project,
-    rater: Rater,
+    rater: ActiveRater,
     rng: random.Random | None = None,
     now: datetime | None = None,
     just_answered: bool = False,
@@ -352,7 +365,7 @@ def submit_answer(
     *,
     session: Session,
     project: Project,
-    rater: Rater,
+    rater: ActiveRater,
     assignment_id: int,
     choice: Choice,
     response_time_ms: int | None = None,
@@ -392,11 +405,10 @@ def submit_answer(
             "target": project.answers_per_rater,
         },
     ).one()
-    # The counters were written by SQL; the rater object learns them without a flush.
-    for name in ("answers", "attention_passed", "attention_failed", "completed_at"):
-        set_committed_value(rater, name, getattr(counted, name))
+    rater.answers = counted.answers
     if check:
-        changed = apply_thresholds(project=project, rater=rater)
+        # Checks are a few in a hundred answers: the thresholds work on the full rater.
+        changed = apply_thresholds(project=project, rater=session.get(Rater, rater.id))
         return Outcome(
             replayed=False, stored_triplet=False, attention_passed=passed, exclusion_changed=changed
         )
