@@ -383,3 +383,29 @@ def _item_ids(app, project_id):
 
     with app.state.session_factory() as session:
         return dict(session.query(Item.key, Item.id).filter(Item.project_id == project_id).all())
+
+
+def test_choosing_the_next_query_walks_the_open_slot_index(app, client, auth, study):
+    """On PostgreSQL the lease is found through the partial index of open slots, in
+    priority order, not by scanning the queue (SQLite plans it likewise)."""
+    from sqlalchemy import text
+
+    from app.scheduling.service import _LEASE
+
+    project_id, slug, _ = study
+    start_build(client, auth, project_id, n_trees=5, random_state=0)
+    with app.state.session_factory() as session:
+        postgres = session.get_bind().dialect.name == "postgresql"
+        statement = _LEASE[postgres].compile(
+            dialect=session.get_bind().dialect, compile_kwargs={"literal_binds": False}
+        )
+        params = {"project": project_id, "rater": 1, "now": utcnow(), "expires": utcnow()}
+        explain = "EXPLAIN " if postgres else "EXPLAIN QUERY PLAN "
+        if postgres:
+            session.execute(text("SET enable_seqscan = off"))  # tiny tables favour scans
+        values = statement.construct_params(params)
+        if statement.positiontup:  # SQLite's driver takes them in order
+            values = tuple(values[name] for name in statement.positiontup)
+        plan = session.connection().exec_driver_sql(explain + str(statement), values)
+        lines = " ".join(str(row) for row in plan)
+    assert "ix_query_slots_open" in lines, lines
