@@ -17,7 +17,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-import httpx
+import aiohttp
 import numpy as np
 
 from app.learn import FeatureOracle
@@ -83,27 +83,48 @@ class _Items:
         return "left" if answered[0, 1] == left else "right"
 
 
-async def _request(client: httpx.AsyncClient, method: str, url: str, report: CrowdReport, **kw):
+@dataclass(frozen=True)
+class _Response:
+    status: int
+    body: dict | list | None
+
+    def raise_for_status(self) -> None:
+        if self.status >= 400:
+            raise RuntimeError(f"the server answered {self.status}: {self.body}")
+
+
+async def _request(
+    client: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    report: CrowdReport,
+    retry: bool = True,
+    **kw,
+) -> tuple[_Response, float]:
     """Send until the server answers (restarts and timeouts are retried); returns the
     response and the seconds the successful attempt took."""
     while True:
         started = time.perf_counter()
         try:
-            response = await client.request(method, url, **kw)
-        except (httpx.TransportError, httpx.TimeoutException):
+            async with client.request(method, url, **kw) as response:
+                status = response.status
+                body = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            if not retry:
+                raise ConnectionError(f"no answer to {method} {url}: {error}") from error
             report.retries += 1
             await asyncio.sleep(RETRY_SECONDS)
             continue
-        if response.status_code >= 500 or response.status_code == 429:
+        if status >= 500 or status == 429:
             report.retries += 1
             await asyncio.sleep(RETRY_SECONDS)
             continue
-        return response, time.perf_counter() - started
+        return _Response(status, body), time.perf_counter() - started
 
 
 async def _rater(
     number: int,
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     slug: str,
     items: _Items,
     think_time: float,
@@ -121,7 +142,7 @@ async def _rater(
         )
         response.raise_for_status()
         report.raters += 1
-        state = response.json()
+        state = response.body
         headers = {"X-Rater-Token": state["rater_token"]}
         given = 0
         while not stop.is_set() and state["comparison"] is not None:
@@ -145,10 +166,10 @@ async def _rater(
                     "response_time_ms": int((time.perf_counter() - shown) * 1000),
                 },
             )
-            if response.status_code == 401:  # the session was replaced: join again
+            if response.status == 401:  # the session was replaced: join again
                 break
             response.raise_for_status()
-            state = response.json()
+            state = response.body
             report.latencies.append(seconds)
             report.acknowledged.append(comparison["query_id"])
             report.answers += 1
@@ -168,7 +189,7 @@ async def _watch_build(client, project_id, build_id, headers, stop, report, poll
         response, _ = await _request(
             client, "GET", f"{API}/projects/{project_id}/builds/{build_id}", report, headers=headers
         )
-        report.build_status = response.json()["status"]
+        report.build_status = response.body["status"]
         if report.build_status in ("complete", "cancelled"):
             stop.set()
             return
@@ -204,17 +225,30 @@ async def run_crowd(
     """Run `raters` simulated people against the server at `url` until the build is
     complete (with `build_id`), `seconds` pass, or each gave `answers_each` answers."""
     headers = {"Authorization": f"Bearer {token}"}
-    limits = httpx.Limits(max_connections=raters + 4, max_keepalive_connections=raters + 4)
+    connector = aiohttp.TCPConnector(limit=raters + 4)
+    timeouts = aiohttp.ClientTimeout(total=timeout)
     report = CrowdReport()
-    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
-        rating = await client.get(f"{API}/projects/{project_id}/rating", headers=headers)
+    async with aiohttp.ClientSession(url, connector=connector, timeout=timeouts) as client:
+        rating, _ = await _request(
+            client,
+            "GET",
+            f"{API}/projects/{project_id}/rating",
+            report,
+            retry=False,
+            headers=headers,
+        )
         rating.raise_for_status()
-        slug = rating.json()["public_slug"]
-        exported = await client.get(
-            f"{API}/projects/{project_id}/items/export", params={"format": "json"}, headers=headers
+        slug = rating.body["public_slug"]
+        exported, _ = await _request(
+            client,
+            "GET",
+            f"{API}/projects/{project_id}/items/export",
+            report,
+            params={"format": "json"},
+            headers=headers,
         )
         exported.raise_for_status()
-        items = _Items(exported.json(), noise, seed)
+        items = _Items(exported.body, noise, seed)
         stop = asyncio.Event()
         started = time.perf_counter()
         tasks = [

@@ -8,7 +8,7 @@ one request: it stores the answer and returns the next comparison.
 
 The peer, in the same run and at the same concurrency, is the service's cheapest route
 (GET /api/v1/health: no database) through the same web processes and the same client:
-the floor that uvicorn, FastAPI and the load generator themselves set on this machine.
+the floor that uvicorn, FastAPI and the load generator (aiohttp) set on this machine.
 
     .venv/bin/python benchmarks/rating_latency.py [--seconds 30] [--raters 100,300]
 """
@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiohttp
 import httpx
 import numpy as np
 
@@ -38,19 +39,21 @@ from tests.support.service import ServiceProcesses  # noqa: E402
 
 
 async def floor(url: str, clients: int, seconds: float, think_time: float) -> dict:
-    """The same load shape against GET /api/v1/health."""
+    """The same load shape, with the same client library, against GET /api/v1/health."""
     latencies: list[float] = []
     stop = time.perf_counter() + seconds
     rng = np.random.default_rng(0)
-    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+    connector = aiohttp.TCPConnector(limit=clients + 4)
+    async with aiohttp.ClientSession(url, connector=connector) as client:
 
         async def one():
             while time.perf_counter() < stop:
                 if think_time:
                     await asyncio.sleep(float(rng.lognormal(np.log(think_time), 0.5)))
                 started = time.perf_counter()
-                (await client.get("/api/v1/health")).raise_for_status()
+                async with client.get("/api/v1/health") as response:
+                    response.raise_for_status()
+                    await response.json()
                 latencies.append(time.perf_counter() - started)
 
         started = time.perf_counter()
