@@ -396,7 +396,7 @@ def test_choosing_the_next_query_walks_the_open_slot_index(app, client, auth, st
     start_build(client, auth, project_id, n_trees=5, random_state=0)
     with app.state.session_factory() as session:
         postgres = session.get_bind().dialect.name == "postgresql"
-        statement = _LEASE[postgres].compile(
+        statement = _LEASE[postgres].statement.compile(
             dialect=session.get_bind().dialect, compile_kwargs={"literal_binds": False}
         )
         params = {"project": project_id, "rater": 1, "now": utcnow(), "expires": utcnow()}

@@ -27,6 +27,7 @@ import numpy as np
 from sqlalchemy import bindparam, case, exists, insert, literal_column, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.core.db import FastStatement
 from app.core.errors import NotFound, ServiceError
 from app.models import (
     Assignment,
@@ -40,7 +41,7 @@ from app.models import (
     Triplet,
     TripletSource,
 )
-from app.models._types import utcnow
+from app.models._types import Timestamp, utcnow
 from app.triplets.log import hold_append_lock
 
 ITEM_CACHE_SECONDS = 30.0
@@ -109,9 +110,10 @@ def _lease_free(now):
     return or_(QuerySlot.lease_expires_at.is_(None), QuerySlot.lease_expires_at < now)
 
 
-# The statements of the answer's hot path, built once: an answer is one request, and
-# building SQL expressions anew each time cost more than running them.
-_ANSWER = (
+# The statements of the answer's hot path, built and compiled once and run on the
+# driver's cursor (see FastStatement): an answer is one request of eight statements.
+NOW = bindparam("now", type_=Timestamp)
+_ANSWER = FastStatement(
     update(Assignment)
     .where(
         Assignment.id == bindparam("assignment"),
@@ -119,7 +121,7 @@ _ANSWER = (
         Assignment.answered_at.is_(None),
     )
     .values(
-        answered_at=bindparam("now"),
+        answered_at=NOW,
         choice=bindparam("choice"),
         response_time_ms=bindparam("elapsed"),
     )
@@ -132,37 +134,39 @@ _ANSWER = (
         Assignment.left_is_lo,
     )
 )
-_SERVED_TO = select(Assignment.id).where(
-    Assignment.id == bindparam("assignment"), Assignment.rater_id == bindparam("rater")
+_SERVED_TO = FastStatement(
+    select(Assignment.id).where(
+        Assignment.id == bindparam("assignment"), Assignment.rater_id == bindparam("rater")
+    )
 )
-_COUNT_ANSWER = (
+_COUNT_ANSWER = FastStatement(
     update(Rater)
     .where(Rater.id == bindparam("rater"))
     .values(
         answers=Rater.answers + 1,
         attention_passed=Rater.attention_passed + bindparam("passed"),
         attention_failed=Rater.attention_failed + bindparam("failed"),
-        last_seen_at=bindparam("now"),
+        last_seen_at=NOW,
         completed_at=case(
             (
                 (bindparam("target") > 0)
                 & (Rater.answers + 1 >= bindparam("target"))
                 & Rater.completed_at.is_(None),
-                bindparam("now"),
+                NOW,
             ),
             else_=Rater.completed_at,
         ),
     )
-    .returning(Rater.answers, Rater.attention_passed, Rater.attention_failed, Rater.completed_at)
+    .returning(Rater.answers)
 )
-_RELEASE_SLOT = (
+_RELEASE_SLOT = FastStatement(
     update(QuerySlot)
     .where(QuerySlot.id == bindparam("slot"), QuerySlot.lease_rater_id == bindparam("rater"))
     .values(lease_rater_id=None, lease_expires_at=None)
 )
 # A late answer to an expired lease that was served again may find its slot answered:
 # the answer still counts, the slot stays as it is.
-_ANSWER_SLOT = (
+_ANSWER_SLOT = FastStatement(
     update(QuerySlot)
     .where(QuerySlot.id == bindparam("slot"))
     .values(
@@ -173,18 +177,35 @@ _ANSWER_SLOT = (
     )
     .returning(QuerySlot.build_id, QuerySlot.prediction_id)
 )
-_STORE_TRIPLET = insert(Triplet).values(
-    project_id=bindparam("project"),
-    anchor_id=bindparam("anchor"),
-    closer_id=bindparam("closer"),
-    farther_id=bindparam("farther"),
-    source=TripletSource.rater,
-    rater_id=bindparam("rater"),
-    query_id=bindparam("assignment"),
-    response_time_ms=bindparam("elapsed"),
-    created_at=bindparam("now"),
+_STORE_TRIPLET = FastStatement(
+    insert(Triplet).values(
+        project_id=bindparam("project"),
+        anchor_id=bindparam("anchor"),
+        closer_id=bindparam("closer"),
+        farther_id=bindparam("farther"),
+        source=TripletSource.rater,
+        rater_id=bindparam("rater"),
+        query_id=bindparam("assignment"),
+        response_time_ms=bindparam("elapsed"),
+        created_at=NOW,
+    )
 )
-_SERVE = insert(Assignment).returning(Assignment.id)
+_SERVE = FastStatement(
+    insert(Assignment)
+    .values(
+        project_id=bindparam("project"),
+        rater_id=bindparam("rater"),
+        slot_id=bindparam("slot"),
+        purpose=bindparam("purpose"),
+        anchor_id=bindparam("anchor"),
+        lo_id=bindparam("lo"),
+        hi_id=bindparam("hi"),
+        left_is_lo=bindparam("left_is_lo"),
+        served_at=NOW,
+        expires_at=bindparam("expires", type_=Timestamp),
+    )
+    .returning(Assignment.id)
+)
 
 
 def _lease_statement(postgres: bool):
@@ -202,7 +223,7 @@ def _lease_statement(postgres: bool):
         .where(
             QuerySlot.project_id == bindparam("project"),
             IS_OPEN,
-            _lease_free(bindparam("now")),
+            _lease_free(NOW),
             ~seen,
         )
         .order_by(QuerySlot.priority, QuerySlot.id)
@@ -213,14 +234,20 @@ def _lease_statement(postgres: bool):
     return (
         update(QuerySlot)
         .where(QuerySlot.id == first.scalar_subquery())
-        .values(lease_rater_id=bindparam("rater"), lease_expires_at=bindparam("expires"))
+        .values(
+            lease_rater_id=bindparam("rater"),
+            lease_expires_at=bindparam("expires", type_=Timestamp),
+        )
         .returning(
             QuerySlot.id, QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, QuerySlot.priority
         )
     )
 
 
-_LEASE = {False: _lease_statement(False), True: _lease_statement(True)}
+_LEASE = {
+    False: FastStatement(_lease_statement(False)),
+    True: FastStatement(_lease_statement(True)),
+}
 
 
 @dataclass(frozen=True)
@@ -247,13 +274,8 @@ def _lease_slot(session: Session, project: Project, rater: ActiveRater, now: dat
     """Lease the first free queue slot this rater has not seen; None when there is none."""
     expires = now + timedelta(seconds=project.lease_seconds)
     postgres = session.get_bind().dialect.name == "postgresql"
-    slot = (
-        session.connection()
-        .execute(
-            _LEASE[postgres],
-            {"project": project.id, "rater": rater.id, "now": now, "expires": expires},
-        )
-        .first()
+    slot = _LEASE[postgres].run(
+        session, {"project": project.id, "rater": rater.id, "now": now, "expires": expires}
     )
     return slot, expires
 
@@ -338,25 +360,21 @@ def serve_next(
         return None
     anchor, lo, hi = chosen
     left_is_lo = rng.random() < 0.5
-    assignment_id = (
-        session.connection()
-        .execute(
-            _SERVE,
-            {
-                "project_id": project.id,
-                "rater_id": rater.id,
-                "slot_id": None if slot is None else slot.id,
-                "purpose": int(purpose),
-                "anchor_id": anchor,
-                "lo_id": lo,
-                "hi_id": hi,
-                "left_is_lo": left_is_lo,
-                "served_at": now,
-                "expires_at": expires,
-            },
-        )
-        .scalar_one()
-    )
+    assignment_id = _SERVE.run(
+        session,
+        {
+            "project": project.id,
+            "rater": rater.id,
+            "slot": None if slot is None else slot.id,
+            "purpose": int(purpose),
+            "anchor": anchor,
+            "lo": lo,
+            "hi": hi,
+            "left_is_lo": left_is_lo,
+            "now": now,
+            "expires": expires,
+        },
+    ).id
     left, right = (lo, hi) if left_is_lo else (hi, lo)
     return Served(assignment_id, anchor, left, right)
 
@@ -379,13 +397,10 @@ def submit_answer(
             f"response_time_ms must be between 0 and 86400000 (a day); got {response_time_ms}"
         )
     now = now or utcnow()
-    connection = session.connection()
     ids = {"assignment": assignment_id, "rater": rater.id, "now": now}
-    answered = connection.execute(
-        _ANSWER, {**ids, "choice": choice, "elapsed": response_time_ms}
-    ).first()
+    answered = _ANSWER.run(session, {**ids, "choice": choice, "elapsed": response_time_ms})
     if answered is None:
-        if connection.execute(_SERVED_TO, ids).first() is None:
+        if _SERVED_TO.run(session, ids) is None:
             raise NotFound(f"no query {assignment_id} was served to you")
         return Outcome(replayed=True, stored_triplet=False)
 
@@ -396,15 +411,15 @@ def submit_answer(
         and choice is not Choice.cant_tell
         and (answered.lo_id if chosen_lo else answered.hi_id) == answered.anchor_id
     )
-    counted = connection.execute(
-        _COUNT_ANSWER,
+    counted = _COUNT_ANSWER.run(
+        session,
         {
             **ids,
             "passed": int(check and passed),
             "failed": int(check and not passed),
             "target": project.answers_per_rater,
         },
-    ).one()
+    )
     rater.answers = counted.answers
     if check:
         # Checks are a few in a hundred answers: the thresholds work on the full rater.
@@ -418,17 +433,17 @@ def submit_answer(
         slot = {"slot": answered.slot_id, "rater": rater.id}
         if choice is Choice.cant_tell or rater.excluded:
             # Someone else may be able to tell (or is counted): the slot goes back.
-            connection.execute(_RELEASE_SLOT, slot)
+            _RELEASE_SLOT.run(session, slot)
         else:
-            slot_owner = connection.execute(_ANSWER_SLOT, slot).one()
+            slot_owner = _ANSWER_SLOT.run(session, slot)
     if choice is Choice.cant_tell:
         return Outcome(replayed=False, stored_triplet=False)
     closer, farther = (
         (answered.lo_id, answered.hi_id) if chosen_lo else (answered.hi_id, answered.lo_id)
     )
     hold_append_lock(session, project.id)
-    connection.execute(
-        _STORE_TRIPLET,
+    _STORE_TRIPLET.run(
+        session,
         {
             **ids,
             "project": project.id,

@@ -3,6 +3,7 @@
 (() => {
   "use strict";
   let shownAt = performance.now();
+  let leaving = false;
   const keys = { ArrowLeft: "left", ArrowRight: "right", ArrowDown: "cant_tell" };
 
   function elapsed() {
@@ -12,7 +13,8 @@
   function shown() {
     shownAt = performance.now();
     const done = document.querySelector("#comparison [data-redirect]");
-    if (done) {
+    if (done && !leaving) {
+      leaving = true; // once: a second navigation would cut the first one short
       setTimeout(() => window.location.assign(done.dataset.redirect), 4000);
     }
   }
