@@ -121,6 +121,8 @@ def _answers_about(session: Session, prediction: Prediction, every, order):
     """Answers after the cursor whose anchor is one of the prediction's items, as forest
     positions; and the new cursor."""
     bound = committed_bound(session, prediction.project_id)
+    if bound is None:  # writers kept the log busy: nothing new can be read safely now
+        return np.empty((0, 3), np.int64), prediction.answers_cursor
     query = select(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
         Triplet.project_id == prediction.project_id,
         Triplet.id > prediction.answers_cursor,

@@ -99,6 +99,8 @@ def answers_after(
     """Answers after `cursor` about the items `ids` (sorted), as positions in `ids`, and
     the id of the last triplet read. Answers of excluded raters are left out."""
     bound = committed_bound(session, project_id)
+    if bound is None:  # writers kept the log busy: nothing new can be read safely now
+        return np.empty((0, 3), np.int64), cursor
     query = select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
         Triplet.project_id == project_id, Triplet.id <= bound
     )

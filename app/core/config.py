@@ -48,6 +48,12 @@ class Settings(BaseSettings):
         "defaults to yes in embedded mode, no in production (run `closer worker`).",
     )
     worker_poll_seconds: float = 1.0
+    database_pool_size: int = Field(
+        default=20, ge=1, description="PostgreSQL connections each web process keeps open"
+    )
+    database_max_overflow: int = Field(
+        default=10, ge=0, description="Further connections a web process may open at peaks"
+    )
 
     @property
     def resolved_database_url(self) -> str:

@@ -31,12 +31,16 @@ def _configure_sqlite(dbapi_connection, _record) -> None:
     cursor.close()
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, pool_size: int = 20, max_overflow: int = 10) -> Engine:
+    """An engine for `url`. On PostgreSQL the pool keeps `pool_size` connections open: a
+    busy web process uses about as many as its thread pool runs requests, and every
+    connection opened beyond the pool is closed again when returned, which under load
+    turns into a stream of new server processes."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _configure_sqlite)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

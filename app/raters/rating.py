@@ -146,10 +146,12 @@ def answer(
         build_jobs.request_routing_soon(
             session=session, prediction_id=outcome.prediction_id, project_id=project.id
         )
-    return state(
+    following = state(
         session=session,
         project=project,
         rater=rater,
         replayed=outcome.replayed,
         just_answered=not outcome.replayed,
     )
+    scheduling.store_answer(session=session, outcome=outcome)
+    return following

@@ -71,6 +71,7 @@ class Outcome:
     prediction_id: int | None = None
     attention_passed: bool | None = None
     exclusion_changed: bool = False
+    triplet: dict | None = None  # the row to append with store_answer, last
 
 
 class _ItemIds:
@@ -441,10 +442,12 @@ def submit_answer(
     closer, farther = (
         (answered.lo_id, answered.hi_id) if chosen_lo else (answered.hi_id, answered.lo_id)
     )
-    hold_append_lock(session, project.id)
-    _STORE_TRIPLET.run(
-        session,
-        {
+    return Outcome(
+        replayed=False,
+        stored_triplet=True,
+        build_id=slot_owner[0],
+        prediction_id=slot_owner[1],
+        triplet={
             **ids,
             "project": project.id,
             "anchor": answered.anchor_id,
@@ -453,12 +456,14 @@ def submit_answer(
             "elapsed": response_time_ms,
         },
     )
-    return Outcome(
-        replayed=False,
-        stored_triplet=True,
-        build_id=slot_owner[0],
-        prediction_id=slot_owner[1],
-    )
+
+
+def store_answer(*, session: Session, outcome: Outcome) -> None:
+    """Append the answer's triplet: the last write of the request's transaction, so the
+    triplets log's lock (see app/triplets/log.py) is held only until the commit."""
+    if outcome.triplet is not None:
+        hold_append_lock(session, outcome.triplet["project"])
+        _STORE_TRIPLET.run(session, outcome.triplet)
 
 
 def apply_thresholds(*, project: Project, rater: Rater) -> bool:

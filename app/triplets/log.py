@@ -7,9 +7,14 @@ skip it for ever. Every writer therefore holds a shared advisory lock on the pro
 log for its transaction, and a reader takes the exclusive lock for an instant to read
 the highest id: at that moment no write is in flight, so every id up to it is final.
 SQLite runs one write transaction at a time, so ids commit in order there.
+
+Writers take the lock as their transaction's last step (an answer appends its triplet
+just before the commit), so it is held for a moment only.
 """
 
 from __future__ import annotations
+
+import time
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
@@ -17,6 +22,7 @@ from sqlalchemy.orm import Session
 from app.models import Triplet
 
 _LOG_LOCK = 0x7121  # the advisory-lock namespace of the triplets log
+TRIES = 20
 
 
 def _is_postgres(session: Session) -> bool:
@@ -32,14 +38,21 @@ def hold_append_lock(session: Session, project_id: int) -> None:
         )
 
 
-def committed_bound(session: Session, project_id: int) -> int:
-    """The highest triplet id of the project below which nothing can still appear."""
+def committed_bound(session: Session, project_id: int) -> int | None:
+    """The highest triplet id of the project below which nothing can still appear, or
+    None when writers kept the log busy (read nothing new now; a later step will).
+
+    The reader only tries the lock, a few times: a reader waiting in the lock queue
+    would make every new writer wait behind it."""
     query = select(func.max(Triplet.id)).where(Triplet.project_id == project_id)
     if not _is_postgres(session):
         return session.scalar(query) or 0
     params = {"space": _LOG_LOCK, "project": project_id}
-    session.execute(text("SELECT pg_advisory_lock(:space, :project)"), params)
-    try:
-        return session.scalar(query) or 0
-    finally:
-        session.execute(text("SELECT pg_advisory_unlock(:space, :project)"), params)
+    for attempt in range(TRIES):
+        if session.scalar(text("SELECT pg_try_advisory_lock(:space, :project)"), params):
+            try:
+                return session.scalar(query) or 0
+            finally:
+                session.execute(text("SELECT pg_advisory_unlock(:space, :project)"), params)
+        time.sleep(0.002 * (attempt + 1))
+    return None
