@@ -12,6 +12,7 @@ stored once however often it is sent.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import random
 import time
@@ -108,17 +109,21 @@ async def _request(
         try:
             async with client.request(method, url, **kw) as response:
                 status = response.status
-                body = await response.json(content_type=None)
+                text = await response.text()
         except (aiohttp.ClientError, TimeoutError) as error:
             if not retry:
                 raise ConnectionError(f"no answer to {method} {url}: {error}") from error
             report.retries += 1
             await asyncio.sleep(RETRY_SECONDS)
             continue
-        if status >= 500 or status == 429:
+        if status >= 500 or status == 429:  # a server restarting, or overloaded
             report.retries += 1
             await asyncio.sleep(RETRY_SECONDS)
             continue
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = {"detail": text[:500]}
         return _Response(status, body), time.perf_counter() - started
 
 
