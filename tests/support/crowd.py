@@ -140,12 +140,17 @@ def crowd_build(
 
     with sessions() as session:
         acknowledged = set(report.acknowledged)
-        rows = session.execute(
-            select(Assignment.id, Assignment.purpose).where(
-                Assignment.id.in_(acknowledged), Assignment.answered_at.is_not(None)
+        answered = {
+            row.id: row.purpose
+            for row in session.execute(
+                select(Assignment.id, Assignment.purpose).where(
+                    Assignment.project_id == project_id, Assignment.answered_at.is_not(None)
+                )
             )
-        ).all()
-        expected = {row.id for row in rows if row.purpose != 4}  # checks are not triplets
+        }
+        unanswered = acknowledged - set(answered)
+        # Checks are not triplets: every other acknowledged answer must be one.
+        expected = {i for i in acknowledged if answered.get(i) != 4} - unanswered
         counts = dict(
             session.execute(
                 select(Triplet.query_id, func.count())
@@ -183,7 +188,7 @@ def crowd_build(
         kills=service.restarts,
         acknowledged=len(report.acknowledged),
         stored_twice=sum(count > 1 for count in counts.values()),
-        acknowledged_missing=len(expected - set(counts)),
+        acknowledged_missing=len(expected - set(counts)) + len(unanswered),
         accuracy=accuracy,
         offline_accuracy=offline_accuracy,
         offline_queries=offline.n_queries_,
