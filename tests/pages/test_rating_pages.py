@@ -120,6 +120,7 @@ def test_a_rater_answers_by_mouse_and_keyboard_and_gets_the_completion_code(
     expect(page.get_by_text("Pick the colour closer to the one on top.")).to_be_visible()
     page.get_by_role("button", name="Start").click()
     expect(page.locator(".progress .count")).to_have_text("0 / 40")
+    page.wait_for_function("window.htmx !== undefined")  # scripts load after the page
     page.screenshot(path=str(shots / "rate-desktop.png"))
     page_loads = []
     page.on("load", lambda _: page_loads.append(page.url))
@@ -169,6 +170,7 @@ def test_the_rating_page_works_on_a_phone(server, study, browser, tmp_path):
     page.goto(f"{server}/r/{slug}?participant=phone-1")
     page.get_by_role("button", name="Start").tap()
     expect(page.locator(".progress .count")).to_have_text("0 / 40")
+    page.wait_for_function("window.htmx !== undefined")
     candidates = page.locator("#comparison button.candidate")
     boxes = [candidates.nth(i).bounding_box() for i in range(2)]
     assert all(
