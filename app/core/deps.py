@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -68,16 +69,21 @@ class RaterSession:
     rater: ActiveRater
 
 
-def get_rater_session(
+async def get_rater_token(
     request: Request,
-    session: SessionDep,
-    slug: str,
     x_rater_token: Annotated[str | None, Header(description="From joining the study")] = None,
-) -> RaterSession:
-    """The study and its rater, by the rater's session token (header, or the page's cookie)."""
+) -> str | None:
+    """The rater's session token: the header, or the rating page's cookie."""
+    return x_rater_token or request.cookies.get(RATER_COOKIE)
+
+
+RaterToken = Annotated[str | None, Depends(get_rater_token)]
+
+
+def find_rater(session: Session, slug: str, token: str | None) -> RaterSession:
+    """The study and its rater, by the rater's session token."""
     from app.raters.service import authenticate_in_study, project_by_slug
 
-    token = x_rater_token or request.cookies.get(RATER_COOKIE)
     found = authenticate_in_study(session=session, slug=slug, token=token)
     if found is None:
         project_by_slug(session=session, slug=slug)  # an unknown study is a 404
@@ -85,4 +91,13 @@ def get_rater_session(
     return RaterSession(*found)
 
 
-CurrentRater = Annotated[RaterSession, Depends(get_rater_session)]
+@contextmanager
+def transaction(request: Request) -> Iterator[Session]:
+    """A unit of work opened and closed inside the calling route's own thread.
+
+    The raters' routes use it instead of SessionDep: a generator dependency gives its
+    connection back in a later threadpool call, and with hundreds of raters at once
+    every pool thread can end up waiting for a connection that only such a call would
+    free. Here a thread holds at most one connection, for as long as it works."""
+    with unit_of_work(request.app.state.session_factory) as session:
+        yield session

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 
-from app.core.deps import RATER_COOKIE, RatedProject, SessionDep
+from app.core.deps import RATER_COOKIE, RatedProject, SessionDep, transaction
 from app.core.errors import NotFound, ServiceError
 from app.models import Choice, Item
 from app.raters import rating
@@ -93,26 +93,30 @@ def rate_page(slug: str, request: Request, session: SessionDep, project: RatedPr
 def answer(
     slug: str,
     request: Request,
-    session: SessionDep,
-    project: RatedProject,
     query_id: Annotated[int, Form()],
     choice: Annotated[Choice, Form()],
     response_time_ms: Annotated[str, Form()] = "",
 ):
-    rater = _rater(request, session, project)
-    if rater is None:
-        # htmx swaps only 2xx answers in; the message must reach the rater's screen.
-        status_code = 200 if request.headers.get("HX-Request") else 401
-        return _page(request, "rate/_expired.html", {"project": project, "slug": slug}, status_code)
+    token = request.cookies.get(RATER_COOKIE)
     elapsed = int(response_time_ms) if response_time_ms.isdigit() else None
-    state = rating.answer(
-        session=session,
-        project=project,
-        rater=rater,
-        assignment_id=query_id,
-        choice=choice,
-        response_time_ms=elapsed,
-    )
+    with transaction(request) as session:  # see transaction(): the busiest page route
+        found = raters.authenticate_in_study(session=session, slug=slug, token=token)
+        if found is None:
+            project = raters.project_by_slug(session=session, slug=slug)
+            # htmx swaps only 2xx answers in; the message must reach the rater's screen.
+            status_code = 200 if request.headers.get("HX-Request") else 401
+            return _page(
+                request, "rate/_expired.html", {"project": project, "slug": slug}, status_code
+            )
+        project, rater = found
+        state = rating.answer(
+            session=session,
+            project=project,
+            rater=rater,
+            assignment_id=query_id,
+            choice=choice,
+            response_time_ms=elapsed,
+        )
     if request.headers.get("HX-Request"):
         return _page(request, "rate/_comparison.html", _comparison_context(project, state, slug))
     return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)

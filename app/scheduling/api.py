@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from app.core.deps import CurrentRater, RatedProject, SessionDep
+from app.core.deps import RaterToken, find_rater, transaction
 from app.raters import rating
+from app.raters.service import project_by_slug
 from app.raters.views import media_folder
 from app.scheduling.schemas import (
     AnswerIn,
@@ -52,40 +53,38 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
 
 
 @router.post("/raters", response_model=JoinOut, status_code=201)
-def join_study(
-    slug: str, body: JoinIn, request: Request, session: SessionDep, project: RatedProject
-):
+def join_study(slug: str, body: JoinIn, request: Request):
     """Join the study behind a public link; the answer holds the first comparison."""
-    rater, token = rating.join(
-        session=session, project=project, params=body.model_dump(exclude_none=True)
-    )
-    state = rating.state(session=session, project=project, rater=rater)
+    with transaction(request) as session:
+        project = project_by_slug(session=session, slug=slug)
+        rater, token = rating.join(
+            session=session, project=project, params=body.model_dump(exclude_none=True)
+        )
+        state = rating.state(session=session, project=project, rater=rater)
     return JoinOut(**state_out(request, slug, state).model_dump(), rater_token=token)
 
 
 @router.get("/next", response_model=RaterStateOut)
-def next_comparison(slug: str, request: Request, session: SessionDep, current: CurrentRater):
+def next_comparison(slug: str, request: Request, token: RaterToken):
     """The comparison to answer now (the same one until it is answered or its lease ends)."""
-    state = rating.state(session=session, project=current.project, rater=current.rater)
+    with transaction(request) as session:
+        current = find_rater(session, slug, token)
+        state = rating.state(session=session, project=current.project, rater=current.rater)
     return state_out(request, slug, state)
 
 
 @router.post("/answers", response_model=RaterStateOut)
-def answer_comparison(
-    slug: str,
-    body: AnswerIn,
-    request: Request,
-    session: SessionDep,
-    current: CurrentRater,
-):
+def answer_comparison(slug: str, body: AnswerIn, request: Request, token: RaterToken):
     """Answer a comparison; a retry of the same query_id stores nothing more. The answer
     holds the next comparison."""
-    state = rating.answer(
-        session=session,
-        project=current.project,
-        rater=current.rater,
-        assignment_id=body.query_id,
-        choice=body.choice,
-        response_time_ms=body.response_time_ms,
-    )
+    with transaction(request) as session:
+        current = find_rater(session, slug, token)
+        state = rating.answer(
+            session=session,
+            project=current.project,
+            rater=current.rater,
+            assignment_id=body.query_id,
+            choice=body.choice,
+            response_time_ms=body.response_time_ms,
+        )
     return state_out(request, slug, state)
