@@ -9,7 +9,6 @@ SESSION_ID), Amazon Mechanical Turk's (workerId, assignmentId, hitId) and a plai
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import threading
 from collections.abc import Mapping
@@ -18,6 +17,7 @@ import numpy as np
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from app.auth.service import hash_token
 from app.core.errors import NotFound, ServiceError
 from app.models import Project, Rater, Triplet
 from app.models._types import utcnow
@@ -29,10 +29,6 @@ PLATFORM_PARAMETERS = {
     "participant": ("participant",),
 }
 MAX_ID_LENGTH = 200
-
-
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def platform_ids(params: Mapping[str, str]) -> tuple[str | None, str | None, dict[str, str]]:
@@ -77,7 +73,7 @@ def join(
         )
         session.add(rater)
     token = secrets.token_urlsafe(24)
-    rater.session_hash = _hash(token)
+    rater.session_hash = hash_token(token)
     rater.last_seen_at = utcnow()
     session.flush()
     return ActiveRater.of(rater), token
@@ -92,7 +88,7 @@ def authenticate(*, session: Session, project: Project, token: str | None) -> Ac
     if not token:
         return None
     row = session.execute(
-        _RATER_IN_PROJECT, {"token_hash": _hash(token), "project": project.id}
+        _RATER_IN_PROJECT, {"token_hash": hash_token(token), "project": project.id}
     ).first()
     return None if row is None else ActiveRater(*row)
 
@@ -135,7 +131,7 @@ def authenticate_in_study(
         return None
     row = (
         session.connection()
-        .execute(_RATER_BY_TOKEN, {"token_hash": _hash(token), "slug": slug})
+        .execute(_RATER_BY_TOKEN, {"token_hash": hash_token(token), "slug": slug})
         .first()
     )
     if row is None:

@@ -66,10 +66,8 @@ class Outcome:
     """What an answer did: whether it was new, and what it asks of the builds."""
 
     replayed: bool
-    stored_triplet: bool
     build_id: int | None = None
     prediction_id: int | None = None
-    attention_passed: bool | None = None
     exclusion_changed: bool = False
     triplet: dict | None = None  # the row to append with store_answer, last
 
@@ -403,7 +401,7 @@ def submit_answer(
     if answered is None:
         if _SERVED_TO.run(session, ids) is None:
             raise NotFound(f"no query {assignment_id} was served to you")
-        return Outcome(replayed=True, stored_triplet=False)
+        return Outcome(replayed=True)
 
     chosen_lo = (choice is Choice.left) == answered.left_is_lo
     check = answered.purpose == Purpose.attention
@@ -425,9 +423,7 @@ def submit_answer(
     if check:
         # Checks are a few in a hundred answers: the thresholds work on the full rater.
         changed = apply_thresholds(project=project, rater=session.get(Rater, rater.id))
-        return Outcome(
-            replayed=False, stored_triplet=False, attention_passed=passed, exclusion_changed=changed
-        )
+        return Outcome(replayed=False, exclusion_changed=changed)
 
     slot_owner = (None, None)
     if answered.slot_id is not None:
@@ -438,13 +434,12 @@ def submit_answer(
         else:
             slot_owner = _ANSWER_SLOT.run(session, slot)
     if choice is Choice.cant_tell:
-        return Outcome(replayed=False, stored_triplet=False)
+        return Outcome(replayed=False)
     closer, farther = (
         (answered.lo_id, answered.hi_id) if chosen_lo else (answered.hi_id, answered.lo_id)
     )
     return Outcome(
         replayed=False,
-        stored_triplet=True,
         build_id=slot_owner[0],
         prediction_id=slot_owner[1],
         triplet={
@@ -627,15 +622,3 @@ def withdraw_slots(
         .values(state=SlotState.withdrawn)
         .execution_options(synchronize_session=False)
     )
-
-
-def queue_counts(*, session: Session, project_id: int) -> dict[str, int]:
-    """Open slots per purpose, for progress pages."""
-    from sqlalchemy import func
-
-    rows = session.execute(
-        select(QuerySlot.priority, func.count())
-        .where(QuerySlot.project_id == project_id, IS_OPEN)
-        .group_by(QuerySlot.priority)
-    ).all()
-    return {Purpose(priority).name: count for priority, count in rows}
