@@ -128,7 +128,9 @@ def loss_and_gradient(Y, triplets, weights, t, k, gradient, movable) -> float:
     return _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable)
 
 
-def _descend(Y, triplets, weights, t, k, movable, max_iter, patience, tol, step_scale):
+def _descend(
+    Y, triplets, weights, t, k, movable, max_iter, patience, tol, step_scale, callback=None
+):
     """The authors' optimiser: full-batch steps of eta·n/m, eta ×1.01 after a step that
     lowered the loss and ×0.5 after one that did not; keeps the best embedding. Stops
     once the best loss improved by less than `tol` (relative) over the last 10 steps."""
@@ -144,6 +146,8 @@ def _descend(Y, triplets, weights, t, k, movable, max_iter, patience, tol, step_
     for _ in range(max_iter):
         loss = loss_and_gradient(Y, triplets, weights, t, k, gradient, movable_rows)
         curve.append(loss)
+        if callback is not None:
+            callback(len(curve), loss)
         if loss < best_loss:
             best_loss, best_Y = loss, Y.copy()
         best_before.append(best_loss)
@@ -162,7 +166,7 @@ def _descend(Y, triplets, weights, t, k, movable, max_iter, patience, tol, step_
     return best_Y, np.array(curve)
 
 
-def _lbfgs(Y, triplets, weights, t, k, movable, max_iter):
+def _lbfgs(Y, triplets, weights, t, k, movable, max_iter, callback=None):
     """L-BFGS on the same loss: fewer, better steps than the fixed rule."""
     from scipy.optimize import minimize
 
@@ -174,6 +178,8 @@ def _lbfgs(Y, triplets, weights, t, k, movable, max_iter):
     def objective(flat):
         loss = loss_and_gradient(flat.reshape(shape), triplets, weights, t, k, gradient, rows)
         curve.append(loss)
+        if callback is not None:
+            callback(len(curve), loss)
         return loss, (gradient * movable[:, None]).ravel()
 
     result = minimize(
@@ -253,10 +259,10 @@ class TETE(BaseEstimator):
         self.init_scale = init_scale
         self.random_state = random_state
 
-    def _optimise(self, Y, triplets, weights, movable, step_scale):
+    def _optimise(self, Y, triplets, weights, movable, step_scale, callback=None):
         t, k = self._temperatures()
         if self.optimizer == "lbfgs":
-            return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter)
+            return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter, callback)
         return _descend(
             Y,
             triplets,
@@ -268,14 +274,21 @@ class TETE(BaseEstimator):
             self.patience,
             self.tol,
             step_scale,
+            callback,
         )
 
     def _temperatures(self) -> tuple[float, float]:
         t = default_t(self.n_components) if self.t is None else float(self.t)
         return t, (t if self.kernel_t == "same" else float(self.kernel_t))
 
-    def fit(self, triplets, n_items: int | None = None, sample_weight=None) -> TETE:
-        """Embed items ``0..n_items-1`` so that the triplets hold as far as possible."""
+    def fit(
+        self, triplets, n_items: int | None = None, sample_weight=None, init=None, callback=None
+    ) -> TETE:
+        """Embed items ``0..n_items-1`` so that the triplets hold as far as possible.
+
+        `init` warm-starts from a given (n_items, n_components) embedding, e.g. the last
+        fit's with rows for new items; `callback(step, loss)` is called after every step
+        (to report progress; an exception it raises stops the fit)."""
         _check_fit_params(
             self.n_components,
             self.t,
@@ -293,9 +306,18 @@ class TETE(BaseEstimator):
         rng = check_random_state(self.random_state)
         if not isinstance(self.init_scale, Real) or self.init_scale <= 0:
             raise ValueError(f"init_scale must be positive; got {self.init_scale!r}")
-        Y = rng.standard_normal((n, self.n_components)) * self.init_scale
+        if init is None:
+            Y = rng.standard_normal((n, self.n_components)) * self.init_scale
+        else:
+            Y = np.array(init, dtype=np.float64)
+            if Y.shape != (n, self.n_components):
+                raise ValueError(
+                    f"init must have shape ({n}, {self.n_components}); got {Y.shape}"
+                )
+            if not np.all(np.isfinite(Y)):
+                raise ValueError("init must be finite")
         self.embedding_, self.loss_curve_ = self._optimise(
-            Y, triplets, weights, np.ones(n), float(n)
+            Y, triplets, weights, np.ones(n), float(n), callback
         )
         self.n_iter_ = len(self.loss_curve_)
         return self
