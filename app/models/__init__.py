@@ -4,6 +4,7 @@ from app.core.db import Base
 from app.models.build import Build, BuildStatus
 from app.models.item import Item, Split
 from app.models.job import Job, JobStatus
+from app.models.learned import LearnedModel, ModelKind, ModelVersion, VersionStatus
 from app.models.project import LabelType, Project
 from app.models.queue import (
     Assignment,
@@ -29,6 +30,9 @@ __all__ = [
     "Job",
     "JobStatus",
     "LabelType",
+    "LearnedModel",
+    "ModelKind",
+    "ModelVersion",
     "Prediction",
     "PredictionStatus",
     "Project",
@@ -42,4 +46,5 @@ __all__ = [
     "TripletSource",
     "Upload",
     "UploadKind",
+    "VersionStatus",
 ]
