@@ -130,8 +130,19 @@ def serve(
 @cli.command()
 def worker(
     until_idle: Annotated[bool, typer.Option(help="Exit once no job is left")] = False,
+    kinds: Annotated[
+        str | None,
+        typer.Option(help="Take only these job kinds (comma-separated), e.g. train_model"),
+    ] = None,
+    skip_kinds: Annotated[
+        str | None, typer.Option(help="Never take these job kinds (comma-separated)")
+    ] = None,
+    nice: Annotated[
+        int, typer.Option(help="Lower this process's CPU priority by this much (0..19)")
+    ] = 0,
 ) -> None:
     """Run jobs from the database; start as many as you like, on any machines."""
+    import os
     import signal
 
     from app.core.db import make_engine, make_session_factory
@@ -140,7 +151,16 @@ def worker(
     settings = get_settings()
     _ensure_schema(settings)
     engine = make_engine(settings.resolved_database_url)
-    runner = Worker(make_session_factory(engine), poll_seconds=settings.worker_poll_seconds)
+    if nice:
+        os.nice(max(0, min(nice, 19)))
+    runner = Worker(
+        make_session_factory(engine),
+        poll_seconds=settings.worker_poll_seconds,
+        heartbeat_seconds=settings.worker_heartbeat_seconds,
+        stale_after_seconds=settings.worker_stale_seconds,
+        kinds=_kind_list(kinds),
+        skip_kinds=_kind_list(skip_kinds) or (),
+    )
     # Finish the job in hand, then exit: a killed worker's job is retried elsewhere anyway.
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())
     signal.signal(signal.SIGINT, lambda *_: runner.stop())
@@ -152,6 +172,20 @@ def worker(
     finally:
         engine.dispose()
     typer.echo(f"worker {runner.worker_id} stopped after {done} jobs", err=True)
+
+
+def _kind_list(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    import app.jobs
+
+    kinds = tuple(kind.strip() for kind in text.split(",") if kind.strip())
+    unknown = [kind for kind in kinds if kind not in app.jobs.KINDS]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown job kind(s) {unknown}; known: {', '.join(app.jobs.KINDS)}"
+        )
+    return kinds
 
 
 @cli.command()

@@ -18,16 +18,20 @@ from app.core.errors import NotFound, install_error_handlers
 from app.core.limits import BodySizeLimit
 from app.items.api import router as items_router
 from app.items.images import ImageStore
+from app.predictions.api import router as serving_router
 from app.projects.api import router as projects_router
 from app.raters.api import router as raters_router
 from app.raters.views import not_found_page
 from app.raters.views import router as rating_pages
 from app.scheduling.api import router as rating_router
+from app.training.api import router as models_router
+from app.training.service import TRAIN_JOB
 from app.triplets.api import router as triplets_router
 from app.worker.loop import Worker, start_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 API_PREFIX = "/api/v1"
+TRAINING_KINDS = (TRAIN_JOB,)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -41,12 +45,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        worker = None
+        workers: list[Worker] = []
         if settings.runs_worker_in_process:
-            worker = Worker(app.state.session_factory, poll_seconds=settings.worker_poll_seconds)
-            start_in_thread(worker)
+            # Two threads: a long training fit never holds up the build steps raters need.
+            common = {
+                "poll_seconds": settings.worker_poll_seconds,
+                "heartbeat_seconds": settings.worker_heartbeat_seconds,
+                "stale_after_seconds": settings.worker_stale_seconds,
+            }
+            workers = [
+                Worker(app.state.session_factory, skip_kinds=TRAINING_KINDS, **common),
+                Worker(app.state.session_factory, kinds=TRAINING_KINDS, upkeep=False, **common),
+            ]
+            for number, worker in enumerate(workers):
+                start_in_thread(worker, name=f"closer-worker-{number}")
         yield
-        if worker is not None:
+        for worker in workers:
             worker.stop()
         engine.dispose()
 
@@ -82,6 +96,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         triplets_router,
         builds_router,
         predictions_router,
+        models_router,
+        serving_router,
         raters_router,
     ):
         api.include_router(router)

@@ -48,6 +48,9 @@ class Settings(BaseSettings):
         "defaults to yes in embedded mode, no in production (run `closer worker`).",
     )
     worker_poll_seconds: float = 1.0
+    # A running job whose worker sent no heartbeat for this long is taken over by another.
+    worker_heartbeat_seconds: float = 5.0
+    worker_stale_seconds: float = 60.0
     database_pool_size: int = Field(
         default=20, ge=1, description="PostgreSQL connections each web process keeps open"
     )

@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def segment_queries(members, items, starts, ends, pivot_left, pivot_right):
     """Queries ``(x, left pivot, right pivot)`` of every non-pivot member, segment by
     segment in order, and the index of the node each belongs to."""
@@ -33,7 +33,7 @@ def segment_queries(members, items, starts, ends, pivot_left, pivot_right):
     return queries, owner
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def choose_pivots(members, items, labels, n_classes, supervised, starts, ends, u1, u2):
     """Two distinct pivots per node; where labels differ (supervised), a uniformly random
     pair with different labels: the first weighted by its differently labelled partners."""
@@ -87,7 +87,7 @@ def choose_pivots(members, items, labels, n_classes, supervised, starts, ends, u
     return left, right
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def partition(members, items, starts, ends, pivot_left, pivot_right, complete, lower_closer):
     """Stable partition of each complete node's segment: left side first.
 

@@ -15,7 +15,7 @@ EMPTY = -1  # keys are non-negative
 _LOW = (1 << 32) - 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def capacity_for(n_keys):
     """Power of two, at most half full: linear probing stays short (misses most of all)."""
     capacity = 16
@@ -35,7 +35,7 @@ def _probe(slots, key):
     return slot
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lookup(table, keys, out_lo, out_hi):
     """Add each key's votes to out_lo/out_hi (left as they are for unknown keys)."""
     slots = table[:, 0]
@@ -47,7 +47,7 @@ def lookup(table, keys, out_lo, out_hi):
             out_hi[i] += votes >> 32
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def insert(table, keys, lo, hi):
     """Add votes per key, creating keys as needed; returns the number of new keys."""
     slots = table[:, 0]
@@ -61,7 +61,7 @@ def insert(table, keys, lo, hi):
     return created
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def add_to_set(slots, keys):
     """Insert keys into a set; returns the number of new keys. Runs of one key stay in
     cache, so a batch with many repeats is cheap."""
@@ -74,7 +74,7 @@ def add_to_set(slots, keys):
     return created
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def in_set(slots, keys):
     out = np.zeros(len(keys), np.bool_)
     for i in range(len(keys)):
@@ -82,7 +82,7 @@ def in_set(slots, keys):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def first_index(keys):
     """For each key, the index of its first occurrence: ``first_index(k) == arange(len(k))``
     marks the first occurrences. One pass."""

@@ -26,7 +26,7 @@ from app.learn.oracles import FeatureOracle
 LEAF = -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _projection_values(X, rows, features, weights):
     values = np.zeros(len(rows))
     for term in range(len(features)):
@@ -38,7 +38,7 @@ def _projection_values(X, rows, features, weights):
     return values
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _best_split(X, D, sample, members, candidates, candidate_weights, min_samples_leaf):
     """The candidate projection and threshold minimising sum_L/|L| + sum_R/|R| over the
     node's `members` (positions in `sample`, the tree's rows of X and D)."""
@@ -82,7 +82,7 @@ def _best_split(X, D, sample, members, candidates, candidate_weights, min_sample
     return best_candidate, best_threshold, best_score, node_sum
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _grow(
     X,
     D,
@@ -206,7 +206,7 @@ def _grow(
     )
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _apply(X, features, weights, threshold, left, right, leaf_of_node):
     """The leaf of each row of X."""
     leaves = np.empty(X.shape[0], np.int64)
@@ -223,7 +223,7 @@ def _apply(X, features, weights, threshold, left, right, leaf_of_node):
     return leaves
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_distances(out, D, sample, leaf_start, leaf_members, leaves_1, leaves_2):
     """Add one tree's distances: the mean of D over the training items of the two
     leaves, computed only for the leaf pairs that occur (at most |sample|^2 work)."""

@@ -51,7 +51,7 @@ def _scatter(Y, gradient, a, p, q, g_ap, g_aq):
         gradient[q, j] -= g_aq * v
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable):
     """Total loss, and its gradient accumulated into `gradient` for rows with `movable`.
 
@@ -88,7 +88,7 @@ def _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable):
     return total
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, nogil=True, fastmath=True)
 def _loss_and_gradient_student(Y, triplets, weights, t, gradient, movable):
     """`_loss_and_gradient` for the Student-t kernel (k = 2), in 2-D or more: there
     q_aq/q_ap = (1 + d_ap)/(1 + d_aq) and q^(k-1) = q, so no logs or exps are needed for

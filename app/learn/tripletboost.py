@@ -50,7 +50,7 @@ def _index_answers(answers, triplets, local, n, dense=None):
     return _merge_answers(*answers, keys, starts[order], counts[order], packed, n)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count_pairs(triplets, local, n, dense):
     """Each answer's pair id (-1 if skipped), each pair id's key, and its answer count."""
     pair_of_answer = np.empty(len(triplets), np.int64)
@@ -83,7 +83,7 @@ def _count_pairs(triplets, local, n, dense):
     return pair_of_answer, pair_keys[:n_pairs], counts[:n_pairs]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _place_answers(triplets, local, pair_of_answer, starts):
     """Counting sort of the new answers by pair, each packed as anchor * 2 + (closer is
     the lower position): one 8-byte write per answer."""
@@ -101,7 +101,7 @@ def _place_answers(triplets, local, pair_of_answer, starts):
     return packed
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _merge_answers(
     old_keys, old_offsets, old_anchors, old_lower, old_votes, new_keys, starts, counts, packed, n
 ):
@@ -141,7 +141,7 @@ def _merge_answers(
     return keys[:pair], offsets[: pair + 1], anchors[:out], lower[:out], votes[:out]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fenwick_add(tree, index, delta):
     index += 1
     while index < len(tree):
@@ -149,7 +149,7 @@ def _fenwick_add(tree, index, delta):
         index += index & -index
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fenwick_find(tree, target):
     """The smallest index whose prefix sum exceeds `target`."""
     position = 0
@@ -165,7 +165,7 @@ def _fenwick_find(tree, target):
     return position
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _rebuild(weights, labels, trees, class_total):
     trees[:] = 0.0
     class_total[:] = 0.0
@@ -175,7 +175,7 @@ def _rebuild(weights, labels, trees, class_total):
         class_total[labels[i]] += marginal
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pick(trees, class_total, exclude, n_items):
     """An item drawn from the weight marginal, among classes other than `exclude`."""
     total = 0.0
@@ -197,12 +197,12 @@ def _pick(trees, class_total, exclude, n_items):
     return min(item, n_items - 1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _seed(seed):
     np.random.seed(seed)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _boost(
     n_iter,
     weights,
@@ -301,7 +301,7 @@ def _boost(
     return n_iter
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _merge_pairs(ids_j, ids_k, mask_j, mask_k, alpha, n_classes):
     """One row per reference pair (global ids, key ``lower << ID_BITS | higher``): the
     summed votes of its classifiers for "closer to the lower id" and "closer to the
@@ -335,7 +335,7 @@ def _merge_pairs(ids_j, ids_k, mask_j, mask_k, alpha, n_classes):
     return keys[:n_rows].copy(), votes[:n_rows].copy(), table
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _score_items(triplets, row_of_id, n_rows, table, pair_votes, scores, support):
     """Add each item's decided answers' pair votes to its scores.
 

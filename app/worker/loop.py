@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -41,6 +41,11 @@ class JobContext:
         """Record progress (0..1); raises JobCancelled if someone cancelled the job."""
         if self._report(fraction, message):
             raise JobCancelled()
+
+
+class JobFailed(Exception):
+    """Raised by a handler when trying again cannot help (the data cannot support the
+    job): the job fails at once with this message instead of being retried."""
 
 
 Handler = Callable[[JobContext], dict[str, Any] | None]
@@ -79,7 +84,13 @@ class Worker:
         heartbeat_seconds: float = 5.0,
         stale_after_seconds: float = 60.0,
         handlers: dict[str, Handler] | None = None,
+        kinds: Collection[str] | None = None,
+        skip_kinds: Collection[str] = (),
+        upkeep: bool = True,
     ) -> None:
+        """`kinds` / `skip_kinds` choose the jobs this worker takes (e.g. one worker for
+        long training fits and another for the quick build steps); `upkeep` runs the
+        periodic checks while idle."""
         self.sessions = sessions
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
@@ -87,7 +98,9 @@ class Worker:
         if handlers is None:
             import app.jobs  # noqa: F401  (registers the job kinds; imported late: they import us)
         self.handlers = HANDLERS if handlers is None else handlers
-        self.periodic = PERIODIC if handlers is None else []
+        self.periodic = PERIODIC if handlers is None and upkeep else []
+        self.kinds = None if kinds is None else tuple(kinds)
+        self.skip_kinds = tuple(skip_kinds)
         self._last_run: dict[Periodic, float] = {}
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()
@@ -121,7 +134,11 @@ class Worker:
     def run_one(self) -> bool:
         with self.sessions() as session:
             job = queue.claim_next(
-                session=session, worker_id=self.worker_id, stale_after=self.stale_after
+                session=session,
+                worker_id=self.worker_id,
+                stale_after=self.stale_after,
+                kinds=self.kinds,
+                skip_kinds=self.skip_kinds,
             )
         if job is None:
             return False
@@ -159,6 +176,7 @@ class Worker:
             self.sessions,
             lambda p, m: self._report(job.id, p, m),
         )
+        retry = True
         beating = threading.Event()
         beat = threading.Thread(target=self._beat, args=(job.id, beating), daemon=True)
         beat.start()
@@ -169,6 +187,9 @@ class Worker:
             status, message = JobStatus.succeeded, "done"
         except JobCancelled:
             result, status, message = None, JobStatus.cancelled, "cancelled"
+        except JobFailed as exc:
+            result, status, message = None, JobStatus.failed, str(exc)
+            retry = False
         except Exception as exc:  # a handler's failure must not stop the worker
             log.exception("job %s (%s) failed", job.id, job.kind)
             result, status = None, JobStatus.failed
@@ -177,7 +198,7 @@ class Worker:
             beating.set()
             beat.join()
         with self.sessions() as session:
-            if status is JobStatus.failed and job.attempts < job.max_attempts:
+            if status is JobStatus.failed and retry and job.attempts < job.max_attempts:
                 queue.requeue(
                     session=session,
                     job_id=job.id,
@@ -202,8 +223,8 @@ class Worker:
                 log.warning("heartbeat for job %s failed", job_id, exc_info=True)
 
 
-def start_in_thread(worker: Worker) -> threading.Thread:
-    """The embedded default: one worker thread beside the web server."""
-    thread = threading.Thread(target=worker.run, name="closer-worker", daemon=True)
+def start_in_thread(worker: Worker, name: str = "closer-worker") -> threading.Thread:
+    """The embedded default: worker threads beside the web server."""
+    thread = threading.Thread(target=worker.run, name=name, daemon=True)
     thread.start()
     return thread

@@ -8,6 +8,7 @@ claimed again until it has used its attempts.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
@@ -35,13 +36,25 @@ def enqueue(
     return job
 
 
-def claim_next(*, session: Session, worker_id: str, stale_after: timedelta) -> Job | None:
-    """Take the oldest runnable job for this worker, or None when there is none."""
+def claim_next(
+    *,
+    session: Session,
+    worker_id: str,
+    stale_after: timedelta,
+    kinds: Collection[str] | None = None,
+    skip_kinds: Collection[str] = (),
+) -> Job | None:
+    """Take the oldest runnable job for this worker (of `kinds`, if given, and none of
+    `skip_kinds`), or None when there is none."""
     stale_before = utcnow() - stale_after
     runnable = or_(
         Job.status == JobStatus.queued,
         and_(Job.status == JobStatus.running, Job.heartbeat_at < stale_before),
     )
+    if kinds is not None:
+        runnable = and_(runnable, Job.kind.in_(list(kinds)))
+    if skip_kinds:
+        runnable = and_(runnable, Job.kind.not_in(list(skip_kinds)))
     while True:
         query = select(Job).where(runnable).order_by(Job.created_at, Job.id).limit(1)
         if session.get_bind().dialect.name == "postgresql":

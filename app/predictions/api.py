@@ -1,0 +1,173 @@
+"""Predictions, embeddings, distances and neighbours from a project's models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import JSONResponse
+
+from app.builds import routing
+from app.builds.schemas import PredictionOut
+from app.core.deps import CurrentResearcher, SessionDep
+from app.core.errors import NotFound, ServiceError
+from app.models import Build, ModelKind
+from app.predictions import service
+from app.predictions.schemas import (
+    DistancesOut,
+    DistancesRequest,
+    NeighborsOut,
+    PredictOut,
+    PredictRequest,
+    RoutingStarted,
+)
+from app.projects.service import get_project
+from app.training.service import get_model
+
+router = APIRouter(prefix="/projects/{project_id}/models/{model_id}", tags=["predictions"])
+
+
+def _model(session, researcher, project_id: int, model_id: int):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return project, get_model(session=session, project=project, model_id=model_id)
+
+
+@router.post(
+    "/predict",
+    response_model=PredictOut,
+    responses={202: {"model": RoutingStarted, "description": "CompRF: routing started"}},
+)
+def predict(
+    project_id: int,
+    model_id: int,
+    body: PredictRequest,
+    request: Request,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Labels, class probabilities and support for items in the project (`items`) and
+    for new ones (`new_items`: their triplets against known items, or their features).
+    A CompRF model routes the items instead: the answer is a pending prediction to poll."""
+    project, model = _model(session, researcher, project_id, model_id)
+    if not body.items and not body.new_items:
+        raise ServiceError("items and new_items are both empty: name at least one item")
+    served = service.serving(session, model, body.version)
+    if model.kind is ModelKind.comprf:
+        if body.new_items:
+            raise ServiceError(
+                "new_items: a CompRF forest routes only items in the project; add them as "
+                "items, then predict them by key"
+            )
+        build = session.get(Build, model.build_id) if model.build_id else None
+        if build is None:
+            raise NotFound(f"model {model.id}'s build no longer exists")
+        prediction = routing.start_prediction(
+            session=session,
+            project=project,
+            build=build,
+            keys=body.items,
+            ask_raters=body.ask_raters,
+        )
+        started = RoutingStarted(
+            model_id=model.id,
+            version=served.version.number,
+            prediction=PredictionOut.model_validate(prediction),
+            poll=str(
+                request.url_for(
+                    "get_prediction", project_id=project.id, prediction_id=prediction.id
+                ).path
+            ),
+        )
+        return JSONResponse(started.model_dump(mode="json"), status_code=status.HTTP_202_ACCEPTED)
+    rows = []
+    if body.items:
+        rows += service.predict_known(served, body.items)
+    if body.new_items:
+        rows += service.predict_new(served, [item.model_dump() for item in body.new_items])
+    return {
+        "model_id": model.id,
+        "version": served.version.number,
+        "kind": model.kind.value,
+        "predictions": rows,
+    }
+
+
+@router.get(
+    "/embedding",
+    responses={
+        200: {
+            "description": "JSON {model_id, version, dimension, keys, coordinates} or CSV "
+            "(key, dim_0, dim_1, …)",
+            "content": {"application/json": {}, "text/csv": {}},
+        }
+    },
+)
+def embedding(
+    project_id: int,
+    model_id: int,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+    format: Annotated[Literal["json", "csv"], Query()] = "json",
+    version: Annotated[int | None, Query(ge=1)] = None,
+):
+    """Every item's coordinates: t-ETE's embedding, or DisDF's learnt representation."""
+    _, model = _model(session, researcher, project_id, model_id)
+    served = service.serving(session, model, version)
+    if model.kind is ModelKind.comprf:
+        raise ServiceError("a CompRF forest gives no embedding: t-ETE and DisDF models do")
+    body = service.embedding_body(served, model.id, format)
+    if format == "csv":
+        return Response(
+            body,
+            media_type="text/csv",
+            headers={
+                "Content-Disposition": f'attachment; filename="model-{model.id}-'
+                f'v{served.version.number}-embedding.csv"'
+            },
+        )
+    return Response(body, media_type="application/json")
+
+
+@router.post("/distances", response_model=DistancesOut)
+def distances(
+    project_id: int,
+    model_id: int,
+    body: DistancesRequest,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Learnt distances between pairs of items (t-ETE, SMERF, DisDF)."""
+    _, model = _model(session, researcher, project_id, model_id)
+    served = _metric_model(session, model, body.version)
+    return {
+        "model_id": model.id,
+        "version": served.version.number,
+        "distances": service.distances(served, body.pairs),
+    }
+
+
+@router.get("/neighbors", response_model=NeighborsOut)
+def neighbors(
+    project_id: int,
+    model_id: int,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+    item: Annotated[str, Query(min_length=1, description="Item key")],
+    k: Annotated[int, Query(ge=1, le=1000)] = 10,
+    version: Annotated[int | None, Query(ge=1)] = None,
+):
+    """The k items nearest to `item` by the learnt distance, nearest first."""
+    _, model = _model(session, researcher, project_id, model_id)
+    served = _metric_model(session, model, version)
+    return {
+        "model_id": model.id,
+        "version": served.version.number,
+        "item": item,
+        "neighbors": service.neighbors(served, item, k),
+    }
+
+
+def _metric_model(session, model, version):
+    if model.kind is ModelKind.comprf:
+        raise ServiceError("a CompRF forest gives no distances: t-ETE, SMERF and DisDF do")
+    return service.serving(session, model, version)

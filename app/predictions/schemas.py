@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.builds.schemas import PredictionOut
+
+
+class NewItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str | None = Field(default=None, max_length=200, description="Your name for it, echoed")
+    triplets: list[tuple[str, str]] | None = Field(
+        default=None,
+        max_length=100_000,
+        description="TripletBoost, t-ETE: [closer key, farther key] pairs: the new item is "
+        "closer to the first known item than to the second",
+    )
+    features: list[float] | None = Field(
+        default=None, max_length=100_000, description="SMERF, DisDF: the item's feature vector"
+    )
+
+
+class PredictRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[str] | None = Field(
+        default=None, max_length=100_000, description="Keys of items in the project"
+    )
+    new_items: list[NewItem] | None = Field(
+        default=None, max_length=10_000, description="Items not in the project"
+    )
+    version: int | None = Field(default=None, ge=1, description="Default: the newest ready")
+    ask_raters: bool = Field(
+        default=True,
+        description="CompRF: put the routing queries in the raters' queue; false: the "
+        "client answers them (GET …/predictions/{id}/queries, POST …/answers)",
+    )
+
+
+class PredictedItem(BaseModel):
+    key: str
+    label: str | None = Field(description="None where nothing the model knows speaks for it")
+    probabilities: dict[str, float] | None
+    support: int = Field(
+        description="Evidence behind it: TripletBoost's voting pairs, neighbours, levels"
+    )
+    known: bool = Field(description="The item is in the project (else given in new_items)")
+    coordinates: list[float] | None = Field(
+        default=None, description="t-ETE: where a new item was placed"
+    )
+
+
+class PredictOut(BaseModel):
+    model_id: int
+    version: int
+    kind: str
+    predictions: list[PredictedItem]
+
+
+class RoutingStarted(BaseModel):
+    """CompRF predicts by routing: the answer comes when the routing queries are answered."""
+
+    model_id: int
+    version: int
+    kind: Literal["comprf"] = "comprf"
+    prediction: PredictionOut
+    poll: str = Field(description="GET this until its status is complete")
+
+
+class DistancesRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pairs: list[tuple[str, str]] = Field(min_length=1, max_length=100_000)
+    version: int | None = Field(default=None, ge=1)
+
+
+class DistancesOut(BaseModel):
+    model_id: int
+    version: int
+    distances: list[float]
+
+
+class Neighbor(BaseModel):
+    key: str
+    distance: float
+
+
+class NeighborsOut(BaseModel):
+    model_id: int
+    version: int
+    item: str
+    neighbors: list[Neighbor]

@@ -1,0 +1,321 @@
+"""Serving fitted models: predictions, embeddings, distances and neighbours.
+
+A web process loads a version's artifact once and keeps it (`ModelCache`), so requests
+never wait for training, and only look up which version serves. Items are named by key;
+a version knows the items of the project when it was fitted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from app.core.errors import Conflict, NotFound, ServiceError
+from app.models import LearnedModel, ModelKind, ModelVersion, VersionStatus
+from app.training import service as training
+from app.training.fitted import Fitted, ItemPredictions
+
+MOST_CACHED = 8
+
+
+@dataclass
+class Served:
+    version: ModelVersion
+    fitted: Fitted
+    bodies: dict[str, bytes] = field(default_factory=dict)  # embedding, by format
+
+
+class ModelCache:
+    """The fitted versions this process serves, newest use last; at most `most`."""
+
+    def __init__(self, most: int = MOST_CACHED) -> None:
+        self.most = most
+        self._entries: OrderedDict[int, Served] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session: Session, version: ModelVersion) -> Served:
+        with self._lock:
+            served = self._entries.get(version.id)
+            if served is not None:
+                self._entries.move_to_end(version.id)
+                return served
+        # Loading happens outside the lock: another model's requests need not wait.
+        served = Served(version, training.load_fitted(session, version.id))
+        with self._lock:
+            self._entries[version.id] = served
+            while len(self._entries) > self.most:
+                self._entries.popitem(last=False)
+        return served
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+cache = ModelCache()
+
+
+def serving(session: Session, model: LearnedModel, number: int | None = None) -> Served:
+    """The version that answers: `number` if given, else the newest ready one. A model
+    with none ready yet is a 409 that says how far its fit has come."""
+    if number is not None:
+        version = training.get_version(session=session, model=model, number=number)
+        if version.status is not VersionStatus.ready:
+            raise Conflict(_not_ready(session, model, version))
+    else:
+        version = training.newest_ready(session, model.id)
+        if version is None:
+            raise Conflict(_not_ready(session, model, training.latest_version(session, model.id)))
+    if model.kind is ModelKind.comprf:
+        return Served(version, None)  # CompRF predicts by routing, from its build
+    return cache.get(session, version)
+
+
+def _not_ready(session: Session, model: LearnedModel, version: ModelVersion | None) -> dict:
+    if version is None:
+        return {
+            "message": f"model {model.id} has no version yet: train it (POST …/train), or "
+            "wait for enough answers for its first automatic fit",
+            "status": None,
+            "progress": 0.0,
+        }
+    progress, message = training.version_progress(session, version)
+    return {
+        "message": f"model {model.id} has no ready version to serve: version "
+        f"{version.number} is {version.status.value} ({progress:.0%}: {message})",
+        "version": version.number,
+        "status": version.status.value,
+        "progress": progress,
+    }
+
+
+# -- predictions ---------------------------------------------------------------------------
+
+
+def _positions(fitted: Fitted, keys: list[str], version: ModelVersion) -> np.ndarray:
+    position_of = fitted.position_of_key()
+    unknown = [key for key in keys if key not in position_of]
+    if unknown:
+        raise NotFound(
+            f"unknown items (not in the project when version {version.number} was fitted): "
+            f"{unknown[:20]}"
+        )
+    return np.fromiter((position_of[key] for key in keys), np.int64, len(keys))
+
+
+def _rows(
+    keys: list[str], found: ItemPredictions, rows: np.ndarray, known: bool
+) -> list[dict[str, Any]]:
+    classes = [str(name) for name in found.classes]
+    out = []
+    for key, row in zip(keys, rows, strict=True):
+        label = found.labels[row]
+        proba = found.proba[row]
+        out.append(
+            {
+                "key": key,
+                "label": None if label is None else str(label),
+                "probabilities": None
+                if label is None or not np.all(np.isfinite(proba))
+                else dict(zip(classes, map(float, proba), strict=True)),
+                "support": int(found.support[row]),
+                "known": known,
+            }
+        )
+    return out
+
+
+def predict_known(served: Served, keys: list[str]) -> list[dict[str, Any]]:
+    fitted = served.fitted
+    if fitted.predictions is None:
+        raise Conflict(
+            f"version {served.version.number} predicts no labels: the project had no "
+            "labelled training items of two classes when it was fitted"
+        )
+    positions = _positions(fitted, keys, served.version)
+    return _rows(keys, fitted.predictions, positions, known=True)
+
+
+def predict_new(served: Served, new_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Labels for items not in the project: from their answers against known items
+    (TripletBoost, t-ETE) or their features (SMERF, DisDF)."""
+    fitted = served.fitted
+    if fitted.train_positions is None:
+        raise Conflict(
+            f"version {served.version.number} predicts no labels: the project had no "
+            "labelled training items of two classes when it was fitted"
+        )
+    names = [item.get("key") or f"new-{number}" for number, item in enumerate(new_items)]
+    if fitted.kind in ("tripletboost", "tete"):
+        triplets = _new_triplets(fitted, new_items, served.version)
+        n = len(fitted.item_ids)
+        if fitted.kind == "tripletboost":
+            model = fitted.estimator
+            new_ids = n + np.arange(len(new_items))
+            scores_proba = model.predict_proba(triplets, new_ids)
+            support = model.support(triplets, new_ids)
+            labels = model.classes_[np.argmax(np.nan_to_num(scores_proba, nan=-1.0), axis=1)]
+            labels = labels.astype(object)
+            labels[support == 0] = None
+            found = ItemPredictions(model.classes_, labels, scores_proba, support)
+            return _rows(names, found, np.arange(len(new_items)), known=False)
+        points = fitted.estimator.place(triplets, len(new_items))
+        found = fitted.labels_from_coordinates(points)
+        rows = _rows(names, found, np.arange(len(new_items)), known=False)
+        for row, point in zip(rows, points, strict=True):
+            row["coordinates"] = point.tolist()
+        return rows
+    X = _new_features(fitted, new_items)
+    if fitted.kind == "smerf":
+        train_rows = fitted.features[fitted.train_positions]
+        found = fitted.labels_from_distances(fitted.estimator.predict(X, train_rows))
+    else:
+        model = fitted.estimator
+        proba = model.predict_proba(X)
+        labels = model.classes_[np.argmax(proba, axis=1)].astype(object)
+        found = ItemPredictions(
+            model.classes_, labels, proba, np.full(len(X), model.n_levels_, np.int64)
+        )
+    return _rows(names, found, np.arange(len(new_items)), known=False)
+
+
+def _new_triplets(fitted: Fitted, new_items: list[dict], version: ModelVersion) -> np.ndarray:
+    position_of = fitted.position_of_key()
+    n = len(fitted.item_ids)
+    rows = []
+    for number, item in enumerate(new_items):
+        pairs = item.get("triplets")
+        if item.get("features") is not None and pairs is None:
+            raise ServiceError(
+                f"new_items[{number}]: a {fitted.kind} model places new items by their "
+                "answers, not features: give triplets [[closer key, farther key], …]"
+            )
+        if not pairs:
+            raise ServiceError(
+                f"new_items[{number}].triplets is empty: give at least one "
+                "[closer key, farther key] pair (the new item is closer to the first)"
+            )
+        for pair_number, (closer, farther) in enumerate(pairs):
+            unknown = [key for key in (closer, farther) if key not in position_of]
+            if unknown:
+                raise NotFound(
+                    f"new_items[{number}].triplets[{pair_number}]: unknown items {unknown} "
+                    f"(not in the project when version {version.number} was fitted)"
+                )
+            if closer == farther:
+                raise ServiceError(
+                    f"new_items[{number}].triplets[{pair_number}]: closer and farther are "
+                    f"the same item '{closer}'"
+                )
+            rows.append((n + number, position_of[closer], position_of[farther]))
+    return np.array(rows, dtype=np.int64)
+
+
+def _new_features(fitted: Fitted, new_items: list[dict]) -> np.ndarray:
+    width = fitted.features.shape[1]
+    X = np.empty((len(new_items), width))
+    for number, item in enumerate(new_items):
+        vector = item.get("features")
+        if vector is None:
+            raise ServiceError(
+                f"new_items[{number}]: a {fitted.kind} model places new items by their "
+                f"features: give features (a list of {width} numbers)"
+            )
+        if len(vector) != width:
+            raise ServiceError(
+                f"new_items[{number}].features has {len(vector)} values; the project's "
+                f"items have {width}"
+            )
+        X[number] = vector
+    if not np.all(np.isfinite(X)):
+        bad = int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0])
+        raise ServiceError(f"new_items[{bad}].features holds NaN or infinite values")
+    return X
+
+
+# -- the metric: embeddings, distances, neighbours ----------------------------------------
+
+
+def _needs_metric(served: Served, what: str) -> Fitted:
+    fitted = served.fitted
+    if not fitted.has_metric:
+        raise ServiceError(
+            f"a {fitted.kind} model gives no {what}: t-ETE, SMERF and DisDF models do"
+        )
+    return fitted
+
+
+def embedding_body(served: Served, model_id: int, fmt: str) -> bytes:
+    """The whole embedding, serialised once per version and format."""
+    body = served.bodies.get(fmt)
+    if body is not None:
+        return body
+    fitted = _needs_metric(served, "embedding")
+    if not fitted.has_coordinates:
+        raise ServiceError(
+            "a SMERF model learns distances, not coordinates: ask for distances or neighbors"
+        )
+    rows = fitted.candidates()
+    keys = [fitted.keys[row] for row in rows]
+    coordinates = fitted.coordinates[rows]
+    if fmt == "csv":
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["key", *(f"dim_{d}" for d in range(coordinates.shape[1]))])
+        writer.writerows(
+            [key, *map(repr, row)] for key, row in zip(keys, coordinates.tolist(), strict=True)
+        )
+        body = text.getvalue().encode()
+    else:
+        body = json.dumps(
+            {
+                "model_id": model_id,
+                "version": served.version.number,
+                "dimension": int(coordinates.shape[1]),
+                "keys": keys,
+                "coordinates": coordinates.tolist(),
+            },
+            separators=(",", ":"),
+        ).encode()
+    served.bodies[fmt] = body
+    return body
+
+
+def _covered(fitted: Fitted, positions: np.ndarray, keys: list[str], where: str) -> None:
+    if fitted.kind == "tete":
+        return
+    has = np.zeros(len(fitted.item_ids), bool)
+    has[fitted.featured] = True
+    lacking = [key for key, position in zip(keys, positions, strict=True) if not has[position]]
+    if lacking:
+        raise ServiceError(f"{where}: items without features have no distance: {lacking[:20]}")
+
+
+def distances(served: Served, pairs: list[tuple[str, str]]) -> list[float]:
+    fitted = _needs_metric(served, "distances")
+    first_keys = [a for a, _ in pairs]
+    second_keys = [b for _, b in pairs]
+    first = _positions(fitted, first_keys, served.version)
+    second = _positions(fitted, second_keys, served.version)
+    _covered(fitted, first, first_keys, "pairs")
+    _covered(fitted, second, second_keys, "pairs")
+    return [float(value) for value in fitted.pair_distances(first, second)]
+
+
+def neighbors(served: Served, key: str, k: int) -> list[dict[str, Any]]:
+    fitted = _needs_metric(served, "neighbours")
+    position = _positions(fitted, [key], served.version)
+    _covered(fitted, position, [key], "item")
+    found, distance = fitted.neighbors(int(position[0]), k)
+    return [
+        {"key": fitted.keys[row], "distance": float(value)}
+        for row, value in zip(found, distance, strict=True)
+    ]

@@ -1,0 +1,197 @@
+"""Models over REST: set one up, train it (or let it refit itself), read its versions."""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import APIRouter, Response, status
+from sqlalchemy.orm import Session
+
+from app.core.deps import CurrentResearcher, SessionDep
+from app.core.errors import ServiceError
+from app.models import LearnedModel, ModelKind, ModelVersion
+from app.projects.service import get_project
+from app.training import service
+from app.training.schemas import ModelCreate, ModelOut, ModelUpdate, VersionOut, checked_params
+
+router = APIRouter(prefix="/projects/{project_id}/models", tags=["models"])
+
+
+def version_out(session: Session, version: ModelVersion | None) -> VersionOut | None:
+    if version is None:
+        return None
+    progress, message = service.version_progress(session, version)
+    return VersionOut.model_validate(
+        {
+            **{
+                name: getattr(version, name)
+                for name in VersionOut.model_fields
+                if name not in ("progress", "message")
+            },
+            "progress": progress,
+            "message": message,
+        }
+    )
+
+
+def model_out(session: Session, model: LearnedModel) -> ModelOut:
+    return ModelOut(
+        id=model.id,
+        project_id=model.project_id,
+        name=model.name,
+        kind=model.kind,
+        params=model.params,
+        auto_refit=model.auto_refit,
+        refit_growth=model.refit_growth,
+        min_answers=model.min_answers,
+        build_id=model.build_id,
+        created_at=model.created_at,
+        serving=version_out(session, service.newest_ready(session, model.id)),
+        latest=version_out(session, service.latest_version(session, model.id)),
+    )
+
+
+def _model(session, researcher, project_id: int, model_id: int) -> LearnedModel:
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return service.get_model(session=session, project=project, model_id=model_id)
+
+
+def _matrix_blob(body: ModelCreate, params: dict) -> bytes | None:
+    wants = body.kind is ModelKind.smerf and params.get("dissimilarity") == "matrix"
+    if body.matrix is None:
+        if wants:
+            raise ServiceError("matrix: SMERF with dissimilarity 'matrix' needs the matrix")
+        return None
+    if not wants:
+        raise ServiceError("matrix: only a SMERF model with dissimilarity 'matrix' takes one")
+    keys = body.matrix.keys
+    if len(set(keys)) != len(keys):
+        raise ServiceError("matrix.keys: an item key repeats")
+    rows = body.matrix.values
+    bad = next((i for i, row in enumerate(rows) if len(row) != len(keys)), None)
+    if len(rows) != len(keys) or bad is not None:
+        where = f"row {bad}" if bad is not None else f"{len(rows)} rows"
+        raise ServiceError(f"matrix.values: must be {len(keys)} x {len(keys)}; {where} is not")
+    matrix = np.array(rows, dtype=np.float64)
+    if not np.all(np.isfinite(matrix)) or np.any(matrix < 0):
+        raise ServiceError("matrix.values: dissimilarities must be finite and non-negative")
+    if not np.allclose(matrix, matrix.T) or np.any(np.diag(matrix) != 0):
+        raise ServiceError("matrix.values: must be symmetric with a zero diagonal")
+    return service.pack_matrix(keys, matrix)
+
+
+@router.post("", response_model=ModelOut, status_code=status.HTTP_201_CREATED)
+def create_model(
+    project_id: int, body: ModelCreate, session: SessionDep, researcher: CurrentResearcher
+):
+    """Set up a learner on the project. Passive learners (TripletBoost, t-ETE) fit now and
+    refit by themselves as answers grow; SMERF and DisDF learn from item features; a
+    CompRF model follows its build and predicts by routing once the build is complete."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    params = checked_params(body.kind, body.params)
+    if body.kind is ModelKind.comprf and body.build_id is None:
+        raise ServiceError("build_id: a CompRF model comes from a build; name it")
+    if body.kind is ModelKind.smerf and params["dissimilarity"] == "embedding":
+        source = params.get("embedding_model_id")
+        source_model = session.get(LearnedModel, source) if source is not None else None
+        if (
+            source_model is None
+            or source_model.project_id != project.id
+            or source_model.kind is not ModelKind.tete
+        ):
+            raise ServiceError(
+                f"params.embedding_model_id: name a t-ETE model of this project (got {source!r})"
+            )
+    if body.kind in (ModelKind.smerf, ModelKind.disdf) and not project.feature_dim:
+        raise ServiceError(
+            f"kind: {body.kind.value} learns from item features, and the items of "
+            f"project {project.id} have none"
+        )
+    model = service.create_model(
+        session=session,
+        project=project,
+        name=body.name,
+        kind=body.kind,
+        params=params,
+        auto_refit=body.auto_refit,
+        refit_growth=body.refit_growth,
+        min_answers=body.min_answers,
+        build_id=body.build_id,
+        inputs=_matrix_blob(body, params),
+        train_now=body.train,
+    )
+    return model_out(session, model)
+
+
+@router.get("", response_model=list[ModelOut])
+def list_models(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return [
+        model_out(session, model) for model in service.list_models(session=session, project=project)
+    ]
+
+
+@router.get("/{model_id}", response_model=ModelOut)
+def get_model(project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher):
+    """The model, the version that serves, and the newest one with its progress."""
+    return model_out(session, _model(session, researcher, project_id, model_id))
+
+
+@router.patch("/{model_id}", response_model=ModelOut)
+def update_model(
+    project_id: int,
+    model_id: int,
+    body: ModelUpdate,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Change the refit policy or the parameters (the next version uses them)."""
+    model = _model(session, researcher, project_id, model_id)
+    changes = body.model_dump(exclude_unset=True)
+    if "params" in changes:
+        changes["params"] = checked_params(model.kind, {**model.params, **changes["params"]})
+    service.update_policy(session=session, model=model, changes=changes)
+    return model_out(session, model)
+
+
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_model(
+    project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher
+):
+    """Delete the model and every version; a fit in progress is cancelled."""
+    service.delete_model(session=session, model=_model(session, researcher, project_id, model_id))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{model_id}/train", response_model=VersionOut, status_code=status.HTTP_202_ACCEPTED)
+def train(project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher):
+    """Fit a new version on the answers held now (a fit already queued or running is
+    returned instead of a second one)."""
+    model = _model(session, researcher, project_id, model_id)
+    version = service.request_training(session=session, model=model, trigger="manual")
+    return version_out(session, version)
+
+
+@router.post("/{model_id}/cancel", response_model=VersionOut)
+def cancel(project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher):
+    """Stop the fit queued or running; the version that served keeps serving."""
+    model = _model(session, researcher, project_id, model_id)
+    return version_out(session, service.cancel_training(session=session, model=model))
+
+
+@router.get("/{model_id}/versions", response_model=list[VersionOut])
+def list_versions(
+    project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher
+):
+    """Every version, newest first."""
+    model = _model(session, researcher, project_id, model_id)
+    return [
+        version_out(session, version) for version in service.versions(session=session, model=model)
+    ]
+
+
+@router.get("/{model_id}/versions/{number}", response_model=VersionOut)
+def get_version(
+    project_id: int, model_id: int, number: int, session: SessionDep, researcher: CurrentResearcher
+):
+    model = _model(session, researcher, project_id, model_id)
+    return version_out(session, service.get_version(session=session, model=model, number=number))

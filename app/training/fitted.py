@@ -1,0 +1,139 @@
+"""What a model version serves: a fitted learner with the project's items in its order.
+
+A `Fitted` is the stored artifact (pickled, compressed) and the object the web processes
+cache. Items are positions `0..n-1` into `item_ids` (the project's item ids, sorted, at
+fit time). Predictions for the items already known are computed once at fit time, so a
+`predict` request for them is a lookup; new items are placed or classified on demand.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.neighbors import KNeighborsClassifier
+
+ARTIFACT_FORMAT = 1
+
+
+@dataclass
+class ItemPredictions:
+    """Per item: predicted label (None where nothing spoke for it), class shares, support."""
+
+    classes: np.ndarray
+    labels: np.ndarray  # object array, None where unsupported
+    proba: np.ndarray  # (n, n_classes), NaN rows where unsupported
+    support: np.ndarray  # (n,) ints: how much evidence each prediction rests on
+
+
+@dataclass
+class Fitted:
+    kind: str
+    item_ids: np.ndarray
+    keys: list[str]
+    predictions: ItemPredictions | None = None
+    estimator: object | None = None
+    # t-ETE: the embedding; DisDF: the learnt representation of the featured items.
+    coordinates: np.ndarray | None = None
+    # Items with features (SMERF, DisDF): their rows of `features`, by position.
+    features: np.ndarray | None = None
+    featured: np.ndarray | None = None  # positions that have features
+    # Labelled training items, for k-nearest-neighbour labels from distances.
+    train_positions: np.ndarray | None = None
+    train_labels: np.ndarray | None = None
+    k_neighbors: int = 5
+    # The answers fitted on (positions in the snapshot, in id order) and the last one's id.
+    n_answers: int = 0
+    cutoff: int = 0
+    format: int = ARTIFACT_FORMAT
+    _position_of_key: dict[str, int] | None = field(default=None, repr=False)
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def position_of_key(self) -> dict[str, int]:
+        if self._position_of_key is None:
+            self._position_of_key = {key: i for i, key in enumerate(self.keys)}
+        return self._position_of_key
+
+    @property
+    def has_metric(self) -> bool:
+        return self.kind in ("tete", "smerf", "disdf")
+
+    @property
+    def has_coordinates(self) -> bool:
+        return self.coordinates is not None
+
+    # -- distances ---------------------------------------------------------------------
+
+    def pair_distances(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """Distances between items `first[i]` and `second[i]` (positions)."""
+        if self.kind == "smerf":
+            rows, row_of = np.unique(first, return_inverse=True)
+            columns, column_of = np.unique(second, return_inverse=True)
+            block = self.estimator.predict(self.features[rows], self.features[columns])
+            return block[row_of, column_of]
+        Y = self.coordinates
+        return np.sqrt(((Y[first] - Y[second]) ** 2).sum(axis=1))
+
+    def distances_to_all(self, position: int) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate positions and their distances from one item."""
+        candidates = self.candidates()
+        if self.kind == "smerf":
+            row = self.estimator.predict(self.features[[position]], self.features[candidates])[0]
+            return candidates, row
+        Y = self.coordinates
+        return candidates, np.sqrt(((Y[candidates] - Y[position]) ** 2).sum(axis=1))
+
+    def candidates(self) -> np.ndarray:
+        """Items the metric covers: every item for an embedding, the featured ones else."""
+        if self.kind == "tete":
+            return np.arange(len(self.item_ids))
+        return self.featured
+
+    def neighbors(self, position: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        candidates, distance = self.distances_to_all(position)
+        keep = candidates != position
+        candidates, distance = candidates[keep], distance[keep]
+        k = min(k, len(candidates))
+        nearest = np.argpartition(distance, k - 1)[:k] if k < len(candidates) else np.arange(k)
+        nearest = nearest[np.lexsort((candidates[nearest], distance[nearest]))]
+        return candidates[nearest], distance[nearest]
+
+    # -- labels for new items -----------------------------------------------------------
+
+    def labels_from_coordinates(self, points: np.ndarray) -> ItemPredictions:
+        """k nearest labelled training items in the embedding."""
+        knn = KNeighborsClassifier(n_neighbors=min(self.k_neighbors, len(self.train_positions)))
+        knn.fit(self.coordinates[self.train_positions], self.train_labels)
+        proba = knn.predict_proba(points)
+        labels = knn.classes_[np.argmax(proba, axis=1)].astype(object)
+        support = np.full(len(points), knn.n_neighbors, np.int64)
+        return ItemPredictions(knn.classes_, labels, proba, support)
+
+    def labels_from_distances(self, distances: np.ndarray) -> ItemPredictions:
+        """k nearest labelled training items by a precomputed (n_new, n_train) distance."""
+        classes, coded = np.unique(self.train_labels, return_inverse=True)
+        k = min(self.k_neighbors, distances.shape[1])
+        nearest = np.argsort(distances, axis=1, kind="stable")[:, :k]
+        counts = np.zeros((len(distances), len(classes)))
+        for column in range(k):
+            np.add.at(counts, (np.arange(len(distances)), coded[nearest[:, column]]), 1.0)
+        proba = counts / k
+        labels = classes[np.argmax(proba, axis=1)].astype(object)
+        return ItemPredictions(classes, labels, proba, np.full(len(distances), k, np.int64))
+
+    # -- storage -------------------------------------------------------------------------
+
+    def dumps(self) -> bytes:
+        self._position_of_key = None
+        return zlib.compress(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+    @staticmethod
+    def loads(blob: bytes) -> Fitted:
+        # Artifacts are written by this service's own workers, never uploaded.
+        fitted = pickle.loads(zlib.decompress(blob))
+        if not isinstance(fitted, Fitted) or fitted.format != ARTIFACT_FORMAT:
+            raise ValueError("not a model artifact of this version of Closer")
+        return fitted

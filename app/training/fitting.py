@@ -1,0 +1,453 @@
+"""Fitting each kind of model on a snapshot of a project, with its metrics.
+
+No database here: the service reads a `Snapshot` (items in id order, answers as
+positions) and stores what comes back. Every random choice is seeded from the model's
+`random_state`, so the same answers give the same version, and an offline run of the
+library on the same answers gives the same figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sklearn.model_selection import StratifiedKFold, cross_val_score
+from sklearn.neighbors import KNeighborsClassifier
+
+from app.learn import (
+    SMERF,
+    TETE,
+    DisDF,
+    TripletBoost,
+    dissimilarity_from_labels,
+    dissimilarity_from_target,
+    triplet_error,
+)
+from app.training.fitted import Fitted, ItemPredictions
+
+Progress = Callable[[float, str], None]
+
+
+class CannotFit(ValueError):
+    """The project's data cannot support this model (too few labels, no features, …)."""
+
+
+@dataclass
+class Snapshot:
+    """A project as a fit sees it. `labels` is None where an item has none; `is_train`
+    marks labelled items outside the test split; answers are (anchor, closer, farther)
+    positions, in the order they were given."""
+
+    item_ids: np.ndarray
+    keys: list[str]
+    labels: np.ndarray  # object
+    is_train: np.ndarray  # bool
+    is_test: np.ndarray  # bool
+    features: np.ndarray | None  # (n, f) with NaN rows for items without
+    answers: np.ndarray
+    answer_ids: np.ndarray  # the triplet id of each answer, ascending
+    cutoff: int
+    regression: bool = False
+    dissimilarity: np.ndarray | None = None  # SMERF's D over `dissimilarity_items`
+    dissimilarity_items: np.ndarray | None = None
+
+    @property
+    def train_positions(self) -> np.ndarray:
+        return np.flatnonzero(self.is_train)
+
+
+@dataclass
+class Outcome:
+    fitted: Fitted
+    metrics: dict[str, Any]
+    answers_used: int
+    heldout: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _classes_needed(snapshot: Snapshot, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    train = snapshot.train_positions
+    if snapshot.regression:
+        raise CannotFit(f"{kind} classifies: the project's labels are numbers (regression)")
+    labels = snapshot.labels[train].astype(str)
+    if len(np.unique(labels)) < 2:
+        raise CannotFit(
+            f"{kind} needs labelled training items of at least two classes; "
+            f"the project has {len(train)} labelled training item(s) "
+            f"in {len(np.unique(labels))} class(es)"
+        )
+    return train, labels
+
+
+def _accuracy(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float | int]:
+    spoke = np.array([label is not None for label in predicted], dtype=bool)
+    correct = np.array(
+        [p == t for p, t in zip(predicted[spoke], truth[spoke], strict=True)], dtype=bool
+    )
+    return {
+        "accuracy": float(correct.mean()) if len(correct) else None,
+        "coverage": float(spoke.mean()) if len(spoke) else None,
+        "items": len(truth),
+    }
+
+
+def _test_metrics(snapshot: Snapshot, predictions: ItemPredictions) -> dict[str, Any]:
+    test = np.flatnonzero(snapshot.is_test & np.array([x is not None for x in snapshot.labels]))
+    if not len(test):
+        return {}
+    return {"test": _accuracy(predictions.labels[test], snapshot.labels[test].astype(str))}
+
+
+def _folds(labels: np.ndarray, wanted: int, seed: int):
+    counts = np.unique(labels, return_counts=True)[1]
+    folds = int(min(wanted, counts.min()))
+    if folds < 2:
+        return None
+    return StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+
+
+# -- TripletBoost -------------------------------------------------------------------------
+
+
+def fit_tripletboost(
+    snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
+) -> Outcome:
+    train, labels = _classes_needed(snapshot, "TripletBoost")
+    answers = snapshot.answers
+    if not len(answers):
+        raise CannotFit("TripletBoost needs answers; the project has none yet")
+    seed = params.get("random_state", 0)
+    n_iter = params.get("n_iter", 10_000)
+    everyone = np.arange(len(snapshot.item_ids))
+    metrics: dict[str, Any] = {}
+    splitter = _folds(labels, params.get("cv_folds", 3), seed)
+    steps = (splitter.get_n_splits() if splitter else 0) + 1
+    if splitter is not None:
+        predicted = np.empty(len(train), dtype=object)
+        for fold, (fit_rows, held_rows) in enumerate(splitter.split(train, labels)):
+            progress(fold / steps, f"cross-validation fold {fold + 1} of {steps - 1}")
+            model = TripletBoost(n_iter=n_iter, random_state=seed)
+            try:
+                model.fit(answers, train[fit_rows], labels[fit_rows])
+            except ValueError:  # no answer among this fold's training items
+                predicted[held_rows] = None
+                continue
+            predicted[held_rows] = model.predict(answers, train[held_rows])
+        metrics["cv"] = {**_accuracy(predicted, labels), "folds": splitter.get_n_splits()}
+    progress((steps - 1) / steps, "fitting on every labelled item")
+    warm = params.get("warm_start", True) and _can_boost_on(previous, snapshot, train, labels)
+    try:
+        if warm:
+            model = previous.estimator
+            model.partial_fit(answers[snapshot.answer_ids > previous.cutoff], n_iter=n_iter)
+        else:
+            model = TripletBoost(n_iter=n_iter, random_state=seed).fit(answers, train, labels)
+    except ValueError as exc:
+        raise CannotFit(f"TripletBoost: {exc}") from exc
+    proba = model.predict_proba(answers, everyone)
+    support = model.support(answers, everyone)
+    predicted = model.classes_[np.argmax(np.nan_to_num(proba, nan=-1.0), axis=1)].astype(object)
+    predicted[support == 0] = None
+    predictions = ItemPredictions(model.classes_, predicted, proba, support)
+    metrics.update(_test_metrics(snapshot, predictions))
+    metrics["classifiers"] = int(model.n_classifiers_)
+    metrics["boosting_rounds"] = int(model.n_iter_)
+    fitted = Fitted(
+        kind="tripletboost",
+        item_ids=snapshot.item_ids,
+        keys=snapshot.keys,
+        predictions=predictions,
+        estimator=model,
+        train_positions=train,
+        train_labels=labels,
+    )
+    outcome = Outcome(fitted, metrics, answers_used=len(answers))
+    if warm:
+        outcome.notes.append(
+            f"warm start: boosted on from the {previous.n_answers} answers fitted before"
+        )
+    return outcome
+
+
+def _can_boost_on(
+    previous: Fitted | None, snapshot: Snapshot, train: np.ndarray, labels: np.ndarray
+) -> bool:
+    """Boosting can go on from the last version when it knew the same labelled items and
+    every answer it saw is still in use (no rater excluded since)."""
+    return (
+        previous is not None
+        and previous.kind == "tripletboost"
+        and np.array_equal(previous.item_ids[previous.train_positions], snapshot.item_ids[train])
+        and np.array_equal(previous.train_labels, labels)
+        and int((snapshot.answer_ids <= previous.cutoff).sum()) == previous.n_answers
+    )
+
+
+# -- t-ETE ---------------------------------------------------------------------------------
+
+
+def heldout_split(n_answers: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded split of the answers: (fit rows, held-out rows)."""
+    order = np.random.default_rng(seed).permutation(n_answers)
+    n_heldout = round(share * n_answers) if n_answers >= 10 else 0
+    return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
+
+
+def fit_tete(
+    snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
+) -> Outcome:
+    answers = snapshot.answers
+    if len(answers) < 10:
+        raise CannotFit(f"t-ETE needs at least 10 answers; the project has {len(answers)}")
+    seed = params.get("random_state", 0)
+    n = len(snapshot.item_ids)
+    fit_rows, held_rows = heldout_split(len(answers), params.get("heldout_share", 0.1), seed)
+    model = TETE(
+        n_components=params.get("n_components", 2),
+        t=params.get("t"),
+        max_iter=params.get("max_iter", 1000),
+        optimizer=params.get("optimizer", "gd"),
+        random_state=seed,
+    )
+    init = None
+    notes = []
+    if (
+        previous is not None
+        and previous.kind == "tete"
+        and params.get("warm_start", True)
+        and previous.coordinates.shape[1] == model.n_components
+    ):
+        init = np.random.default_rng(seed).standard_normal((n, model.n_components))
+        # Items known last time start where they were; new ones near the centre.
+        init *= previous.coordinates.std() * 0.1
+        known = np.searchsorted(previous.item_ids, snapshot.item_ids)
+        known = np.minimum(known, len(previous.item_ids) - 1)
+        same = previous.item_ids[known] == snapshot.item_ids
+        init[same] = previous.coordinates[known[same]]
+        notes.append("warm start from the previous version's embedding")
+
+    def step(number: int, loss: float) -> None:
+        progress(number / model.max_iter, f"step {number} of at most {model.max_iter}")
+
+    model.fit(answers[fit_rows], n_items=n, init=init, callback=step)
+    embedding = model.embedding_
+    metrics: dict[str, Any] = {
+        "training_triplet_error": triplet_error(embedding, answers[fit_rows]),
+        "steps": int(model.n_iter_),
+        "n_components": int(model.n_components),
+    }
+    if len(held_rows):
+        metrics["heldout_triplet_error"] = triplet_error(embedding, answers[held_rows])
+    fitted = Fitted(
+        kind="tete",
+        item_ids=snapshot.item_ids,
+        keys=snapshot.keys,
+        estimator=model,
+        coordinates=embedding,
+        k_neighbors=params.get("k_neighbors", 5),
+    )
+    _label_by_neighbours(snapshot, fitted, metrics, seed)
+    return Outcome(fitted, metrics, len(fit_rows), len(held_rows), notes)
+
+
+def _label_by_neighbours(
+    snapshot: Snapshot, fitted: Fitted, metrics: dict[str, Any], seed: int
+) -> None:
+    """Labels from the k nearest labelled training items in the learnt space, with a
+    cross-validated accuracy, where the project has labelled classes."""
+    train = snapshot.train_positions
+    if fitted.featured is not None:
+        train = train[np.isin(train, fitted.featured)]
+    if snapshot.regression or len(train) < 2:
+        return
+    labels = snapshot.labels[train].astype(str)
+    if len(np.unique(labels)) < 2:
+        return
+    fitted.train_positions, fitted.train_labels = train, labels
+    splitter = _folds(labels, 5, seed)
+    if fitted.kind == "smerf":
+        distances = fitted.estimator.predict(
+            fitted.features[fitted.featured], fitted.features[train]
+        )
+        own = np.searchsorted(fitted.featured, train)
+        distances[own, np.arange(len(train))] = np.inf  # an item is not its own neighbour
+        found = fitted.labels_from_distances(distances)
+        metrics["leave_one_out"] = _accuracy(found.labels[own], labels)
+        predictions = _spread(found, fitted.featured, len(fitted.item_ids))
+    else:
+        points = fitted.coordinates[train]
+        if splitter is not None:
+            knn = KNeighborsClassifier(n_neighbors=min(fitted.k_neighbors, len(train) - 1))
+            scores = cross_val_score(knn, points, labels, cv=splitter)
+            metrics["cv"] = {
+                "accuracy": float(scores.mean()),
+                "folds": splitter.get_n_splits(),
+                "items": len(train),
+            }
+        if fitted.kind == "disdf":
+            rows = fitted.coordinates[fitted.featured]
+            found = fitted.labels_from_coordinates(rows)
+            predictions = _spread(found, fitted.featured, len(fitted.item_ids))
+        else:
+            predictions = fitted.labels_from_coordinates(fitted.coordinates)
+    fitted.predictions = predictions
+    metrics.update(_test_metrics(snapshot, predictions))
+
+
+def _spread(found: ItemPredictions, rows: np.ndarray, n: int) -> ItemPredictions:
+    """Predictions for some rows laid over all n items (None elsewhere)."""
+    labels = np.full(n, None, dtype=object)
+    labels[rows] = found.labels
+    proba = np.full((n, len(found.classes)), np.nan)
+    proba[rows] = found.proba
+    support = np.zeros(n, np.int64)
+    support[rows] = found.support
+    return ItemPredictions(found.classes, labels, proba, support)
+
+
+# -- SMERF and DisDF (items with features) ----------------------------------------------
+
+
+def _featured(snapshot: Snapshot, kind: str) -> np.ndarray:
+    if snapshot.features is None:
+        raise CannotFit(f"{kind} learns from item features; the project's items have none")
+    featured = np.flatnonzero(np.isfinite(snapshot.features).all(axis=1))
+    if len(featured) < 2:
+        raise CannotFit(f"{kind} needs at least two items with features; found {len(featured)}")
+    return featured
+
+
+def fit_smerf(
+    snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
+) -> Outcome:
+    featured = _featured(snapshot, "SMERF")
+    source = params.get("dissimilarity", "labels")
+    seed = params.get("random_state", 0)
+    if source in ("labels", "target"):
+        rows = np.intersect1d(snapshot.train_positions, featured)
+        if len(rows) < 2:
+            raise CannotFit(
+                f"SMERF with D from {source} needs labelled training items with features; "
+                f"found {len(rows)}"
+            )
+        values = snapshot.labels[rows]
+        if source == "labels":
+            D = dissimilarity_from_labels(values.astype(str))
+        else:
+            try:
+                D = dissimilarity_from_target(values.astype(np.float64))
+            except ValueError as exc:
+                raise CannotFit(f"SMERF with D from target needs numeric labels: {exc}") from exc
+    else:  # "embedding" or "matrix": the service put D and its items in the snapshot
+        rows, D = snapshot.dissimilarity_items, snapshot.dissimilarity
+        missing = np.setdiff1d(rows, featured)
+        if len(missing):
+            raise CannotFit(
+                f"SMERF: {len(missing)} item(s) of D have no features, e.g. "
+                f"'{snapshot.keys[missing[0]]}'"
+            )
+    progress(0.05, f"growing {params.get('n_estimators', 100)} trees on {len(rows)} items")
+    model = SMERF(
+        n_estimators=params.get("n_estimators", 100),
+        max_features=params.get("max_features", "sqrt"),
+        min_samples_leaf=params.get("min_samples_leaf", 1),
+        max_depth=params.get("max_depth"),
+        random_state=seed,
+    ).fit(snapshot.features[rows], D)
+    fitted = Fitted(
+        kind="smerf",
+        item_ids=snapshot.item_ids,
+        keys=snapshot.keys,
+        estimator=model,
+        features=snapshot.features,
+        featured=featured,
+        k_neighbors=params.get("k_neighbors", 5),
+    )
+    metrics: dict[str, Any] = {"training_items": len(rows), "dissimilarity": source}
+    progress(0.6, "measuring")
+    _answer_agreement(snapshot, fitted, metrics, seed)
+    _label_by_neighbours(snapshot, fitted, metrics, seed)
+    return Outcome(fitted, metrics, answers_used=0, heldout=metrics.get("answers_checked", 0))
+
+
+def _answer_agreement(
+    snapshot: Snapshot, fitted: Fitted, metrics: dict[str, Any], seed: int, most: int = 20_000
+) -> None:
+    """Triplet error of the learnt metric on the raters' answers among featured items
+    (answers it never saw: a held-out measure), on a seeded sample of at most `most`."""
+    answers = snapshot.answers
+    if not len(answers):
+        return
+    has = np.zeros(len(snapshot.item_ids), bool)
+    has[fitted.featured] = True
+    answers = answers[has[answers].all(axis=1)]
+    if len(answers) > most:
+        answers = answers[np.random.default_rng(seed).choice(len(answers), most, replace=False)]
+    if not len(answers):
+        return
+    near = fitted.pair_distances(answers[:, 0], answers[:, 1])
+    far = fitted.pair_distances(answers[:, 0], answers[:, 2])
+    metrics["heldout_triplet_error"] = float(np.mean((near > far) + 0.5 * (near == far)))
+    metrics["answers_checked"] = len(answers)
+
+
+def fit_disdf(
+    snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
+) -> Outcome:
+    featured = _featured(snapshot, "DisDF")
+    train, labels = _classes_needed(snapshot, "DisDF")
+    train = np.intersect1d(train, featured)
+    labels = snapshot.labels[train].astype(str)
+    if len(np.unique(labels)) < 2:
+        raise CannotFit("DisDF needs labelled training items with features in two classes")
+    seed = params.get("random_state", 0)
+    progress(0.05, f"building the cascade on {len(train)} items")
+    model = DisDF(
+        n_estimators=params.get("n_estimators", 100),
+        max_levels=params.get("max_levels", 5),
+        n_folds=params.get("n_folds", 3),
+        random_state=seed,
+    ).fit(snapshot.features[train], labels)
+    progress(0.8, "placing every featured item")
+    representation = np.full((len(snapshot.item_ids), len(model.classes_)), np.nan)
+    representation[featured] = model.transform(snapshot.features[featured])
+    proba = np.full((len(snapshot.item_ids), len(model.classes_)), np.nan)
+    proba[featured] = model.predict_proba(snapshot.features[featured])
+    predicted = np.full(len(snapshot.item_ids), None, dtype=object)
+    predicted[featured] = model.classes_[np.argmax(proba[featured], axis=1)]
+    support = np.zeros(len(snapshot.item_ids), np.int64)
+    support[featured] = model.n_levels_
+    predictions = ItemPredictions(model.classes_, predicted, proba, support)
+    fitted = Fitted(
+        kind="disdf",
+        item_ids=snapshot.item_ids,
+        keys=snapshot.keys,
+        predictions=predictions,
+        estimator=model,
+        coordinates=representation,
+        features=snapshot.features,
+        featured=featured,
+        train_positions=train,
+        train_labels=labels,
+    )
+    metrics: dict[str, Any] = {
+        "cv": {
+            "accuracy": float(model.level_accuracy_[-1]),
+            "folds": int(model.n_folds),
+            "items": len(train),
+        },
+        "levels": int(model.n_levels_),
+    }
+    metrics.update(_test_metrics(snapshot, predictions))
+    _answer_agreement(snapshot, fitted, metrics, seed)
+    return Outcome(fitted, metrics, answers_used=0, heldout=metrics.get("answers_checked", 0))
+
+
+FITTERS: dict[str, Callable[[Snapshot, dict[str, Any], Fitted | None, Progress], Outcome]] = {
+    "tripletboost": fit_tripletboost,
+    "tete": fit_tete,
+    "smerf": fit_smerf,
+    "disdf": fit_disdf,
+}

@@ -1,0 +1,58 @@
+"""The worker's side of training: fit a model version; queue refits as answers grow."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from app.core.db import unit_of_work
+from app.training import service
+from app.worker.loop import JobCancelled, JobContext, JobFailed, handler, periodic
+
+TRAIN = service.TRAIN_JOB
+REFIT_CHECK_SECONDS = 5.0
+
+
+@handler(TRAIN)
+def train(context: JobContext) -> dict[str, Any]:
+    version_id = context.params["version_id"]
+    throttled = _Throttle(context)
+    with context.sessions() as session:
+        try:
+            version = service.fit_version(session, version_id, throttled)
+        except service.FitProblem as exc:
+            raise JobFailed(str(exc)) from exc
+        except JobCancelled:
+            service.mark_cancelled(session, version_id)
+            raise
+        return {
+            "model_id": version.model_id,
+            "version": version.number,
+            "answers": version.answers_count,
+            "metrics": version.metrics,
+        }
+
+
+class _Throttle:
+    """Progress goes to the database at most once a second (and cancellation is seen
+    there); a fit reports after every step."""
+
+    def __init__(self, context: JobContext, seconds: float = 1.0) -> None:
+        self.context = context
+        self.seconds = seconds
+        self.last = -1e9
+
+    def __call__(self, fraction: float, message: str) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.seconds:
+            self.last = now
+            self.context.progress(fraction, message)
+
+
+@periodic(REFIT_CHECK_SECONDS)
+def refit_check(sessions) -> None:
+    """Queue the refits that growing answers call for; mark CompRF models ready as their
+    builds complete."""
+    with unit_of_work(sessions) as session:
+        service.refit_due(session)
+        service.follow_builds(session)

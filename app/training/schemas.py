@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.core.errors import ServiceError
+from app.models import ModelKind, VersionStatus
+
+Seed = Field(default=0, ge=0, le=2**31 - 1, description="Seed: the same answers give the same fit")
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TripletBoostParams(_Params):
+    n_iter: int = Field(default=10_000, ge=1, le=2_000_000, description="Boosting rounds")
+    cv_folds: int = Field(
+        default=3, ge=0, le=10, description="Folds of the cross-validated accuracy (0: none)"
+    )
+    warm_start: bool = Field(default=True, description="A refit boosts on from the last fit")
+    random_state: int = Seed
+
+
+class TETEParams(_Params):
+    n_components: int = Field(default=2, ge=1, le=256, description="Embedding dimension")
+    t: float | None = Field(
+        default=None, ge=1, le=3, description="Loss temperature; 1 is t-STE; None the default"
+    )
+    max_iter: int = Field(default=1000, ge=1, le=100_000)
+    optimizer: Literal["gd", "lbfgs"] = "gd"
+    heldout_share: float = Field(
+        default=0.1, ge=0, le=0.5, description="Answers kept back to measure the triplet error"
+    )
+    k_neighbors: int = Field(default=5, ge=1, le=100, description="Neighbours that vote a label")
+    warm_start: bool = Field(default=True, description="A refit starts from the last embedding")
+    random_state: int = Seed
+
+
+class SMERFParams(_Params):
+    n_estimators: int = Field(default=100, ge=1, le=2000)
+    max_features: int | float | Literal["sqrt", "log2"] | None = "sqrt"
+    min_samples_leaf: int = Field(default=1, ge=1)
+    max_depth: int | None = Field(default=None, ge=1)
+    dissimilarity: Literal["labels", "target", "embedding", "matrix"] = Field(
+        default="labels",
+        description="Where D comes from: the labels (classes), the target (numbers), a "
+        "t-ETE model's current embedding (embedding_model_id), or an uploaded matrix",
+    )
+    embedding_model_id: int | None = None
+    k_neighbors: int = Field(default=5, ge=1, le=100)
+    random_state: int = Seed
+
+
+class DisDFParams(_Params):
+    n_estimators: int = Field(default=100, ge=1, le=2000)
+    max_levels: int = Field(default=5, ge=1, le=20)
+    n_folds: int = Field(default=3, ge=2, le=10)
+    random_state: int = Seed
+
+
+class CompRFParams(_Params):
+    pass
+
+
+PARAMS: dict[ModelKind, type[_Params]] = {
+    ModelKind.tripletboost: TripletBoostParams,
+    ModelKind.tete: TETEParams,
+    ModelKind.smerf: SMERFParams,
+    ModelKind.disdf: DisDFParams,
+    ModelKind.comprf: CompRFParams,
+}
+
+
+def checked_params(kind: ModelKind, params: dict[str, Any]) -> dict[str, Any]:
+    """The kind's parameters with defaults filled in, or a 422 naming each bad field."""
+    try:
+        return PARAMS[kind].model_validate(params).model_dump()
+    except ValidationError as exc:
+        raise ServiceError(
+            [
+                {
+                    "loc": ["body", "params", *exc_error["loc"]],
+                    "msg": exc_error["msg"],
+                    "type": exc_error["type"],
+                }
+                for exc_error in exc.errors()
+            ]
+        ) from None
+
+
+class DissimilarityMatrix(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keys: list[str] = Field(min_length=2, max_length=20_000, description="Items, in row order")
+    values: list[list[float]] = Field(description="Symmetric, zero diagonal, one row per key")
+
+
+class ModelCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100)
+    kind: ModelKind
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="The kind's parameters (see the *Params schemas)"
+    )
+    auto_refit: bool = Field(
+        default=True, description="Passive learners: refit by themselves as answers grow"
+    )
+    refit_growth: float = Field(
+        default=0.2, gt=0, le=100, description="Refit once answers grew by this share"
+    )
+    min_answers: int = Field(default=100, ge=1, description="Answers before the first auto fit")
+    build_id: int | None = Field(default=None, description="CompRF: the build it comes from")
+    matrix: DissimilarityMatrix | None = Field(
+        default=None, description="SMERF with dissimilarity 'matrix': D over item keys"
+    )
+    train: bool = Field(default=True, description="Queue the first fit at once")
+
+
+class ModelUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    auto_refit: bool | None = None
+    refit_growth: float | None = Field(default=None, gt=0, le=100)
+    min_answers: int | None = Field(default=None, ge=1)
+    params: dict[str, Any] | None = Field(
+        default=None, description="New parameters: the next version uses them"
+    )
+
+
+class VersionOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    number: int
+    status: VersionStatus
+    trigger: str
+    progress: float = Field(description="0..1; 1 once ready")
+    message: str
+    params: dict[str, Any]
+    answers_count: int = Field(description="Answers fitted on (held-out ones not counted)")
+    answers_cutoff: int = Field(description="Id of the last triplet the fit could read")
+    heldout_count: int = Field(description="Answers kept back to measure the triplet error")
+    n_items: int
+    metrics: dict[str, Any]
+    artifact_bytes: int
+    warm_start_from: int | None
+    job_id: int | None
+    created_at: datetime
+    fitted_at: datetime | None
+
+
+class ModelOut(BaseModel):
+    id: int
+    project_id: int
+    name: str
+    kind: ModelKind
+    params: dict[str, Any]
+    auto_refit: bool
+    refit_growth: float
+    min_answers: int
+    build_id: int | None
+    created_at: datetime
+    serving: VersionOut | None = Field(description="The newest ready version: it serves")
+    latest: VersionOut | None = Field(description="The newest version, in any state")
