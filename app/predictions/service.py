@@ -34,23 +34,26 @@ class Served:
 
 
 class ModelCache:
-    """The fitted versions this process serves, newest use last; at most `most`."""
+    """The fitted versions this process serves, newest use last; at most `most`.
+
+    Keyed by id and fit time together: SQLite reuses the ids of deleted rows."""
 
     def __init__(self, most: int = MOST_CACHED) -> None:
         self.most = most
-        self._entries: OrderedDict[int, Served] = OrderedDict()
+        self._entries: OrderedDict[tuple, Served] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, session: Session, version: ModelVersion) -> Served:
+        key = (version.id, version.fitted_at)
         with self._lock:
-            served = self._entries.get(version.id)
+            served = self._entries.get(key)
             if served is not None:
-                self._entries.move_to_end(version.id)
+                self._entries.move_to_end(key)
                 return served
         # Loading happens outside the lock: another model's requests need not wait.
         served = Served(version, training.load_fitted(session, version.id))
         with self._lock:
-            self._entries[version.id] = served
+            self._entries[key] = served
             while len(self._entries) > self.most:
                 self._entries.popitem(last=False)
         return served

@@ -411,8 +411,9 @@ def fit_disdf(
         random_state=seed,
     ).fit(snapshot.features[train], labels)
     progress(0.8, "placing every featured item")
-    representation = np.full((len(snapshot.item_ids), len(model.classes_)), np.nan)
-    representation[featured] = model.transform(snapshot.features[featured])
+    placed = model.transform(snapshot.features[featured])
+    representation = np.full((len(snapshot.item_ids), placed.shape[1]), np.nan)
+    representation[featured] = placed
     proba = np.full((len(snapshot.item_ids), len(model.classes_)), np.nan)
     proba[featured] = model.predict_proba(snapshot.features[featured])
     predicted = np.full(len(snapshot.item_ids), None, dtype=object)

@@ -25,6 +25,14 @@ def train(context: JobContext) -> dict[str, Any]:
         except JobCancelled:
             service.mark_cancelled(session, version_id)
             raise
+        except Exception as exc:
+            service.mark_attempt_failed(
+                session,
+                version_id,
+                f"{exc.__class__.__name__}: {exc}",
+                final=context.attempt >= context.max_attempts,
+            )
+            raise
         return {
             "model_id": version.model_id,
             "version": version.number,

@@ -74,12 +74,16 @@ PARAMS: dict[ModelKind, type[_Params]] = {
 }
 
 
+class InvalidParams(ServiceError):
+    status_code = 422
+
+
 def checked_params(kind: ModelKind, params: dict[str, Any]) -> dict[str, Any]:
     """The kind's parameters with defaults filled in, or a 422 naming each bad field."""
     try:
         return PARAMS[kind].model_validate(params).model_dump()
     except ValidationError as exc:
-        raise ServiceError(
+        raise InvalidParams(
             [
                 {
                     "loc": ["body", "params", *exc_error["loc"]],

@@ -437,6 +437,19 @@ def _fail(session: Session, version: ModelVersion, message: str) -> None:
     session.commit()
 
 
+def mark_attempt_failed(session: Session, version_id: int, message: str, final: bool) -> None:
+    """A fit that crashed: failed for good after its last attempt, else queued again."""
+    session.rollback()
+    status = VersionStatus.failed if final else VersionStatus.queued
+    note = message if final else f"{message}; retrying"
+    session.execute(
+        update(ModelVersion)
+        .where(ModelVersion.id == version_id)
+        .values(status=status, message=note)
+    )
+    session.commit()
+
+
 def mark_cancelled(session: Session, version_id: int) -> None:
     session.rollback()
     session.execute(

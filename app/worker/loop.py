@@ -36,6 +36,7 @@ class JobContext:
     attempt: int
     sessions: sessionmaker[Session]
     _report: Callable[[float | None, str | None], bool] = field(repr=False)
+    max_attempts: int = 3
 
     def progress(self, fraction: float, message: str | None = None) -> None:
         """Record progress (0..1); raises JobCancelled if someone cancelled the job."""
@@ -175,6 +176,7 @@ class Worker:
             job.attempts,
             self.sessions,
             lambda p, m: self._report(job.id, p, m),
+            job.max_attempts,
         )
         retry = True
         beating = threading.Event()

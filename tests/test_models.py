@@ -1,0 +1,500 @@
+"""Models on both databases: fit in the worker, refit as answers grow, serve predictions,
+embeddings, distances and neighbours over REST, with the same figures as the library run
+offline on the same answers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.neighbors import KNeighborsClassifier
+
+from app.core.db import unit_of_work
+from app.learn import TETE, FeatureOracle, TripletBoost, random_triplets
+from app.models import Job, JobStatus
+from app.training.fitting import heldout_split
+from app.training.jobs import refit_check
+from app.worker import queue
+from app.worker.loop import Worker
+
+API = "/api/v1"
+N_TRAIN, N_TEST, N_UNLABELLED = 60, 15, 15
+
+
+@pytest.fixture
+def blobs():
+    X, y = make_blobs(
+        n_samples=N_TRAIN + N_TEST + N_UNLABELLED, centers=3, n_features=4, random_state=3
+    )
+    return X, y, [f"b{i}" for i in range(len(X))]
+
+
+def _upload_triplets(client, auth, project_id, triplets, keys):
+    rows = [[keys[a], keys[p], keys[q]] for a, p, q in triplets]
+    response = client.post(
+        f"{API}/projects/{project_id}/triplets",
+        headers=auth,
+        files={"file": ("t.json", json.dumps(rows))},
+    )
+    assert response.status_code == 201, response.text
+
+
+@pytest.fixture
+def blob_project(client, auth, project, blobs):
+    """90 items with 4 features: 60 labelled for training, 15 labelled test items, 15
+    unlabelled; 3,000 noiseless random answers."""
+    X, y, keys = blobs
+    lines = ["key,label,split,features"]
+    for i, key in enumerate(keys):
+        if i < N_TRAIN:
+            label, split = y[i], "train"
+        elif i < N_TRAIN + N_TEST:
+            label, split = y[i], "test"
+        else:
+            label, split = "", "unlabelled"
+        lines.append(f"{key},{label},{split},{' '.join(map(str, X[i]))}")
+    response = client.post(
+        f"{API}/projects/{project['id']}/items",
+        headers=auth,
+        files={"file": ("items.csv", "\n".join(lines))},
+    )
+    assert response.status_code == 201, response.text
+    triplets = random_triplets(len(X), 3000, FeatureOracle(X), random_state=0)
+    _upload_triplets(client, auth, project["id"], triplets, keys)
+    return project["id"], triplets
+
+
+def _run_jobs(app):
+    Worker(app.state.session_factory).run(until_idle=True)
+
+
+def _create(client, auth, project_id, **body):
+    response = client.post(f"{API}/projects/{project_id}/models", headers=auth, json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _get(client, auth, project_id, model_id):
+    return client.get(f"{API}/projects/{project_id}/models/{model_id}", headers=auth).json()
+
+
+def _predict(client, auth, project_id, model_id, **body):
+    return client.post(
+        f"{API}/projects/{project_id}/models/{model_id}/predict", headers=auth, json=body
+    )
+
+
+def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
+    app, client, auth, blob_project, blobs
+):
+    X, y, keys = blobs
+    project_id, triplets = blob_project
+    model = _create(client, auth, project_id, name="tete-2d", kind="tete", params={"max_iter": 300})
+    assert model["latest"]["status"] == "queued" and model["serving"] is None
+    not_ready = _predict(client, auth, project_id, model["id"], items=["b80"])
+    assert not_ready.status_code == 409
+    assert not_ready.json()["detail"]["status"] == "queued"
+    assert "no ready version" in not_ready.json()["detail"]["message"]
+
+    _run_jobs(app)
+    model = _get(client, auth, project_id, model["id"])
+    version = model["serving"]
+    assert version["number"] == 1 and version["status"] == "ready" and version["progress"] == 1
+    assert version["answers_count"] + version["heldout_count"] == 3000
+    assert version["heldout_count"] == 300
+    assert version["metrics"]["heldout_triplet_error"] < 0.1
+    assert version["metrics"]["cv"]["accuracy"] > 0.9
+
+    # Offline: the library on the same answers, with the same held-out split and seed.
+    fit_rows, _ = heldout_split(3000, 0.1, 0)
+    offline = TETE(max_iter=300, random_state=0).fit(triplets[fit_rows], n_items=len(X))
+    served = client.get(
+        f"{API}/projects/{project_id}/models/{model['id']}/embedding", headers=auth
+    ).json()
+    assert served["keys"] == keys and served["dimension"] == 2 and served["version"] == 1
+    assert np.allclose(served["coordinates"], offline.embedding_)
+
+    unlabelled = keys[N_TRAIN + N_TEST :]
+    response = _predict(client, auth, project_id, model["id"], items=unlabelled)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    knn = KNeighborsClassifier(5).fit(offline.embedding_[:N_TRAIN], y[:N_TRAIN].astype(str))
+    expected = knn.predict(offline.embedding_[N_TRAIN + N_TEST :])
+    assert [row["label"] for row in body["predictions"]] == list(expected)
+    assert np.mean(expected == y[N_TRAIN + N_TEST :].astype(str)) > 0.9
+    first = body["predictions"][0]
+    assert first["known"] and abs(sum(first["probabilities"].values()) - 1) < 1e-9
+
+    csv_body = client.get(
+        f"{API}/projects/{project_id}/models/{model['id']}/embedding?format=csv", headers=auth
+    )
+    assert csv_body.headers["content-type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(csv_body.text)))
+    assert rows[0] == ["key", "dim_0", "dim_1"] and len(rows) == len(X) + 1
+    assert np.allclose([float(v) for v in rows[1][1:]], offline.embedding_[0])
+
+    distances = client.post(
+        f"{API}/projects/{project_id}/models/{model['id']}/distances",
+        headers=auth,
+        json={"pairs": [["b0", "b1"], ["b1", "b0"], ["b2", "b2"]]},
+    ).json()["distances"]
+    E = offline.embedding_
+    assert distances[0] == pytest.approx(np.linalg.norm(E[0] - E[1]))
+    assert distances[0] == distances[1] and distances[2] == 0
+
+    neighbors = client.get(
+        f"{API}/projects/{project_id}/models/{model['id']}/neighbors?item=b0&k=5", headers=auth
+    ).json()["neighbors"]
+    order = np.argsort(np.linalg.norm(E - E[0], axis=1))[1:6]
+    assert [row["key"] for row in neighbors] == [keys[i] for i in order]
+
+    # A new item near b0, answered by its features: placed in b0's cluster, labelled so.
+    placed = _predict(
+        client,
+        auth,
+        project_id,
+        model["id"],
+        new_items=[{"key": "stranger", "triplets": _answers_near(X, 0, keys)}],
+    ).json()["predictions"][0]
+    assert placed["key"] == "stranger" and not placed["known"]
+    assert placed["label"] == str(y[0]) and len(placed["coordinates"]) == 2
+
+
+def _answers_near(X, item: int, keys, n: int = 300) -> list[list[str]]:
+    """[closer, farther] answers of a new point beside `item` about training pairs."""
+    rng = np.random.default_rng(0)
+    point = X[item] + 0.01
+    pairs = np.array([rng.choice(N_TRAIN, 2, replace=False) for _ in range(n)])
+    near = np.linalg.norm(X[pairs[:, 0]] - point, axis=1) < np.linalg.norm(
+        X[pairs[:, 1]] - point, axis=1
+    )
+    ordered = np.where(near[:, None], pairs, pairs[:, ::-1])
+    return [[keys[a], keys[b]] for a, b in ordered]
+
+
+def test_tripletboost_predicts_as_the_library_does_and_classifies_new_items(
+    app, client, auth, blob_project, blobs
+):
+    X, y, keys = blobs
+    project_id, triplets = blob_project
+    model = _create(
+        client,
+        auth,
+        project_id,
+        name="boost",
+        kind="tripletboost",
+        params={"n_iter": 3000, "cv_folds": 3, "random_state": 4},
+    )
+    _run_jobs(app)
+    version = _get(client, auth, project_id, model["id"])["serving"]
+    assert version["answers_count"] == 3000
+    assert {"cv", "test", "classifiers"} <= set(version["metrics"])
+    assert version["metrics"]["cv"]["folds"] == 3
+
+    offline = TripletBoost(n_iter=3000, random_state=4).fit(
+        triplets, np.arange(N_TRAIN), y[:N_TRAIN].astype(str)
+    )
+    asked = keys[N_TRAIN:]
+    expected = offline.predict(triplets, np.arange(N_TRAIN, len(X)))
+    body = _predict(client, auth, project_id, model["id"], items=asked).json()
+    assert [row["label"] for row in body["predictions"]] == [
+        None if label is None else str(label) for label in expected
+    ]
+    test_truth = y[N_TRAIN : N_TRAIN + N_TEST].astype(str)
+    assert version["metrics"]["test"]["accuracy"] == pytest.approx(
+        np.mean(
+            [p == t for p, t in zip(expected[:N_TEST], test_truth, strict=True) if p is not None]
+        )
+    )
+
+    # New items beside b0..b9, answered by their features about pairs of training items:
+    # the labels the library gives for the same answers, and mostly the right ones.
+    answers = [_answers_near(X, item, keys, n=1000) for item in range(10)]
+    found = _predict(
+        client,
+        auth,
+        project_id,
+        model["id"],
+        new_items=[{"triplets": pairs} for pairs in answers],
+    ).json()["predictions"]
+    position = {key: i for i, key in enumerate(keys)}
+    new_triplets = np.array(
+        [
+            (len(X) + number, position[closer], position[farther])
+            for number, pairs in enumerate(answers)
+            for closer, farther in pairs
+        ]
+    )
+    library = offline.predict(new_triplets, len(X) + np.arange(10))
+    assert [row["label"] for row in found] == [str(label) for label in library]
+    assert [row["key"] for row in found] == [f"new-{i}" for i in range(10)]
+    assert np.mean(library == y[:10].astype(str)) >= 0.8
+
+    # Bad input: clear 4xx naming what is wrong.
+    empty = _predict(client, auth, project_id, model["id"], new_items=[{"triplets": []}])
+    assert empty.status_code == 400 and "new_items[0].triplets is empty" in empty.text
+    unknown = _predict(client, auth, project_id, model["id"], items=["b1", "nope"])
+    assert unknown.status_code == 404 and "nope" in unknown.text
+    features = _predict(client, auth, project_id, model["id"], new_items=[{"features": [1.0]}])
+    assert features.status_code == 400 and "give triplets" in features.text
+    nothing = _predict(client, auth, project_id, model["id"], items=[])
+    assert nothing.status_code == 400
+    embedding = client.get(
+        f"{API}/projects/{project_id}/models/{model['id']}/embedding", headers=auth
+    )
+    assert embedding.status_code == 400 and "no embedding" in embedding.text
+
+
+def test_passive_models_refit_as_answers_grow_and_old_versions_stay(
+    app, client, auth, blob_project, blobs
+):
+    X, _, keys = blobs
+    project_id, _ = blob_project
+    model = _create(
+        client,
+        auth,
+        project_id,
+        name="grows",
+        kind="tete",
+        params={"max_iter": 100},
+        refit_growth=0.5,
+        min_answers=1000,
+        train=False,
+    )
+    sessions = app.state.session_factory
+    refit_check(sessions)
+    _run_jobs(app)
+    first = _get(client, auth, project_id, model["id"])["serving"]
+    assert first["number"] == 1 and first["trigger"] == "answers grew"
+
+    oracle = FeatureOracle(X)
+    _upload_triplets(client, auth, project_id, random_triplets(len(X), 1000, oracle, 1), keys)
+    refit_check(sessions)  # 1,000 new on 3,000: under half as many again
+    assert _get(client, auth, project_id, model["id"])["latest"]["number"] == 1
+
+    _upload_triplets(client, auth, project_id, random_triplets(len(X), 600, oracle, 2), keys)
+    refit_check(sessions)
+    latest = _get(client, auth, project_id, model["id"])["latest"]
+    assert latest["number"] == 2 and latest["status"] == "queued"
+    refit_check(sessions)  # one fit at a time
+    assert _get(client, auth, project_id, model["id"])["latest"]["number"] == 2
+    _run_jobs(app)
+    model = _get(client, auth, project_id, model["id"])
+    assert model["serving"]["number"] == 2
+    assert model["serving"]["answers_count"] + model["serving"]["heldout_count"] == 4600
+    assert model["serving"]["warm_start_from"] is not None
+    assert "warm start" in model["serving"]["message"]
+
+    versions = client.get(
+        f"{API}/projects/{project_id}/models/{model['id']}/versions", headers=auth
+    ).json()
+    assert [v["number"] for v in versions] == [2, 1]
+    old = client.get(
+        f"{API}/projects/{project_id}/models/{model['id']}/embedding?version=1", headers=auth
+    ).json()
+    assert old["version"] == 1
+
+    manual = client.post(f"{API}/projects/{project_id}/models/{model['id']}/train", headers=auth)
+    assert manual.status_code == 202 and manual.json()["number"] == 3
+    again = client.post(f"{API}/projects/{project_id}/models/{model['id']}/train", headers=auth)
+    assert again.json()["number"] == 3  # the fit already queued, not a second one
+    cancelled = client.post(
+        f"{API}/projects/{project_id}/models/{model['id']}/cancel", headers=auth
+    )
+    assert cancelled.json()["status"] == "cancelled"
+    assert _get(client, auth, project_id, model["id"])["serving"]["number"] == 2
+
+
+def test_smerf_and_disdf_learn_metrics_from_features(app, client, auth, blob_project, blobs):
+    X, y, keys = blobs
+    project_id, _ = blob_project
+    smerf = _create(
+        client, auth, project_id, name="smerf", kind="smerf", params={"n_estimators": 30}
+    )
+    disdf = _create(
+        client,
+        auth,
+        project_id,
+        name="disdf",
+        kind="disdf",
+        params={"n_estimators": 20, "max_levels": 2},
+    )
+    _run_jobs(app)
+    for model in (smerf, disdf):
+        version = _get(client, auth, project_id, model["id"])["serving"]
+        assert version is not None, _get(client, auth, project_id, model["id"])["latest"]
+        assert version["metrics"]["test"]["accuracy"] > 0.9
+        # Noiseless answers from the same features: the metric agrees with most of them.
+        assert version["metrics"]["heldout_triplet_error"] < 0.3
+
+        test_keys = keys[N_TRAIN : N_TRAIN + N_TEST]
+        body = _predict(client, auth, project_id, model["id"], items=test_keys).json()
+        labels = [row["label"] for row in body["predictions"]]
+        assert np.mean(np.array(labels) == y[N_TRAIN : N_TRAIN + N_TEST].astype(str)) > 0.9
+
+        new = _predict(
+            client,
+            auth,
+            project_id,
+            model["id"],
+            new_items=[{"key": "twin", "features": X[0].tolist()}],
+        ).json()["predictions"][0]
+        assert new["label"] == str(y[0])
+        wrong = _predict(
+            client, auth, project_id, model["id"], new_items=[{"features": [1.0, 2.0]}]
+        )
+        assert wrong.status_code == 400
+        assert "has 2 values; the project's items have 4" in wrong.text
+
+        distances = client.post(
+            f"{API}/projects/{project_id}/models/{model['id']}/distances",
+            headers=auth,
+            json={"pairs": [["b0", "b0"], ["b0", "b1"], ["b1", "b0"]]},
+        ).json()["distances"]
+        assert distances[0] == pytest.approx(0) and distances[1] == pytest.approx(distances[2])
+        neighbors = client.get(
+            f"{API}/projects/{project_id}/models/{model['id']}/neighbors?item=b0&k=5",
+            headers=auth,
+        ).json()["neighbors"]
+        assert len(neighbors) == 5 and "b0" not in [row["key"] for row in neighbors]
+        assert [row["distance"] for row in neighbors] == sorted(r["distance"] for r in neighbors)
+        same_class = [y[keys.index(row["key"])] == y[0] for row in neighbors]
+        assert np.mean(same_class) >= 0.8
+
+    smerf_embedding = client.get(
+        f"{API}/projects/{project_id}/models/{smerf['id']}/embedding", headers=auth
+    )
+    assert smerf_embedding.status_code == 400 and "distances, not coordinates" in (
+        smerf_embedding.text
+    )
+    disdf_embedding = client.get(
+        f"{API}/projects/{project_id}/models/{disdf['id']}/embedding", headers=auth
+    ).json()
+    assert disdf_embedding["dimension"] >= 3 and len(disdf_embedding["keys"]) == len(X)
+
+
+def test_smerf_learns_from_an_uploaded_matrix_or_an_embedding(
+    app, client, auth, blob_project, blobs
+):
+    X, _, keys = blobs
+    project_id, _ = blob_project
+    D = np.abs(X[:30, :1] - X[:30, :1].T)
+    matrix = _create(
+        client,
+        auth,
+        project_id,
+        name="from-matrix",
+        kind="smerf",
+        params={"n_estimators": 20, "dissimilarity": "matrix"},
+        matrix={"keys": keys[:30], "values": D.tolist()},
+    )
+    tete = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 100})
+    _run_jobs(app)
+    from_embedding = _create(
+        client,
+        auth,
+        project_id,
+        name="from-embedding",
+        kind="smerf",
+        params={"n_estimators": 20, "dissimilarity": "embedding", "embedding_model_id": tete["id"]},
+    )
+    _run_jobs(app)
+    for model in (matrix, from_embedding):
+        version = _get(client, auth, project_id, model["id"])["serving"]
+        assert version is not None, _get(client, auth, project_id, model["id"])["latest"]
+    assert (
+        _get(client, auth, project_id, matrix["id"])["serving"]["metrics"]["training_items"] == 30
+    )
+
+    asymmetric = D.copy()
+    asymmetric[0, 1] += 1
+    bad = client.post(
+        f"{API}/projects/{project_id}/models",
+        headers=auth,
+        json={
+            "name": "bad",
+            "kind": "smerf",
+            "params": {"dissimilarity": "matrix"},
+            "matrix": {"keys": keys[:30], "values": asymmetric.tolist()},
+        },
+    )
+    assert bad.status_code == 400 and "symmetric" in bad.text
+
+
+def test_bad_model_requests_get_clear_errors_and_change_nothing(client, auth, blob_project):
+    project_id, _ = blob_project
+    url = f"{API}/projects/{project_id}/models"
+    wrong = client.post(
+        url, headers=auth, json={"name": "x", "kind": "tete", "params": {"n_components": 0}}
+    )
+    assert wrong.status_code == 422
+    assert wrong.json()["detail"][0]["loc"] == ["body", "params", "n_components"]
+    extra = client.post(
+        url, headers=auth, json={"name": "x", "kind": "tete", "params": {"dims": 3}}
+    )
+    assert extra.status_code == 422 and extra.json()["detail"][0]["loc"][-1] == "dims"
+    no_build = client.post(url, headers=auth, json={"name": "x", "kind": "comprf"})
+    assert no_build.status_code == 400 and "build_id" in no_build.text
+    assert client.get(url, headers=auth).json() == []
+    _create(client, auth, project_id, name="x", kind="tete", train=False)
+    twice = client.post(url, headers=auth, json={"name": "x", "kind": "tete"})
+    assert twice.status_code == 409 and "already has a model named 'x'" in twice.text
+    missing = client.get(f"{url}/999999", headers=auth)
+    assert missing.status_code == 404
+
+
+def test_a_model_without_features_to_learn_from_is_refused(client, auth, project):
+    client.post(
+        f"{API}/projects/{project['id']}/items",
+        headers=auth,
+        files={"file": ("i.csv", "key,label\na,x\nb,y\n")},
+    )
+    response = client.post(
+        f"{API}/projects/{project['id']}/models", headers=auth, json={"name": "s", "kind": "smerf"}
+    )
+    assert response.status_code == 400 and "have none" in response.text
+
+
+def test_a_fit_that_cannot_succeed_fails_once_with_its_reason(app, client, auth, project):
+    """No labelled classes: TripletBoost fails at once (no retries) and says why."""
+    client.post(
+        f"{API}/projects/{project['id']}/items",
+        headers=auth,
+        files={"file": ("i.csv", "key\na\nb\nc\n")},
+    )
+    _upload_triplets(client, auth, project["id"], [[0, 1, 2]], ["a", "b", "c"])
+    model = _create(client, auth, project["id"], name="b", kind="tripletboost")
+    _run_jobs(app)
+    latest = _get(client, auth, project["id"], model["id"])["latest"]
+    assert latest["status"] == "failed"
+    assert "at least two classes" in latest["message"]
+    with unit_of_work(app.state.session_factory) as session:
+        job = session.get(Job, latest["job_id"])
+        assert job.status is JobStatus.failed and job.attempts == 1
+
+
+def test_a_dead_workers_fit_is_taken_over_and_finishes(app, client, auth, blob_project):
+    project_id, _ = blob_project
+    model = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 50})
+    sessions = app.state.session_factory
+    with sessions() as session:  # a worker claims the job, then dies without a word
+        job = queue.claim_next(session=session, worker_id="dead", stale_after=_seconds(60))
+        assert job is not None
+    assert Worker(sessions, stale_after_seconds=60).run(until_idle=True) == 0  # not stale yet
+    survivor = Worker(sessions, stale_after_seconds=0.0)
+    assert survivor.run(until_idle=True) == 1
+    version = _get(client, auth, project_id, model["id"])["serving"]
+    assert version is not None and version["number"] == 1
+    with unit_of_work(sessions) as session:
+        job = session.get(Job, version["job_id"])
+        assert job.status is JobStatus.succeeded and job.attempts == 2
+
+
+def _seconds(value: float):
+    from datetime import timedelta
+
+    return timedelta(seconds=value)
