@@ -165,3 +165,34 @@ def test_bad_predictions_are_refused_with_reasons(client, auth, finished_build, 
     assert client.post(answers, headers=auth, json={"answers": []}).status_code == 422
     wrong = client.post(answers, headers=auth, json={"answers": [["p1", "p2", "zz"]]})
     assert wrong.status_code == 400 and "zz" in wrong.json()["detail"]
+
+
+def test_a_comprf_model_follows_its_build_and_predicts_by_routing(
+    app, client, auth, finished_build
+):
+    project_id, build_id, keys = finished_build
+    model = client.post(
+        f"{API}/projects/{project_id}/models",
+        headers=auth,
+        json={"name": "forest", "kind": "comprf", "build_id": build_id},
+    ).json()
+    assert model["serving"]["status"] == "ready" and model["auto_refit"] is False
+    assert model["serving"]["metrics"]["trees"] == 3
+    response = client.post(
+        f"{API}/projects/{project_id}/models/{model['id']}/predict",
+        headers=auth,
+        json={"items": keys[50:55], "ask_raters": False},
+    )
+    assert response.status_code == 202, response.text
+    started = response.json()
+    assert started["prediction"]["status"] == "routing"
+    poll = client.get(started["poll"], headers=auth)
+    assert poll.status_code == 200 and poll.json()["id"] == started["prediction"]["id"]
+    train = client.post(f"{API}/projects/{project_id}/models/{model['id']}/train", headers=auth)
+    assert train.status_code == 409 and "grows with its build" in train.text
+    distances = client.post(
+        f"{API}/projects/{project_id}/models/{model['id']}/distances",
+        headers=auth,
+        json={"pairs": [[keys[0], keys[1]]]},
+    )
+    assert distances.status_code == 400

@@ -36,9 +36,11 @@ def digit_png(pixels: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def digits_archive(n_items: int, n_test: int, random_state: int) -> bytes:
-    """A ZIP upload (manifest.csv + PNGs) of `n_items` digits, the last `n_test` of them in
-    the test split."""
+def digits_archive(
+    n_items: int, n_test: int, random_state: int, n_unlabelled: int = 0
+) -> bytes:
+    """A ZIP upload (manifest.csv + PNGs) of `n_items` digits: the last `n_unlabelled`
+    without a label, the `n_test` before them in the test split."""
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
@@ -51,9 +53,13 @@ def digits_archive(n_items: int, n_test: int, random_state: int) -> bytes:
         for position, index in enumerate(chosen):
             name = f"images/digit-{index:04d}.png"
             archive.writestr(name, digit_png(X[index]))
-            split = "test" if position >= n_items - n_test else "train"
+            label, split = str(y[index]), "train"
+            if position >= n_items - n_unlabelled:
+                label, split = "", "unlabelled"
+            elif position >= n_items - n_unlabelled - n_test:
+                split = "test"
             features = " ".join(f"{value:g}" for value in X[index])
-            writer.writerow([f"digit-{index:04d}", str(y[index]), split, name, features])
+            writer.writerow([f"digit-{index:04d}", label, split, name, features])
         archive.writestr("manifest.csv", manifest.getvalue())
     return buffer.getvalue()
 

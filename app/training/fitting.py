@@ -208,6 +208,7 @@ def fit_tete(
         n_components=params.get("n_components", 2),
         t=params.get("t"),
         max_iter=params.get("max_iter", 1000),
+        tol=params.get("tol", 1e-5),
         optimizer=params.get("optimizer", "gd"),
         random_state=seed,
     )

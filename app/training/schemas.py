@@ -30,6 +30,9 @@ class TETEParams(_Params):
         default=None, ge=1, le=3, description="Loss temperature; 1 is t-STE; None the default"
     )
     max_iter: int = Field(default=1000, ge=1, le=100_000)
+    tol: float = Field(
+        default=1e-5, ge=0, description="Stop once the loss improves less (relative) in 10 steps"
+    )
     optimizer: Literal["gd", "lbfgs"] = "gd"
     heldout_share: float = Field(
         default=0.1, ge=0, le=0.5, description="Answers kept back to measure the triplet error"

@@ -34,7 +34,10 @@ class ServiceProcesses:
         workers: int = 1,
         port: int | None = None,
         log_dir: Path | None = None,
+        worker_args: list[list[str]] | None = None,
     ) -> None:
+        """`worker_args`: extra `closer worker` options, one list per worker (it then
+        sets the number of workers)."""
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.web_processes = web_processes
@@ -51,7 +54,7 @@ class ServiceProcesses:
         }
         self.web: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
-        self.worker_count = workers
+        self.worker_args = worker_args or [[] for _ in range(workers)]
         self.restarts = 0
 
     def _spawn(self, args: list[str], log: str) -> subprocess.Popen:
@@ -83,8 +86,8 @@ class ServiceProcesses:
         raise RuntimeError("closer serve did not answer in time")
 
     def start_workers(self) -> None:
-        for number in range(self.worker_count):
-            self.workers.append(self._spawn(["worker"], f"worker-{number}.log"))
+        for number, extra in enumerate(self.worker_args):
+            self.workers.append(self._spawn(["worker", *extra], f"worker-{number}.log"))
 
     def start(self) -> ServiceProcesses:
         self.start_web()
