@@ -37,15 +37,15 @@ from sklearn.neighbors import KNeighborsClassifier
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.auth.service import create_token  # noqa: E402
-from app.core import migrations  # noqa: E402
-from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
-from app.demo.service import digits_archive  # noqa: E402
-from app.learn import FeatureOracle  # noqa: E402
-from app.learn.triplets import random_triplets  # noqa: E402
-from app.simulate import run_crowd  # noqa: E402
-from tests.support.postgres import start_postgres  # noqa: E402
-from tests.support.service import ServiceProcesses  # noqa: E402
+from app.auth.service import create_token
+from app.core import migrations
+from app.core.db import make_engine, make_session_factory, unit_of_work
+from app.demo.service import digits_archive
+from app.learn import FeatureOracle
+from app.learn.triplets import random_triplets
+from app.simulate import run_crowd
+from tests.support.postgres import start_postgres
+from tests.support.service import ServiceProcesses
 
 N_ITEMS, N_LABELLED, N_CLASSES = 10_000, 8_000, 10
 

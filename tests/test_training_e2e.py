@@ -125,9 +125,9 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
         }
         for kind, model_id in models.items():
             _wait(
-                lambda m=model_id: (
+                lambda m=model_id, k=kind: (
                     http.get(f"{API}/projects/{project}/models/{m}").json()["serving"]["number"]
-                    == versions[kind]["number"]
+                    == versions[k]["number"]
                 ),
                 600,
                 f"{kind}'s final fit",
