@@ -140,6 +140,13 @@ def worker(
     nice: Annotated[
         int, typer.Option(help="Lower this process's CPU priority by this much (0..19)")
     ] = 0,
+    background: Annotated[
+        bool,
+        typer.Option(
+            help="Use only CPU time nothing else wants (Linux SCHED_IDLE; elsewhere nice 19): "
+            "for training workers beside web processes"
+        ),
+    ] = False,
 ) -> None:
     """Run jobs from the database; start as many as you like, on any machines."""
     import os
@@ -153,6 +160,8 @@ def worker(
     engine = make_engine(settings.resolved_database_url)
     if nice:
         os.nice(max(0, min(nice, 19)))
+    if background:
+        _lowest_cpu_priority()
     runner = Worker(
         make_session_factory(engine),
         poll_seconds=settings.worker_poll_seconds,
@@ -172,6 +181,15 @@ def worker(
     finally:
         engine.dispose()
     typer.echo(f"worker {runner.worker_id} stopped after {done} jobs", err=True)
+
+
+def _lowest_cpu_priority() -> None:
+    import os
+
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux, or not allowed: the next best thing
+        os.nice(19 - os.nice(0))
 
 
 def _kind_list(text: str | None) -> tuple[str, ...] | None:

@@ -2,7 +2,7 @@
 
 A real `closer serve --workers 2` on a throwaway PostgreSQL server, with two workers: one
 for builds and upkeep, one that takes only training jobs (`closer worker --kinds
-train_model --nice 10`, as the README advises). A project of 10,000 items (8,000
+train_model --background`, as the README advises). A project of 10,000 items (8,000
 labelled in 10 classes) holds 1,000,000 random answers from a feature oracle.
 
 1. `predict` for 100 unlabelled items from a cached TripletBoost and a cached t-ETE
@@ -109,7 +109,7 @@ def main() -> None:
             web_processes=2,
             worker_args=[
                 ["--skip-kinds", "train_model"],
-                ["--kinds", "train_model", "--nice", "10"],
+                ["--kinds", "train_model", "--background"],
             ],
         ).start()
         auth = {"Authorization": f"Bearer {token}"}
@@ -284,6 +284,8 @@ def main() -> None:
         still_running = "done_after" not in job_state
         log(f"  during the refit: {during['answers_per_second']}/s, p99 {during['p99_ms']} ms")
         watcher.join()
+        after = crowd(args.seconds, 4)
+        log(f"  idle again: {after['answers_per_second']}/s, p99 {after['p99_ms']} ms")
     finally:
         if service is not None:
             service.stop()

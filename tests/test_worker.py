@@ -163,3 +163,54 @@ def test_embedded_service_runs_jobs_in_process(settings):
             time.sleep(0.05)
     assert job(app.state.session_factory, job_id).status is JobStatus.failed
     app.state.engine.dispose()
+
+
+def test_workers_take_only_the_job_kinds_they_are_given(sessions):
+    ran = []
+
+    def note(context: JobContext):
+        ran.append(context.kind)
+
+    handlers = {"train_model": note, "comprf_build_step": note}
+    fit = enqueue(sessions, "train_model")
+    step = enqueue(sessions, "comprf_build_step")
+    quick = Worker(sessions, handlers=handlers, skip_kinds=("train_model",))
+    assert quick.run(until_idle=True) == 1 and ran == ["comprf_build_step"]
+    assert job(sessions, fit).status is JobStatus.queued
+    trainer = Worker(sessions, handlers=handlers, kinds=("train_model",))
+    assert trainer.run(until_idle=True) == 1 and ran == ["comprf_build_step", "train_model"]
+    assert job(sessions, step).status is JobStatus.succeeded
+
+
+def test_a_handler_that_cannot_succeed_fails_without_retries(sessions):
+    from app.worker.loop import JobFailed
+
+    attempts = []
+
+    def hopeless(context: JobContext):
+        attempts.append(context.attempt)
+        raise JobFailed("no labelled items of two classes")
+
+    job_id = enqueue(sessions, "hopeless")
+    Worker(sessions, handlers={"hopeless": hopeless}).run(until_idle=True)
+    assert attempts == [1]
+    failed = job(sessions, job_id)
+    assert failed.status is JobStatus.failed and failed.message == "no labelled items of two classes"
+
+
+def test_the_worker_command_refuses_an_unknown_job_kind(settings, tmp_path):
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CLOSER_")},
+        "DATABASE_URL": settings.resolved_database_url,
+        "CLOSER_DATA_DIR": str(tmp_path),
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "worker", "--until-idle", "--kinds", "training"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "unknown job kind(s) ['training']" in result.stderr

@@ -18,8 +18,9 @@ from app.builds.service import BuildParams, start_build
 from app.core.config import Settings
 from app.items.images import ImageStore
 from app.items.service import ingest_items
-from app.models import Build, LabelType, Project
+from app.models import Build, LabelType, ModelKind, Project
 from app.projects.service import create_project
+from app.training import service as training
 from app.uploads.files import UploadedFile
 
 DEMO_RESEARCHER = "demo"
@@ -36,9 +37,7 @@ def digit_png(pixels: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def digits_archive(
-    n_items: int, n_test: int, random_state: int, n_unlabelled: int = 0
-) -> bytes:
+def digits_archive(n_items: int, n_test: int, random_state: int, n_unlabelled: int = 0) -> bytes:
     """A ZIP upload (manifest.csv + PNGs) of `n_items` digits: the last `n_unlabelled`
     without a label, the `n_test` before them in the test split."""
     from sklearn.datasets import load_digits
@@ -111,4 +110,27 @@ def create_demo(
         params=params or BuildParams(n_trees=10, leaf_size=5, answers_per_query=1, random_state=0),
     )
     request_step(session=session, build=build)
+    _add_demo_models(session, project)
     return project, build, True
+
+
+def _add_demo_models(session: Session, project: Project) -> None:
+    """Passive learners that refit by themselves as the demo's answers come in."""
+    existing = {model.name for model in training.list_models(session=session, project=project)}
+    for name, kind, params, min_answers in (
+        ("digits map (t-ETE, 2-d)", ModelKind.tete, {"n_components": 2, "max_iter": 300}, 200),
+        ("TripletBoost", ModelKind.tripletboost, {"n_iter": 5000, "cv_folds": 3}, 500),
+    ):
+        if name in existing:
+            continue
+        training.create_model(
+            session=session,
+            project=project,
+            name=name,
+            kind=kind,
+            params=params,
+            auto_refit=True,
+            refit_growth=0.5,
+            min_answers=min_answers,
+            train_now=False,
+        )

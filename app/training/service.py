@@ -388,7 +388,7 @@ def fit_version(
     try:
         snap = snapshot(session, project, model)
     except ServiceError as exc:
-        _fail(session, version, str(exc.detail))
+        _fail(session, version_id, str(exc.detail))
         raise FitProblem(str(exc.detail)) from exc
     version.answers_cutoff = snap.cutoff
     version.n_items = len(snap.item_ids)
@@ -397,7 +397,9 @@ def fit_version(
     previous = None
     if previous_version is not None and previous_version.number < version.number:
         previous = load_fitted(session, previous_version.id)
-    params = version.params
+    warm_source = previous_version.id if previous is not None else None
+    params = dict(version.params)
+    session.rollback()  # no transaction (nor snapshot) stays open through the fit
     try:
         outcome = FITTERS[model.kind.value](
             snap,
@@ -405,8 +407,8 @@ def fit_version(
             previous,
             lambda fraction, message: progress(0.05 + 0.9 * fraction, message),
         )
-    except CannotFit as exc:
-        _fail(session, version, str(exc))
+    except (CannotFit, ValueError) as exc:  # the library refused this data or these params
+        _fail(session, version_id, str(exc))
         raise FitProblem(str(exc)) from exc
     progress(0.96, "storing the model")
     fitted = outcome.fitted
@@ -420,18 +422,18 @@ def fit_version(
     version.answers_count = outcome.answers_used
     version.heldout_count = outcome.heldout
     version.metrics = _json_ready(outcome.metrics)
-    version.warm_start_from = previous_version.id if outcome.notes and previous_version else None
+    version.warm_start_from = warm_source if outcome.notes else None
     version.message = "; ".join(outcome.notes) or "fitted"
     version.fitted_at = utcnow()
     session.commit()
     return version
 
 
-def _fail(session: Session, version: ModelVersion, message: str) -> None:
+def _fail(session: Session, version_id: int, message: str) -> None:
     session.rollback()
     session.execute(
         update(ModelVersion)
-        .where(ModelVersion.id == version.id)
+        .where(ModelVersion.id == version_id)
         .values(status=VersionStatus.failed, message=message)
     )
     session.commit()
