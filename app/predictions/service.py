@@ -22,6 +22,7 @@ from app.core.errors import Conflict, NotFound, ServiceError
 from app.models import LearnedModel, ModelKind, ModelVersion, VersionStatus
 from app.training import service as training
 from app.training.fitted import Fitted, ItemPredictions
+from app.training.fitting import boost_predictions
 
 MOST_CACHED = 8
 
@@ -161,14 +162,7 @@ def predict_new(served: Served, new_items: list[dict[str, Any]]) -> list[dict[st
         triplets = _new_triplets(fitted, new_items, served.version)
         n = len(fitted.item_ids)
         if fitted.kind == "tripletboost":
-            model = fitted.estimator
-            new_ids = n + np.arange(len(new_items))
-            scores_proba = model.predict_proba(triplets, new_ids)
-            support = model.support(triplets, new_ids)
-            labels = model.classes_[np.argmax(np.nan_to_num(scores_proba, nan=-1.0), axis=1)]
-            labels = labels.astype(object)
-            labels[support == 0] = None
-            found = ItemPredictions(model.classes_, labels, scores_proba, support)
+            found = boost_predictions(fitted.estimator, triplets, n + np.arange(len(new_items)))
             return _rows(names, found, np.arange(len(new_items)), known=False)
         points = fitted.estimator.place(triplets, len(new_items))
         found = fitted.labels_from_coordinates(points)

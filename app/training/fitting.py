@@ -146,11 +146,7 @@ def fit_tripletboost(
             model = TripletBoost(n_iter=n_iter, random_state=seed).fit(answers, train, labels)
     except ValueError as exc:
         raise CannotFit(f"TripletBoost: {exc}") from exc
-    proba = model.predict_proba(answers, everyone)
-    support = model.support(answers, everyone)
-    predicted = model.classes_[np.argmax(np.nan_to_num(proba, nan=-1.0), axis=1)].astype(object)
-    predicted[support == 0] = None
-    predictions = ItemPredictions(model.classes_, predicted, proba, support)
+    predictions = boost_predictions(model, answers, everyone)
     metrics.update(_test_metrics(snapshot, predictions))
     metrics["classifiers"] = int(model.n_classifiers_)
     metrics["boosting_rounds"] = int(model.n_iter_)
@@ -169,6 +165,15 @@ def fit_tripletboost(
             f"warm start: boosted on from the {previous.n_answers} answers fitted before"
         )
     return outcome
+
+
+def boost_predictions(model: TripletBoost, triplets: np.ndarray, items) -> ItemPredictions:
+    """TripletBoost's label, class shares and support per item (None without support)."""
+    proba = model.predict_proba(triplets, items)
+    support = model.support(triplets, items)
+    labels = model.classes_[np.argmax(np.nan_to_num(proba, nan=-1.0), axis=1)].astype(object)
+    labels[support == 0] = None
+    return ItemPredictions(model.classes_, labels, proba, support)
 
 
 def _can_boost_on(
