@@ -307,6 +307,8 @@ def test_passive_models_refit_as_answers_grow_and_old_versions_stay(
     )
     assert cancelled.json()["status"] == "cancelled"
     assert _get(client, auth, project_id, model["id"])["serving"]["number"] == 2
+    refit_check(sessions)  # a cancelled fit is not queued again until answers grow
+    assert _get(client, auth, project_id, model["id"])["latest"]["number"] == 3
 
 
 def test_smerf_and_disdf_learn_metrics_from_features(app, client, auth, blob_project, blobs):

@@ -233,6 +233,13 @@ def cancel_training(*, session: Session, model: LearnedModel) -> ModelVersion:
     if version.status is VersionStatus.queued:
         version.status = VersionStatus.cancelled
         version.message = "cancelled before it started"
+        # Automatic refits measure growth from here: a cancel is not undone 5 s later.
+        version.answers_cutoff = (
+            session.scalar(
+                select(func.max(Triplet.id)).where(Triplet.project_id == model.project_id)
+            )
+            or 0
+        )
     session.flush()
     return version
 
@@ -499,13 +506,9 @@ def refit_due(session: Session) -> list[ModelVersion]:
         last = latest_version(session, model.id)
         if last is not None and last.status in UNFINISHED:
             continue
-        if last is None or last.status is VersionStatus.cancelled:
-            base, after = 0, (last.answers_cutoff if last else 0)
-            new = answers_since(session, model.project_id, 0)
-            due = new >= model.min_answers and (last is None or new > 0)
-            if last is not None and last.status is VersionStatus.cancelled:
-                due = due and answers_since(session, model.project_id, after) > 0
-        else:
+        if last is None:
+            due = answers_since(session, model.project_id, 0) >= model.min_answers
+        else:  # growth since the last fit, whether it succeeded, failed or was cancelled
             base = last.answers_count + last.heldout_count
             new = answers_since(session, model.project_id, last.answers_cutoff)
             due = new > 0 and new >= model.refit_growth * max(base, model.min_answers)
