@@ -37,15 +37,12 @@ from sklearn.neighbors import KNeighborsClassifier
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.auth.service import create_token
-from app.core import migrations
-from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.demo.service import digits_archive
 from app.learn import FeatureOracle
 from app.learn.triplets import random_triplets
 from app.simulate import run_crowd
 from tests.support.postgres import start_postgres
-from tests.support.service import ServiceProcesses
+from tests.support.service import ServiceProcesses, database_with_token
 
 N_ITEMS, N_LABELLED, N_CLASSES = 10_000, 8_000, 10
 
@@ -97,12 +94,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="closer-serving-bench-"))
     service = None
     try:
-        url = server.create_database("serving_bench")
-        migrations.upgrade(url)
-        engine = make_engine(url)
-        with unit_of_work(make_session_factory(engine)) as session:
-            token = create_token(session=session, researcher_name="bench")
-        engine.dispose()
+        url, token = database_with_token(server, "serving_bench")
         service = ServiceProcesses(
             url,
             root / "data",

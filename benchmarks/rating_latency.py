@@ -29,13 +29,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.auth.service import create_token  # noqa: E402
-from app.core import migrations  # noqa: E402
-from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
 from app.demo.service import digits_archive  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
 from tests.support.postgres import start_postgres  # noqa: E402
-from tests.support.service import ServiceProcesses  # noqa: E402
+from tests.support.service import ServiceProcesses, database_with_token  # noqa: E402
 
 
 async def floor(url: str, clients: int, seconds: float, think_time: float) -> dict:
@@ -80,12 +77,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="closer-rating-bench-"))
     service = None
     try:
-        url = server.create_database("rating_bench")
-        migrations.upgrade(url)
-        engine = make_engine(url)
-        with unit_of_work(make_session_factory(engine)) as session:
-            token = create_token(session=session, researcher_name="bench")
-        engine.dispose()
+        url, token = database_with_token(server, "rating_bench")
         service = ServiceProcesses(url, root / "data", web_processes=2, workers=1).start()
         auth = {"Authorization": f"Bearer {token}"}
         http = httpx.Client(base_url=service.url, headers=auth, timeout=120)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -484,7 +485,7 @@ def test_a_dead_workers_fit_is_taken_over_and_finishes(app, client, auth, blob_p
     model = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 50})
     sessions = app.state.session_factory
     with sessions() as session:  # a worker claims the job, then dies without a word
-        job = queue.claim_next(session=session, worker_id="dead", stale_after=_seconds(60))
+        job = queue.claim_next(session=session, worker_id="dead", stale_after=timedelta(seconds=60))
         assert job is not None
     assert Worker(sessions, stale_after_seconds=60).run(until_idle=True) == 0  # not stale yet
     survivor = Worker(sessions, stale_after_seconds=0.0)
@@ -494,9 +495,3 @@ def test_a_dead_workers_fit_is_taken_over_and_finishes(app, client, auth, blob_p
     with unit_of_work(sessions) as session:
         job = session.get(Job, version["job_id"])
         assert job.status is JobStatus.succeeded and job.attempts == 2
-
-
-def _seconds(value: float):
-    from datetime import timedelta
-
-    return timedelta(seconds=value)

@@ -49,6 +49,7 @@ class Fitted:
     cutoff: int = 0
     format: int = ARTIFACT_FORMAT
     _position_of_key: dict[str, int] | None = field(default=None, repr=False)
+    _knn: KNeighborsClassifier | None = field(default=None, repr=False)
 
     # -- lookups -------------------------------------------------------------------------
 
@@ -105,8 +106,12 @@ class Fitted:
 
     def labels_from_coordinates(self, points: np.ndarray) -> ItemPredictions:
         """k nearest labelled training items in the embedding."""
-        knn = KNeighborsClassifier(n_neighbors=min(self.k_neighbors, len(self.train_positions)))
-        knn.fit(self.coordinates[self.train_positions], self.train_labels)
+        if self._knn is None:  # built once per process, not per request
+            k = min(self.k_neighbors, len(self.train_positions))
+            self._knn = KNeighborsClassifier(n_neighbors=k).fit(
+                self.coordinates[self.train_positions], self.train_labels
+            )
+        knn = self._knn
         proba = knn.predict_proba(points)
         labels = knn.classes_[np.argmax(proba, axis=1)].astype(object)
         support = np.full(len(points), knn.n_neighbors, np.int64)
@@ -127,7 +132,7 @@ class Fitted:
     # -- storage -------------------------------------------------------------------------
 
     def dumps(self) -> bytes:
-        self._position_of_key = None
+        self._position_of_key = self._knn = None  # rebuilt where the artifact is loaded
         return zlib.compress(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
     @staticmethod

@@ -108,3 +108,20 @@ class ServiceProcesses:
                     process.wait(timeout=15)
                 except (ProcessLookupError, subprocess.TimeoutExpired):
                     os.killpg(process.pid, signal.SIGKILL)
+
+
+def database_with_token(server, name: str, researcher: str = "bench") -> tuple[str, str]:
+    """A new migrated database on `server`, and an API token for a researcher in it."""
+    from app.auth.service import create_token
+    from app.core import migrations
+    from app.core.db import make_engine, make_session_factory, unit_of_work
+
+    url = server.create_database(name)
+    migrations.upgrade(url)
+    engine = make_engine(url)
+    try:
+        with unit_of_work(make_session_factory(engine)) as session:
+            token = create_token(session=session, researcher_name=researcher)
+    finally:
+        engine.dispose()
+    return url, token
