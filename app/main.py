@@ -23,6 +23,7 @@ from app.projects.api import router as projects_router
 from app.raters.api import router as raters_router
 from app.raters.views import not_found_page
 from app.raters.views import router as rating_pages
+from app.scheduling.answer_function import AnswerFunction
 from app.scheduling.api import router as rating_router
 from app.training.api import router as models_router
 from app.training.service import TRAIN_JOB
@@ -43,8 +44,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_overflow=settings.database_max_overflow,
     )
 
+    answer_function = None
+    if engine.dialect.name == "postgresql":
+        answer_function = AnswerFunction(
+            settings.resolved_database_url, size=settings.answer_pool_size
+        )
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        if answer_function is not None:
+            await answer_function.open()
         workers: list[Worker] = []
         if settings.runs_worker_in_process:
             # Two threads: a long training fit never holds up the build steps raters need.
@@ -62,6 +71,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         for worker in workers:
             worker.stop()
+        if answer_function is not None:
+            await answer_function.close()
         engine.dispose()
 
     app = FastAPI(
@@ -73,6 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.answer_function = answer_function
     app.state.images = ImageStore(settings.media_dir)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)
     install_error_handlers(app)

@@ -13,7 +13,16 @@ from sklearn.datasets import make_blobs
 from app.builds.jobs import sweep
 from app.core.db import unit_of_work
 from app.learn import CompRF, FeatureOracle
-from app.models import Assignment, QuerySlot, SlotState, Triplet, TripletSource
+from app.models import (
+    Assignment,
+    Job,
+    Purpose,
+    QuerySlot,
+    Rater,
+    SlotState,
+    Triplet,
+    TripletSource,
+)
 from app.models._types import utcnow
 from app.worker.loop import Worker
 
@@ -413,3 +422,111 @@ def test_choosing_the_next_query_walks_the_open_slot_index(app, client, auth, st
     # One of the partial indexes over open slots serves it (their predicate matched),
     # ix_query_slots_open in priority order once the queue is big enough to matter.
     assert "ix_query_slots_" in lines and "Seq Scan on query_slots" not in lines, lines
+
+
+class TestAnswerFunction:
+    """On PostgreSQL the usual answer is one call of closer_answer() (migration 0005);
+    what raters and researchers see must be what the Python scheduler gives."""
+
+    @pytest.fixture(autouse=True)
+    def postgres_only(self, app):
+        if app.state.answer_function is None:
+            pytest.skip("SQLite answers through the Python scheduler only")
+
+    def test_answers_take_one_call_and_store_what_the_rater_chose(
+        self, app, client, auth, study, blobs, monkeypatch
+    ):
+        from app.scheduling import api
+
+        full_path = []
+        answer_fully = api._answer
+        monkeypatch.setattr(
+            api, "_answer", lambda *args: full_path.append(args[1].query_id) or answer_fully(*args)
+        )
+        project_id, slug, keys = study
+        X, _ = blobs
+        configure(
+            client, auth, project_id, random_share=0.3, attention_rate=0.1, answers_per_rater=0
+        )
+        start_build(client, auth, project_id, n_trees=2, answers_per_query=2, random_state=0)
+        rater, state = join(client, slug)
+        pool = app.state.answer_function.pool
+        calls_before = pool.get_stats().get("requests_num", 0)
+        shown = {}
+        rng = np.random.default_rng(0)
+        for number in range(60):
+            comparison = state["comparison"]
+            choice = "left" if rng.random() < 0.5 else "right"
+            if number % 4 == 0:
+                choice = oracle_choice(X, keys, comparison)
+            shown[comparison["query_id"]] = (comparison, choice)
+            response = answer(client, slug, rater, comparison["query_id"], choice)
+            assert response.status_code == 200, response.text
+            state = response.json()
+            assert state["answered"] == number + 1 and state["replayed"] is False
+        # The first answer read the study's settings on the full path; the rest were one
+        # call each, and attention checks, handed back by the call, took the full path.
+        assert pool.get_stats()["requests_num"] - calls_before == 59
+
+        ids = _item_ids(app, project_id)
+        with app.state.session_factory() as session:
+            served = {a.id: a for a in session.query(Assignment)}
+            rater_row = session.query(Rater).one()
+            answered_slots = session.query(QuerySlot).filter_by(state=SlotState.answered).count()
+            step_jobs = session.query(Job).filter_by(kind="comprf_build_step").count()
+        stored = {row.query_id: row for row in triplets(app, project_id)}
+        checks = [qid for qid in shown if served[qid].purpose == Purpose.attention]
+        assert checks and len(stored) == 60 - len(checks)
+        assert full_path == list(dict.fromkeys([next(iter(shown)), *checks]))
+        for query_id, (comparison, choice) in shown.items():
+            assert served[query_id].answered_at is not None
+            if query_id in checks:
+                continue
+            chosen, other = ("left", "right") if choice == "left" else ("right", "left")
+            row = stored[query_id]
+            assert (row.anchor_id, row.closer_id, row.farther_id) == (
+                ids[comparison["anchor"]["key"]],
+                ids[comparison[chosen]["key"]],
+                ids[comparison[other]["key"]],
+            )
+            assert row.rater_id == rater_row.id and row.source is TripletSource.rater
+        assert rater_row.answers == 60
+        assert rater_row.attention_passed + rater_row.attention_failed == len(checks)
+        queue_answers = sum(
+            served[q].slot_id is not None and served[q].purpose in (Purpose.build, Purpose.majority)
+            for q in shown
+        )
+        assert answered_slots == queue_answers > 0
+        assert step_jobs >= 1  # the answers asked a worker for a build step
+        assert len({(a.anchor_id, a.lo_id, a.hi_id) for a in served.values()}) == len(served)
+
+    def test_a_retry_completion_and_cant_tell_behave_as_on_the_full_path(
+        self, app, client, auth, study
+    ):
+        project_id, slug, _ = study
+        configure(
+            client,
+            auth,
+            project_id,
+            random_share=0,
+            attention_rate=0,
+            answers_per_rater=4,
+            allow_cant_tell=True,
+        )
+        start_build(client, auth, project_id, n_trees=1, random_state=0)
+        rater, state = join(client, slug)
+        first = state["comparison"]["query_id"]
+        state = answer(client, slug, rater, first).json()  # the full path: settings read
+        second = state["comparison"]["query_id"]
+        state = answer(client, slug, rater, second, "cant_tell").json()
+        assert state["answered"] == 2 and len(triplets(app, project_id)) == 1
+        with app.state.session_factory() as session:
+            slot = session.get(QuerySlot, session.get(Assignment, second).slot_id)
+            assert slot.state is SlotState.open and slot.lease_rater_id is None
+        again = answer(client, slug, rater, second, "left").json()
+        assert again["replayed"] is True and again["answered"] == 2
+        state = answer(client, slug, rater, again["comparison"]["query_id"]).json()
+        state = answer(client, slug, rater, state["comparison"]["query_id"]).json()
+        assert state["answered"] == 4 and state["complete"] is True
+        assert state["comparison"] is None and state["completion_code"]
+        assert len(triplets(app, project_id)) == 3

@@ -23,10 +23,10 @@ SWEEP_SECONDS = 2.0
 def request_step(*, session: Session, build: Build) -> Job:
     """Ask a worker to fold new answers into `build`, unless a step is already queued
     (answers that arrive meanwhile are read by that step: it starts from the cursor)."""
-    return _request(session, build.id, build.project_id)
+    return request_step_by_id(session=session, build_id=build.id, project_id=build.project_id)
 
 
-def _request(session: Session, build_id: int, project_id: int) -> Job:
+def request_step_by_id(*, session: Session, build_id: int, project_id: int) -> Job:
     return _enqueue_once(session, STEP, project_id, "build_id", build_id)
 
 
@@ -47,9 +47,8 @@ def _enqueue_once(session: Session, kind: str, project_id: int, name: str, value
 
 class _Recent:
     """When this process last asked for a step of each build. Answers arrive many a
-    second; one request per build every half second is plenty, because a step that ends
-    with answers still unread asks for the next itself, and the worker's sweep catches
-    anything left over."""
+    second; one request per build every half second is plenty: each step reads every
+    answer committed before it started, and the worker's sweep catches the last ones."""
 
     def __init__(self, seconds: float = 0.5) -> None:
         self.seconds = seconds
@@ -68,19 +67,33 @@ class _Recent:
 _recent = _Recent()
 
 
+def step_due(build_id: int) -> bool:
+    """After an answer for a build arrived: whether this process asks for a step now."""
+    return _recent.due(build_id)
+
+
 def request_step_soon(*, session: Session, build_id: int, project_id: int) -> None:
     """After an answer for a build arrived: make sure a step will read it."""
-    if _recent.due(build_id):
-        _request(session, build_id, project_id)
+    if step_due(build_id):
+        request_step_by_id(session=session, build_id=build_id, project_id=project_id)
 
 
 _recent_routing = _Recent()
 
 
+def routing_due(prediction_id: int) -> bool:
+    """After an answer to a routing query: whether this process asks for a step now."""
+    return _recent_routing.due(prediction_id)
+
+
+def request_routing(*, session: Session, prediction_id: int, project_id: int) -> None:
+    _enqueue_once(session, ROUTE, project_id, "prediction_id", prediction_id)
+
+
 def request_routing_soon(*, session: Session, prediction_id: int, project_id: int) -> None:
     """After an answer to a routing query arrived: make sure a routing step reads it."""
-    if _recent_routing.due(prediction_id):
-        _enqueue_once(session, ROUTE, project_id, "prediction_id", prediction_id)
+    if routing_due(prediction_id):
+        request_routing(session=session, prediction_id=prediction_id, project_id=project_id)
 
 
 @handler(ROUTE)
@@ -113,10 +126,15 @@ def run_step(context: JobContext) -> dict[str, Any]:
         if build is None:
             return {"build": "gone"}
         read = service.step(session=session, build=build)
-        if build.status is BuildStatus.running and service.has_unread_answers(
-            session=session, build=build
+        # Answers that committed while this step ran: fold them in next, but not in a
+        # step straight after this one. Back to back, steps ran dozens of times a second
+        # on a busy build, each with its fixed cost; the web processes ask too while
+        # answers for the build arrive, and the sweep catches what is left.
+        if (
+            build.status is BuildStatus.running
+            and step_due(build.id)
+            and service.has_unread_answers(session=session, build=build)
         ):
-            # Answers that committed while this step ran: fold them in next.
             request_step(session=session, build=build)
         result = {
             "answers_read": read,

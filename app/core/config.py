@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     database_max_overflow: int = Field(
         default=10, ge=0, description="Further connections a web process may open at peaks"
     )
+    answer_pool_size: int = Field(
+        default=8,
+        ge=1,
+        description="PostgreSQL connections each web process keeps for raters' answers",
+    )
 
     @property
     def resolved_database_url(self) -> str:

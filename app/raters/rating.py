@@ -9,14 +9,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 
+from app.auth.service import hash_token
 from app.builds import jobs as build_jobs
+from app.core.db import unit_of_work
 from app.models import Choice, Item, Project
+from app.models._types import utcnow
 from app.raters import quality
 from app.raters import service as raters
 from app.scheduling import service as scheduling
+from app.scheduling.answer_function import Answered, AnswerFunction, draw_candidates
 from app.scheduling.service import ActiveRater
+from app.triplets.log import LOG_LOCK
 
 
 @dataclass(frozen=True)
@@ -65,12 +71,22 @@ class _Cards:
         self._cards: dict[tuple[str, int], tuple[float, Shown]] = {}
         self._lock = threading.Lock()
 
-    def get(self, session: Session, project: Project, ids: tuple[int, ...]) -> list[Shown]:
+    def _lookup(self, project: Project, ids: tuple[int, ...]):
         now = time.monotonic()
         slug = project.public_slug
         with self._lock:
             hits = {i: self._cards.get((slug, i)) for i in ids}
         missing = {i for i, hit in hits.items() if hit is None or now - hit[0] > self.seconds}
+        return now, hits, missing
+
+    def cached(self, project: Project, ids: tuple[int, ...]) -> list[Shown] | None:
+        """The items' cards if this process holds them all, fresh; None otherwise."""
+        _, hits, missing = self._lookup(project, ids)
+        return None if missing else [hits[i][1] for i in ids]
+
+    def get(self, session: Session, project: Project, ids: tuple[int, ...]) -> list[Shown]:
+        now, hits, missing = self._lookup(project, ids)
+        slug = project.public_slug
         if missing:
             rows = session.execute(
                 select(Item.id, Item.key, Item.text, Item.image_file).where(
@@ -107,10 +123,17 @@ def state(
     assignment = scheduling.serve_next(
         session=session, project=project, rater=rater, just_answered=just_answered
     )
-    done = scheduling.is_complete(project, rater)
+    comparison = None if assignment is None else _shown(session, project, assignment)
+    return _progress(project, rater.answers, comparison, replayed)
+
+
+def _progress(
+    project: Project, answers: int, comparison: Comparison | None, replayed: bool
+) -> RaterState:
+    done = scheduling.is_complete(project, answers)
     return RaterState(
-        comparison=None if assignment is None else _shown(session, project, assignment),
-        answered=rater.answers,
+        comparison=comparison,
+        answered=answers,
         target=project.answers_per_rater,
         completion_code=project.completion_code if done else None,
         completion_url=project.completion_url if done else None,
@@ -155,3 +178,82 @@ def answer(
     )
     scheduling.store_answer(session=session, outcome=outcome)
     return following
+
+
+async def answer_quickly(
+    *,
+    function: AnswerFunction | None,
+    sessions: sessionmaker[Session],
+    slug: str,
+    token: str | None,
+    assignment_id: int,
+    choice: Choice,
+    response_time_ms: int | None,
+) -> tuple[Project, RaterState] | None:
+    """`answer()` in one database call, without a worker thread, where that can be done:
+    on PostgreSQL, for the usual answer, in a study this process has served lately.
+    None when the full path must take the request (it has then written nothing)."""
+    if function is None or not function.ready or not token:
+        return None
+    if not scheduling.response_time_allowed(response_time_ms) or not 0 < assignment_id < 2**63:
+        return None  # the full path names what is wrong
+    project = raters.studies.cached(slug)
+    item_ids = None if project is None else scheduling.item_ids.cached(project)
+    if item_ids is None:
+        return None
+    answered = await function.answer(
+        slug=slug,
+        token_hash=hash_token(token),
+        assignment_id=assignment_id,
+        choice=choice,
+        response_time_ms=response_time_ms,
+        now=utcnow(),
+        candidates=draw_candidates(item_ids),
+        log_lock=LOG_LOCK,
+    )
+    if answered is None:
+        return None
+    build_due = answered.build_id is not None and build_jobs.step_due(answered.build_id)
+    routing_due = answered.prediction_id is not None and build_jobs.routing_due(
+        answered.prediction_id
+    )
+    cards = None if answered.served is None else _cards.cached(project, answered.served[1:])
+    current = answered.settings_version == project.settings_version
+    if current and not build_due and not routing_due and (cards or answered.served is None):
+        return project, _answered_state(project, answered, cards)
+    # A few times a second: a build step to ask for, a card or the study's settings to read.
+    return await run_in_threadpool(
+        _finish_quick_answer, sessions, slug, answered, build_due, routing_due
+    )
+
+
+def _finish_quick_answer(
+    sessions: sessionmaker[Session],
+    slug: str,
+    answered: Answered,
+    build_due: bool,
+    routing_due: bool,
+) -> tuple[Project, RaterState]:
+    with unit_of_work(sessions) as session:
+        project = raters.studies.get(session, slug, answered.settings_version)
+        if build_due:
+            build_jobs.request_step_by_id(
+                session=session, build_id=answered.build_id, project_id=project.id
+            )
+        if routing_due:
+            build_jobs.request_routing(
+                session=session, prediction_id=answered.prediction_id, project_id=project.id
+            )
+        cards = None
+        if answered.served is not None:
+            cards = _cards.get(session, project, answered.served[1:])
+    return project, _answered_state(project, answered, cards)
+
+
+def _answered_state(
+    project: Project, answered: Answered, cards: list[Shown] | None
+) -> RaterState:
+    comparison = None
+    if answered.served is not None:
+        comparison = Comparison(answered.served[0], *cards)
+    return _progress(project, answered.answers, comparison, replayed=False)

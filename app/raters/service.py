@@ -102,6 +102,11 @@ class _Studies:
         self._studies: dict[str, Project] = {}
         self._lock = threading.Lock()
 
+    def cached(self, slug: str) -> Project | None:
+        """This process's copy, whatever its version (the caller compares)."""
+        with self._lock:
+            return self._studies.get(slug)
+
     def get(self, session: Session, slug: str, version: int) -> Project:
         with self._lock:
             hit = self._studies.get(slug)
@@ -114,7 +119,7 @@ class _Studies:
         return project
 
 
-_studies = _Studies()
+studies = _Studies()
 _RATER_BY_TOKEN = (
     select(Rater.id, Rater.answers, Rater.excluded, Project.settings_version)
     .join(Project, Project.id == Rater.project_id)
@@ -137,7 +142,7 @@ def authenticate_in_study(
     if row is None:
         return None
     rater_id, answers, excluded, version = row
-    return _studies.get(session, slug, version), ActiveRater(rater_id, answers, excluded)
+    return studies.get(session, slug, version), ActiveRater(rater_id, answers, excluded)
 
 
 def list_raters(*, session: Session, project: Project) -> list[Rater]:

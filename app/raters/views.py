@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import RATER_COOKIE, RatedProject, SessionDep, transaction
 from app.core.errors import NotFound, ServiceError
@@ -90,7 +91,7 @@ def rate_page(slug: str, request: Request, session: SessionDep, project: RatedPr
 
 
 @router.post("/answer", response_class=HTMLResponse)
-def answer(
+async def answer(
     slug: str,
     request: Request,
     query_id: Annotated[int, Form()],
@@ -99,6 +100,21 @@ def answer(
 ):
     token = request.cookies.get(RATER_COOKIE)
     elapsed = int(response_time_ms) if response_time_ms.isdigit() else None
+    quick = await rating.answer_quickly(
+        function=request.app.state.answer_function,
+        sessions=request.app.state.session_factory,
+        slug=slug,
+        token=token,
+        assignment_id=query_id,
+        choice=choice,
+        response_time_ms=elapsed,
+    )
+    if quick is not None:
+        return _answered(request, slug, *quick)
+    return await run_in_threadpool(_answer, slug, request, token, query_id, choice, elapsed)
+
+
+def _answer(slug: str, request: Request, token, query_id: int, choice: Choice, elapsed):
     with transaction(request) as session:  # see transaction(): the busiest page route
         found = raters.authenticate_in_study(session=session, slug=slug, token=token)
         if found is None:
@@ -117,6 +133,10 @@ def answer(
             choice=choice,
             response_time_ms=elapsed,
         )
+    return _answered(request, slug, project, state)
+
+
+def _answered(request: Request, slug: str, project, state: rating.RaterState) -> Response:
     if request.headers.get("HX-Request"):
         return _page(request, "rate/_comparison.html", _comparison_context(project, state, slug))
     return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)

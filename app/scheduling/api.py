@@ -4,6 +4,7 @@ token reaches these and the rating pages only, never the researcher API."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import RaterToken, find_rater, transaction
 from app.raters import rating
@@ -74,9 +75,24 @@ def next_comparison(slug: str, request: Request, token: RaterToken):
 
 
 @router.post("/answers", response_model=RaterStateOut)
-def answer_comparison(slug: str, body: AnswerIn, request: Request, token: RaterToken):
+async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: RaterToken):
     """Answer a comparison; a retry of the same query_id stores nothing more. The answer
     holds the next comparison."""
+    quick = await rating.answer_quickly(
+        function=request.app.state.answer_function,
+        sessions=request.app.state.session_factory,
+        slug=slug,
+        token=token,
+        assignment_id=body.query_id,
+        choice=body.choice,
+        response_time_ms=body.response_time_ms,
+    )
+    if quick is not None:
+        return state_out(request, slug, quick[1])
+    return await run_in_threadpool(_answer, slug, body, request, token)
+
+
+def _answer(slug: str, body: AnswerIn, request: Request, token: str | None) -> RaterStateOut:
     with transaction(request) as session:
         current = find_rater(session, slug, token)
         state = rating.answer(

@@ -82,12 +82,19 @@ class _ItemIds:
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, np.ndarray]] = {}
 
-    def get(self, session: Session, project: Project) -> np.ndarray:
-        now = time.monotonic()
+    def cached(self, project: Project) -> np.ndarray | None:
+        """The ids if this process read them in the last few seconds."""
         with self._lock:
             hit = self._cache.get(project.public_slug)
-        if hit is not None and now - hit[0] < ITEM_CACHE_SECONDS:
+        if hit is not None and time.monotonic() - hit[0] < ITEM_CACHE_SECONDS:
             return hit[1]
+        return None
+
+    def get(self, session: Session, project: Project) -> np.ndarray:
+        hit = self.cached(project)
+        if hit is not None:
+            return hit
+        now = time.monotonic()
         ids = np.array(
             session.scalars(select(Item.id).where(Item.project_id == project.id)).all(),
             dtype=np.int64,
@@ -317,8 +324,9 @@ def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | 
     )
 
 
-def is_complete(project: Project, rater: ActiveRater) -> bool:
-    return project.answers_per_rater > 0 and rater.answers >= project.answers_per_rater
+def is_complete(project: Project, answers: int) -> bool:
+    """Whether a rater with this many answers has completed their session."""
+    return project.answers_per_rater > 0 and answers >= project.answers_per_rater
 
 
 def serve_next(
@@ -333,7 +341,7 @@ def serve_next(
     """The next query for `rater`, leased to them; None once they are done (or nothing is
     left to ask). The query they hold unanswered comes first, unless they `just_answered`
     the one they held."""
-    if is_complete(project, rater):
+    if is_complete(project, rater.answers):
         return None
     now = now or utcnow()
     if not just_answered:
@@ -378,6 +386,13 @@ def serve_next(
     return Served(assignment_id, anchor, left, right)
 
 
+MAX_RESPONSE_MS = 86_400_000
+
+
+def response_time_allowed(response_time_ms: int | None) -> bool:
+    return response_time_ms is None or 0 <= response_time_ms <= MAX_RESPONSE_MS
+
+
 def submit_answer(
     *,
     session: Session,
@@ -391,9 +406,10 @@ def submit_answer(
     """Record the rater's answer to one assignment, once."""
     if choice is Choice.cant_tell and not project.allow_cant_tell:
         raise ServiceError('this project does not offer "can\'t tell": choose left or right')
-    if response_time_ms is not None and not 0 <= response_time_ms <= 86_400_000:
+    if not response_time_allowed(response_time_ms):
         raise ServiceError(
-            f"response_time_ms must be between 0 and 86400000 (a day); got {response_time_ms}"
+            f"response_time_ms must be between 0 and {MAX_RESPONSE_MS} (a day); "
+            f"got {response_time_ms}"
         )
     now = now or utcnow()
     ids = {"assignment": assignment_id, "rater": rater.id, "now": now}

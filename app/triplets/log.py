@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.models import Triplet
 
-_LOG_LOCK = 0x7121  # the advisory-lock namespace of the triplets log
+LOG_LOCK = 0x7121  # the advisory-lock namespace of the triplets log
 TRIES = 20
 
 
@@ -34,7 +34,7 @@ def hold_append_lock(session: Session, project_id: int) -> None:
     if _is_postgres(session):
         session.execute(
             text("SELECT pg_advisory_xact_lock_shared(:space, :project)"),
-            {"space": _LOG_LOCK, "project": project_id},
+            {"space": LOG_LOCK, "project": project_id},
         )
 
 
@@ -47,7 +47,7 @@ def committed_bound(session: Session, project_id: int) -> int | None:
     query = select(func.max(Triplet.id)).where(Triplet.project_id == project_id)
     if not _is_postgres(session):
         return session.scalar(query) or 0
-    params = {"space": _LOG_LOCK, "project": project_id}
+    params = {"space": LOG_LOCK, "project": project_id}
     for attempt in range(TRIES):
         if session.scalar(text("SELECT pg_try_advisory_lock(:space, :project)"), params):
             try:

@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 from playwright.sync_api import expect, sync_playwright
 
+from app.main import create_app
 from app.models import Assignment, Rater, Triplet
 from tests.uploads import png, zip_bytes
 
@@ -30,12 +31,14 @@ def chromium_path() -> str:
 
 
 @pytest.fixture
-def server(app):
-    """The app served by uvicorn on a free loopback port, in a thread."""
+def server(settings):
+    """The service on a free loopback port, served by uvicorn in a thread: an app of its
+    own over the tests' database, as a deployment runs it."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    served = create_app(settings)
+    config = uvicorn.Config(served, host="127.0.0.1", port=port, log_level="warning")
     runner = uvicorn.Server(config)
     thread = threading.Thread(target=runner.run, daemon=True)
     thread.start()
@@ -46,6 +49,7 @@ def server(app):
     yield f"http://127.0.0.1:{port}"
     runner.should_exit = True
     thread.join(timeout=10)
+    served.state.engine.dispose()
 
 
 @pytest.fixture

@@ -1,0 +1,134 @@
+"""The raters' usual answer on PostgreSQL: one call of `closer_answer()` (migration 0005).
+
+The call records the answer, counts it, leases the rater's next query and appends the
+triplet, in one round trip on an autocommit connection of an asyncio pool, so the answer
+route needs neither a worker thread nor a statement per step. It implements the
+scheduler's rules for the common case only; whenever it answers `full` it has written
+nothing, and the route runs the Python scheduler (`app/scheduling/service.py`), which
+stays the reference for every case and the only path on SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+from sqlalchemy.engine import make_url
+
+from app.models import Choice
+
+log = logging.getLogger(__name__)
+
+# As many random draws as the Python scheduler tries before it gives up.
+DRAWS = 8
+_CALL = "SELECT * FROM closer_answer(%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint[], %s)"
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What the call did: the rater's count, the build or prediction the answer feeds,
+    and the next query served (None once the session is complete or nothing is left)."""
+
+    settings_version: int
+    answers: int
+    build_id: int | None
+    prediction_id: int | None
+    served: tuple[int, int, int, int] | None  # (assignment id, anchor, left, right)
+
+
+def draw_candidates(item_ids: np.ndarray) -> list[int]:
+    """`DRAWS` random (anchor, p, q) triples of distinct items, flattened, as the Python
+    scheduler draws them; the function keeps the first the rater was never served."""
+    if len(item_ids) < 3:
+        return []
+    picks = []
+    for _ in range(DRAWS):
+        picks += random.sample(range(len(item_ids)), 3)
+    return item_ids[picks].tolist()
+
+
+class AnswerFunction:
+    """A pool of autocommit connections and the call itself."""
+
+    def __init__(self, database_url: str, size: int) -> None:
+        url = make_url(database_url).set(drivername="postgresql")
+        self.conninfo = url.render_as_string(hide_password=False)
+        self.size = size
+        self.pool: AsyncConnectionPool | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Open, and on this event loop: the pool's connections belong to the loop that
+        opened it (an app served from a second loop takes the full path there)."""
+        return self._loop is not None and self._loop is asyncio.get_running_loop()
+
+    async def open(self) -> None:
+        if self._loop is None:
+            self.pool = AsyncConnectionPool(
+                self.conninfo,
+                min_size=min(2, self.size),
+                max_size=self.size,
+                kwargs={"autocommit": True},
+                open=False,
+            )
+            await self.pool.open()
+            self._loop = asyncio.get_running_loop()
+
+    async def close(self) -> None:
+        if self.ready:
+            self._loop = None
+            await self.pool.close()
+
+    async def answer(
+        self,
+        *,
+        slug: str,
+        token_hash: str,
+        assignment_id: int,
+        choice: Choice,
+        response_time_ms: int | None,
+        now: datetime,
+        candidates: list[int],
+        log_lock: int,
+    ) -> Answered | None:
+        """Record the answer in one call; None when the Python path must handle it."""
+        arguments = (
+            slug,
+            token_hash,
+            assignment_id,
+            choice.value,
+            response_time_ms,
+            now,
+            random.random(),
+            random.random() < 0.5,
+            candidates,
+            log_lock,
+        )
+        # A connection the server closed (a restart) fails once: the answer is idempotent,
+        # so the call is simply made again on a fresh one.
+        for attempt in range(2):
+            try:
+                async with self.pool.connection() as connection:
+                    row = await (await connection.execute(_CALL, arguments)).fetchone()
+                break
+            except psycopg.OperationalError:
+                if attempt:
+                    raise
+                log.warning("answer connection lost; calling again on a fresh one")
+        outcome, version, answers, build_id, prediction_id, served, anchor, left, right = row
+        if outcome != "answered":
+            return None
+        return Answered(
+            settings_version=version,
+            answers=answers,
+            build_id=build_id,
+            prediction_id=prediction_id,
+            served=None if served is None else (served, anchor, left, right),
+        )
