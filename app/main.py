@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -68,6 +69,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ]
             for number, worker in enumerate(workers):
                 start_in_thread(worker, name=f"closer-worker-{number}")
+        if gc.get_freeze_count() == 0:
+            # What startup loaded (numpy, scikit-learn, numba, SQLAlchemy: millions of
+            # objects) lives as long as the process. Frozen, the collector no longer
+            # walks it: a full collection paused every request for 150-300 ms before.
+            gc.collect()
+            gc.freeze()
         yield
         for worker in workers:
             worker.stop()
