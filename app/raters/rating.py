@@ -58,7 +58,11 @@ class RaterState:
 def join(
     *, session: Session, project: Project, params: Mapping[str, str]
 ) -> tuple[ActiveRater, str]:
-    return raters.join(session=session, project=project, params=params)
+    joined = raters.join(session=session, project=project, params=params)
+    # This process's copy of the study's settings: the rater's first answer can then
+    # take the one-call path (answer_quickly) like the rest.
+    raters.studies.get(session, project.public_slug, project.settings_version)
+    return joined
 
 
 class _Cards:
