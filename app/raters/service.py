@@ -112,8 +112,13 @@ class _Studies:
             hit = self._studies.get(slug)
         if hit is not None and hit.settings_version == version:
             return hit
-        project = session.scalar(select(Project).where(Project.public_slug == slug))
-        session.expunge(project)
+        # A copy built from the row, in no session: the caller's session may hold the
+        # project itself, which must stay there.
+        names = [column.key for column in Project.__mapper__.column_attrs]
+        row = session.execute(
+            select(*(getattr(Project, name) for name in names)).where(Project.public_slug == slug)
+        ).one()
+        project = Project(**dict(zip(names, row, strict=True)))
         with self._lock:
             self._studies[slug] = project
         return project
