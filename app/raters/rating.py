@@ -199,7 +199,8 @@ async def answer_quickly(
     None when the full path must take the request (it has then written nothing)."""
     if function is None or not function.ready or not token:
         return None
-    if not scheduling.response_time_allowed(response_time_ms) or not 0 < assignment_id < 2**63:
+    allowed_id = 0 < assignment_id <= scheduling.MAX_QUERY_ID
+    if not allowed_id or not scheduling.response_time_allowed(response_time_ms):
         return None  # the full path names what is wrong
     project = raters.studies.cached(slug)
     item_ids = None if project is None else scheduling.item_ids.cached(project)
@@ -254,9 +255,7 @@ def _finish_quick_answer(
     return project, _answered_state(project, answered, cards)
 
 
-def _answered_state(
-    project: Project, answered: Answered, cards: list[Shown] | None
-) -> RaterState:
+def _answered_state(project: Project, answered: Answered, cards: list[Shown] | None) -> RaterState:
     comparison = None
     if answered.served is not None:
         comparison = Comparison(answered.served[0], *cards)

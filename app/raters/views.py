@@ -114,7 +114,14 @@ async def answer(
     return await run_in_threadpool(_answer, slug, request, token, query_id, choice, elapsed)
 
 
-def _answer(slug: str, request: Request, token, query_id: int, choice: Choice, elapsed):
+def _answer(
+    slug: str,
+    request: Request,
+    token: str | None,
+    query_id: int,
+    choice: Choice,
+    elapsed: int | None,
+):
     with transaction(request) as session:  # see transaction(): the busiest page route
         found = raters.authenticate_in_study(session=session, slug=slug, token=token)
         if found is None:

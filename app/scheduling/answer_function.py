@@ -22,11 +22,10 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy.engine import make_url
 
 from app.models import Choice
+from app.scheduling.service import RANDOM_DRAWS
 
 log = logging.getLogger(__name__)
 
-# As many random draws as the Python scheduler tries before it gives up.
-DRAWS = 8
 _CALL = "SELECT * FROM closer_answer(%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint[], %s)"
 
 
@@ -43,12 +42,12 @@ class Answered:
 
 
 def draw_candidates(item_ids: np.ndarray) -> list[int]:
-    """`DRAWS` random (anchor, p, q) triples of distinct items, flattened, as the Python
+    """`RANDOM_DRAWS` random (anchor, p, q) triples of distinct items, flattened, as the Python
     scheduler draws them; the function keeps the first the rater was never served."""
     if len(item_ids) < 3:
         return []
     picks = []
-    for _ in range(DRAWS):
+    for _ in range(RANDOM_DRAWS):
         picks += random.sample(range(len(item_ids)), 3)
     return item_ids[picks].tolist()
 

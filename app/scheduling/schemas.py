@@ -3,7 +3,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.models import Choice
-from app.scheduling.service import MAX_RESPONSE_MS
+from app.scheduling.service import MAX_QUERY_ID, MAX_RESPONSE_MS
 
 
 class JoinIn(BaseModel):
@@ -54,6 +54,6 @@ class JoinOut(RaterStateOut):
 class AnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query_id: int = Field(ge=1, le=2**63 - 1)
+    query_id: int = Field(ge=1, le=MAX_QUERY_ID)
     choice: Choice
     response_time_ms: int | None = Field(default=None, ge=0, le=MAX_RESPONSE_MS)

@@ -45,6 +45,10 @@ from app.models._types import Timestamp, utcnow
 from app.triplets.log import hold_append_lock
 
 ITEM_CACHE_SECONDS = 30.0
+# Random draws tried for a query the rater was never served, before giving up.
+RANDOM_DRAWS = 8
+# Query ids are the assignments' BIGINT keys.
+MAX_QUERY_ID = 2**63 - 1
 
 
 @dataclass
@@ -291,7 +295,7 @@ def _draw_unseen(session: Session, rater: ActiveRater, ids: np.ndarray, attentio
     draws keep hitting seen ones (a rater who has seen nearly everything)."""
     if len(ids) < 3:
         return None
-    for _ in range(8):
+    for _ in range(RANDOM_DRAWS):
         anchor, p, q = rng.sample(range(len(ids)), 3)
         anchor, other = int(ids[anchor]), int(ids[q])
         first = anchor if attention else int(ids[p])
