@@ -165,6 +165,27 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     assert placed["label"] == str(y[0]) and len(placed["coordinates"]) == 2
 
 
+def test_a_failed_first_request_leaves_the_served_model_working(app, client, auth, blob_project):
+    """The request that loads a version into the process's cache fails (an unknown item):
+    the cached entry must outlive that request's session, so every later call works."""
+    from app.predictions.service import cache
+
+    project_id, _ = blob_project
+    model = _create(client, auth, project_id, name="tete", kind="tete", params={"max_iter": 50})
+    _run_jobs(app)
+    cache.clear()
+    base = f"{API}/projects/{project_id}/models/{model['id']}"
+    missing = client.get(f"{base}/neighbors?item=NOPE&k=3", headers=auth)
+    assert missing.status_code == 404 and "NOPE" in missing.text
+    assert client.post(f"{base}/predict", headers=auth, json={"items": ["b0"]}).status_code == 200
+    assert client.get(f"{base}/embedding", headers=auth).status_code == 200
+    pairs = {"pairs": [["b0", "b1"]]}
+    assert client.post(f"{base}/distances", headers=auth, json=pairs).status_code == 200
+    assert client.get(f"{base}/neighbors?item=b0&k=3", headers=auth).status_code == 200
+    assert client.post(f"{base}/predict", headers=auth, json={"items": ["NOPE"]}).status_code == 404
+    assert client.post(f"{base}/predict", headers=auth, json={"items": ["b1"]}).status_code == 200
+
+
 def _answers_near(X, item: int, keys, n: int = 300) -> list[list[str]]:
     """[closer, farther] answers of a new point beside `item` about training pairs."""
     rng = np.random.default_rng(0)

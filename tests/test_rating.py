@@ -95,8 +95,11 @@ def oracle_choice(X, keys, comparison, noise_rng=None, noise=0.0):
 
 
 class TestAnswers:
-    def test_an_answer_is_stored_once_however_often_it_is_sent(self, app, client, study):
+    def test_an_answer_is_stored_once_however_often_it_is_sent(self, app, client, auth, study):
         project_id, slug, _ = study
+        # No attention check (5% by default): a check stores no triplet, and this test
+        # follows the triplet of one answer.
+        configure(client, auth, project_id, attention_rate=0)
         rater, joined = join(client, slug, PROLIFIC_PID="p-1", STUDY_ID="s-9")
         first = joined["comparison"]
         stored = answer(client, slug, rater, first["query_id"], "right", response_time_ms=812)

@@ -13,6 +13,7 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -27,9 +28,23 @@ from app.training.fitting import boost_predictions
 MOST_CACHED = 8
 
 
+@dataclass(frozen=True)
+class ServedVersion:
+    """Which version serves, copied out of the row: a cached entry outlives the request
+    (and the session) that loaded it, so it holds no ORM object."""
+
+    id: int
+    number: int
+    fitted_at: datetime | None
+
+    @classmethod
+    def of(cls, version: ModelVersion) -> ServedVersion:
+        return cls(version.id, version.number, version.fitted_at)
+
+
 @dataclass
 class Served:
-    version: ModelVersion
+    version: ServedVersion
     fitted: Fitted
     bodies: dict[str, bytes] = field(default_factory=dict)  # embedding, by format
 
@@ -52,7 +67,7 @@ class ModelCache:
                 self._entries.move_to_end(key)
                 return served
         # Loading happens outside the lock: another model's requests need not wait.
-        served = Served(version, training.load_fitted(session, version.id))
+        served = Served(ServedVersion.of(version), training.load_fitted(session, version.id))
         with self._lock:
             self._entries[key] = served
             while len(self._entries) > self.most:
@@ -79,7 +94,7 @@ def serving(session: Session, model: LearnedModel, number: int | None = None) ->
         if version is None:
             raise Conflict(_not_ready(session, model, training.latest_version(session, model.id)))
     if model.kind is ModelKind.comprf:
-        return Served(version, None)  # CompRF predicts by routing, from its build
+        return Served(ServedVersion.of(version), None)  # CompRF routes, from its build
     return cache.get(session, version)
 
 
@@ -104,7 +119,7 @@ def _not_ready(session: Session, model: LearnedModel, version: ModelVersion | No
 # -- predictions ---------------------------------------------------------------------------
 
 
-def _positions(fitted: Fitted, keys: list[str], version: ModelVersion) -> np.ndarray:
+def _positions(fitted: Fitted, keys: list[str], version: ServedVersion) -> np.ndarray:
     position_of = fitted.position_of_key()
     unknown = [key for key in keys if key not in position_of]
     if unknown:
@@ -184,7 +199,7 @@ def predict_new(served: Served, new_items: list[dict[str, Any]]) -> list[dict[st
     return _rows(names, found, np.arange(len(new_items)), known=False)
 
 
-def _new_triplets(fitted: Fitted, new_items: list[dict], version: ModelVersion) -> np.ndarray:
+def _new_triplets(fitted: Fitted, new_items: list[dict], version: ServedVersion) -> np.ndarray:
     position_of = fitted.position_of_key()
     n = len(fitted.item_ids)
     rows = []
