@@ -12,7 +12,7 @@ from sklearn.datasets import make_blobs
 
 from app.builds.jobs import sweep
 from app.learn import FeatureOracle
-from app.models import Assignment, Purpose
+from app.models import Assignment, Item, Purpose, QuerySlot, SlotState
 from app.worker.loop import Worker
 
 API = "/api/v1"
@@ -196,3 +196,85 @@ def test_a_comprf_model_follows_its_build_and_predicts_by_routing(
         json={"pairs": [[keys[0], keys[1]]]},
     )
     assert distances.status_code == 400
+
+
+def test_training_items_are_routed_by_the_answers_the_build_holds(app, client, auth, finished_build):
+    """The build asked about every training item at every node it reached: predicting
+    them asks nobody anything."""
+    project_id, build_id, keys = finished_build
+    started = client.post(
+        f"{API}/projects/{project_id}/builds/{build_id}/predictions",
+        headers=auth,
+        json={"items": keys[:10]},
+    )
+    assert started.status_code == 201, started.text
+    prediction = started.json()
+    assert prediction["status"] == "complete", prediction["progress"]
+    assert prediction["progress"]["queries_pending"] == 0
+    assert set(prediction["result"]) == set(keys[:10])
+    with app.state.session_factory() as session:
+        assert session.query(QuerySlot).filter(QuerySlot.prediction_id.is_not(None)).count() == 0
+
+
+def test_raters_answers_complete_a_routing_prediction(app, client, auth, finished_build, blobs):
+    """Routing queries served to raters and answered by them finish the prediction, with
+    the labels the library's own routing gives, and stop being served."""
+    project_id, build_id, keys = finished_build
+    X, _ = blobs
+    client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={"attention_rate": 0, "random_share": 0},
+    )
+    wanted = ["p55", "p60", "p3"]  # two new items and a training one
+    base = f"{API}/projects/{project_id}/builds/{build_id}/predictions"
+    prediction = client.post(base, headers=auth, json={"items": wanted}).json()
+    assert prediction["status"] == "routing"
+    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    oracle = answering_oracle(X, keys)
+    routing_answers = 0
+    for rater_number in range(20):
+        joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": f"r{rater_number}"})
+        state = joined.json()
+        token = {"X-Rater-Token": state["rater_token"]}
+        while state["comparison"] is not None and state["comparison"]["anchor"]["key"] in wanted:
+            comparison = state["comparison"]
+            closer = oracle(
+                {role: comparison[role]["key"] for role in ("anchor", "left", "right")}
+            )[1]
+            choice = "left" if closer == comparison["left"]["key"] else "right"
+            state = client.post(
+                f"{API}/rate/{slug}/answers",
+                headers=token,
+                json={"query_id": comparison["query_id"], "choice": choice},
+            ).json()
+            routing_answers += 1
+            Worker(app.state.session_factory).run(until_idle=True)
+        sweep(app.state.session_factory)
+        done = client.get(f"{API}/projects/{project_id}/predictions/{prediction['id']}", headers=auth)
+        if done.json()["status"] == "complete":
+            break
+    result = done.json()
+    assert result["status"] == "complete", result["progress"]
+    assert 0 < routing_answers <= 3 * 40  # about one query per tree level, each asked once
+    with app.state.session_factory() as session:
+        open_slots = (
+            session.query(QuerySlot)
+            .filter(QuerySlot.prediction_id == prediction["id"], QuerySlot.state == SlotState.open)
+            .count()
+        )
+        from app.builds import service
+        from app.models import Build
+
+        build = session.get(Build, build_id)
+        forest = service.forest(build)
+        training = [int(i) for i in service.item_ids(build)]
+        ids = dict(session.query(Item.key, Item.id).filter(Item.project_id == project_id).all())
+    assert open_slots == 0
+    # The library routes the same items with the same oracle.
+    index = {key: i for i, key in enumerate(keys)}
+    key_of = {item_id: key for key, item_id in ids.items()}
+    order = [index[key_of[item_id]] for item_id in training] + [index["p55"], index["p60"]]
+    positions = [len(training), len(training) + 1, training.index(ids["p3"])]
+    expected = forest.predict(np.array(positions), FeatureOracle(X[order]))
+    assert [result["result"][key]["label"] for key in wanted] == list(expected)

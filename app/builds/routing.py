@@ -109,12 +109,20 @@ def start_prediction(
 
 
 def _positions(build: Build, prediction: Prediction):
-    """Forest positions: training items keep the build's, the new items follow them."""
+    """Forest positions. Items the build was trained on keep their own position, so the
+    answers the build holds about them route them again without a question; the other
+    items follow the training items. Returns every position's item id, the order that
+    sorts them, and the prediction's items as positions (in its order)."""
     training = builds.item_ids(build)
-    new = np.asarray(prediction.item_ids, dtype=np.int64)
-    every = np.concatenate([training, new])
-    order = np.argsort(every, kind="stable")
-    return every, order, len(training) + np.arange(len(new))
+    wanted = np.asarray(prediction.item_ids, dtype=np.int64)
+    training_order = np.argsort(training, kind="stable")
+    at = np.minimum(np.searchsorted(training[training_order], wanted), len(training) - 1)
+    trained = training[training_order][at] == wanted
+    positions = np.empty(len(wanted), np.int64)
+    positions[trained] = training_order[at[trained]]
+    positions[~trained] = len(training) + np.arange(int((~trained).sum()))
+    every = np.concatenate([training, wanted[~trained]])
+    return every, np.argsort(every, kind="stable"), positions
 
 
 def _answers_about(session: Session, prediction: Prediction, every, order):
