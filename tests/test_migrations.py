@@ -63,6 +63,13 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     engine = make_engine(url)
     try:
-        assert migrations.pending_revisions(engine, url) == ["0001", "0002", "0003", "0004", "0005"]
+        assert migrations.pending_revisions(engine, url) == [
+            "0001",
+            "0002",
+            "0003",
+            "0004",
+            "0005",
+            "0006",
+        ]
     finally:
         engine.dispose()

@@ -189,6 +189,85 @@ class TestAnswers:
             assert session.get(Assignment, other_state["comparison"]["query_id"]).slot_id == slot_id
 
 
+class TestNoDeadEnds:
+    """A participant promised 40 answers in a study of 4 items (24 distinct queries and
+    checks): they answer every one, then end with a code and a redirect, never on a
+    page that tells them to come back later."""
+
+    @pytest.fixture
+    def tiny(self, client, auth, project):
+        rows = "key,features\ncircle,0 0\noval,0.2 0.1\nsquare,3 3\ntriangle,3.5 2.5"
+        uploaded = client.post(
+            f"{API}/projects/{project['id']}/items",
+            headers=auth,
+            files={"file": ("items.csv", rows)},
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        configure(
+            client,
+            auth,
+            project["id"],
+            answers_per_rater=40,
+            completion_code="DONE-40",
+            completion_url="https://example.org/done",
+        )
+        slug = client.get(f"{API}/projects/{project['id']}/rating", headers=auth).json()
+        return project["id"], slug["public_slug"]
+
+    def _answer_everything(self, client, slug, participant):
+        rater, state = join(client, slug, PROLIFIC_PID=participant)
+        shown = set()
+        while state["comparison"] is not None:
+            comparison = state["comparison"]
+            keys = (comparison["anchor"]["key"], comparison["left"]["key"])
+            shown.add((keys[0], frozenset((keys[1], comparison["right"]["key"]))))
+            state = answer(client, slug, rater, comparison["query_id"], "left").json()
+            assert len(shown) <= 24
+        return state, shown
+
+    def test_a_rater_who_saw_everything_gets_the_completion_code(self, client, tiny):
+        _, slug = tiny
+        state, shown = self._answer_everything(client, slug, "p-small")
+        assert len(shown) == 24  # 12 triplets and 12 attention checks, each once
+        assert state["answered"] == 24 and state["target"] == 40
+        assert state["complete"] is True and state["out_of_work"] is True
+        assert state["completion_code"] == "DONE-40"
+        assert state["completion_url"] == "https://example.org/done"
+
+    def test_a_no_more_work_code_and_redirect_when_configured(self, client, auth, tiny):
+        project_id, slug = tiny
+        settings = configure(
+            client,
+            auth,
+            project_id,
+            no_more_work_code="NOMORE-1",
+            no_more_work_url="https://example.org/no-more",
+        )
+        assert settings["no_more_work_code"] == "NOMORE-1"
+        state, _ = self._answer_everything(client, slug, "p-configured")
+        assert state["out_of_work"] is True and state["completion_code"] == "NOMORE-1"
+        assert state["completion_url"] == "https://example.org/no-more"
+        again = client.get(f"{API}/rate/{slug}/next", headers=join(client, slug)[0]).json()
+        assert again["comparison"] is not None  # a new rater still has everything to see
+
+    def test_the_rating_page_ends_with_the_code_and_the_redirect(self, client, tiny):
+        _, slug = tiny
+        started = client.post(f"/r/{slug}/start", data={"PROLIFIC_PID": "page-1"})
+        assert started.status_code == 200  # followed to the rating page
+        page = started.text
+        for _ in range(30):
+            if 'name="query_id"' not in page:
+                break
+            query_id = page.split('name="query_id" value="')[1].split('"')[0]
+            page = client.post(
+                f"/r/{slug}/answer",
+                data={"query_id": query_id, "choice": "right", "response_time_ms": "900"},
+                headers={"HX-Request": "true"},
+            ).text
+        assert "DONE-40" in page and 'data-redirect="https://example.org/done"' in page
+        assert "come back later" not in page
+
+
 class TestScheduler:
     def test_first_answers_of_open_nodes_come_before_further_answers(
         self, app, client, auth, study

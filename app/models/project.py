@@ -60,6 +60,10 @@ class Project(Base):
     answers_per_rater: Mapped[int] = mapped_column(default=40)
     completion_code: Mapped[str] = mapped_column(String(64), default=new_completion_code)
     completion_url: Mapped[str | None] = mapped_column(String(500))
+    # A rater who has seen every query there is ends there: this code and redirect if
+    # set, else the completion code and URL (a paid participant never hits a dead end).
+    no_more_work_code: Mapped[str | None] = mapped_column(String(64))
+    no_more_work_url: Mapped[str | None] = mapped_column(String(500))
     random_share: Mapped[float] = mapped_column(Float, default=0.1)
     attention_rate: Mapped[float] = mapped_column(Float, default=0.05)
     lease_seconds: Mapped[int] = mapped_column(default=120)

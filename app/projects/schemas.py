@@ -54,6 +54,18 @@ class RatingSettings(BaseModel):
         pattern=r"^https?://",
         description="Where a finished rater is sent back to (the recruiting platform)",
     )
+    no_more_work_code: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Shown to a rater who ends early because nothing is left to ask them "
+        "(they have seen every query the study has); null: the completion code",
+    )
+    no_more_work_url: str | None = Field(
+        default=None,
+        max_length=500,
+        pattern=r"^https?://",
+        description="Where such a rater is sent; null: completion_url",
+    )
     random_share: float = Field(
         default=0.1, ge=0, le=1, description="Share of random triplets for the passive learners"
     )
@@ -85,6 +97,8 @@ class RatingSettingsUpdate(BaseModel):
     answers_per_rater: int | None = Field(default=None, ge=0, le=100_000)
     completion_code: str | None = Field(default=None, min_length=1, max_length=64)
     completion_url: str | None = Field(default=None, max_length=500, pattern=r"^https?://")
+    no_more_work_code: str | None = Field(default=None, min_length=1, max_length=64)
+    no_more_work_url: str | None = Field(default=None, max_length=500, pattern=r"^https?://")
     random_share: float | None = Field(default=None, ge=0, le=1)
     attention_rate: float | None = Field(default=None, ge=0, le=1)
     lease_seconds: int | None = Field(default=None, ge=5, le=86_400)

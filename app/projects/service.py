@@ -53,7 +53,13 @@ def delete_project(*, session: Session, store: ImageStore, project: Project) -> 
     on_commit(session, lambda: store.remove_project(project_id))
 
 
-NULLABLE_RATING_SETTINGS = {"completion_url", "min_attention_accuracy", "min_majority_agreement"}
+NULLABLE_RATING_SETTINGS = {
+    "completion_url",
+    "no_more_work_code",
+    "no_more_work_url",
+    "min_attention_accuracy",
+    "min_majority_agreement",
+}
 
 
 def update_rating(*, session: Session, project: Project, changes: dict) -> Project:

@@ -44,8 +44,10 @@ class Comparison:
 
 @dataclass(frozen=True)
 class RaterState:
-    """Where a rater stands: the comparison to answer (None when done or nothing is
-    left), how many answered of how many, and the completion code once done."""
+    """Where a rater stands: the comparison to answer (None once the session is over),
+    how many answered of how many, and the code (and redirect) that ends the session:
+    the completion code once done, the no-more-work code if the study ran out of
+    queries for them first."""
 
     comparison: Comparison | None
     answered: int
@@ -53,6 +55,7 @@ class RaterState:
     completion_code: str | None
     completion_url: str | None
     replayed: bool = False
+    out_of_work: bool = False
 
 
 def join(
@@ -134,14 +137,21 @@ def state(
 def _progress(
     project: Project, answers: int, comparison: Comparison | None, replayed: bool
 ) -> RaterState:
-    done = scheduling.is_complete(project, answers)
+    code = url = None
+    out_of_work = scheduling.is_out_of_work(project, answers, comparison)
+    if out_of_work:
+        code = project.no_more_work_code or project.completion_code
+        url = project.no_more_work_url or project.completion_url
+    elif scheduling.is_complete(project, answers):
+        code, url = project.completion_code, project.completion_url
     return RaterState(
         comparison=comparison,
         answered=answers,
         target=project.answers_per_rater,
-        completion_code=project.completion_code if done else None,
-        completion_url=project.completion_url if done else None,
+        completion_code=code,
+        completion_url=url,
         replayed=replayed,
+        out_of_work=out_of_work,
     )
 
 
@@ -224,17 +234,22 @@ async def answer_quickly(
     )
     cards = None if answered.served is None else _cards.cached(project, answered.served[1:])
     current = answered.settings_version == project.settings_version
-    if current and not build_due and not routing_due and (cards or answered.served is None):
+    # The function draws a few random queries; a rater who has seen most of a small study
+    # needs the full search, here in Python, before their session may end.
+    search = scheduling.is_out_of_work(project, answered.answers, answered.served)
+    quick = current and not build_due and not routing_due and not search
+    if quick and (cards or answered.served is None):
         return project, _answered_state(project, answered, cards)
     # A few times a second: a build step to ask for, a card or the study's settings to read.
     return await run_in_threadpool(
-        _finish_quick_answer, sessions, slug, answered, build_due, routing_due
+        _finish_quick_answer, sessions, slug, token, answered, build_due, routing_due
     )
 
 
 def _finish_quick_answer(
     sessions: sessionmaker[Session],
     slug: str,
+    token: str,
     answered: Answered,
     build_due: bool,
     routing_due: bool,
@@ -249,6 +264,12 @@ def _finish_quick_answer(
             build_jobs.request_routing(
                 session=session, prediction_id=answered.prediction_id, project_id=project.id
             )
+        if scheduling.is_out_of_work(project, answered.answers, answered.served):
+            found = raters.authenticate_in_study(session=session, slug=slug, token=token)
+            if found is not None:
+                return found[0], state(
+                    session=session, project=found[0], rater=found[1], just_answered=True
+                )
         cards = None
         if answered.served is not None:
             cards = _cards.get(session, project, answered.served[1:])

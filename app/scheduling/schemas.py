@@ -37,11 +37,16 @@ class ComparisonOut(BaseModel):
 
 class RaterStateOut(BaseModel):
     comparison: ComparisonOut | None = Field(
-        description="The next comparison; null once the session is complete or nothing is left"
+        description="The next comparison; null once the session is over"
     )
     answered: int
     target: int = Field(description="Answers that complete a session (0: no limit)")
-    complete: bool
+    complete: bool = Field(description="The session is over: show the completion code")
+    out_of_work: bool = Field(
+        default=False,
+        description="The session ended before the target: the rater was served every "
+        "query the study has; completion_code is then the no-more-work code if one is set",
+    )
     completion_code: str | None
     completion_url: str | None
     replayed: bool = Field(default=False, description="This answer had been stored before")

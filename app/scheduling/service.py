@@ -310,7 +310,52 @@ def _draw_unseen(session: Session, rater: ActiveRater, ids: np.ndarray, attentio
         )
         if seen is None:
             return anchor, lo, hi
-    return None
+    return _any_unseen(session, rater, ids, attention, rng)
+
+
+# Studies with at most this many distinct queries (about 75 items) are searched whole once
+# random draws keep hitting queries the rater has seen; larger ones are drawn from again.
+MOST_ENUMERATED = 200_000
+MORE_DRAWS = 2_000
+
+
+def _any_unseen(session: Session, rater: ActiveRater, ids: np.ndarray, attention: bool, rng):
+    """A query (or check) the rater was never served, found against everything they were
+    served; None only once they have seen every one the study has."""
+    seen = {
+        tuple(row)
+        for row in session.execute(
+            select(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).where(
+                Assignment.rater_id == rater.id
+            )
+        )
+    }
+    n = len(ids)
+    total = n * (n - 1) if attention else n * (n - 1) * (n - 2) // 2
+    if total > MOST_ENUMERATED:
+        for _ in range(MORE_DRAWS):
+            anchor, p, q = rng.sample(range(n), 3)
+            first = ids[anchor] if attention else ids[p]
+            lo, hi = sorted((int(first), int(ids[q])))
+            if (int(ids[anchor]), lo, hi) not in seen:
+                return int(ids[anchor]), lo, hi
+        return None
+    unseen = [query for query in _every_query(ids, attention) if query not in seen]
+    return rng.choice(unseen) if unseen else None
+
+
+def _every_query(ids: np.ndarray, attention: bool):
+    ordered = sorted(int(i) for i in ids)
+    for anchor in ordered:
+        others = [i for i in ordered if i != anchor]
+        if attention:
+            yield from ((anchor, min(anchor, o), max(anchor, o)) for o in others)
+        else:
+            yield from (
+                (anchor, lo, hi)
+                for at, lo in enumerate(others)
+                for hi in others[at + 1 :]
+            )
 
 
 def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | None = None):
@@ -333,6 +378,11 @@ def is_complete(project: Project, answers: int) -> bool:
     return project.answers_per_rater > 0 and answers >= project.answers_per_rater
 
 
+def is_out_of_work(project: Project, answers: int, served: object | None) -> bool:
+    """Whether a rater's session ends early: nothing was served though it is not complete."""
+    return served is None and not is_complete(project, answers)
+
+
 def serve_next(
     *,
     session: Session,
@@ -342,9 +392,9 @@ def serve_next(
     now: datetime | None = None,
     just_answered: bool = False,
 ) -> Served | None:
-    """The next query for `rater`, leased to them; None once they are done (or nothing is
-    left to ask). The query they hold unanswered comes first, unless they `just_answered`
-    the one they held."""
+    """The next query for `rater`, leased to them; None once they are done, or once they
+    have been served every query the study has (`is_out_of_work`). The query they hold
+    unanswered comes first, unless they `just_answered` the one they held."""
     if is_complete(project, rater.answers):
         return None
     now = now or utcnow()
@@ -367,6 +417,12 @@ def serve_next(
             purpose, chosen = Purpose(slot.priority), (slot.anchor_id, slot.lo_id, slot.hi_id)
         else:
             purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, rng)
+    # A rater who has seen every check still has random triplets to answer, and the
+    # other way round; None only once both are used up (the session then ends).
+    if chosen is None and purpose is Purpose.attention:
+        purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, rng)
+    if chosen is None and purpose is Purpose.random:
+        purpose, chosen = Purpose.attention, _draw_unseen(session, rater, ids, True, rng)
     if chosen is None:
         return None
     anchor, lo, hi = chosen
