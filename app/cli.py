@@ -213,7 +213,10 @@ def simulate(
         str,
         typer.Option(envvar="CLOSER_TOKEN", help="A researcher token (to read item features)"),
     ],
-    url: Annotated[str, typer.Option(help="The running server")] = "http://127.0.0.1:8000",
+    url: Annotated[
+        str | None,
+        typer.Option(help="The running server [default: http://CLOSER_HOST:CLOSER_PORT]"),
+    ] = None,
     raters: Annotated[int, typer.Option(help="Simulated people at once", min=1)] = 10,
     noise: Annotated[float, typer.Option(help="Share of answers flipped", min=0, max=1)] = 0.1,
     think_time: Annotated[
@@ -229,10 +232,11 @@ def simulate(
     import asyncio
     import json
 
-    from app.simulate import run_crowd
+    from app.simulate import CrowdError, run_crowd
 
     if build is None and seconds is None and answers is None:
         _fail("say when to stop: --build ID, --seconds S or --answers N")
+    url = url or local_url(get_settings())
 
     def progress(report) -> None:
         line = report.summary()
@@ -243,27 +247,48 @@ def simulate(
             err=True,
         )
 
-    report = asyncio.run(
-        run_crowd(
-            url=url,
-            project_id=project,
-            token=token,
-            raters=raters,
-            noise=noise,
-            think_time=think_time,
-            seconds=seconds,
-            answers_each=answers,
-            build_id=build,
-            seed=seed,
-            on_progress=None if json_output else progress,
+    try:
+        report = asyncio.run(
+            run_crowd(
+                url=url,
+                project_id=project,
+                token=token,
+                raters=raters,
+                noise=noise,
+                think_time=think_time,
+                seconds=seconds,
+                answers_each=answers,
+                build_id=build,
+                seed=seed,
+                on_progress=None if json_output else progress,
+            )
         )
-    )
+    except CrowdError as error:
+        _fail(str(error))
     summary = report.summary()
     if json_output:
         typer.echo(json.dumps(summary))
-    else:
-        for name, value in summary.items():
-            typer.echo(f"{name:>20}: {value}")
+        return
+    rows = [
+        ("answers stored", f"{summary['answers']} in {summary['seconds']} s "
+         f"({summary['answers_per_second']}/s)"),
+        ("answer latency", f"p50 {summary['p50_ms']} ms, p99 {summary['p99_ms']} ms"),
+        ("rater sessions", f"{summary['sessions_started']} started: "
+         f"{summary['sessions_completed']} reached the study's answers per rater, "
+         f"{summary['sessions_out_of_work']} ended early (they had seen every query)"),
+        ("sent again", f"{summary['retries']} requests after a network error or a 5xx; "
+         f"{summary['replayed']} answers the server already held (stored once)"),
+    ]
+    if build is not None:
+        rows.append(("build", f"{build} is {summary['build_status']}"))
+    for name, value in rows:
+        typer.echo(f"{name:>15}: {value}")
+
+
+def local_url(settings) -> str:
+    """Where this machine reaches the server `closer serve` starts with these settings."""
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{settings.port}"
 
 
 def _ensure_schema(settings) -> None:

@@ -27,13 +27,18 @@ API = "/api/v1"
 RETRY_SECONDS = 0.25
 
 
+class CrowdError(RuntimeError):
+    """The crowd cannot start or go on; the message says why, in one line."""
+
+
 @dataclass
 class CrowdReport:
     answers: int = 0
     replayed: int = 0
     retries: int = 0
-    raters: int = 0
-    completed_sessions: int = 0
+    raters: int = 0  # sessions started: each simulated person joins anew after a session
+    completed_sessions: int = 0  # reached the study's answers per rater
+    out_of_work_sessions: int = 0  # ended early: the study had nothing left to ask them
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     acknowledged: list[int] = field(default_factory=list)  # query ids the server confirmed
@@ -48,8 +53,9 @@ class CrowdReport:
             "p99_ms": round(float(np.percentile(latencies, 99)), 1),
             "replayed": self.replayed,
             "retries": self.retries,
-            "raters": self.raters,
-            "completed_sessions": self.completed_sessions,
+            "sessions_started": self.raters,
+            "sessions_completed": self.completed_sessions,
+            "sessions_out_of_work": self.out_of_work_sessions,
             "seconds": round(self.seconds, 1),
             "build_status": self.build_status,
         }
@@ -89,9 +95,10 @@ class _Response:
     status: int
     body: dict | list | None
 
-    def raise_for_status(self) -> None:
+    def raise_for_status(self, what: str = "the request") -> None:
         if self.status >= 400:
-            raise RuntimeError(f"the server answered {self.status}: {self.body}")
+            detail = self.body.get("detail") if isinstance(self.body, dict) else self.body
+            raise CrowdError(f"{what}: the server answered {self.status}: {detail}")
 
 
 async def _request(
@@ -112,7 +119,7 @@ async def _request(
                 text = await response.text()
         except (aiohttp.ClientError, TimeoutError) as error:
             if not retry:
-                raise ConnectionError(f"no answer to {method} {url}: {error}") from error
+                raise CrowdError(f"no answer to {method} {url}: {error}") from error
             report.retries += 1
             await asyncio.sleep(RETRY_SECONDS)
             continue
@@ -140,6 +147,7 @@ async def _rater(
     answers_each: int | None,
 ) -> None:
     session_number = 0
+    given = 0  # by this simulated person, over all their sessions
     while not stop.is_set():
         participant = f"{prefix}-{number}-{session_number}"
         response, _ = await _request(
@@ -149,7 +157,6 @@ async def _rater(
         report.raters += 1
         state = response.body
         headers = {"X-Rater-Token": state["rater_token"]}
-        given = 0
         while not stop.is_set() and state["comparison"] is not None:
             if answers_each is not None and given >= answers_each:
                 return
@@ -180,6 +187,11 @@ async def _rater(
             report.answers += 1
             report.replayed += bool(state["replayed"])
             given += 1
+        if state.get("out_of_work"):
+            report.out_of_work_sessions += 1
+            session_number += 1
+            await asyncio.sleep(1.0)  # this person saw everything; the next one comes later
+            continue
         if state.get("complete"):
             report.completed_sessions += 1
             session_number += 1
@@ -194,6 +206,7 @@ async def _watch_build(client, project_id, build_id, headers, stop, report, poll
         response, _ = await _request(
             client, "GET", f"{API}/projects/{project_id}/builds/{build_id}", report, headers=headers
         )
+        response.raise_for_status(f"build {build_id}")
         report.build_status = response.body["status"]
         if report.build_status in ("complete", "cancelled"):
             stop.set()
@@ -234,16 +247,32 @@ async def run_crowd(
     timeouts = aiohttp.ClientTimeout(total=timeout)
     report = CrowdReport()
     async with aiohttp.ClientSession(url, connector=connector, timeout=timeouts) as client:
-        rating, _ = await _request(
-            client,
-            "GET",
-            f"{API}/projects/{project_id}/rating",
-            report,
-            retry=False,
-            headers=headers,
-        )
-        rating.raise_for_status()
+        try:
+            rating, _ = await _request(
+                client,
+                "GET",
+                f"{API}/projects/{project_id}/rating",
+                report,
+                retry=False,
+                headers=headers,
+            )
+        except CrowdError as error:
+            raise CrowdError(
+                f"no Closer server answers at {url} ({error.__cause__}); start one with "
+                "`closer serve`, or point --url (or CLOSER_HOST and CLOSER_PORT) at it"
+            ) from error
+        rating.raise_for_status(f"project {project_id}")
         slug = rating.body["public_slug"]
+        if build_id is not None:
+            build, _ = await _request(
+                client,
+                "GET",
+                f"{API}/projects/{project_id}/builds/{build_id}",
+                report,
+                retry=False,
+                headers=headers,
+            )
+            build.raise_for_status(f"build {build_id}")
         exported, _ = await _request(
             client,
             "GET",
@@ -252,8 +281,11 @@ async def run_crowd(
             params={"format": "json"},
             headers=headers,
         )
-        exported.raise_for_status()
-        items = _Items(exported.body, noise, seed)
+        exported.raise_for_status(f"project {project_id}'s items")
+        try:
+            items = _Items(exported.body, noise, seed)
+        except ValueError as error:
+            raise CrowdError(str(error)) from error
         stop = asyncio.Event()
         started = time.perf_counter()
         tasks = [

@@ -151,3 +151,84 @@ def test_demo_creates_a_digits_project_with_a_build_once(tmp_path):
             ("comprf_build_step", "queued")
         ]
     assert len(list((tmp_path / "data" / "media").rglob("*.png"))) == 40
+
+
+def _clean_environment(**extra: str) -> dict[str, str]:
+    environment = {
+        k: v for k, v in os.environ.items() if not k.startswith("CLOSER_") and k != "DATABASE_URL"
+    }
+    environment["PYTHONPATH"] = str(REPO)
+    environment.update(extra)
+    return environment
+
+
+@pytest.fixture
+def served(tmp_path):
+    """`closer serve` on the embedded default, its port given as CLOSER_PORT only."""
+    port = free_port()
+    env = {"CLOSER_PORT": str(port)}
+    server = subprocess.Popen(
+        CLOSER + ["serve"],
+        cwd=tmp_path,
+        env=_clean_environment(**env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/api/v1/health")
+            break
+        except httpx.ConnectError:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.2)
+    try:
+        yield port, env
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_simulate_says_in_one_line_when_no_server_answers(tmp_path):
+    port = free_port()
+    result = run(
+        ["simulate", "--project", "1", "--token", "t", "--seconds", "1"],
+        cwd=tmp_path,
+        env={"CLOSER_PORT": str(port)},
+    )
+    assert result.returncode == 2
+    assert f"no Closer server answers at http://127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_simulate_finds_the_server_by_closer_port_and_reports_plainly(tmp_path, served):
+    port, env = served
+    token = run(["create-token", "--name", "sim"], cwd=tmp_path).stdout.strip()
+    auth = {"Authorization": f"Bearer {token}"}
+    api = f"http://127.0.0.1:{port}/api/v1"
+    project = httpx.post(f"{api}/projects", json={"name": "tiny"}, headers=auth).json()["id"]
+    items = "key,features\ncircle,0 0\noval,0.2 0.1\nsquare,3 3\ntriangle,3.5 2.5\n"
+    uploaded = httpx.post(
+        f"{api}/projects/{project}/items", headers=auth, files={"file": ("i.csv", items)}
+    )
+    assert uploaded.status_code == 201
+
+    wrong = run(
+        ["simulate", "--project", str(project), "--token", token, "--build", "99"],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+    assert "build 99: the server answered 404" in wrong.stderr
+
+    result = run(
+        ["simulate", "--project", str(project), "--token", token, "--raters", "1",
+         "--answers", "30", "--think-time", "0"],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    # 4 items hold 24 distinct comparisons: the person sees them all, ends early with a
+    # code, and comes back as a new participant for the last 6.
+    assert "answers stored: 30 in" in result.stdout
+    assert "2 started: 0 reached the study's answers per rater, 1 ended early" in result.stdout
