@@ -67,7 +67,7 @@ def demo(
     """Create the demo project once: handwritten digits as images with labels and pixel
     features, and a CompRF build started so raters have comparisons to answer."""
     from app.core.db import make_engine, make_session_factory, unit_of_work
-    from app.demo.service import create_demo
+    from app.demo.service import create_demo, describe
     from app.items.images import ImageStore
 
     settings = get_settings()
@@ -84,9 +84,8 @@ def demo(
                 n_test=max(items // 6, 2),
             )
             summary = (
-                f"project {project.id} '{project.name}': build {build.id} "
-                f"({build.params['n_trees']} trees) waits for {build.queries_pending} answers;"
-                f" rate at http://{settings.host}:{settings.port}/r/{project.public_slug}"
+                f"project {project.id} '{project.name}': {describe(build)}; rate at "
+                f"{local_url(settings)}/r/{project.public_slug}"
             )
     finally:
         engine.dispose()
@@ -117,6 +116,9 @@ def serve(
         f"database: {_safe_url(settings.resolved_database_url)})",
         err=True,
     )
+    demo = _demo_line(settings, local_url(settings.model_copy(update={"host": host, "port": port})))
+    if demo:
+        typer.echo(demo, err=True)
     uvicorn.run(
         "app.main:create_app",
         factory=True,
@@ -283,6 +285,27 @@ def simulate(
         rows.append(("build", f"{build} is {summary['build_status']}"))
     for name, value in rows:
         typer.echo(f"{name:>15}: {value}")
+
+
+def _demo_line(settings, base_url: str) -> str | None:
+    """Where to rate the demo study on this server, if there is one."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.core.db import make_engine, make_session_factory, unit_of_work
+    from app.demo.service import describe, find_demo, latest_build
+
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        with unit_of_work(make_session_factory(engine)) as session:
+            project = find_demo(session)
+            build = None if project is None else latest_build(session, project)
+            if build is None:
+                return None
+            return f"Demo study: rate at {base_url}/r/{project.public_slug}  ({describe(build)})"
+    except SQLAlchemyError:
+        return None  # the service itself says what is wrong with the database
+    finally:
+        engine.dispose()
 
 
 def local_url(settings) -> str:

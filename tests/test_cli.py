@@ -134,23 +134,51 @@ def test_database_url_switches_the_database(tmp_path, url_env):
 
 
 def test_demo_creates_a_digits_project_with_a_build_once(tmp_path):
-    first = run(["demo", "--items", "40"], cwd=tmp_path)
+    first = run(["demo", "--items", "40"], cwd=tmp_path, env={"CLOSER_PORT": "9123"})
     assert first.returncode == 0, first.stderr
-    assert re.search(
-        r"created project 1 'Handwritten digits \(demo\)': build 1 .* waits for \d+", first.stdout
+    found = re.search(
+        r"created project 1 'Handwritten digits \(demo\)': build 1 \(10 trees\) needs about "
+        r"([\d,]+) more answers \(([\d,]+) comparisons open now\); rate at "
+        r"http://127.0.0.1:9123/r/\S+",
+        first.stdout,
     )
-    again = run(["demo", "--items", "40"], cwd=tmp_path)
+    assert found, first.stdout
+    needed, open_now = (int(group.replace(",", "")) for group in found.groups())
+    assert needed > 2 * open_now  # the whole build, not the first level of its trees
+    again = run(["demo", "--items", "40"], cwd=tmp_path, env={"CLOSER_PORT": "9124"})
     assert again.returncode == 0 and again.stdout.startswith("already there: project 1")
+    assert "http://127.0.0.1:9124/r/" in again.stdout
     with sqlite3.connect(tmp_path / "data" / "closer.db") as db:
         items = db.execute(
             "SELECT count(*), count(label), count(image_file), count(features) FROM items"
         ).fetchone()
         assert items == (40, 40, 40, 40)
         assert db.execute("SELECT status FROM builds").fetchall() == [("running",)]
+        instructions, question = db.execute("SELECT instructions, question FROM projects").fetchone()
+        assert "the shape of the strokes, not by which number" in instructions
+        assert question == "Which of the two is drawn more like the one on top?"
         assert db.execute("SELECT kind, status FROM jobs").fetchall() == [
             ("comprf_build_step", "queued")
         ]
     assert len(list((tmp_path / "data" / "media").rglob("*.png"))) == 40
+
+    port = free_port()  # the server says where to rate the demo, on the port it serves
+    server = subprocess.Popen(
+        CLOSER + ["serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=_clean_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert "listening on" in server.stdout.readline()
+        banner = server.stdout.readline()
+        assert f"Demo study: rate at http://127.0.0.1:{port}/r/" in banner
+        assert "needs about" in banner
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def _clean_environment(**extra: str) -> dict[str, str]:

@@ -24,7 +24,13 @@ class BuildCreate(BaseModel):
 
 class BuildProgress(BaseModel):
     queries_answered: int = 0
-    queries_pending: int = 0
+    queries_pending: int = Field(default=0, description="Queries the open nodes ask now")
+    answers_needed_estimate: int = Field(
+        default=0,
+        description="Answers the build still needs to complete, estimated: the open nodes' "
+        "own, and what their subtrees are expected to ask (offline on digits: within 5% at the "
+        "start, within 20% later on)",
+    )
     nodes_open: int = 0
     nodes_done: int = 0
     done_share: float = Field(default=0.0, description="Share of items in leaves, all trees")

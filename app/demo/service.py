@@ -8,7 +8,7 @@ import io
 import zipfile
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageFilter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -18,22 +18,32 @@ from app.builds.service import BuildParams, start_build
 from app.core.config import Settings
 from app.items.images import ImageStore
 from app.items.service import ingest_items
-from app.models import Build, LabelType, ModelKind, Project
-from app.projects.service import create_project
+from app.models import Build, BuildStatus, LabelType, ModelKind, Project, Researcher
+from app.projects.service import create_project, update_rating
 from app.training import service as training
 from app.uploads.files import UploadedFile
 
 DEMO_RESEARCHER = "demo"
 DEMO_PROJECT = "Handwritten digits (demo)"
-IMAGE_SIZE = 96
+IMAGE_SIZE = 160
+DEMO_INSTRUCTIONS = (
+    "You will see a handwritten digit on top and two below it. Choose the one of the two "
+    "that is drawn more like the one on top. Answer by what you see, the shape of the "
+    "strokes, not by which number it is: a 1 can look more like a 7 than like another 1."
+)
 
 
 def digit_png(pixels: np.ndarray) -> bytes:
-    """An 8x8 digit (0..16 ink) as a crisp, white-background PNG."""
-    grey = (255 - pixels.reshape(8, 8) * (255 / 16)).astype(np.uint8)
-    image = Image.fromarray(grey, mode="L").resize((IMAGE_SIZE, IMAGE_SIZE), Image.NEAREST)
+    """An 8x8 digit (0..16 ink) drawn as a pen stroke on white: the grid is smoothed
+    and its ink sharpened again, so a rater sees a shape rather than a mosaic."""
+    ink = np.pad(pixels.reshape(8, 8) / 16.0, 1)  # a margin, so border strokes fade out
+    image = Image.fromarray((ink * 255).astype(np.uint8), mode="L")
+    image = image.resize((IMAGE_SIZE, IMAGE_SIZE), Image.BICUBIC)
+    image = image.filter(ImageFilter.GaussianBlur(IMAGE_SIZE / 48))
+    smooth = np.asarray(image, dtype=np.float64) / 255
+    stroke = 1 / (1 + np.exp(-(smooth - 0.5) * 14))
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    Image.fromarray((255 - stroke * 230).astype(np.uint8), mode="L").save(buffer, format="PNG")
     return buffer.getvalue()
 
 
@@ -63,6 +73,33 @@ def digits_archive(n_items: int, n_test: int, random_state: int, n_unlabelled: i
     return buffer.getvalue()
 
 
+def describe(build: Build) -> str:
+    """What the demo's build waits for, in words: the builder's own estimate of the
+    answers still needed, or that it is done."""
+    if build.status is not BuildStatus.running:
+        return f"build {build.id} is {build.status.value}"
+    needed = int(build.progress.get("answers_needed_estimate", 0))
+    return (
+        f"build {build.id} ({build.params['n_trees']} trees) needs about {needed:,} more "
+        f"answers ({build.queries_pending:,} comparisons open now)"
+    )
+
+
+def find_demo(session: Session) -> Project | None:
+    """The demo project, if `closer demo` created it here."""
+    return session.scalar(
+        select(Project)
+        .join(Researcher, Researcher.id == Project.owner_id)
+        .where(Researcher.name == DEMO_RESEARCHER, Project.name == DEMO_PROJECT)
+    )
+
+
+def latest_build(session: Session, project: Project) -> Build | None:
+    return session.scalar(
+        select(Build).where(Build.project_id == project.id).order_by(Build.id.desc()).limit(1)
+    )
+
+
 def create_demo(
     *,
     session: Session,
@@ -74,13 +111,9 @@ def create_demo(
 ) -> tuple[Project, Build, bool]:
     """The demo project and its build; created once (returns created=False after)."""
     researcher = ensure_researcher(session=session, name=DEMO_RESEARCHER)
-    project = session.scalar(
-        select(Project).where(Project.owner_id == researcher.id, Project.name == DEMO_PROJECT)
-    )
+    project = find_demo(session)
     if project is not None:
-        build = session.scalar(
-            select(Build).where(Build.project_id == project.id).order_by(Build.id.desc())
-        )
+        build = latest_build(session, project)
         if build is not None:
             return project, build, False
     else:
@@ -93,6 +126,14 @@ def create_demo(
                 "the shape, not the number."
             ),
             label_type=LabelType.classification,
+        )
+        update_rating(
+            session=session,
+            project=project,
+            changes={
+                "instructions": DEMO_INSTRUCTIONS,
+                "question": "Which of the two is drawn more like the one on top?",
+            },
         )
         archive = digits_archive(n_items, n_test, random_state=0)
         ingest_items(

@@ -15,6 +15,7 @@ parent's), so the forest depends on the answers only, not on the order they arri
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from numbers import Integral, Real
@@ -247,6 +248,39 @@ def _segments(start: np.ndarray, end: np.ndarray):
     return positions, owner, offsets, sizes
 
 
+# Subtrees up to this size get the exact expectation below; beyond, it grows as m log m.
+_EXACT_SUBTREE = 4096
+
+
+@functools.lru_cache(maxsize=16)
+def _subtree_queries(leaf_size: int) -> np.ndarray:
+    """Expected queries to grow a subtree from a node of m members, for m up to
+    `_EXACT_SUBTREE`: the node asks every member but its two pivots, and its children's
+    sizes follow the split of two random pivots' nearest-pivot cells (a triangular law
+    around the middle). Whole offline builds on digits take within 6% of it; late in a
+    build, when small nodes dominate (they split less evenly), up to 20% more."""
+    size = _EXACT_SUBTREE
+    expected = np.zeros(size + 1)
+    for m in range(leaf_size + 1, size + 1):
+        k = np.arange(1, m)
+        weights = np.minimum(k, m - k).astype(np.float64)
+        weights /= weights.sum()
+        expected[m] = (m - 2) + weights @ (expected[1:m] + expected[m - 1 : 0 : -1])
+    return expected
+
+
+def expected_subtree_queries(sizes: np.ndarray, leaf_size: int) -> np.ndarray:
+    """Expected queries to grow subtrees from nodes of `sizes` members."""
+    exact = _subtree_queries(int(leaf_size))
+    sizes = np.asarray(sizes, dtype=np.int64)
+    out = exact[np.minimum(sizes, _EXACT_SUBTREE)]
+    big = sizes > _EXACT_SUBTREE
+    if big.any():
+        ratio = exact[-1] / (_EXACT_SUBTREE * np.log(_EXACT_SUBTREE / leaf_size))
+        out[big] = ratio * sizes[big] * np.log(sizes[big] / leaf_size)
+    return out
+
+
 def _check_params(n_trees, leaf_size, subsample, supervised, task, answers_per_query) -> None:
     if not isinstance(n_trees, Integral) or isinstance(n_trees, bool) or n_trees < 1:
         raise ValueError(f"n_trees must be a positive integer; got {n_trees!r}")
@@ -469,9 +503,19 @@ class CompRFBuilder:
         in_leaves = np.bincount(
             trees[status == LEAF], weights=sizes[status == LEAF], minlength=self.params["n_trees"]
         )
+        pending = self._pending()
+        open_nodes = pending[0]
+        # The open nodes' own answers are known exactly; their children's are expected.
+        children = expected_subtree_queries(sizes[open_nodes], self.params["leaf_size"]) - (
+            sizes[open_nodes] - 2
+        )
+        answers_left = int(pending[2][pending[3]].sum()) + int(
+            round(self.params["answers_per_query"] * np.clip(children, 0, None).sum())
+        )
         return {
             "queries_answered": self.n_queries,
-            "queries_pending": int(self._pending()[3].sum()),
+            "queries_pending": int(pending[3].sum()),
+            "answers_needed_estimate": answers_left,
             "nodes_open": int(np.sum(status == OPEN)),
             "nodes_done": int(np.sum(status != OPEN)),
             "tree_done_share": (in_leaves / tree_size).tolist(),

@@ -184,6 +184,37 @@ class TestResumableBuild:
             build.add_answers(FeatureOracle(X).answer(build.pending_queries()))
         assert build.progress()["tree_done_share"] == [1.0, 1.0, 1.0]
 
+    @pytest.mark.parametrize(
+        ("n", "leaf_size", "answers_per_query"), [(250, 5, 1), (400, 1, 1), (250, 5, 3)]
+    )
+    def test_the_answers_still_needed_are_estimated_honestly(self, n, leaf_size, answers_per_query):
+        """The estimate a researcher (and the demo) reads: within 10% of what the build
+        then takes at its start, within 20% half-way (small nodes split less evenly than
+        the model assumes), with noisy answers."""
+        from sklearn.datasets import load_digits
+
+        X, y = load_digits(return_X_y=True)
+        build = CompRFBuilder(
+            np.arange(n),
+            y[:n],
+            n_trees=5,
+            leaf_size=leaf_size,
+            answers_per_query=answers_per_query,
+            random_state=0,
+        )
+        oracle = FeatureOracle(X[:n], noise=0.1, random_state=0)
+        estimates, used = [], 0
+        while not build.is_complete:
+            estimates.append((used, build.progress()["answers_needed_estimate"]))
+            queries, needed = build.pending_queries(return_needed=True)
+            asked = np.repeat(queries, needed, axis=0)
+            used += len(asked)
+            build.add_answers(oracle.answer(asked))
+        assert build.progress()["answers_needed_estimate"] == 0
+        halfway = next(estimate for estimate in estimates if estimate[0] >= used / 2)
+        assert estimates[0][1] == pytest.approx(used, rel=0.1)
+        assert halfway[1] == pytest.approx(used - halfway[0], rel=0.2)
+
     def test_an_incomplete_build_is_not_a_forest(self, blobs):
         X, y = blobs
         with pytest.raises(ValueError, match="not complete"):
