@@ -186,6 +186,20 @@ def test_a_failed_first_request_leaves_the_served_model_working(app, client, aut
     assert client.post(f"{base}/predict", headers=auth, json={"items": ["b1"]}).status_code == 200
 
 
+def test_a_fit_that_stops_at_max_iter_says_it_did_not_converge(app, client, auth, blob_project):
+    project_id, _ = blob_project
+    short = _create(client, auth, project_id, name="short", kind="tete", params={"max_iter": 5})
+    settled = _create(client, auth, project_id, name="settled", kind="tete", params={"tol": 1e-3})
+    _run_jobs(app)
+    version = _get(client, auth, project_id, short["id"])["serving"]
+    assert version["converged"] is False and version["metrics"]["converged"] is False
+    assert version["metrics"]["steps"] == 5
+    assert "not converged: stopped at max_iter (5 steps)" in version["message"]
+    version = _get(client, auth, project_id, settled["id"])["serving"]
+    assert version["converged"] is True and "not converged" not in version["message"]
+    assert version["metrics"]["steps"] < 1000
+
+
 def _answers_near(X, item: int, keys, n: int = 300) -> list[list[str]]:
     """[closer, farther] answers of a new point beside `item` about training pairs."""
     rng = np.random.default_rng(0)

@@ -133,7 +133,9 @@ def _descend(
 ):
     """The authors' optimiser: full-batch steps of eta·n/m, eta ×1.01 after a step that
     lowered the loss and ×0.5 after one that did not; keeps the best embedding. Stops
-    once the best loss improved by less than `tol` (relative) over the last 10 steps."""
+    once the best loss improved by less than `tol` (relative) over the last 10 steps, or
+    after `patience` steps in a row that did not lower it: converged. Returns the
+    embedding, the loss curve and whether it converged before `max_iter` steps."""
     gradient = np.zeros_like(Y)
     movable_rows = movable.astype(np.bool_)
     eta = 2.0
@@ -152,7 +154,7 @@ def _descend(
             best_loss, best_Y = loss, Y.copy()
         best_before.append(best_loss)
         if len(best_before) > 10 and best_before[-11] - best_loss <= tol * abs(best_loss):
-            break
+            return best_Y, np.array(curve), True
         if loss < previous:
             eta *= 1.01
             stale = 0
@@ -160,10 +162,10 @@ def _descend(
             eta *= 0.5
             stale += 1
             if stale >= patience:
-                break
+                return best_Y, np.array(curve), True
         previous = loss
         Y -= (eta * step) * gradient * movable[:, None]
-    return best_Y, np.array(curve)
+    return best_Y, np.array(curve), False
 
 
 def _lbfgs(Y, triplets, weights, t, k, movable, max_iter, callback=None):
@@ -185,7 +187,7 @@ def _lbfgs(Y, triplets, weights, t, k, movable, max_iter, callback=None):
     result = minimize(
         objective, Y.ravel(), jac=True, method="L-BFGS-B", options={"maxiter": max_iter}
     )
-    return result.x.reshape(shape), np.array(curve)
+    return result.x.reshape(shape), np.array(curve), bool(result.success)
 
 
 OPTIMIZERS = ("gd", "lbfgs")
@@ -235,6 +237,8 @@ class TETE(BaseEstimator):
     embedding_ : (n_items, n_components) array.
     loss_curve_ : training loss at each step.
     n_iter_ : steps taken.
+    converged_ : whether the fit stopped because the loss settled (False: it ran out of
+        `max_iter` steps while still improving).
     """
 
     def __init__(
@@ -316,7 +320,7 @@ class TETE(BaseEstimator):
                 )
             if not np.all(np.isfinite(Y)):
                 raise ValueError("init must be finite")
-        self.embedding_, self.loss_curve_ = self._optimise(
+        self.embedding_, self.loss_curve_, self.converged_ = self._optimise(
             Y, triplets, weights, np.ones(n), float(n), callback
         )
         self.n_iter_ = len(self.loss_curve_)
@@ -342,7 +346,7 @@ class TETE(BaseEstimator):
                 Y[new] = self.embedding_[closer].mean(axis=0)
         movable = np.zeros(n + n_new)
         movable[n:] = 1.0
-        placed, _ = self._optimise(Y, triplets, weights, movable, float(max(n_new, 1)))
+        placed, _, _ = self._optimise(Y, triplets, weights, movable, float(max(n_new, 1)))
         return placed[n:]
 
     def score(self, triplets) -> float:

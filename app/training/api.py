@@ -25,10 +25,11 @@ def version_out(session: Session, version: ModelVersion | None) -> VersionOut | 
             **{
                 name: getattr(version, name)
                 for name in VersionOut.model_fields
-                if name not in ("progress", "message")
+                if name not in ("progress", "message", "converged")
             },
             "progress": progress,
             "message": message,
+            "converged": (version.metrics or {}).get("converged"),
         }
     )
 

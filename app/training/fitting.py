@@ -242,8 +242,14 @@ def fit_tete(
     metrics: dict[str, Any] = {
         "training_triplet_error": triplet_error(embedding, answers[fit_rows]),
         "steps": int(model.n_iter_),
+        "converged": bool(model.converged_),
         "n_components": int(model.n_components),
     }
+    if not model.converged_:
+        notes.append(
+            f"not converged: stopped at max_iter ({model.max_iter} steps) while the loss was "
+            "still falling; raise max_iter (or tol) for a settled embedding"
+        )
     if len(held_rows):
         metrics["heldout_triplet_error"] = triplet_error(embedding, answers[held_rows])
     fitted = Fitted(

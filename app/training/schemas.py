@@ -152,6 +152,11 @@ class VersionOut(BaseModel):
     heldout_count: int = Field(description="Answers kept back to measure the triplet error")
     n_items: int
     metrics: dict[str, Any]
+    converged: bool | None = Field(
+        default=None,
+        description="Whether the fit's optimiser stopped because the loss settled (false: it "
+        "ran out of steps, see message); null for learners without an iterative fit",
+    )
     artifact_bytes: int
     warm_start_from: int | None
     job_id: int | None

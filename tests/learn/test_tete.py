@@ -166,6 +166,7 @@ def test_tolerance_stops_once_the_loss_settles_at_the_same_quality(planted):
         reversed_, len(Y)
     )
     assert every_step.n_iter_ == 600 and settled.n_iter_ < 600
+    assert settled.converged_ and not every_step.converged_  # it says when it ran out
     assert (
         triplet_error(settled.embedding_, test) <= triplet_error(every_step.embedding_, test) + 0.01
     )
