@@ -48,6 +48,14 @@ def _upload_triplets(client, auth, project_id, triplets, keys):
 def blob_project(client, auth, project, blobs):
     """90 items with 4 features: 60 labelled for training, 15 labelled test items, 15
     unlabelled; 3,000 noiseless random answers."""
+    X, _, keys = blobs
+    _upload_blob_items(client, auth, project["id"], blobs)
+    triplets = random_triplets(len(X), 3000, FeatureOracle(X), random_state=0)
+    _upload_triplets(client, auth, project["id"], triplets, keys)
+    return project["id"], triplets
+
+
+def _upload_blob_items(client, auth, project_id, blobs):
     X, y, keys = blobs
     lines = ["key,label,split,features"]
     for i, key in enumerate(keys):
@@ -59,14 +67,11 @@ def blob_project(client, auth, project, blobs):
             label, split = "", "unlabelled"
         lines.append(f"{key},{label},{split},{' '.join(map(str, X[i]))}")
     response = client.post(
-        f"{API}/projects/{project['id']}/items",
+        f"{API}/projects/{project_id}/items",
         headers=auth,
         files={"file": ("items.csv", "\n".join(lines))},
     )
     assert response.status_code == 201, response.text
-    triplets = random_triplets(len(X), 3000, FeatureOracle(X), random_state=0)
-    _upload_triplets(client, auth, project["id"], triplets, keys)
-    return project["id"], triplets
 
 
 def _run_jobs(app):
@@ -135,8 +140,8 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     )
     assert csv_body.headers["content-type"].startswith("text/csv")
     rows = list(csv.reader(io.StringIO(csv_body.text)))
-    assert rows[0] == ["key", "dim_0", "dim_1"] and len(rows) == len(X) + 1
-    assert np.allclose([float(v) for v in rows[1][1:]], offline.embedding_[0])
+    assert rows[0] == ["key", "dim_0", "dim_1", "answered"] and len(rows) == len(X) + 1
+    assert np.allclose([float(v) for v in rows[1][1:3]], offline.embedding_[0])
 
     distances = client.post(
         f"{API}/projects/{project_id}/models/{model['id']}/distances",
@@ -461,6 +466,52 @@ def test_smerf_learns_from_an_uploaded_matrix_or_an_embedding(
         },
     )
     assert bad.status_code == 400 and "symmetric" in bad.text
+
+
+def test_items_without_answers_have_no_place_in_an_embedding_nor_in_smerfs_d(
+    app, client, auth, project, blobs
+):
+    """Answers about the 60 training items only: the 30 others keep their random starting
+    points in t-ETE, so they are flagged, left out of neighbours, labels and SMERF's D,
+    and SMERF is measured only on answers the embedding never fitted."""
+    X, _, keys = blobs
+    project_id = project["id"]
+    _upload_blob_items(client, auth, project_id, blobs)
+    triplets = random_triplets(N_TRAIN, 3000, FeatureOracle(X[:N_TRAIN]), random_state=0)
+    _upload_triplets(client, auth, project_id, triplets, keys)
+    tete = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 100})
+    _run_jobs(app)
+    base = f"{API}/projects/{project_id}/models/{tete['id']}"
+    embedding = client.get(f"{base}/embedding", headers=auth).json()
+    assert embedding["keys"] == keys
+    assert embedding["answered"] == [True] * N_TRAIN + [False] * (len(keys) - N_TRAIN)
+    exported = client.get(f"{base}/embedding?format=csv", headers=auth).text
+    rows = list(csv.reader(io.StringIO(exported)))
+    assert rows[0] == ["key", "dim_0", "dim_1", "answered"]
+    assert rows[1][3] == "true" and rows[-1][3] == "false"
+    version = _get(client, auth, project_id, tete["id"])["serving"]
+    assert version["metrics"]["items_answered"] == N_TRAIN
+
+    neighbors = client.get(f"{base}/neighbors?item=b0&k=100", headers=auth).json()["neighbors"]
+    assert {row["key"] for row in neighbors} == set(keys[1:N_TRAIN])
+    far = client.post(f"{base}/distances", headers=auth, json={"pairs": [["b0", "b80"]]})
+    assert far.status_code == 400 and "b80" in far.text and "no answers" in far.text
+    labels = _predict(client, auth, project_id, tete["id"], items=["b1", "b80"]).json()
+    assert labels["predictions"][0]["label"] is not None
+    assert labels["predictions"][1]["label"] is None
+
+    smerf = _create(
+        client,
+        auth,
+        project_id,
+        name="smerf",
+        kind="smerf",
+        params={"n_estimators": 20, "dissimilarity": "embedding", "embedding_model_id": tete["id"]},
+    )
+    _run_jobs(app)
+    metrics = _get(client, auth, project_id, smerf["id"])["serving"]["metrics"]
+    assert metrics["training_items"] == N_TRAIN
+    assert metrics["answers_checked"] == version["heldout_count"] == 300
 
 
 def test_bad_model_requests_get_clear_errors_and_change_nothing(client, auth, blob_project):

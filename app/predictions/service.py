@@ -275,40 +275,55 @@ def embedding_body(served: Served, model_id: int, fmt: str) -> bytes:
         raise ServiceError(
             "a SMERF model learns distances, not coordinates: ask for distances or neighbors"
         )
-    rows = fitted.candidates()
+    # An embedding lists every item, flagging those without answers (they sit where the
+    # fit started them); DisDF's representation covers the items with features.
+    answered = fitted.answered_mask()
+    rows = np.arange(len(fitted.item_ids)) if answered is not None else fitted.candidates()
     keys = [fitted.keys[row] for row in rows]
     coordinates = fitted.coordinates[rows]
+    dimensions = [f"dim_{d}" for d in range(coordinates.shape[1])]
     if fmt == "csv":
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(["key", *(f"dim_{d}" for d in range(coordinates.shape[1]))])
-        writer.writerows(
-            [key, *map(repr, row)] for key, row in zip(keys, coordinates.tolist(), strict=True)
-        )
+        if answered is None:
+            writer.writerow(["key", *dimensions])
+            writer.writerows(
+                [key, *map(repr, row)] for key, row in zip(keys, coordinates.tolist(), strict=True)
+            )
+        else:
+            writer.writerow(["key", *dimensions, "answered"])
+            writer.writerows(
+                [key, *map(repr, row), "true" if has else "false"]
+                for key, row, has in zip(keys, coordinates.tolist(), answered, strict=True)
+            )
         body = text.getvalue().encode()
     else:
-        body = json.dumps(
-            {
-                "model_id": model_id,
-                "version": served.version.number,
-                "dimension": int(coordinates.shape[1]),
-                "keys": keys,
-                "coordinates": coordinates.tolist(),
-            },
-            separators=(",", ":"),
-        ).encode()
+        document = {
+            "model_id": model_id,
+            "version": served.version.number,
+            "dimension": int(coordinates.shape[1]),
+            "keys": keys,
+            "coordinates": coordinates.tolist(),
+        }
+        if answered is not None:
+            document["answered"] = answered.tolist()
+        body = json.dumps(document, separators=(",", ":")).encode()
     served.bodies[fmt] = body
     return body
 
 
 def _covered(fitted: Fitted, positions: np.ndarray, keys: list[str], where: str) -> None:
-    if fitted.kind == "tete":
-        return
     has = np.zeros(len(fitted.item_ids), bool)
-    has[fitted.featured] = True
+    has[fitted.candidates()] = True
     lacking = [key for key, position in zip(keys, positions, strict=True) if not has[position]]
     if lacking:
-        raise ServiceError(f"{where}: items without features have no distance: {lacking[:20]}")
+        reason = (
+            "had no answers when this version was fitted, so they have no place in the "
+            "embedding"
+            if fitted.kind == "tete"
+            else "have no features"
+        )
+        raise ServiceError(f"{where}: items that {reason}: {lacking[:20]}")
 
 
 def distances(served: Served, pairs: list[tuple[str, str]]) -> list[float]:

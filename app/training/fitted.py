@@ -40,6 +40,12 @@ class Fitted:
     # Items with features (SMERF, DisDF): their rows of `features`, by position.
     features: np.ndarray | None = None
     featured: np.ndarray | None = None  # positions that have features
+    # t-ETE: positions of the items that appear in the answers it was fitted on. The
+    # others kept their random starting points: they have no place in the embedding.
+    answered: np.ndarray | None = None
+    # The triplet ids a fit held out, and the last id it could read: another model that
+    # learns from this one's output measures itself on answers this one never saw.
+    heldout_answer_ids: np.ndarray | None = None
     # Labelled training items, for k-nearest-neighbour labels from distances.
     train_positions: np.ndarray | None = None
     train_labels: np.ndarray | None = None
@@ -88,10 +94,21 @@ class Fitted:
         return candidates, np.sqrt(((Y[candidates] - Y[position]) ** 2).sum(axis=1))
 
     def candidates(self) -> np.ndarray:
-        """Items the metric covers: every item for an embedding, the featured ones else."""
+        """Items the metric covers: those with answers in an embedding, the featured ones
+        else."""
         if self.kind == "tete":
-            return np.arange(len(self.item_ids))
+            if self.answered is None:  # an artifact from before answered items were kept
+                return np.arange(len(self.item_ids))
+            return self.answered
         return self.featured
+
+    def answered_mask(self) -> np.ndarray | None:
+        """Per item, whether it had answers in the fit (t-ETE only)."""
+        if self.kind != "tete":
+            return None
+        mask = np.zeros(len(self.item_ids), bool)
+        mask[self.candidates()] = True
+        return mask
 
     def neighbors(self, position: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         candidates, distance = self.distances_to_all(position)

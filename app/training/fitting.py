@@ -52,6 +52,9 @@ class Snapshot:
     regression: bool = False
     dissimilarity: np.ndarray | None = None  # SMERF's D over `dissimilarity_items`
     dissimilarity_items: np.ndarray | None = None
+    # The answers a learnt metric may be measured on (None: all): those its D did not
+    # come from.
+    measure_on: np.ndarray | None = None
 
     @property
     def train_positions(self) -> np.ndarray:
@@ -252,6 +255,8 @@ def fit_tete(
         )
     if len(held_rows):
         metrics["heldout_triplet_error"] = triplet_error(embedding, answers[held_rows])
+    answered = np.unique(answers[fit_rows])
+    metrics["items_answered"] = len(answered)
     fitted = Fitted(
         kind="tete",
         item_ids=snapshot.item_ids,
@@ -259,6 +264,8 @@ def fit_tete(
         estimator=model,
         coordinates=embedding,
         k_neighbors=params.get("k_neighbors", 5),
+        answered=answered,
+        heldout_answer_ids=snapshot.answer_ids[held_rows],
     )
     _label_by_neighbours(snapshot, fitted, metrics, seed)
     return Outcome(fitted, metrics, len(fit_rows), len(held_rows), notes)
@@ -270,8 +277,8 @@ def _label_by_neighbours(
     """Labels from the k nearest labelled training items in the learnt space, with a
     cross-validated accuracy, where the project has labelled classes."""
     train = snapshot.train_positions
-    if fitted.featured is not None:
-        train = train[np.isin(train, fitted.featured)]
+    covered = fitted.candidates()
+    train = train[np.isin(train, covered)]
     if snapshot.regression or len(train) < 2:
         return
     labels = snapshot.labels[train].astype(str)
@@ -298,12 +305,10 @@ def _label_by_neighbours(
                 "folds": splitter.get_n_splits(),
                 "items": len(train),
             }
-        if fitted.kind == "disdf":
-            rows = fitted.coordinates[fitted.featured]
-            found = fitted.labels_from_coordinates(rows)
-            predictions = _spread(found, fitted.featured, len(fitted.item_ids))
-        else:
-            predictions = fitted.labels_from_coordinates(fitted.coordinates)
+        # Only the items the space covers get a label: DisDF's featured items, and the
+        # items with answers in an embedding (the others sit where they started).
+        found = fitted.labels_from_coordinates(fitted.coordinates[covered])
+        predictions = _spread(found, covered, len(fitted.item_ids))
     fitted.predictions = predictions
     metrics.update(_test_metrics(snapshot, predictions))
 
@@ -388,8 +393,11 @@ def _answer_agreement(
     snapshot: Snapshot, fitted: Fitted, metrics: dict[str, Any], seed: int, most: int = 20_000
 ) -> None:
     """Triplet error of the learnt metric on the raters' answers among featured items
-    (answers it never saw: a held-out measure), on a seeded sample of at most `most`."""
+    (answers it never saw, neither directly nor through its D: a held-out measure), on a
+    seeded sample of at most `most`."""
     answers = snapshot.answers
+    if snapshot.measure_on is not None:
+        answers = answers[snapshot.measure_on]
     if not len(answers):
         return
     has = np.zeros(len(snapshot.item_ids), bool)

@@ -342,9 +342,18 @@ def _add_dissimilarity(session: Session, model: LearnedModel, snap: Snapshot) ->
                 "embedding, which has no ready version yet"
             )
         fitted = load_fitted(session, ready.id)
-        positions = np.searchsorted(snap.item_ids, fitted.item_ids)
-        snap.dissimilarity_items = positions
-        snap.dissimilarity = dissimilarity_from_embedding(fitted.coordinates)
+        # Only items with answers have a place in the embedding; the answers that placed
+        # them cannot measure SMERF: it is measured on the rest (held out, or newer).
+        answered = fitted.candidates()
+        positions = np.searchsorted(snap.item_ids, fitted.item_ids[answered])
+        positions = np.minimum(positions, len(snap.item_ids) - 1)
+        kept = snap.item_ids[positions] == fitted.item_ids[answered]
+        snap.dissimilarity_items = positions[kept]
+        snap.dissimilarity = dissimilarity_from_embedding(fitted.coordinates[answered[kept]])
+        unseen = snap.answer_ids > fitted.cutoff
+        if fitted.heldout_answer_ids is not None:
+            unseen |= np.isin(snap.answer_ids, fitted.heldout_answer_ids)
+        snap.measure_on = np.flatnonzero(unseen)
     elif source == "matrix":
         keys, matrix = unpack_matrix(model.inputs)
         position_of = {key: i for i, key in enumerate(snap.keys)}
