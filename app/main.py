@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
@@ -135,6 +135,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         name="vendor",
     )
     app.mount("/static", StaticFiles(directory=ROOT / "static"), name="static")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> FileResponse:
+        # Browsers ask for it on every site, whatever the page links to.
+        return FileResponse(
+            ROOT / "static" / "favicon.ico",
+            media_type="image/vnd.microsoft.icon",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def home(request: Request):

@@ -199,3 +199,124 @@ def test_an_unknown_study_link_is_a_page_that_says_so(server, browser):
     response = page.goto(f"{server}/r/no-such-study")
     assert response.status == 404
     expect(page.get_by_text("no study at this link")).to_be_visible()
+
+
+def _new_comparison(page, before: str) -> None:
+    """Wait, frame by frame, until a comparison other than `before` is on the page."""
+    page.wait_for_function(
+        "before => document.querySelector('#comparison input[name=query_id]').value !== before",
+        arg=before,
+        polling="raf",
+    )
+
+
+def test_the_time_to_answer_runs_from_when_the_comparison_appears(app, server, study, browser):
+    """A rater who answers a comparison the moment it appears is timed from its appearance
+    (htmx settles it later: a clock started then had timed such answers from the previous
+    comparison, and gave 0 ms to some)."""
+    _, slug = study
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server}/r/{slug}?participant=timer")
+    page.get_by_role("button", name="Start").click()
+    page.wait_for_function("window.htmx !== undefined")
+    page.evaluate("htmx.config.defaultSettleDelay = 400")  # a slow settle, to make it plain
+    thought, at_once = [], []
+    for _ in range(3):
+        first = current_query(page)
+        page.wait_for_timeout(700)  # thinks about this one
+        page.keyboard.press("ArrowLeft")
+        _new_comparison(page, first)
+        second = current_query(page)
+        page.keyboard.press("ArrowRight")  # and answers the next at once
+        _new_comparison(page, second)
+        thought.append(int(first))
+        at_once.append(int(second))
+    with app.state.session_factory() as session:
+        times = dict(
+            session.query(Assignment.id, Assignment.response_time_ms).filter(
+                Assignment.id.in_(thought + at_once)
+            )
+        )
+    assert all(700 <= times[query] < 3000 for query in thought), times
+    assert all(0 < times[query] < 300 for query in at_once), times
+
+
+SCREENS = {
+    "laptop": {"viewport": {"width": 1366, "height": 657}},
+    "phone-landscape": {
+        "viewport": {"width": 844, "height": 390},
+        "device_scale_factor": 2,
+        "is_mobile": True,
+        "has_touch": True,
+    },
+    "phone": {
+        "viewport": {"width": 390, "height": 844},
+        "device_scale_factor": 2,
+        "is_mobile": True,
+        "has_touch": True,
+    },
+}
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_the_whole_comparison_is_above_the_fold(server, study, browser, tmp_path, screen):
+    _, slug = study
+    context = browser.new_context(**SCREENS[screen])
+    page = context.new_page()
+    failed = []
+    page.on("response", lambda response: response.status >= 400 and failed.append(response.url))
+    page.goto(f"{server}/r/{slug}?participant=screen-{screen}")
+    keys_hint = page.locator(".how .keys-only").first
+    if SCREENS[screen].get("has_touch"):
+        expect(keys_hint).to_be_hidden()  # no arrow keys on a touch screen
+        page.get_by_role("button", name="Start").tap()
+    else:
+        expect(keys_hint).to_be_visible()
+        page.get_by_role("button", name="Start").click()
+    expect(page.locator(".progress .count")).to_have_text("0 / 40")
+    page.wait_for_function("window.htmx !== undefined")
+    page.wait_for_function("[...document.images].every(image => image.complete)")
+    width, height = SCREENS[screen]["viewport"].values()
+    for part in (
+        page.locator(".anchor"),
+        page.locator("#comparison button.candidate").nth(0),
+        page.locator("#comparison button.candidate").nth(1),
+    ):
+        box = part.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, (screen, box)
+        assert box["y"] >= 0 and box["y"] + box["height"] <= height, (screen, box)
+    image = page.locator(".anchor img").bounding_box()
+    assert image["height"] >= 60  # still big enough to see
+    page.screenshot(path=str(screenshots_dir(tmp_path) / f"rate-{screen}.png"))
+    assert failed == []  # the favicon included
+    context.close()
+
+
+def test_the_candidate_under_a_resting_pointer_does_not_look_chosen(server, study, browser):
+    _, slug = study
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server}/r/{slug}?participant=hover")
+    page.get_by_role("button", name="Start").click()
+    page.wait_for_function("window.htmx !== undefined")
+    candidate = page.locator("#comparison button.candidate").nth(0)
+    border = "getComputedStyle(document.querySelectorAll('#comparison .candidate')[0]).borderColor"
+    idle = page.evaluate(border)
+    box = candidate.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.move(box["x"] + box["width"] / 2 + 5, box["y"] + box["height"] / 2)
+    expect(candidate).to_have_css("border-color", "rgb(61, 154, 87)")  # hover: the choice
+    answer_and_wait(
+        page, lambda: page.mouse.click(box["x"] + box["width"] / 2 + 5, box["y"] + box["height"] / 2)
+    )
+    page.wait_for_timeout(100)
+    assert page.evaluate(border) == idle  # the next comparison: nothing chosen yet
+    page.mouse.move(box["x"] + box["width"] / 2 + 20, box["y"] + box["height"] / 2 + 5)
+    expect(candidate).to_have_css("border-color", "rgb(61, 154, 87)")
+
+
+def test_every_page_has_a_favicon(server):
+    import httpx
+
+    response = httpx.get(f"{server}/favicon.ico")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "image/vnd.microsoft.icon"
