@@ -1,0 +1,133 @@
+"""The README's walk-through, run as a user runs it: `scripts/run` starts the service on
+the embedded default with a fresh data folder, and the shell blocks from "Five minutes
+with the API" to the models run verbatim, one after the other, in one shell, as a user
+pastes them into a second terminal. Every HTTP request they make is recorded (a `curl`
+that notes each status), and each must succeed, except the one the README says is
+rejected. Not run here: `scripts/test` (this suite) and the Docker commands (no Docker
+engine on our machines)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIRST, LAST = "## Five minutes with the API", "### Upload formats"
+
+
+def walk_through_blocks(readme: str) -> list[str]:
+    """The ```sh blocks of the walk-through, in order."""
+    section = readme[readme.index(FIRST) : readme.index(LAST)]
+    return re.findall(r"^```sh\n(.*?)^```$", section, flags=re.S | re.M)
+
+
+def test_the_walk_through_has_the_blocks_a_reader_sees():
+    blocks = walk_through_blocks((REPO / "README.md").read_text())
+    assert len(blocks) == 4
+    assert "closer create-token" in blocks[0] and "closer simulate" in blocks[1]
+    assert all("builds/1" not in block and "models/1" not in block for block in blocks)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _recording_curl(folder: Path, log: Path) -> Path:
+    """A `curl` that behaves as curl does and appends each response's status to `log`."""
+    real = shutil.which("curl")
+    if real is None:
+        pytest.fail("curl is missing: the README uses it (scripts/test installs it)")
+    folder.mkdir()
+    shim = folder / "curl"
+    shim.write_text(
+        "#!/usr/bin/env bash\n"
+        f'exec {real} "$@" -w \'%{{stderr}}HTTP %{{http_code}} %{{method}} %{{url_effective}}\\n\''
+        f' 2>>"{log}"\n'
+    )
+    shim.chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def service(tmp_path):
+    """`scripts/run` as the README starts it, on a free port and a fresh data folder."""
+    port = _free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("CLOSER_") and key != "DATABASE_URL"
+    }
+    env.update(CLOSER_PORT=str(port), CLOSER_DATA_DIR=str(tmp_path / "data"))
+    log = open(tmp_path / "server.log", "w")
+    server = subprocess.Popen(
+        ["scripts/run"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v1/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "scripts/run did not start the service"
+            time.sleep(0.3)
+        yield env
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_the_readme_walk_through_runs_verbatim(service, tmp_path):
+    server_log = tmp_path / "server.log"
+    assert "Demo study: rate at http://127.0.0.1:" in server_log.read_text()
+    blocks = walk_through_blocks((REPO / "README.md").read_text())
+    script = "set -eo pipefail\n" + "\n".join(blocks)
+    work = tmp_path / "terminal"  # the second terminal's folder: the checkout's .venv in it
+    work.mkdir()
+    (work / ".venv").symlink_to(REPO / ".venv")
+    http_log = tmp_path / "http.log"
+    shims = _recording_curl(tmp_path / "shims", http_log)
+    env = {**service, "PATH": f"{shims}:{service['PATH']}"}
+    started = time.monotonic()
+    run = subprocess.run(
+        ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=600
+    )
+    seconds = time.monotonic() - started
+    http = [line.split(" ", 3)[1:] for line in http_log.read_text().splitlines()]
+    http = [(int(status), method, url) for status, method, url in http if status.isdigit()]
+    report = (
+        f"exit {run.returncode} after {seconds:.0f} s\n--- stdout (end)\n{run.stdout[-4000:]}"
+        f"\n--- stderr (end)\n{run.stderr[-4000:]}\n--- http\n"
+        + "\n".join(f"{s} {m} {u}" for s, m, u in http[-40:])
+    )
+    (tmp_path / "walk-through.txt").write_text(run.stdout)  # what the reader sees
+    assert run.returncode == 0, report
+    assert len(http) > 40, report
+    assert [row for row in http if row[0] >= 500] == [], report
+    rejected = [row for row in http if row[0] >= 400]
+    assert len(rejected) == 1, report  # the bad upload, and only it
+    assert rejected[0][0] == 422 and rejected[0][2].endswith("/triplets"), report
+    # The last command polls the CompRF prediction: routed by the simulated crowd.
+    prediction = json.loads(run.stdout.strip().splitlines()[-1])
+    assert prediction["status"] == "complete", report
+    assert set(prediction["result"]) == {"p100", "p101", "p102"}
+    assert all(row["label"] in "abc" for row in prediction["result"].values())
