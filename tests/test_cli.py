@@ -17,16 +17,21 @@ CLOSER = [sys.executable, "-m", "app.cli"]
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run(args, cwd, env=None, **kwargs):
+def _clean_environment(**extra: str) -> dict[str, str]:
+    """This process's environment without Closer's settings, plus `extra`."""
     environment = {
         k: v for k, v in os.environ.items() if not k.startswith("CLOSER_") and k != "DATABASE_URL"
     }
     environment["PYTHONPATH"] = str(REPO)
-    environment.update(env or {})
+    environment.update(extra)
+    return environment
+
+
+def run(args, cwd, env=None, **kwargs):
     return subprocess.run(
         CLOSER + args,
         cwd=cwd,
-        env=environment,
+        env=_clean_environment(**(env or {})),
         capture_output=True,
         text=True,
         timeout=120,
@@ -44,14 +49,10 @@ def test_serve_migrates_the_embedded_default_and_answers(tmp_path):
     token = run(["create-token", "--name", "ada"], cwd=tmp_path).stdout.strip()
     assert token.startswith("closer_")
     port = free_port()
-    environment = {
-        k: v for k, v in os.environ.items() if not k.startswith("CLOSER_") and k != "DATABASE_URL"
-    }
-    environment["PYTHONPATH"] = str(REPO)
     server = subprocess.Popen(
         CLOSER + ["serve", "--port", str(port)],
         cwd=tmp_path,
-        env=environment,
+        env=_clean_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -179,15 +180,6 @@ def test_demo_creates_a_digits_project_with_a_build_once(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
-
-
-def _clean_environment(**extra: str) -> dict[str, str]:
-    environment = {
-        k: v for k, v in os.environ.items() if not k.startswith("CLOSER_") and k != "DATABASE_URL"
-    }
-    environment["PYTHONPATH"] = str(REPO)
-    environment.update(extra)
-    return environment
 
 
 @pytest.fixture
