@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -131,3 +132,19 @@ def test_the_readme_walk_through_runs_verbatim(service, tmp_path):
     assert prediction["status"] == "complete", report
     assert set(prediction["result"]) == {"p100", "p101", "p102"}
     assert all(row["label"] in "abc" for row in prediction["result"].values())
+
+
+def test_the_readme_library_examples_run_as_written(tmp_path):
+    """The Python blocks of "The learning library", in one interpreter, in order."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## The learning library") : readme.index("## How it is built")]
+    blocks = re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
+    assert len(blocks) == 4
+    run = subprocess.run(
+        [sys.executable, "-c", "\n".join(blocks)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
