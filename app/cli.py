@@ -301,7 +301,7 @@ def _demo_line(settings, base_url: str) -> str | None:
             build = None if project is None else latest_build(session, project)
             if build is None:
                 return None
-            return f"Demo study: rate at {base_url}/r/{project.public_slug}  ({describe(build)})"
+            return f"Demo study: rate at {base_url}/r/{project.public_slug} ({describe(build)})"
     except SQLAlchemyError:
         return None  # the service itself says what is wrong with the database
     finally:

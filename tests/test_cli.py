@@ -138,8 +138,8 @@ def test_demo_creates_a_digits_project_with_a_build_once(tmp_path):
     first = run(["demo", "--items", "40"], cwd=tmp_path, env={"CLOSER_PORT": "9123"})
     assert first.returncode == 0, first.stderr
     found = re.search(
-        r"created project 1 'Handwritten digits \(demo\)': build 1 \(10 trees\) needs about "
-        r"([\d,]+) more answers \(([\d,]+) comparisons open now\); rate at "
+        r"created project 1 'Handwritten digits \(demo\)': build 1 of 10 trees needs about "
+        r"([\d,]+) more answers, ([\d,]+) of them open now; rate at "
         r"http://127.0.0.1:9123/r/\S+",
         first.stdout,
     )

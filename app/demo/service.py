@@ -80,8 +80,8 @@ def describe(build: Build) -> str:
         return f"build {build.id} is {build.status.value}"
     needed = int(build.progress.get("answers_needed_estimate", 0))
     return (
-        f"build {build.id} ({build.params['n_trees']} trees) needs about {needed:,} more "
-        f"answers ({build.queries_pending:,} comparisons open now)"
+        f"build {build.id} of {build.params['n_trees']} trees needs about {needed:,} more "
+        f"answers, {build.queries_pending:,} of them open now"
     )
 
 
