@@ -14,9 +14,10 @@ from fastapi.templating import Jinja2Templates
 from app.builds.api import predictions as predictions_router
 from app.builds.api import router as builds_router
 from app.core.config import Settings, get_settings
-from app.core.db import make_engine, make_session_factory
+from app.auth.service import authenticate
+from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.core.errors import NotFound, install_error_handlers
-from app.core.limits import BodySizeLimit
+from app.core.limits import BodyLimits
 from app.items.api import router as items_router
 from app.items.images import ImageStore
 from app.predictions.api import router as serving_router
@@ -93,7 +94,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.session_factory = make_session_factory(engine)
     app.state.answer_function = answer_function
     app.state.images = ImageStore(settings.media_dir)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes)
+    def verify_token(token: str) -> bool:
+        with unit_of_work(app.state.session_factory) as session:
+            return authenticate(session=session, token=token) is not None
+
+    app.add_middleware(
+        BodyLimits,
+        public_bytes=settings.max_public_body_bytes,
+        json_bytes=settings.max_json_bytes,
+        upload_bytes=settings.max_upload_bytes,
+        verify_token=verify_token,
+    )
     install_error_handlers(app)
 
     templates = Jinja2Templates(directory=ROOT / "templates")

@@ -17,10 +17,13 @@ from app.builds.schemas import (
     RoutingAnswers,
 )
 from app.core.deps import CurrentResearcher, SessionDep
+from app.core.routes import StrictJSONRoute
 from app.models import BuildStatus
 from app.projects.service import get_project
 
-router = APIRouter(prefix="/projects/{project_id}/builds", tags=["builds"])
+router = APIRouter(
+    prefix="/projects/{project_id}/builds", tags=["builds"], route_class=StrictJSONRoute
+)
 
 
 def _build(session, researcher, project_id: int, build_id: int):
@@ -110,7 +113,9 @@ def start_prediction(
     )
 
 
-predictions = APIRouter(prefix="/projects/{project_id}/predictions", tags=["builds"])
+predictions = APIRouter(
+    prefix="/projects/{project_id}/predictions", tags=["builds"], route_class=StrictJSONRoute
+)
 
 
 def _prediction(session, researcher, project_id: int, prediction_id: int):

@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     log_level: str = "info"
 
     max_upload_bytes: int = 512 * MIB
+    max_json_bytes: int = 16 * MIB
+    max_public_body_bytes: int = 64 * 1024
     max_zip_uncompressed_bytes: int = 2048 * MIB
     max_zip_entries: int = 100_000
     max_zip_compression_ratio: int = 200

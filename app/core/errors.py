@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 
@@ -90,7 +93,43 @@ class ProblemCollector:
         return InvalidUpload(self.problems, truncated=self.truncated)
 
 
+# What a validation error repeats of the input that failed: enough to recognise it.
+ECHO_CHARACTERS = 80
+
+
+def echo(value: Any) -> Any:
+    """`value` as a validation error may repeat it: JSON-safe (no NaN, no lone surrogate)
+    and short, so a 500 MB string is not sent back (nor logged) whole."""
+    if value is None or isinstance(value, bool | int) and abs(value) < 2**63:
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > ECHO_CHARACTERS:
+        text = text[:ECHO_CHARACTERS] + f"… ({len(text)} characters)"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _short_error(error: dict) -> dict:
+    short = {
+        "type": error.get("type"),
+        "loc": [echo(part) for part in error.get("loc", ())],
+        "msg": echo(str(error.get("msg", "")))[: 4 * ECHO_CHARACTERS],
+    }
+    if "input" in error:
+        short["input"] = echo(error["input"])
+    if error.get("ctx"):
+        short["ctx"] = {name: echo(value) for name, value in error["ctx"].items()}
+    return short
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     def _service_error(_request: Request, exc: ServiceError) -> JSONResponse:
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(
+            {"detail": [_short_error(error) for error in exc.errors()]}, status_code=422
+        )

@@ -1,44 +1,125 @@
-"""Reject request bodies over the configured size with a 413 that names the limit."""
+"""Request bodies are read against a limit chosen before reading, with a 413 that names it.
+
+A public rating link is visited by strangers, so a body from someone without a valid
+researcher token may hold at most `public_bytes` (64 KiB: every rater request is far
+smaller). Past that, the researcher's token is checked first, and only then are more
+bytes read: up to `json_bytes` for a JSON body, `upload_bytes` for a file upload. A
+stranger's 500 MB body is refused after its first 64 KiB, whatever the route.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+TOKEN_CACHE_SECONDS = 10.0
+PUBLIC_LIMIT = "CLOSER_MAX_PUBLIC_BODY_BYTES, for requests without a researcher token"
 
-def _describe(limit: int) -> str:
-    return f"request body exceeds the limit of {limit} bytes (setting CLOSER_MAX_UPLOAD_BYTES)"
+
+class _TokenCheck:
+    """Whether a bearer token is a live researcher token, remembered for a few seconds:
+    an upload's size check should not cost a query per request."""
+
+    def __init__(self, verify: Callable[[str], bool]) -> None:
+        self.verify = verify
+        self._seen: dict[str, tuple[float, bool]] = {}
+        self._lock = threading.Lock()
+
+    async def __call__(self, token: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._seen.get(token)
+        if hit is not None and now - hit[0] < TOKEN_CACHE_SECONDS:
+            return hit[1]
+        valid = await run_in_threadpool(self.verify, token)
+        with self._lock:
+            if len(self._seen) > 10_000:
+                self._seen.clear()
+            self._seen[token] = (now, valid)
+        return valid
 
 
-class BodySizeLimit:
-    """Checks Content-Length up front and counts streamed bytes, for chunked bodies too."""
+def _bearer(headers: Headers) -> str | None:
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+
+class BodyLimits:
+    """Chooses each request's body limit (see the module) and enforces it while reading:
+    from Content-Length up front, and by counting for chunked bodies."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        public_bytes: int,
+        json_bytes: int,
+        upload_bytes: int,
+        verify_token: Callable[[str], bool],
+    ) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.public_bytes = public_bytes
+        self.json_bytes = json_bytes
+        self.upload_bytes = upload_bytes
+        self.token_is_valid = _TokenCheck(verify_token)
+
+    def _researcher_limit(self, headers: Headers) -> tuple[int, str]:
+        if headers.get("content-type", "").lower().startswith("multipart/form-data"):
+            return self.upload_bytes, "CLOSER_MAX_UPLOAD_BYTES"
+        return self.json_bytes, "CLOSER_MAX_JSON_BYTES"
+
+    async def _limit(self, headers: Headers) -> tuple[int, str]:
+        """The limit for this request, and what it is called; checks the token."""
+        token = _bearer(headers)
+        if token is not None and await self.token_is_valid(token):
+            return self._researcher_limit(headers)
+        return self.public_bytes, PUBLIC_LIMIT
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            response = JSONResponse({"detail": _describe(self.max_bytes)}, status_code=413)
-            await response(scope, receive, send)
-            return
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length")
+        declared = int(declared) if declared is not None and declared.isdigit() else None
+        if declared is not None and declared > self.public_bytes:
+            limit, name = await self._limit(headers)
+            if declared > limit:
+                await _too_large(limit, name)(scope, receive, send)
+                return
+        else:
+            limit, name = self.public_bytes, PUBLIC_LIMIT
         received = 0
+        checked = declared is not None and declared > self.public_bytes
 
         async def counted_receive() -> Message:
-            nonlocal received
+            nonlocal received, limit, name, checked
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit and not checked:
+                    # More than a stranger may send: only now is the token looked at.
+                    limit, name = await self._limit(headers)
+                    checked = True
+                if received > limit:
                     # An HTTPException passes through FastAPI's body parsing unchanged and
                     # becomes a JSON 413 in its exception handler.
-                    raise HTTPException(413, _describe(self.max_bytes))
+                    raise HTTPException(413, _describe(limit, name))
             return message
 
         await self.app(scope, counted_receive, send)
+
+
+def _describe(limit: int, name: str) -> str:
+    return f"request body exceeds the limit of {limit} bytes ({name})"
+
+
+def _too_large(limit: int, name: str) -> JSONResponse:
+    return JSONResponse({"detail": _describe(limit, name)}, status_code=413)

@@ -9,6 +9,7 @@ from fastapi.responses import FileResponse, StreamingResponse
 
 from app.core.deps import CurrentResearcher, SessionDep, SettingsDep
 from app.core.errors import NotFound
+from app.core.routes import StrictJSONRoute
 from app.items import service
 from app.items.schemas import ItemOut, ItemPage
 from app.models import Item, Split
@@ -17,7 +18,9 @@ from app.uploads.api import UPLOAD_RESPONSES, IdempotencyKey, as_uploaded, uploa
 from app.uploads.files import FileFormat
 from app.uploads.schemas import UploadOut
 
-router = APIRouter(prefix="/projects/{project_id}/items", tags=["items"])
+router = APIRouter(
+    prefix="/projects/{project_id}/items", tags=["items"], route_class=StrictJSONRoute
+)
 
 
 class ExportFormat(StrEnum):

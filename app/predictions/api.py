@@ -11,6 +11,7 @@ from app.builds import routing
 from app.builds.schemas import PredictionOut
 from app.core.deps import CurrentResearcher, SessionDep
 from app.core.errors import NotFound, ServiceError
+from app.core.routes import StrictJSONRoute
 from app.models import Build, ModelKind
 from app.predictions import service
 from app.predictions.schemas import (
@@ -24,7 +25,11 @@ from app.predictions.schemas import (
 from app.projects.service import get_project
 from app.training.service import get_model
 
-router = APIRouter(prefix="/projects/{project_id}/models/{model_id}", tags=["predictions"])
+router = APIRouter(
+    prefix="/projects/{project_id}/models/{model_id}",
+    tags=["predictions"],
+    route_class=StrictJSONRoute,
+)
 
 
 def _model(session, researcher, project_id: int, model_id: int):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, status
 
 from app.core.deps import CurrentResearcher, SessionDep
+from app.core.routes import StrictJSONRoute
 from app.projects import service
 from app.projects.schemas import (
     ProjectCreate,
@@ -13,7 +14,7 @@ from app.projects.schemas import (
     RatingSettingsUpdate,
 )
 
-router = APIRouter(prefix="/projects", tags=["projects"])
+router = APIRouter(prefix="/projects", tags=["projects"], route_class=StrictJSONRoute)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectDetail)

@@ -5,12 +5,15 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.core.deps import CurrentResearcher, SessionDep
+from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
 from app.raters import quality
 from app.raters import service as raters
 from app.raters.schemas import RaterDecision, RaterOut
 
-router = APIRouter(prefix="/projects/{project_id}/raters", tags=["raters"])
+router = APIRouter(
+    prefix="/projects/{project_id}/raters", tags=["raters"], route_class=StrictJSONRoute
+)
 
 
 @router.get("", response_model=list[RaterOut])

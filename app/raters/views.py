@@ -12,13 +12,14 @@ from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import RATER_COOKIE, RatedProject, SessionDep, transaction
 from app.core.errors import NotFound, ServiceError
+from app.core.routes import StrictJSONRoute
 from app.models import Choice, Item
 from app.raters import rating
 from app.raters import service as raters
 
 PREFIX = "/r/{slug}"
 MEDIA = "/media"
-router = APIRouter(prefix=PREFIX, include_in_schema=False)
+router = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=StrictJSONRoute)
 COOKIE_DAYS = 30
 
 

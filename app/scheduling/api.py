@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import RaterToken, find_rater, transaction
+from app.core.routes import StrictJSONRoute
 from app.raters import rating
 from app.raters.service import project_by_slug
 from app.raters.views import media_folder
@@ -19,7 +20,7 @@ from app.scheduling.schemas import (
     ShownItem,
 )
 
-router = APIRouter(prefix="/rate/{slug}", tags=["rating"])
+router = APIRouter(prefix="/rate/{slug}", tags=["rating"], route_class=StrictJSONRoute)
 
 
 def _media_folder(request: Request, slug: str) -> str:

@@ -8,12 +8,15 @@ from sqlalchemy.orm import Session
 
 from app.core.deps import CurrentResearcher, SessionDep
 from app.core.errors import ServiceError
+from app.core.routes import StrictJSONRoute
 from app.models import LearnedModel, ModelKind, ModelVersion
 from app.projects.service import get_project
 from app.training import service
 from app.training.schemas import ModelCreate, ModelOut, ModelUpdate, VersionOut, checked_params
 
-router = APIRouter(prefix="/projects/{project_id}/models", tags=["models"])
+router = APIRouter(
+    prefix="/projects/{project_id}/models", tags=["models"], route_class=StrictJSONRoute
+)
 
 
 def version_out(session: Session, version: ModelVersion | None) -> VersionOut | None:

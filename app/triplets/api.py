@@ -7,13 +7,16 @@ from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
 from app.core.deps import CurrentResearcher, SessionDep, SettingsDep
+from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
 from app.triplets import service
 from app.uploads.api import UPLOAD_RESPONSES, IdempotencyKey, as_uploaded, upload_response
 from app.uploads.files import FileFormat
 from app.uploads.schemas import UploadOut
 
-router = APIRouter(prefix="/projects/{project_id}/triplets", tags=["triplets"])
+router = APIRouter(
+    prefix="/projects/{project_id}/triplets", tags=["triplets"], route_class=StrictJSONRoute
+)
 
 
 class ExportFormat(StrEnum):
