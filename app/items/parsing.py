@@ -193,7 +193,8 @@ class ItemValidator:
 
 def read_csv_items(upload: UploadedFile, validator: ItemValidator, allow_image: bool) -> None:
     rows = csv_rows(upload)
-    optional = OPTIONAL_COLUMNS + ((IMAGE_COLUMN,) if allow_image else ())
+    # An export's empty image column is taken anywhere, so a CSV download uploads again.
+    optional = OPTIONAL_COLUMNS + (IMAGE_COLUMN,)
     columns = read_header(upload, rows, REQUIRED_COLUMNS, optional, (FEATURE_PREFIX,))
     feature_columns = [i for i, name in enumerate(columns) if name.startswith(FEATURE_PREFIX)]
     if feature_columns and "features" in columns:
@@ -219,13 +220,27 @@ def read_csv_items(upload: UploadedFile, validator: ItemValidator, allow_image: 
         if feature_columns:
             cells = [fields[i].strip() for i in feature_columns]
             values["features"] = cells if any(cells) else None
+        if _image_outside_archive(upload, validator, line, values, allow_image):
+            continue
         validator.add(line, values)
+
+
+def _image_outside_archive(upload, validator, row: int, values: dict, allow_image: bool) -> bool:
+    if allow_image or not values.get(IMAGE_COLUMN):
+        return False
+    validator.problems.add(
+        upload.name,
+        "images come in a ZIP upload (manifest.csv and the image files); leave this empty here",
+        row=row,
+        column=IMAGE_COLUMN,
+    )
+    return True
 
 
 def read_json_items(upload: UploadedFile, validator: ItemValidator, allow_image: bool) -> None:
     """A JSON array of objects, or an object with an "items" array; rows are 1-based indices."""
     document = load_json_array(upload, "items", "item objects")
-    allowed = JSON_FIELDS if allow_image else JSON_FIELDS - {IMAGE_COLUMN}
+    allowed = JSON_FIELDS
     for index, entry in enumerate(document, start=1):
         if not isinstance(entry, dict):
             validator.problems.add(upload.name, "expected an object", row=index)
@@ -238,5 +253,7 @@ def read_json_items(upload: UploadedFile, validator: ItemValidator, allow_image:
                 row=index,
                 column=name,
             )
-        if not unknown:
+        if not unknown and not _image_outside_archive(
+            upload, validator, index, entry, allow_image
+        ):
             validator.add(index, entry)

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.core.config import Settings
 from app.core.db import on_rollback
 from app.core.errors import InvalidUpload, NotFound, Problem, ProblemCollector
+from app.core.spreadsheets import spreadsheet_safe
 from app.items.images import ImageStore, NotAnImage, inspect_image
 from app.items.parsing import ItemValidator, read_csv_items, read_json_items
 from app.models import Item, Project, Split, UploadKind
@@ -217,15 +218,25 @@ def _features_text(blob: bytes | None) -> str:
     )
 
 
+def _csv_row(key, label, text, split, image: str, features) -> tuple:
+    """An item as a CSV download writes it: text a spreadsheet would run is quoted."""
+    return (
+        spreadsheet_safe(key),
+        spreadsheet_safe(label or ""),
+        spreadsheet_safe(text or ""),
+        split.value,
+        spreadsheet_safe(image),
+        _features_text(features),
+    )
+
+
 def export_items_csv(engine: Engine, project_id: int) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(EXPORT_COLUMNS)
     for partition in _export_rows(engine, project_id):
         for key, label, text, split, image, features in partition:
-            writer.writerow(
-                (key, label or "", text or "", split.value, image or "", _features_text(features))
-            )
+            writer.writerow(_csv_row(key, label, text, split, image or "", features))
         yield buffer.getvalue()
         buffer.seek(0)
         buffer.truncate()
@@ -286,9 +297,7 @@ def export_items_zip(engine: Engine, store: ImageStore, project_id: int) -> Iter
     for partition in _export_rows(engine, project_id):
         for key, label, text, split, image, features in partition:
             entry = f"images/{image}" if image else ""
-            writer.writerow(
-                (key, label or "", text or "", split.value, entry, _features_text(features))
-            )
+            writer.writerow(_csv_row(key, label, text, split, entry, features))
             if image and image not in written:
                 archive.write(store.path(project_id, image), entry, zipfile.ZIP_STORED)
                 written.add(image)

@@ -20,6 +20,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound, ServiceError
+from app.core.spreadsheets import spreadsheet_safe
 from app.models import LearnedModel, ModelKind, ModelVersion, VersionStatus
 from app.training import service as training
 from app.training.fitted import Fitted, ItemPredictions
@@ -288,12 +289,13 @@ def embedding_body(served: Served, model_id: int, fmt: str) -> bytes:
         if answered is None:
             writer.writerow(["key", *dimensions])
             writer.writerows(
-                [key, *map(repr, row)] for key, row in zip(keys, coordinates.tolist(), strict=True)
+                [spreadsheet_safe(key), *map(repr, row)]
+                for key, row in zip(keys, coordinates.tolist(), strict=True)
             )
         else:
             writer.writerow(["key", *dimensions, "answered"])
             writer.writerows(
-                [key, *map(repr, row), "true" if has else "false"]
+                [spreadsheet_safe(key), *map(repr, row), "true" if has else "false"]
                 for key, row, has in zip(keys, coordinates.tolist(), answered, strict=True)
             )
         body = text.getvalue().encode()

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, aliased
 
 from app.core.config import Settings
 from app.core.errors import ProblemCollector
+from app.core.spreadsheets import spreadsheet_safe_sql
 from app.models import Item, Project, Rater, Triplet, TripletSource, UploadKind
 from app.triplets.bulk import TripletWriter
 from app.uploads.files import (
@@ -328,9 +329,10 @@ def ingest_triplets(
     return UploadResult(upload_row.id, UploadKind.triplets, written)
 
 
-def _export_select(dialect: str, project_id: int) -> str:
+def _export_select(dialect: str, project_id: int, spreadsheet: bool = False) -> str:
     """Rows by item key, oldest first, with keys joined and timestamps formatted by the
-    database itself: per-row work in Python is what made exports slow."""
+    database itself: per-row work in Python is what made exports slow. For a CSV
+    download (`spreadsheet`), text that a spreadsheet would run as a formula is quoted."""
     anchor, closer, farther = (aliased(Item, name=name) for name in ("a", "c", "f"))
     if dialect == "postgresql":
         created = func.to_char(
@@ -338,13 +340,14 @@ def _export_select(dialect: str, project_id: int) -> str:
         )
     else:  # stored as "YYYY-MM-DD HH:MM:SS.ffffff" in UTC (see TripletWriter.encode)
         created = func.replace(Triplet.created_at, " ", "T").concat("+00:00")
+    safe = spreadsheet_safe_sql if spreadsheet else (lambda column: column)
     query = (
         select(
-            anchor.key,
-            closer.key,
-            farther.key,
+            safe(anchor.key),
+            safe(closer.key),
+            safe(farther.key),
             type_coerce(Triplet.source, String),
-            Rater.external_id,
+            safe(Rater.external_id),
             Triplet.response_time_ms,
             type_coerce(created, String),
         )
@@ -359,9 +362,11 @@ def _export_select(dialect: str, project_id: int) -> str:
     return str(query.compile(dialect=dialect_impl, compile_kwargs={"literal_binds": True}))
 
 
-def _export_rows(engine: Engine, project_id: int) -> Iterator[list[tuple]]:
+def _export_rows(
+    engine: Engine, project_id: int, spreadsheet: bool = False
+) -> Iterator[list[tuple]]:
     """Plain tuples in batches from the driver's cursor (server-side on PostgreSQL)."""
-    sql = _export_select(engine.dialect.name, project_id)
+    sql = _export_select(engine.dialect.name, project_id, spreadsheet)
     with engine.connect() as connection:
         driver = connection.connection.driver_connection
         if engine.dialect.name == "postgresql":
@@ -380,7 +385,7 @@ def _export_rows(engine: Engine, project_id: int) -> Iterator[list[tuple]]:
 def export_triplets_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
     yield (",".join(EXPORT_COLUMNS) + "\n").encode()
     if engine.dialect.name == "postgresql":
-        sql = _export_select("postgresql", project_id)
+        sql = _export_select("postgresql", project_id, spreadsheet=True)
         with engine.connect() as connection:
             driver = connection.connection.driver_connection
             with driver.cursor() as cursor:
@@ -397,7 +402,7 @@ def export_triplets_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
         return
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    for batch in _export_rows(engine, project_id):
+    for batch in _export_rows(engine, project_id, spreadsheet=True):
         writer.writerows(batch)
         yield buffer.getvalue().encode()
         buffer.seek(0)

@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 from typing import BinaryIO
 
 from app.core.errors import InvalidUpload, Problem, UnsupportedMedia
+from app.core.spreadsheets import from_spreadsheet
 
 
 class FileFormat(StrEnum):
@@ -72,7 +73,7 @@ def csv_rows(upload: UploadedFile) -> Iterator[tuple[int, list[str]]]:
     record_start = 1  # a quoted field can span lines: report where its record began
     try:
         for fields in reader:
-            yield record_start, fields
+            yield record_start, [from_spreadsheet(field) for field in fields]
             record_start = reader.line_num + 1
     except csv.Error as exc:
         raise InvalidUpload(

@@ -1,0 +1,92 @@
+"""CSV downloads are safe to open in a spreadsheet, and still upload as they are."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from sqlalchemy import literal, select
+
+from app.core.spreadsheets import from_spreadsheet, spreadsheet_safe, spreadsheet_safe_sql
+
+API = "/api/v1"
+TRICKY = [
+    '=HYPERLINK("http://evil.example","click")',
+    "+1+2",
+    "-2",
+    "@SUM(A1)",
+    "\tindented",
+    "\rreturned",
+    "plain",
+    "'quoted",
+    "a=b",
+    "",
+]
+
+
+def test_the_database_and_python_quote_the_same_cells(app):
+    """The one rule, twice: SQL for the exports the database writes, Python for the rest."""
+    with app.state.session_factory() as session:
+        for value in TRICKY:
+            in_sql = session.scalar(select(spreadsheet_safe_sql(literal(value))))
+            assert in_sql == spreadsheet_safe(value), value
+            assert from_spreadsheet(spreadsheet_safe(value)) == value
+
+
+def test_csv_downloads_quote_formulas_and_json_keeps_the_values(client, auth, project):
+    project_id = project["id"]
+    items = [
+        {"key": "=cmd|' -C calc'!A0", "label": "@evil", "text": "+SUM(1)"},
+        {"key": "-minus", "label": "ok", "text": "-dash"},
+        {"key": "plain", "label": "ok", "text": "fine"},
+    ]
+    uploaded = client.post(
+        f"{API}/projects/{project_id}/items",
+        headers=auth,
+        files={"file": ("items.json", json.dumps(items))},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json={"attention_rate": 0})
+    joined = client.post(
+        f"{API}/rate/{slug}/raters", json={"participant": '=HYPERLINK("http://x","y")'}
+    ).json()
+    answered = client.post(
+        f"{API}/rate/{slug}/answers",
+        headers={"X-Rater-Token": joined["rater_token"]},
+        json={"query_id": joined["comparison"]["query_id"], "choice": "left"},
+    )
+    assert answered.status_code == 200
+
+    exported = client.get(f"{API}/projects/{project_id}/items/export?format=csv", headers=auth)
+    rows = list(csv.DictReader(io.StringIO(exported.text)))
+    assert [row["key"] for row in rows] == ["'=cmd|' -C calc'!A0", "'-minus", "plain"]
+    assert rows[0]["label"] == "'@evil" and rows[0]["text"] == "'+SUM(1)"
+    assert rows[1]["text"] == "'-dash"
+    raw = client.get(f"{API}/projects/{project_id}/items/export?format=json", headers=auth).json()
+    assert [item["key"] for item in raw] == [item["key"] for item in items]
+
+    triplets = client.get(f"{API}/projects/{project_id}/triplets/export?format=csv", headers=auth)
+    row = next(csv.DictReader(io.StringIO(triplets.text)))
+    assert row["rater"] == "'=HYPERLINK(\"http://x\",\"y\")"
+    assert all(not row[role].startswith(("=", "+", "-", "@")) for role in row)
+    as_json = client.get(f"{API}/projects/{project_id}/triplets/export?format=json", headers=auth)
+    assert as_json.json()[0]["rater"] == '=HYPERLINK("http://x","y")'
+
+    # The CSV downloads upload again as they are: the quotes come off.
+    copy = client.post(f"{API}/projects", headers=auth, json={"name": "copy"}).json()["id"]
+    again = client.post(
+        f"{API}/projects/{copy}/items", headers=auth, files={"file": ("i.csv", exported.text)}
+    )
+    assert again.status_code == 201, again.text
+    copied = client.get(f"{API}/projects/{copy}/items/export?format=json", headers=auth).json()
+    assert copied == raw
+    moved = client.post(
+        f"{API}/projects/{copy}/triplets", headers=auth, files={"file": ("t.csv", triplets.text)}
+    )
+    assert moved.status_code == 201, moved.text
+    back = client.get(f"{API}/projects/{copy}/triplets/export?format=json", headers=auth).json()
+    assert [(t["anchor"], t["closer"], t["farther"]) for t in back] == [
+        (t["anchor"], t["closer"], t["farther"]) for t in as_json.json()
+    ]
