@@ -43,6 +43,7 @@ class CrowdReport:
     latencies: list[float] = field(default_factory=list)
     acknowledged: list[int] = field(default_factory=list)  # query ids the server confirmed
     build_status: str | None = None
+    prediction_status: str | None = None
 
     def summary(self) -> dict:
         latencies = np.array(self.latencies) * 1000 if self.latencies else np.zeros(1)
@@ -58,6 +59,7 @@ class CrowdReport:
             "sessions_out_of_work": self.out_of_work_sessions,
             "seconds": round(self.seconds, 1),
             "build_status": self.build_status,
+            "prediction_status": self.prediction_status,
         }
 
 
@@ -201,14 +203,17 @@ async def _rater(
         session_number += 1
 
 
-async def _watch_build(client, project_id, build_id, headers, stop, report, poll=1.0):
+FINISHED = ("complete", "cancelled", "failed")
+
+
+async def _watch(client, what: str, path: str, headers, stop, report, poll=1.0):
+    """Stop the crowd once the build or prediction at `path` is finished."""
     while not stop.is_set():
-        response, _ = await _request(
-            client, "GET", f"{API}/projects/{project_id}/builds/{build_id}", report, headers=headers
-        )
-        response.raise_for_status(f"build {build_id}")
-        report.build_status = response.body["status"]
-        if report.build_status in ("complete", "cancelled"):
+        response, _ = await _request(client, "GET", path, report, headers=headers)
+        response.raise_for_status(what)
+        status = response.body["status"]
+        setattr(report, f"{what.split()[0]}_status", status)
+        if status in FINISHED:
             stop.set()
             return
         await asyncio.sleep(poll)
@@ -235,13 +240,15 @@ async def run_crowd(
     seconds: float | None = None,
     answers_each: int | None = None,
     build_id: int | None = None,
+    prediction_id: int | None = None,
     seed: int = 0,
     timeout: float = 30.0,
     on_progress=None,
     progress_every: float = 5.0,
 ) -> CrowdReport:
-    """Run `raters` simulated people against the server at `url` until the build is
-    complete (with `build_id`), `seconds` pass, or each gave `answers_each` answers."""
+    """Run `raters` simulated people against the server at `url` until the build (with
+    `build_id`) or the routing prediction (`prediction_id`) is finished, `seconds` pass,
+    or each gave `answers_each` answers."""
     headers = {"Authorization": f"Bearer {token}"}
     connector = aiohttp.TCPConnector(limit=raters + 4)
     timeouts = aiohttp.ClientTimeout(total=timeout)
@@ -263,16 +270,19 @@ async def run_crowd(
             ) from error
         rating.raise_for_status(f"project {project_id}")
         slug = rating.body["public_slug"]
+        watched = []
         if build_id is not None:
-            build, _ = await _request(
-                client,
-                "GET",
-                f"{API}/projects/{project_id}/builds/{build_id}",
-                report,
-                retry=False,
-                headers=headers,
+            watched.append((f"build {build_id}", f"{API}/projects/{project_id}/builds/{build_id}"))
+        if prediction_id is not None:
+            watched.append(
+                (
+                    f"prediction {prediction_id}",
+                    f"{API}/projects/{project_id}/predictions/{prediction_id}",
+                )
             )
-            build.raise_for_status(f"build {build_id}")
+        for what, path in watched:
+            found, _ = await _request(client, "GET", path, report, retry=False, headers=headers)
+            found.raise_for_status(what)
         exported, _ = await _request(
             client,
             "GET",
@@ -305,12 +315,8 @@ async def run_crowd(
             )
             for number in range(raters)
         ]
-        if build_id is not None:
-            tasks.append(
-                asyncio.create_task(
-                    _watch_build(client, project_id, build_id, headers, stop, report)
-                )
-            )
+        for what, path in watched:
+            tasks.append(asyncio.create_task(_watch(client, what, path, headers, stop, report)))
         if on_progress is not None:
             reporter = asyncio.create_task(
                 _report_progress(report, stop, progress_every, on_progress)
