@@ -17,6 +17,7 @@ from app.core.config import Settings, get_settings
 from app.auth.service import authenticate
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.core.errors import NotFound, install_error_handlers
+from app.core.headers import SecurityHeaders
 from app.core.limits import BodyLimits
 from app.items.api import router as items_router
 from app.items.images import ImageStore
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         upload_bytes=settings.max_upload_bytes,
         verify_token=verify_token,
     )
+    app.add_middleware(SecurityHeaders)
     install_error_handlers(app)
 
     templates = Jinja2Templates(directory=ROOT / "templates")

@@ -92,3 +92,59 @@ def test_a_lone_surrogate_is_a_422_not_a_500(client, auth):
     )
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "name"]
+
+
+@pytest.fixture
+def study_slug(client, auth, project):
+    rows = "key,features\na,0 0\nb,1 1\nc,2 2\nd,3 3\n"
+    client.post(
+        f"{API}/projects/{project['id']}/items", headers=auth, files={"file": ("i.csv", rows)}
+    )
+    return client.get(f"{API}/projects/{project['id']}/rating", headers=auth).json()["public_slug"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+    ],
+)
+def test_another_sites_form_cannot_sign_a_visitor_into_a_study(app, client, study_slug, headers):
+    """Login CSRF: a form on another site posting to the start route would replace the
+    visitor's rater cookie with a session of the attacker's choosing."""
+    from app.models import Rater
+
+    response = client.post(
+        f"/r/{study_slug}/start",
+        data={"participant": "attacker"},
+        headers=headers,
+        follow_redirects=False,
+    )
+    assert response.status_code == 403 and "starts from its own page" in response.text
+    assert "set-cookie" not in response.headers
+    with app.state.session_factory() as session:
+        assert session.query(Rater).count() == 0
+
+
+def test_the_studys_own_page_starts_it(client, study_slug):
+    for headers in ({"Sec-Fetch-Site": "same-origin"}, {"Origin": "http://testserver"}, {}):
+        response = client.post(
+            f"/r/{study_slug}/start",
+            data={"participant": "me"},
+            headers=headers,
+            follow_redirects=False,
+        )
+        assert response.status_code == 303 and "closer_rater" in response.headers["set-cookie"]
+
+
+def test_every_response_carries_the_security_headers(client):
+    for path in ("/", f"{API}/health", "/r/no-such-study", "/favicon.ico", "/openapi.json"):
+        response = client.get(path)
+        assert response.headers["x-content-type-options"] == "nosniff", path
+        assert response.headers["referrer-policy"] == "same-origin", path
+        policy = response.headers["content-security-policy"]
+        assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy, path
+    docs = client.get("/docs").headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in docs  # its CDN assets stay allowed until served here

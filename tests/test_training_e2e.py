@@ -147,14 +147,14 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
                 .order_by(Item.id)
             ).all()
             ids = np.array([row.id for row in items])
-            answers = np.array(
+            rows = np.array(
                 session.execute(
-                    select(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
+                    select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
                     .where(Triplet.project_id == project)
                     .order_by(Triplet.id)
                 ).all()
             )
-        triplets = np.searchsorted(ids, answers)
+        triplet_ids, triplets = rows[:, 0], np.searchsorted(ids, rows[:, 1:])
         keys = [row.key for row in items]
         train = np.array([row.label is not None and row.split.value == "train" for row in items])
         unlabelled = np.array([row.split.value == "unlabelled" for row in items])
@@ -168,22 +168,50 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             ).json()
             return np.array([row["label"] for row in body["predictions"]], dtype=object)
 
-        figures = {}
-        # The served TripletBoost boosted on through each refit (warm starts): the library
-        # runs as many rounds in one fit, on the same answers.
-        rounds = served["tripletboost"]["metrics"]["boosting_rounds"]
-        assert rounds > 5000
-        boost = TripletBoost(n_iter=rounds, random_state=0).fit(
-            triplets, np.flatnonzero(train), truth[train]
-        )
+        # The served TripletBoost boosted on through each refit (warm starts), each on the
+        # answers up to its cut-off: the library, run through the same versions, gives the
+        # same labels, digit for digit (a single fit with as many rounds is another model,
+        # and on these few predictions differed by 15 points once).
+        def ready_versions(model_id):
+            versions = http.get(f"{API}/projects/{project}/models/{model_id}/versions").json()
+            chain = sorted(
+                (version for version in versions if version["status"] == "ready"),
+                key=lambda version: version["number"],
+            )
+            assert all("warm start" in version["message"] for version in chain[1:]), chain
+            return chain
+
+        chain = ready_versions(models["tripletboost"])
+        boost, cutoff = None, 0
+        for version in chain:
+            new = (triplet_ids > cutoff) & (triplet_ids <= version["answers_cutoff"])
+            if boost is None:
+                boost = TripletBoost(n_iter=5000, random_state=0).fit(
+                    triplets[new], np.flatnonzero(train), truth[train]
+                )
+            else:
+                boost.partial_fit(triplets[new], n_iter=5000)
+            cutoff = version["answers_cutoff"]
+        assert boost.n_iter_ == served["tripletboost"]["metrics"]["boosting_rounds"] > 5000
         offline = boost.predict(triplets, np.flatnonzero(unlabelled))
-        figures["tripletboost"] = (served_labels(models["tripletboost"]), offline)
-        fit_rows, _ = heldout_split(ANSWERS, 0.1, 0)
-        tete = TETE(n_components=5, max_iter=300, random_state=0).fit(
-            triplets[fit_rows], n_items=len(keys)
-        )
-        knn = KNeighborsClassifier(5).fit(tete.embedding_[train], truth[train])
-        figures["tete"] = (served_labels(models["tete"]), knn.predict(tete.embedding_[unlabelled]))
+        served_boost = served_labels(models["tripletboost"])
+        assert list(served_boost) == list(offline)
+        figures = {"tripletboost": (served_boost, offline)}
+        # t-ETE likewise: each version starts from the last one's embedding, fitting the
+        # answers up to its cut-off less its held-out share.
+        embedding = None
+        for version in ready_versions(models["tete"]):
+            held = triplets[triplet_ids <= version["answers_cutoff"]]
+            fit_rows, _ = heldout_split(len(held), 0.1, 0)
+            embedding = (
+                TETE(n_components=5, max_iter=300, random_state=0)
+                .fit(held[fit_rows], n_items=len(keys), init=embedding)
+                .embedding_
+            )
+        knn = KNeighborsClassifier(5).fit(embedding[train], truth[train])
+        served_tete = served_labels(models["tete"])
+        assert list(served_tete) == list(knn.predict(embedding[unlabelled]))
+        figures["tete"] = (served_tete, knn.predict(embedding[unlabelled]))
         accuracy = {}
         for kind, (service_labels, offline_labels) in figures.items():
             right = truth[unlabelled]
@@ -192,10 +220,6 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
                 float(np.mean(offline_labels == right)),
             )
         print("accuracy (service, offline):", accuracy)
-        for kind, (ours, library) in accuracy.items():
-            # Warm-started refits reach the offline fit's quality: 60 digits, so one
-            # digit is 0.017; 0.1 is six digits either way.
-            assert abs(ours - library) <= 0.1, (kind, accuracy)
         # 20,000 random answers on 300 digits (~0.45 per possible query): t-ETE places
         # the digits well enough for 5 neighbours to be mostly right (chance: 0.1), while
         # TripletBoost rarely has an answer of an unlabelled digit about a pair it chose.

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -89,6 +90,20 @@ def find_rater(session: Session, slug: str, token: str | None) -> RaterSession:
         project_by_slug(session=session, slug=slug)  # an unknown study is a 404
         raise HTTPException(401, "not joined: open the study's link first (or send X-Rater-Token)")
     return RaterSession(*found)
+
+
+def is_cross_site(request: Request) -> bool:
+    """Whether a browser sent this request from another site's page: a form posted from
+    elsewhere (say, one that signs a visitor into a study as someone else). Browsers say
+    so in Sec-Fetch-Site; older ones send an Origin to compare with our host. A request
+    with neither comes from no browser page at all."""
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        return fetch_site == "cross-site"
+    origin = request.headers.get("origin")
+    if origin is None:
+        return False
+    return origin == "null" or urlsplit(origin).netloc != request.headers.get("host", "")
 
 
 @contextmanager

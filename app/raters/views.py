@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
-from app.core.deps import RATER_COOKIE, RatedProject, SessionDep, transaction
+from app.core.deps import RATER_COOKIE, RatedProject, SessionDep, is_cross_site, transaction
 from app.core.errors import NotFound, ServiceError
 from app.core.routes import StrictJSONRoute
 from app.models import Choice, Item
@@ -57,6 +57,19 @@ def instructions(slug: str, request: Request, session: SessionDep, project: Rate
 async def start(slug: str, request: Request, session: SessionDep, project: RatedProject):
     form = await request.form()
     params = {name: str(value) for name, value in form.items()}
+    if is_cross_site(request):
+        # Another site's form would sign this browser in as whoever it names.
+        return _page(
+            request,
+            "rate/instructions.html",
+            {
+                "project": project,
+                "params": params,
+                "returning": False,
+                "error": "This study starts from its own page: press Start here to begin.",
+            },
+            status_code=403,
+        )
     try:
         _, token = rating.join(session=session, project=project, params=params)
     except ServiceError as error:
