@@ -419,10 +419,9 @@ def serve_next(
             purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, rng)
     # A rater who has seen every check still has random triplets to answer, and the
     # other way round; None only once both are used up (the session then ends).
-    if chosen is None and purpose is Purpose.attention:
-        purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, rng)
-    if chosen is None and purpose is Purpose.random:
-        purpose, chosen = Purpose.attention, _draw_unseen(session, rater, ids, True, rng)
+    if chosen is None:
+        purpose = Purpose.random if purpose is Purpose.attention else Purpose.attention
+        chosen = _draw_unseen(session, rater, ids, purpose is Purpose.attention, rng)
     if chosen is None:
         return None
     anchor, lo, hi = chosen
