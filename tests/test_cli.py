@@ -45,18 +45,23 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_serve_migrates_the_embedded_default_and_answers(tmp_path):
-    token = run(["create-token", "--name", "ada"], cwd=tmp_path).stdout.strip()
-    assert token.startswith("closer_")
-    port = free_port()
-    server = subprocess.Popen(
+def _serve(folder, port: int) -> subprocess.Popen:
+    """`closer serve --port PORT` in `folder`, its console output readable line by line."""
+    return subprocess.Popen(
         CLOSER + ["serve", "--port", str(port)],
-        cwd=tmp_path,
+        cwd=folder,
         env=_clean_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def test_serve_migrates_the_embedded_default_and_answers(tmp_path):
+    token = run(["create-token", "--name", "ada"], cwd=tmp_path).stdout.strip()
+    assert token.startswith("closer_")
+    port = free_port()
+    server = _serve(tmp_path, port)
     try:
         banner = server.stdout.readline()
         assert f"listening on http://127.0.0.1:{port}" in banner
@@ -155,7 +160,9 @@ def test_demo_creates_a_digits_project_with_a_build_once(tmp_path):
         ).fetchone()
         assert items == (40, 40, 40, 40)
         assert db.execute("SELECT status FROM builds").fetchall() == [("running",)]
-        instructions, question = db.execute("SELECT instructions, question FROM projects").fetchone()
+        instructions, question = db.execute(
+            "SELECT instructions, question FROM projects"
+        ).fetchone()
         assert "the shape of the strokes, not by which number" in instructions
         assert question == "Which of the two is drawn more like the one on top?"
         assert db.execute("SELECT kind, status FROM jobs").fetchall() == [
@@ -164,14 +171,7 @@ def test_demo_creates_a_digits_project_with_a_build_once(tmp_path):
     assert len(list((tmp_path / "data" / "media").rglob("*.png"))) == 40
 
     port = free_port()  # the server says where to rate the demo, on the port it serves
-    server = subprocess.Popen(
-        CLOSER + ["serve", "--port", str(port)],
-        cwd=tmp_path,
-        env=_clean_environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    server = _serve(tmp_path, port)
     try:
         assert "listening on" in server.stdout.readline()
         banner = server.stdout.readline()

@@ -198,7 +198,9 @@ def test_a_comprf_model_follows_its_build_and_predicts_by_routing(
     assert distances.status_code == 400
 
 
-def test_training_items_are_routed_by_the_answers_the_build_holds(app, client, auth, finished_build):
+def test_training_items_are_routed_by_the_answers_the_build_holds(
+    app, client, auth, finished_build
+):
     """The build asked about every training item at every node it reached: predicting
     them asks nobody anything."""
     project_id, build_id, keys = finished_build
@@ -251,7 +253,9 @@ def test_raters_answers_complete_a_routing_prediction(app, client, auth, finishe
             routing_answers += 1
             Worker(app.state.session_factory).run(until_idle=True)
         sweep(app.state.session_factory)
-        done = client.get(f"{API}/projects/{project_id}/predictions/{prediction['id']}", headers=auth)
+        done = client.get(
+            f"{API}/projects/{project_id}/predictions/{prediction['id']}", headers=auth
+        )
         if done.json()["status"] == "complete":
             break
     result = done.json()

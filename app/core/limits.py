@@ -48,7 +48,9 @@ class _TokenCheck:
 
 def _bearer(headers: Headers) -> str | None:
     scheme, _, token = headers.get("authorization", "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
 
 
 class BodyLimits:

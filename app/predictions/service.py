@@ -286,18 +286,12 @@ def embedding_body(served: Served, model_id: int, fmt: str) -> bytes:
     if fmt == "csv":
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
-        if answered is None:
-            writer.writerow(["key", *dimensions])
-            writer.writerows(
-                [spreadsheet_safe(key), *map(repr, row)]
-                for key, row in zip(keys, coordinates.tolist(), strict=True)
-            )
-        else:
-            writer.writerow(["key", *dimensions, "answered"])
-            writer.writerows(
-                [spreadsheet_safe(key), *map(repr, row), "true" if has else "false"]
-                for key, row, has in zip(keys, coordinates.tolist(), answered, strict=True)
-            )
+        flags = [] if answered is None else [["true" if has else "false"] for has in answered]
+        writer.writerow(["key", *dimensions, *(["answered"] if flags else [])])
+        writer.writerows(
+            [spreadsheet_safe(key), *map(repr, row), *(flags[number] if flags else [])]
+            for number, (key, row) in enumerate(zip(keys, coordinates.tolist(), strict=True))
+        )
         body = text.getvalue().encode()
     else:
         document = {
