@@ -148,3 +148,148 @@ def test_every_response_carries_the_security_headers(client):
         assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy, path
     docs = client.get("/docs").headers["content-security-policy"]
     assert "frame-ancestors 'none'" in docs  # its CDN assets stay allowed until served here
+
+
+def _json(client, method, url, body, headers):
+    return client.request(
+        method, url, content=body, headers={**headers, "Content-Type": "application/json"}
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/projects/2147483648",
+        "/projects/9223372036854775808/builds",
+        "/projects/1/models/99999999999999999999999",
+        "/projects/1/models/1/versions/2147483648",
+        "/projects/1/items?offset=9223372036854775808",
+        "/projects/1/models/1/embedding?version=2147483648",
+    ],
+)
+def test_an_id_the_database_cannot_hold_is_a_422(client, auth, path):
+    response = client.get(API + path, headers=auth)
+    assert response.status_code == 422, response.text
+    assert "less than or equal to" in response.text
+
+
+def test_a_rater_form_with_an_impossible_query_id_is_refused(client, study_slug):
+    client.post(f"/r/{study_slug}/start", data={"participant": "p"})
+    for query_id in ("9223372036854775808", "1" * 5000):
+        response = client.post(
+            f"/r/{study_slug}/answer",
+            data={"query_id": query_id, "choice": "left", "response_time_ms": "9" * 5000},
+        )
+        assert response.status_code == 422, response.text
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ('{"name": "a\\u0000b"}', "NUL character"),
+        ('{"name": "p", "description": "x' + "\\u0000" + '"}', "NUL character"),
+        ('{"name": "p", "n": ' + "7" * 4400 + "}", "4400 digits"),
+        ('{"name": "p", "n": 9223372036854775808}', "out of range"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+    ],
+)
+def test_text_and_numbers_no_column_can_hold_are_a_422(client, auth, body, named):
+    response = _json(client, "POST", f"{API}/projects", body, auth)
+    assert response.status_code == 422 and named in response.text, response.text[:300]
+    assert len(response.content) < 600
+    assert client.get(f"{API}/projects", headers=auth).json() == []
+
+
+def test_a_nul_in_the_url_or_a_form_is_a_400(client, auth, study_slug):
+    assert client.get(f"{API}/projects/1/items/a%00b", headers=auth).status_code == 400
+    assert client.get(f"{API}/projects?x=%00", headers=auth).status_code == 400
+    response = client.post(f"/r/{study_slug}/start", data={"participant": "a\x00b"})
+    assert response.status_code == 400 and "NUL" in response.text
+
+
+def _upload(client, auth, project, kind, name, data):
+    return client.post(
+        f"{API}/projects/{project['id']}/{kind}", headers=auth, files={"file": (name, data)}
+    )
+
+
+def test_uploads_with_nul_characters_are_refused_whole(client, auth, project):
+    response = _upload(client, auth, project, "items", "i.csv", "key,text\na,fine\nb,x\x00y\n")
+    assert response.status_code == 422 and "row 3" in response.text and "NUL" in response.text
+    response = _upload(
+        client, auth, project, "items", "i.json", '[{"key": "a"}, {"key": "b\\u0000"}]'
+    )
+    assert response.status_code == 422 and "row 2" in response.text
+    assert client.get(f"{API}/projects/{project['id']}/items", headers=auth).json()["total"] == 0
+
+
+@pytest.fixture
+def four_items(client, auth, project):
+    rows = "key\na\nb\nc\nd\n"
+    assert _upload(client, auth, project, "items", "i.csv", rows).status_code == 201
+    return project
+
+
+@pytest.mark.parametrize(
+    ("document", "named"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "row 1"),
+        ('[["a", "b", "c"], ' + "[" * 100_000 + "]" * 100_000 + "]", "row 2"),
+        ('[["a", "b", ' + "1" * 4400 + "]]", "in entry 1"),
+        ('{"triplets": [["a", "b", "c"]], "extra": 1}', "found the field 'extra'"),
+        ('{"triplets": 3}', "must be a JSON array"),
+        ('[["a", "b", "c"], ["a", "b"', "not valid JSON in entry 2"),
+        ('{"extra": 1, "triplets": [["a", "b", "c"]]}', "found the field 'extra'"),
+        ("{}", "expected a JSON array of triplets"),
+    ],
+)
+def test_a_malformed_json_upload_is_a_short_422(client, auth, four_items, document, named):
+    response = _upload(client, auth, four_items, "triplets", "t.json", document)
+    assert response.status_code == 422 and named in response.text, response.text[:400]
+    assert len(response.content) < 1000
+    assert client.get(f"{API}/projects/{four_items['id']}", headers=auth).json()[
+        "triplet_count"
+    ] == 0
+
+
+@pytest.mark.parametrize(
+    "moment", ["9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+05:00", "10000-01-01"]
+)
+def test_a_created_at_beyond_the_calendar_is_a_422(client, auth, four_items, moment):
+    rows = f"anchor,closer,farther,created_at\na,b,c,{moment}\n"
+    response = _upload(client, auth, four_items, "triplets", "t.csv", rows)
+    assert response.status_code == 422, response.text
+    assert "row 2, column 'created_at'" in response.text
+
+
+def test_a_model_update_cannot_null_a_setting(client, auth, four_items):
+    project_id = four_items["id"]
+    model = client.post(
+        f"{API}/projects/{project_id}/models",
+        json={"name": "m", "kind": "tete", "train": False},
+        headers=auth,
+    ).json()
+    response = client.patch(
+        f"{API}/projects/{project_id}/models/{model['id']}",
+        json={"auto_refit": True, "min_answers": None},
+        headers=auth,
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "min_answers"]
+
+
+def test_a_model_names_no_build_of_another_project(client, auth, new_token, four_items):
+    other = new_token("mallory")
+    theirs = client.post(f"{API}/projects", json={"name": "theirs"}, headers=other).json()
+    _upload(client, other, theirs, "items", "i.csv", "key,label\na,x\nb,x\nc,y\nd,y\n")
+    build = client.post(f"{API}/projects/{theirs['id']}/builds", json={}, headers=other)
+    assert build.status_code == 201, build.text
+    build = build.json()
+    mine = f"{API}/projects/{four_items['id']}/models"
+    for kind, status in (("comprf", 404), ("tete", 400), ("tripletboost", 400)):
+        body = {"name": kind, "kind": kind, "build_id": build["id"], "train": False}
+        response = client.post(mine, json=body, headers=auth)
+        assert response.status_code == status, response.text
+    response = client.post(mine, json={"name": "c", "kind": "comprf"}, headers=auth)
+    assert response.status_code == 400 and "name it" in response.text
+    assert client.get(mine, headers=auth).json() == []

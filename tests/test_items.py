@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import random
 
 import pytest
 
@@ -247,6 +248,22 @@ class TestZipUpload:
         response = upload(client, auth, project["id"], "items", "set.zip", bomb)
         assert response.status_code == 422
         assert "possible ZIP bomb" in messages(response)[0]
+
+    def test_an_image_entry_is_refused_by_its_size_before_it_is_read(
+        self, client, auth, project, settings
+    ):
+        """Under the ratio check (an image compresses little), yet far larger than any
+        image needs: refused from its header, so memory never holds it."""
+        settings.max_image_bytes = 2 << 20
+        noise = random.Random(1).randbytes(4 << 20)
+        entries = {"manifest.csv": "key,image\na,a.png\nb,b.png\n", "a.png": noise, "b.png": png()}
+        response = upload(client, auth, project["id"], "items", "set.zip", zip_bytes(entries))
+        assert response.status_code == 422
+        assert messages(response) == [
+            "set.zip:a.png: 4194304 bytes unpacked; an image may have at most 2097152 "
+            "(CLOSER_MAX_IMAGE_BYTES) (row 2 of the manifest)"
+        ]
+        assert item_count(client, auth, project["id"]) == 0
 
     def test_not_a_zip(self, client, auth, project):
         response = upload(client, auth, project["id"], "items", "set.zip", b"not a zip at all")

@@ -17,6 +17,7 @@ from app.builds.schemas import (
     RoutingAnswers,
 )
 from app.core.deps import CurrentResearcher, SessionDep
+from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import BuildStatus
 from app.projects.service import get_project
@@ -26,14 +27,14 @@ router = APIRouter(
 )
 
 
-def _build(session, researcher, project_id: int, build_id: int):
+def _build(session, researcher, project_id: RowId, build_id: RowId):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return service.get_build(session=session, project=project, build_id=build_id)
 
 
 @router.post("", response_model=BuildOut, status_code=status.HTTP_201_CREATED)
 def start_build(
-    project_id: int, body: BuildCreate, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, body: BuildCreate, session: SessionDep, researcher: CurrentResearcher
 ):
     """Start a CompRF build over the project's labelled items (test items left out). Its
     queries go to raters through the scheduler; answers already held are used first."""
@@ -46,21 +47,21 @@ def start_build(
 
 
 @router.get("", response_model=list[BuildOut])
-def list_builds(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+def list_builds(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return service.list_builds(session=session, project=project)
 
 
 @router.get("/{build_id}", response_model=BuildOut)
-def get_build(project_id: int, build_id: int, session: SessionDep, researcher: CurrentResearcher):
+def get_build(project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     """The build with its progress: queries answered and pending, share done per tree."""
     return _build(session, researcher, project_id, build_id)
 
 
 @router.get("/{build_id}/queries", response_model=list[PendingQuery])
 def pending_queries(
-    project_id: int,
-    build_id: int,
+    project_id: RowId,
+    build_id: RowId,
     session: SessionDep,
     researcher: CurrentResearcher,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
@@ -72,7 +73,7 @@ def pending_queries(
 
 
 def _set(status_to: BuildStatus):
-    def change(project_id: int, build_id: int, session: SessionDep, researcher: CurrentResearcher):
+    def change(project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher):
         build = _build(session, researcher, project_id, build_id)
         return service.set_status(session=session, build=build, status=status_to)
 
@@ -98,8 +99,8 @@ for _verb, _status in (
     "/{build_id}/predictions", response_model=PredictionOut, status_code=status.HTTP_201_CREATED
 )
 def start_prediction(
-    project_id: int,
-    build_id: int,
+    project_id: RowId,
+    build_id: RowId,
     body: PredictionCreate,
     session: SessionDep,
     researcher: CurrentResearcher,
@@ -118,14 +119,14 @@ predictions = APIRouter(
 )
 
 
-def _prediction(session, researcher, project_id: int, prediction_id: int):
+def _prediction(session, researcher, project_id: RowId, prediction_id: RowId):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return routing.get_prediction(session=session, project=project, prediction_id=prediction_id)
 
 
 @predictions.get("/{prediction_id}", response_model=PredictionOut)
 def get_prediction(
-    project_id: int, prediction_id: int, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, prediction_id: RowId, session: SessionDep, researcher: CurrentResearcher
 ):
     """Progress (routing queries pending, items done) and, once complete, labels and
     class shares per item."""
@@ -134,7 +135,7 @@ def get_prediction(
 
 @predictions.get("/{prediction_id}/queries", response_model=list[PendingQuery])
 def prediction_queries(
-    project_id: int, prediction_id: int, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, prediction_id: RowId, session: SessionDep, researcher: CurrentResearcher
 ):
     """The routing queries the prediction still needs, by item key."""
     prediction = _prediction(session, researcher, project_id, prediction_id)
@@ -143,8 +144,8 @@ def prediction_queries(
 
 @predictions.post("/{prediction_id}/answers", response_model=PredictionOut)
 def answer_routing(
-    project_id: int,
-    prediction_id: int,
+    project_id: RowId,
+    prediction_id: RowId,
     body: RoutingAnswers,
     session: SessionDep,
     researcher: CurrentResearcher,

@@ -43,6 +43,7 @@ class Settings(BaseSettings):
     max_zip_entries: int = 100_000
     max_zip_compression_ratio: int = 200
     max_image_pixels: int = 40_000_000
+    max_image_bytes: int = 64 * MIB
     max_upload_errors: int = 50
     worker_in_process: bool | None = Field(
         default=None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -95,6 +96,10 @@ class ProblemCollector:
 
 # What a validation error repeats of the input that failed: enough to recognise it.
 ECHO_CHARACTERS = 80
+# Containers are shown a few levels and entries deep: a list nested 100,000 deep is not walked.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxlist, _SHORT_REPR.maxdict = 3, 8, 8
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = ECHO_CHARACTERS
 
 
 def echo(value: Any) -> Any:
@@ -104,7 +109,7 @@ def echo(value: Any) -> Any:
         return value
     if isinstance(value, float) and math.isfinite(value):
         return value
-    text = value if isinstance(value, str) else repr(value)
+    text = value if isinstance(value, str) else _SHORT_REPR.repr(value)
     if len(text) > ECHO_CHARACTERS:
         text = text[:ECHO_CHARACTERS] + f"… ({len(text)} characters)"
     return text.encode("utf-8", "backslashreplace").decode("utf-8")

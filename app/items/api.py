@@ -9,6 +9,7 @@ from fastapi.responses import FileResponse, StreamingResponse
 
 from app.core.deps import CurrentResearcher, SessionDep, SettingsDep
 from app.core.errors import NotFound
+from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
 from app.items import service
 from app.items.schemas import ItemOut, ItemPage
@@ -49,7 +50,7 @@ def item_out(item: Item, with_features: bool = True) -> ItemOut:
     "", status_code=status.HTTP_201_CREATED, response_model=UploadOut, responses=UPLOAD_RESPONSES
 )
 def upload_items(
-    project_id: int,
+    project_id: RowId,
     file: UploadFile,
     request: Request,
     response: Response,
@@ -82,11 +83,11 @@ def upload_items(
 
 @router.get("", response_model=ItemPage)
 def list_items(
-    project_id: int,
+    project_id: RowId,
     session: SessionDep,
     researcher: CurrentResearcher,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=INT8_MAX)] = 0,
     split: Split | None = None,
     features: Annotated[bool, Query(description="Include feature vectors")] = False,
 ):
@@ -105,7 +106,7 @@ def list_items(
     responses={200: {"content": {"text/csv": {}, "application/json": {}, "application/zip": {}}}},
 )
 def export_items(
-    project_id: int,
+    project_id: RowId,
     request: Request,
     session: SessionDep,
     researcher: CurrentResearcher,
@@ -133,7 +134,7 @@ def export_items(
 
 
 @router.get("/{key}", response_model=ItemOut)
-def get_item(project_id: int, key: str, session: SessionDep, researcher: CurrentResearcher):
+def get_item(project_id: RowId, key: str, session: SessionDep, researcher: CurrentResearcher):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return item_out(service.get_item(session=session, project=project, key=key))
 
@@ -142,7 +143,7 @@ def get_item(project_id: int, key: str, session: SessionDep, researcher: Current
     "/{key}/image", response_class=FileResponse, responses={200: {"content": {"image/*": {}}}}
 )
 def get_item_image(
-    project_id: int, key: str, request: Request, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, key: str, request: Request, session: SessionDep, researcher: CurrentResearcher
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     item = service.get_item(session=session, project=project, key=key)

@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.errors import InvalidUpload, Problem, ProblemCollector
+from app.core.errors import InvalidUpload, Problem, ProblemCollector, echo
 from app.models import LabelType, Split
-from app.uploads.files import UploadedFile, csv_rows, load_json_array, read_header
+from app.uploads.files import UploadedFile, csv_rows, json_array_entries, read_header
 
 REQUIRED_COLUMNS = ("key",)
 OPTIONAL_COLUMNS = ("label", "text", "split", "features")
@@ -125,7 +125,7 @@ class ItemValidator:
             split = Split(raw)
         except ValueError:
             choices = ", ".join(s.value for s in Split)
-            self._bad(row, "split", f"'{raw}' is not one of {choices}")
+            self._bad(row, "split", f"'{echo(raw)}' is not one of {choices}")
             return Split.unlabelled
         if split is not Split.unlabelled and label is None:
             self._bad(row, "split", f"split '{split.value}' needs a label")
@@ -155,7 +155,7 @@ class ItemValidator:
                     number = math.nan
             if not math.isfinite(number):
                 self._bad(
-                    row, "features", f"value {position + 1} ('{value}') is not a finite number"
+                    row, "features", f"value {position + 1} ('{echo(value)}') is not a finite number"
                 )
                 return None
             numbers.append(number)
@@ -239,9 +239,8 @@ def _image_outside_archive(upload, validator, row: int, values: dict, allow_imag
 
 def read_json_items(upload: UploadedFile, validator: ItemValidator, allow_image: bool) -> None:
     """A JSON array of objects, or an object with an "items" array; rows are 1-based indices."""
-    document = load_json_array(upload, "items", "item objects")
     allowed = JSON_FIELDS
-    for index, entry in enumerate(document, start=1):
+    for index, entry in json_array_entries(upload, "items", "item objects"):
         if not isinstance(entry, dict):
             validator.problems.add(upload.name, "expected an object", row=index)
             continue

@@ -59,6 +59,7 @@ def _store_images(
     store: ImageStore,
     project: Project,
     max_pixels: int,
+    max_bytes: int,
     problems: ProblemCollector,
     created_files: list[str],
 ) -> dict[str, tuple[str, str]]:
@@ -77,6 +78,13 @@ def _store_images(
                 f"'{record.image}' is not in the archive",
                 row=record.row,
                 column="image",
+            )
+            continue
+        if archive.size(entry) > max_bytes:
+            problems.add(
+                f"{archive.name}:{entry}",
+                f"{archive.size(entry)} bytes unpacked; an image may have at most {max_bytes} "
+                f"(CLOSER_MAX_IMAGE_BYTES) (row {record.row} of the manifest)",
             )
             continue
         data = archive.read(entry)
@@ -133,7 +141,14 @@ def ingest_items(
         _read_manifest(archive, validator)
         problems.raise_if_any()
         images = _store_images(
-            archive, validator, store, project, settings.max_image_pixels, problems, created_files
+            archive,
+            validator,
+            store,
+            project,
+            settings.max_image_pixels,
+            settings.max_image_bytes,
+            problems,
+            created_files,
         )
     elif fmt is FileFormat.csv:
         read_csv_items(upload, validator, allow_image=False)

@@ -11,6 +11,7 @@ from app.builds import routing
 from app.builds.schemas import PredictionOut
 from app.core.deps import CurrentResearcher, SessionDep
 from app.core.errors import NotFound, ServiceError
+from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import Build, ModelKind
 from app.predictions import service
@@ -32,7 +33,7 @@ router = APIRouter(
 )
 
 
-def _model(session, researcher, project_id: int, model_id: int):
+def _model(session, researcher, project_id: RowId, model_id: RowId):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return project, get_model(session=session, project=project, model_id=model_id)
 
@@ -43,8 +44,8 @@ def _model(session, researcher, project_id: int, model_id: int):
     responses={202: {"model": RoutingStarted, "description": "CompRF: routing started"}},
 )
 def predict(
-    project_id: int,
-    model_id: int,
+    project_id: RowId,
+    model_id: RowId,
     body: PredictRequest,
     request: Request,
     session: SessionDep,
@@ -108,12 +109,12 @@ def predict(
     },
 )
 def embedding(
-    project_id: int,
-    model_id: int,
+    project_id: RowId,
+    model_id: RowId,
     session: SessionDep,
     researcher: CurrentResearcher,
     format: Annotated[Literal["json", "csv"], Query()] = "json",
-    version: Annotated[int | None, Query(ge=1)] = None,
+    version: Annotated[RowId | None, Query()] = None,
 ):
     """Every item's coordinates: t-ETE's embedding, or DisDF's learnt representation."""
     _, model = _model(session, researcher, project_id, model_id)
@@ -135,8 +136,8 @@ def embedding(
 
 @router.post("/distances", response_model=DistancesOut)
 def distances(
-    project_id: int,
-    model_id: int,
+    project_id: RowId,
+    model_id: RowId,
     body: DistancesRequest,
     session: SessionDep,
     researcher: CurrentResearcher,
@@ -153,13 +154,13 @@ def distances(
 
 @router.get("/neighbors", response_model=NeighborsOut)
 def neighbors(
-    project_id: int,
-    model_id: int,
+    project_id: RowId,
+    model_id: RowId,
     session: SessionDep,
     researcher: CurrentResearcher,
     item: Annotated[str, Query(min_length=1, description="Item key")],
     k: Annotated[int, Query(ge=1, le=1000)] = 10,
-    version: Annotated[int | None, Query(ge=1)] = None,
+    version: Annotated[RowId | None, Query()] = None,
 ):
     """The k items nearest to `item` by the learnt distance, nearest first."""
     _, model = _model(session, researcher, project_id, model_id)

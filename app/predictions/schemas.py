@@ -5,6 +5,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.builds.schemas import PredictionOut
+from app.core.fields import RowId
 
 
 class NewItem(BaseModel):
@@ -31,7 +32,7 @@ class PredictRequest(BaseModel):
     new_items: list[NewItem] | None = Field(
         default=None, max_length=10_000, description="Items not in the project"
     )
-    version: int | None = Field(default=None, ge=1, description="Default: the newest ready")
+    version: RowId | None = Field(default=None, description="Default: the newest ready")
     ask_raters: bool = Field(
         default=True,
         description="CompRF: put the routing queries in the raters' queue; false: the "
@@ -73,7 +74,7 @@ class DistancesRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pairs: list[tuple[str, str]] = Field(min_length=1, max_length=100_000)
-    version: int | None = Field(default=None, ge=1)
+    version: RowId | None = Field(default=None)
 
 
 class DistancesOut(BaseModel):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, status
 
 from app.core.deps import CurrentResearcher, SessionDep
+from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects import service
 from app.projects.schemas import (
@@ -37,7 +38,7 @@ def list_projects(session: SessionDep, researcher: CurrentResearcher):
 
 
 @router.get("/{project_id}", response_model=ProjectDetail)
-def get_project(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+def get_project(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     counts = service.project_counts(session=session, project=project)
     return ProjectDetail(**ProjectOut.model_validate(project).model_dump(), **counts)
@@ -45,7 +46,7 @@ def get_project(project_id: int, session: SessionDep, researcher: CurrentResearc
 
 @router.delete("/{project_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_project(
-    project_id: int, request: Request, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: CurrentResearcher
 ):
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     service.delete_project(session=session, store=request.app.state.images, project=project)
@@ -63,7 +64,7 @@ def _rating_out(request: Request, project) -> RatingOut:
 
 @router.get("/{project_id}/rating", response_model=RatingOut)
 def get_rating(
-    project_id: int, request: Request, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: CurrentResearcher
 ):
     """The public rating link and how it behaves."""
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
@@ -72,7 +73,7 @@ def get_rating(
 
 @router.patch("/{project_id}/rating", response_model=RatingOut)
 def update_rating(
-    project_id: int,
+    project_id: RowId,
     body: RatingSettingsUpdate,
     request: Request,
     session: SessionDep,

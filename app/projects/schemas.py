@@ -5,6 +5,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.models import LabelType
+from app.core.fields import INT4_MAX
 
 
 class ProjectCreate(BaseModel):
@@ -104,7 +105,7 @@ class RatingSettingsUpdate(BaseModel):
     lease_seconds: int | None = Field(default=None, ge=5, le=86_400)
     min_attention_accuracy: float | None = Field(default=None, ge=0, le=1)
     min_majority_agreement: float | None = Field(default=None, ge=0, le=1)
-    quality_min_answers: int | None = Field(default=None, ge=1)
+    quality_min_answers: int | None = Field(default=None, ge=1, le=INT4_MAX)
 
 
 class RatingOut(RatingSettings):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.core.deps import CurrentResearcher, SessionDep
+from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
 from app.raters import quality
@@ -17,7 +18,7 @@ router = APIRouter(
 
 
 @router.get("", response_model=list[RaterOut])
-def list_raters(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+def list_raters(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     """Every rater of the project with their answers, attention checks and agreement with
     the majority (as last computed; POST .../raters/quality to compute it now)."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -25,7 +26,7 @@ def list_raters(project_id: int, session: SessionDep, researcher: CurrentResearc
 
 
 @router.post("/quality", response_model=list[RaterOut])
-def refresh_quality(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+def refresh_quality(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     """Compute each rater's agreement with the majority now and apply the thresholds."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     quality.refresh(session=session, project=project)
@@ -34,8 +35,8 @@ def refresh_quality(project_id: int, session: SessionDep, researcher: CurrentRes
 
 @router.patch("/{rater_id}", response_model=RaterOut)
 def decide(
-    project_id: int,
-    rater_id: int,
+    project_id: RowId,
+    rater_id: RowId,
     body: RaterDecision,
     session: SessionDep,
     researcher: CurrentResearcher,

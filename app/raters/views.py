@@ -12,10 +12,12 @@ from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import RATER_COOKIE, RatedProject, SessionDep, is_cross_site, transaction
 from app.core.errors import NotFound, ServiceError
+from app.core.fields import BigRowId
 from app.core.routes import StrictJSONRoute
 from app.models import Choice, Item
 from app.raters import rating
 from app.raters import service as raters
+from app.scheduling.service import MAX_RESPONSE_MS
 
 PREFIX = "/r/{slug}"
 MEDIA = "/media"
@@ -104,16 +106,23 @@ def rate_page(slug: str, request: Request, session: SessionDep, project: RatedPr
     return _page(request, "rate/rate.html", _comparison_context(project, state, slug))
 
 
+def _milliseconds(text: str) -> int | None:
+    """The page's own timing, when it is one; anything else is no timing, not an error."""
+    if text.isascii() and text.isdigit() and len(text) <= 9:
+        return int(text) if int(text) <= MAX_RESPONSE_MS else None
+    return None
+
+
 @router.post("/answer", response_class=HTMLResponse)
 async def answer(
     slug: str,
     request: Request,
-    query_id: Annotated[int, Form()],
+    query_id: Annotated[BigRowId, Form()],
     choice: Annotated[Choice, Form()],
     response_time_ms: Annotated[str, Form()] = "",
 ):
     token = request.cookies.get(RATER_COOKIE)
-    elapsed = int(response_time_ms) if response_time_ms.isdigit() else None
+    elapsed = _milliseconds(response_time_ms)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
         sessions=request.app.state.session_factory,

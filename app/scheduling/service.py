@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db import FastStatement
 from app.core.errors import NotFound, ServiceError
+from app.core.fields import INT8_MAX
 from app.models import (
     Assignment,
     Choice,
@@ -48,7 +49,7 @@ ITEM_CACHE_SECONDS = 30.0
 # Random draws tried for a query the rater was never served, before giving up.
 RANDOM_DRAWS = 8
 # Query ids are the assignments' BIGINT keys.
-MAX_QUERY_ID = 2**63 - 1
+MAX_QUERY_ID = INT8_MAX
 
 
 @dataclass

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from app.core.deps import CurrentResearcher, SessionDep
 from app.core.errors import ServiceError
+from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import LearnedModel, ModelKind, ModelVersion
 from app.projects.service import get_project
@@ -54,7 +55,7 @@ def model_out(session: Session, model: LearnedModel) -> ModelOut:
     )
 
 
-def _model(session, researcher, project_id: int, model_id: int) -> LearnedModel:
+def _model(session, researcher, project_id: RowId, model_id: RowId) -> LearnedModel:
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return service.get_model(session=session, project=project, model_id=model_id)
 
@@ -85,7 +86,7 @@ def _matrix_blob(body: ModelCreate, params: dict) -> bytes | None:
 
 @router.post("", response_model=ModelOut, status_code=status.HTTP_201_CREATED)
 def create_model(
-    project_id: int, body: ModelCreate, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, body: ModelCreate, session: SessionDep, researcher: CurrentResearcher
 ):
     """Set up a learner on the project. Passive learners (TripletBoost, t-ETE) fit now and
     refit by themselves as answers grow; SMERF and DisDF learn from item features; a
@@ -127,7 +128,7 @@ def create_model(
 
 
 @router.get("", response_model=list[ModelOut])
-def list_models(project_id: int, session: SessionDep, researcher: CurrentResearcher):
+def list_models(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return [
         model_out(session, model) for model in service.list_models(session=session, project=project)
@@ -135,15 +136,15 @@ def list_models(project_id: int, session: SessionDep, researcher: CurrentResearc
 
 
 @router.get("/{model_id}", response_model=ModelOut)
-def get_model(project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher):
+def get_model(project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     """The model, the version that serves, and the newest one with its progress."""
     return model_out(session, _model(session, researcher, project_id, model_id))
 
 
 @router.patch("/{model_id}", response_model=ModelOut)
 def update_model(
-    project_id: int,
-    model_id: int,
+    project_id: RowId,
+    model_id: RowId,
     body: ModelUpdate,
     session: SessionDep,
     researcher: CurrentResearcher,
@@ -159,7 +160,7 @@ def update_model(
 
 @router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_model(
-    project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher
 ):
     """Delete the model and every version; a fit in progress is cancelled."""
     service.delete_model(session=session, model=_model(session, researcher, project_id, model_id))
@@ -167,7 +168,7 @@ def delete_model(
 
 
 @router.post("/{model_id}/train", response_model=VersionOut, status_code=status.HTTP_202_ACCEPTED)
-def train(project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher):
+def train(project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     """Fit a new version on the answers held now (a fit already queued or running is
     returned instead of a second one)."""
     model = _model(session, researcher, project_id, model_id)
@@ -176,7 +177,7 @@ def train(project_id: int, model_id: int, session: SessionDep, researcher: Curre
 
 
 @router.post("/{model_id}/cancel", response_model=VersionOut)
-def cancel(project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher):
+def cancel(project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     """Stop the fit queued or running; the version that served keeps serving."""
     model = _model(session, researcher, project_id, model_id)
     return version_out(session, service.cancel_training(session=session, model=model))
@@ -184,7 +185,7 @@ def cancel(project_id: int, model_id: int, session: SessionDep, researcher: Curr
 
 @router.get("/{model_id}/versions", response_model=list[VersionOut])
 def list_versions(
-    project_id: int, model_id: int, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher
 ):
     """Every version, newest first."""
     model = _model(session, researcher, project_id, model_id)
@@ -195,7 +196,7 @@ def list_versions(
 
 @router.get("/{model_id}/versions/{number}", response_model=VersionOut)
 def get_version(
-    project_id: int, model_id: int, number: int, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, model_id: RowId, number: RowId, session: SessionDep, researcher: CurrentResearcher
 ):
     model = _model(session, researcher, project_id, model_id)
     return version_out(session, service.get_version(session=session, model=model, number=number))

@@ -3,12 +3,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from app.core.errors import ServiceError
+from app.core.fields import INT4_MAX, RowId
 from app.models import ModelKind, VersionStatus
 
-Seed = Field(default=0, ge=0, le=2**31 - 1, description="Seed: the same answers give the same fit")
+Seed = Field(default=0, ge=0, le=INT4_MAX, description="Seed: the same answers give the same fit")
 
 
 class _Params(BaseModel):
@@ -45,14 +46,14 @@ class TETEParams(_Params):
 class SMERFParams(_Params):
     n_estimators: int = Field(default=100, ge=1, le=2000)
     max_features: int | float | Literal["sqrt", "log2"] | None = "sqrt"
-    min_samples_leaf: int = Field(default=1, ge=1)
-    max_depth: int | None = Field(default=None, ge=1)
+    min_samples_leaf: int = Field(default=1, ge=1, le=INT4_MAX)
+    max_depth: int | None = Field(default=None, ge=1, le=INT4_MAX)
     dissimilarity: Literal["labels", "target", "embedding", "matrix"] = Field(
         default="labels",
         description="Where D comes from: the labels (classes), the target (numbers), a "
         "t-ETE model's current embedding (embedding_model_id), or an uploaded matrix",
     )
-    embedding_model_id: int | None = None
+    embedding_model_id: RowId | None = None
     k_neighbors: int = Field(default=5, ge=1, le=100)
     random_state: int = Seed
 
@@ -119,8 +120,8 @@ class ModelCreate(BaseModel):
     refit_growth: float = Field(
         default=0.2, gt=0, le=100, description="Refit once answers grew by this share"
     )
-    min_answers: int = Field(default=100, ge=1, description="Answers before the first auto fit")
-    build_id: int | None = Field(default=None, description="CompRF: the build it comes from")
+    min_answers: int = Field(default=100, ge=1, le=INT4_MAX, description="Answers before the first auto fit")
+    build_id: RowId | None = Field(default=None, description="CompRF: the build it comes from")
     matrix: DissimilarityMatrix | None = Field(
         default=None, description="SMERF with dissimilarity 'matrix': D over item keys"
     )
@@ -132,10 +133,17 @@ class ModelUpdate(BaseModel):
 
     auto_refit: bool | None = None
     refit_growth: float | None = Field(default=None, gt=0, le=100)
-    min_answers: int | None = Field(default=None, ge=1)
+    min_answers: int | None = Field(default=None, ge=1, le=INT4_MAX)
     params: dict[str, Any] | None = Field(
         default=None, description="New parameters: the next version uses them"
     )
+
+    @field_validator("auto_refit", "refit_growth", "min_answers", "params")
+    @classmethod
+    def _left_out_not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("leave the field out to keep its value; it cannot be null")
+        return value
 
 
 class VersionOut(BaseModel):

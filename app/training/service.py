@@ -74,6 +74,8 @@ def create_model(
         build = session.get(Build, build_id) if build_id is not None else None
         if build is None or build.project_id != project.id:
             raise NotFound(f"no build {build_id} in project {project.id}: a CompRF model names one")
+    elif build_id is not None:
+        raise ServiceError(f"build_id names the build of a CompRF model; a {kind} model has none")
     model = LearnedModel(
         project_id=project.id,
         name=name,

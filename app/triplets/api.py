@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
 from app.core.deps import CurrentResearcher, SessionDep, SettingsDep
+from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
 from app.triplets import service
@@ -28,7 +29,7 @@ class ExportFormat(StrEnum):
     "", status_code=status.HTTP_201_CREATED, response_model=UploadOut, responses=UPLOAD_RESPONSES
 )
 def upload_triplets(
-    project_id: int,
+    project_id: RowId,
     file: UploadFile,
     response: Response,
     session: SessionDep,
@@ -63,7 +64,7 @@ def upload_triplets(
     responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
 )
 def export_triplets(
-    project_id: int,
+    project_id: RowId,
     request: Request,
     session: SessionDep,
     researcher: CurrentResearcher,

@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
 from app.core.config import Settings
-from app.core.errors import ProblemCollector
+from app.core.errors import ProblemCollector, echo
 from app.core.spreadsheets import spreadsheet_safe_sql
 from app.models import Item, Project, Rater, Triplet, TripletSource, UploadKind
 from app.triplets.bulk import TripletWriter
@@ -24,7 +24,7 @@ from app.uploads.files import (
     UploadedFile,
     csv_rows,
     detect_format,
-    load_json_array,
+    json_array_entries,
     read_header,
 )
 from app.uploads.service import UploadResult, find_replay, open_upload
@@ -101,7 +101,7 @@ class _RowParser:
             if key in ("", None):
                 self._bad(row, role, "item key is required")
             else:
-                self._bad(row, role, f"unknown item '{key}' (not in this project)")
+                self._bad(row, role, f"unknown item '{echo(key)}' (not in this project)")
         return found
 
     def parse(
@@ -148,7 +148,7 @@ class _RowParser:
         try:
             return TripletSource(raw).value
         except ValueError:
-            self._bad(row, "source", f"'{raw}' is not one of upload, rater, oracle")
+            self._bad(row, "source", f"'{echo(raw)}' is not one of upload, rater, oracle")
             return _INVALID
 
     def _rater(self, row: int, raw: Any) -> Any:
@@ -179,7 +179,7 @@ class _RowParser:
         except (TypeError, ValueError):
             value = math.nan
         if isinstance(raw, bool) or not math.isfinite(value) or value < 0 or value > 2**31 - 1:
-            self._bad(row, "response_time_ms", f"'{raw}' is not a number of milliseconds")
+            self._bad(row, "response_time_ms", f"'{echo(raw)}' is not a number of milliseconds")
             return _INVALID
         return round(value)
 
@@ -188,10 +188,11 @@ class _RowParser:
             return self._received_at
         try:
             moment = datetime.fromisoformat(str(raw).strip().replace("Z", "+00:00"))
-        except ValueError:
-            self._bad(row, "created_at", f"'{raw}' is not an ISO 8601 date and time")
+            moment = moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+        except (ValueError, OverflowError):
+            self._bad(row, "created_at", f"'{echo(raw)}' is not an ISO 8601 date and time (UTC)")
             return _INVALID
-        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return moment
 
 
 _INVALID = object()
@@ -239,13 +240,13 @@ def _ingest_json(
     problems: ProblemCollector,
 ) -> _RowParser:
     """A JSON array of [anchor, closer, farther] lists or of objects with those fields."""
-    document = load_json_array(upload, "triplets", "triplets")
-    present = {name for entry in document if isinstance(entry, dict) for name in entry}
-    extras = tuple(name for name in OPTIONAL_COLUMNS if name in present)
+    # Read once, as it streams: every optional field is parsed, absent ones as empty cells.
+    extras = OPTIONAL_COLUMNS
     parser = make_parser(extras)
+    writer = parser.writer
     allowed = set(ROLES) | set(OPTIONAL_COLUMNS)
     batch: list[tuple] = []
-    for index, entry in enumerate(document, start=1):
+    for index, entry in json_array_entries(upload, "triplets", "triplets"):
         if isinstance(entry, list):
             if len(entry) != 3:
                 problems.add(
@@ -279,8 +280,11 @@ def _ingest_json(
             continue
         if encoded is not None and not problems.problems:
             batch.append(encoded)
+            if len(batch) >= _BATCH:
+                writer.write(batch)
+                batch = []
     if not problems.problems:
-        parser.writer.write(batch)
+        writer.write(batch)
     return parser
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import csv
 import io
-import json
+import tempfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePosixPath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from app.core.errors import InvalidUpload, Problem, UnsupportedMedia
+import ijson
+
+from app.core.errors import InvalidUpload, Problem, UnsupportedMedia, echo
 from app.core.spreadsheets import from_spreadsheet
 
 
@@ -73,6 +75,10 @@ def csv_rows(upload: UploadedFile) -> Iterator[tuple[int, list[str]]]:
     record_start = 1  # a quoted field can span lines: report where its record began
     try:
         for fields in reader:
+            if any("\x00" in field for field in fields):
+                raise InvalidUpload(
+                    [Problem(upload.name, "text may not contain the NUL character", row=record_start)]
+                )
             yield record_start, [from_spreadsheet(field) for field in fields]
             record_start = reader.line_num + 1
     except csv.Error as exc:
@@ -97,17 +103,117 @@ def _first_undecodable_line(stream: BinaryIO) -> int | None:
     return None
 
 
-def load_json_array(upload: UploadedFile, wrapper: str, what: str) -> list:
-    """A JSON array, bare or as the only field `wrapper` of an object."""
+def json_array_entries(upload: UploadedFile, wrapper: str, what: str) -> Iterator[tuple[int, Any]]:
+    """(1-based index, entry) for each entry of a JSON array, bare or the only field
+    `wrapper` of an object, parsed as it streams: memory stays flat however long it is, and
+    an entry nested deeper than any entry needs is refused before it is built."""
+    events = ijson.basic_parse(upload.stream, use_float=True)
+    index = 0
     try:
-        document = json.load(upload.stream)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidUpload([Problem(upload.name, f"not valid JSON: {exc}")]) from None
-    if isinstance(document, dict) and set(document) == {wrapper}:
-        document = document[wrapper]
-    if not isinstance(document, list):
+        _open_array(upload, events, wrapper, what)
+        for index, entry in enumerate(_entries(upload, events), start=1):  # noqa: B007
+            if _holds_nul(entry):
+                raise InvalidUpload(
+                    [Problem(upload.name, "text may not contain the NUL character", row=index)]
+                )
+            yield index, entry
+        for event, value in events:  # only the wrapper's end may follow
+            if event == "map_key":
+                raise _not_only_field(upload, wrapper, what, value)
+    except ijson.JSONError as exc:
+        raise InvalidUpload(
+            [Problem(upload.name, f"not valid JSON in entry {index + 1}: {echo(str(exc))}")]
+        ) from None
+    except UnicodeDecodeError:
+        raise InvalidUpload([Problem(upload.name, "not UTF-8 text")]) from None
+    except ValueError as exc:  # a number Python will not convert (thousands of digits)
+        raise InvalidUpload(
+            [Problem(upload.name, f"entry {index + 1}: {echo(str(exc))}")]
+        ) from None
+
+
+# Entries are flat (a triplet) or hold one list (an item's features); far deeper is an attack.
+_MAX_ENTRY_DEPTH = 16
+
+
+def _open_array(upload: UploadedFile, events: Iterator, wrapper: str, what: str) -> None:
+    """Consume the events up to the opening of the array of entries."""
+    event, _ = next(events, ("end", None))
+    if event == "start_map":
+        event, key = next(events, ("end", None))
+        if event == "map_key" and key != wrapper:
+            raise _not_only_field(upload, wrapper, what, key)
+        if event == "map_key":
+            event, _ = next(events, ("end", None))
+            if event != "start_array":
+                raise InvalidUpload(
+                    [Problem(upload.name, f"'{wrapper}' must be a JSON array of {what}")]
+                )
+    if event != "start_array":
         raise InvalidUpload([Problem(upload.name, f"expected a JSON array of {what}")])
-    return document
+
+
+def _not_only_field(upload: UploadedFile, wrapper: str, what: str, key: Any) -> InvalidUpload:
+    return InvalidUpload(
+        [
+            Problem(
+                upload.name,
+                f"expected a JSON array of {what}, or an object whose only field is "
+                f"'{wrapper}'; found the field '{echo(key)}'",
+            )
+        ]
+    )
+
+
+def _entries(upload: UploadedFile, events: Iterator) -> Iterator[Any]:
+    """Build each entry of the open array from the parser's events, up to its end."""
+    building: list[Any] = []  # the containers of the entry being built, innermost last
+    keys: list[Any] = []  # for each, the key its next value goes under (objects only)
+    entries = 0
+    for event, value in events:
+        if event == "start_array" or event == "start_map":
+            if len(building) >= _MAX_ENTRY_DEPTH:
+                raise InvalidUpload(
+                    [
+                        Problem(
+                            upload.name,
+                            f"nested deeper than {_MAX_ENTRY_DEPTH} levels",
+                            row=entries + 1,
+                        )
+                    ]
+                )
+            building.append([] if event == "start_array" else {})
+            keys.append(None)
+            continue
+        if event == "map_key":
+            keys[-1] = value
+            continue
+        if event == "end_array" or event == "end_map":
+            if not building:
+                return  # the array of entries is closed
+            value = building.pop()
+            keys.pop()
+        if building:
+            container = building[-1]
+            if type(container) is list:
+                container.append(value)
+            else:
+                container[keys[-1]] = value
+        else:
+            entries += 1
+            yield value
+
+
+def _holds_nul(entry: Any) -> bool:
+    if isinstance(entry, str):
+        return "\x00" in entry
+    if isinstance(entry, list):
+        return any(isinstance(v, str) and "\x00" in v for v in entry)
+    if isinstance(entry, dict):
+        return any(
+            "\x00" in k or isinstance(v, str) and "\x00" in v for k, v in entry.items()
+        )
+    return False
 
 
 def read_header(
@@ -226,19 +332,41 @@ class SafeZip:
             if n.lower().endswith(suffix) and not PurePosixPath(n).name.startswith(".")
         )
 
-    def read(self, entry: str) -> bytes:
+    def size(self, entry: str) -> int:
+        """The entry's size as its header declares it (reads are capped to it)."""
+        return self.entries[entry].file_size
+
+    def _chunks(self, entry: str) -> Iterator[bytes]:
         info = self.entries[entry]
+        read = 0
         try:
             with self._zip.open(info) as handle:
-                data = handle.read(info.file_size + 1)
+                while chunk := handle.read(_CHUNK):
+                    read += len(chunk)
+                    if read > info.file_size:
+                        raise self._problem(
+                            "entry is larger than its header says (possible ZIP bomb)", entry
+                        )
+                    self._budget -= len(chunk)
+                    if self._budget < 0:
+                        raise self._problem(
+                            "archive unpacks to more than the limit (possible ZIP bomb)"
+                        )
+                    yield chunk
         except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
             raise self._problem(f"cannot read entry: {exc}", entry) from None
-        if len(data) > info.file_size:
-            raise self._problem("entry is larger than its header says (possible ZIP bomb)", entry)
-        self._budget -= len(data)
-        if self._budget < 0:
-            raise self._problem("archive unpacks to more than the limit (possible ZIP bomb)")
-        return data
+
+    def read(self, entry: str) -> bytes:
+        return b"".join(self._chunks(entry))
 
     def open_upload(self, entry: str) -> UploadedFile:
-        return UploadedFile(name=f"{self.name}:{entry}", stream=io.BytesIO(self.read(entry)))
+        """The entry as a file to parse, spilled to disk past a few MiB rather than held."""
+        spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY)
+        for chunk in self._chunks(entry):
+            spool.write(chunk)
+        spool.seek(0)
+        return UploadedFile(name=f"{self.name}:{entry}", stream=spool)  # type: ignore[arg-type]
+
+
+_CHUNK = 1 << 20
+_SPOOL_IN_MEMORY = 8 << 20

@@ -1,0 +1,19 @@
+"""Bounds on the numbers a client may send, so an id, offset or count the database cannot
+hold is a 422 naming the field rather than a database error. PostgreSQL's `integer` ends
+at 2^31 - 1 and `bigint` (SQLite's integer too) at 2^63 - 1."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from annotated_types import Ge, Le
+
+INT4_MAX = 2**31 - 1
+INT8_MAX = 2**63 - 1
+
+# A row of an `integer` key: projects, builds, models and their versions, raters, predictions.
+RowId = Annotated[int, Ge(1), Le(INT4_MAX)]
+# A row of a `bigint` key: items, triplets, the queries shown to raters.
+BigRowId = Annotated[int, Ge(1), Le(INT8_MAX)]
+# How many rows to skip or ask for.
+RowCount = Annotated[int, Ge(0), Le(INT8_MAX)]
