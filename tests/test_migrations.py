@@ -17,6 +17,7 @@ TABLES = {
     "triplets",
     "uploads",
     "raters",
+    "rater_sessions",
     "jobs",
     "builds",
     "query_slots",
@@ -70,6 +71,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0004",
             "0005",
             "0006",
+            "0007",
         ]
     finally:
         engine.dispose()

@@ -146,8 +146,19 @@ class TestAnswers:
         answer(client, slug, first, joined["comparison"]["query_id"])
         again, rejoined = join(client, slug, workerId="W1", assignmentId="A2")
         assert rejoined["answered"] == 1
-        # The old session token was replaced by the new one.
-        assert client.get(f"{API}/rate/{slug}/next", headers=first).status_code == 401
+
+    def test_joining_with_someone_elses_id_takes_over_nothing(self, client, study):
+        """Issue 15, hole 3: a second join with a participant id gets a session of its
+        own on the same rater; the first browser's session keeps working."""
+        _, slug, _ = study
+        victim, joined = join(client, slug, PROLIFIC_PID="P-123")
+        answer(client, slug, victim, joined["comparison"]["query_id"])
+        intruder, _ = join(client, slug, PROLIFIC_PID="P-123")
+        assert intruder["X-Rater-Token"] != victim["X-Rater-Token"]
+        state = client.get(f"{API}/rate/{slug}/next", headers=victim)
+        assert state.status_code == 200 and state.json()["answered"] == 1
+        answer(client, slug, victim, state.json()["comparison"]["query_id"])
+        assert client.get(f"{API}/rate/{slug}/next", headers=intruder).json()["answered"] == 2
 
     def test_completion_code_after_the_configured_answers(self, client, auth, study):
         project_id, slug, _ = study

@@ -15,7 +15,7 @@ from app.models.queue import (
     QuerySlot,
     SlotState,
 )
-from app.models.rater import Rater
+from app.models.rater import Rater, RaterSession
 from app.models.researcher import ApiToken, Researcher
 from app.models.triplet import Triplet, TripletSource, Upload, UploadKind
 
@@ -39,6 +39,7 @@ __all__ = [
     "Purpose",
     "QuerySlot",
     "Rater",
+    "RaterSession",
     "Researcher",
     "SlotState",
     "Split",

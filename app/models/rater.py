@@ -13,7 +13,7 @@ from app.models._types import JsonValue, Timestamp, utcnow
 class Rater(Base):
     """A person answering queries, known by the id their recruiting platform gave them.
 
-    The browser holds a random session token; only its hash is stored. The counters
+    Each browser holds a random session token (see RaterSession). The counters
     measure quality: attention checks passed and failed, and how often the rater's
     answers agree with the majority of others on the same query. `exclusion_override` is
     the researcher's word (True: excluded, False: included whatever the thresholds say);
@@ -33,7 +33,6 @@ class Rater(Base):
     platform: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
 
-    session_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
     platform_ids: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     answers: Mapped[int] = mapped_column(default=0)
     attention_passed: Mapped[int] = mapped_column(default=0)
@@ -50,3 +49,17 @@ class Rater(Base):
     def attention_accuracy(self) -> float | None:
         checks = self.attention_passed + self.attention_failed
         return self.attention_passed / checks if checks else None
+
+
+class RaterSession(Base):
+    """One browser's session of a rater; only the token's hash is stored. A participant
+    who joins again (another device, a cleared cookie, or someone who merely knows the
+    participant id) gets a session of their own: no join revokes another's."""
+
+    __tablename__ = "rater_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    rater_id: Mapped[int] = mapped_column(
+        ForeignKey("raters.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)

@@ -1,8 +1,10 @@
 """Raters: who they are (the recruiting platform's ids), their sessions, their quality.
 
 A rater reaches a project through its public link. Joining creates the rater (or finds
-the one the platform id names) and hands out a random session token; only its hash is
-kept. Recognised platform parameters are Prolific's (PROLIFIC_PID, STUDY_ID,
+the one the platform id names) and hands out a random session token of its own; only its
+hash is kept. A second join with the same id (another device, or someone else who knows
+the id) adds a session: it never revokes one, so nobody takes over a participant's
+session by joining with their id. Recognised platform parameters are Prolific's (PROLIFIC_PID, STUDY_ID,
 SESSION_ID), Amazon Mechanical Turk's (workerId, assignmentId, hitId) and a plain
 `participant`; without any, the rater is anonymous.
 """
@@ -19,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.service import hash_token
 from app.core.errors import NotFound, ServiceError
-from app.models import Project, Rater, Triplet
+from app.models import Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
 from app.scheduling.service import ActiveRater, apply_thresholds
 
@@ -72,15 +74,21 @@ def join(
             platform_ids=ids,
         )
         session.add(rater)
-    token = secrets.token_urlsafe(24)
-    rater.session_hash = hash_token(token)
     rater.last_seen_at = utcnow()
+    session.flush()
+    token = secrets.token_urlsafe(24)
+    session.add(RaterSession(token_hash=hash_token(token), rater_id=rater.id))
     session.flush()
     return ActiveRater.of(rater), token
 
 
-_RATER_IN_PROJECT = select(Rater.id, Rater.answers, Rater.excluded).where(
-    Rater.session_hash == bindparam("token_hash"), Rater.project_id == bindparam("project")
+_RATER_IN_PROJECT = (
+    select(Rater.id, Rater.answers, Rater.excluded)
+    .join(RaterSession, RaterSession.rater_id == Rater.id)
+    .where(
+        RaterSession.token_hash == bindparam("token_hash"),
+        Rater.project_id == bindparam("project"),
+    )
 )
 
 
@@ -127,8 +135,13 @@ class _Studies:
 studies = _Studies()
 _RATER_BY_TOKEN = (
     select(Rater.id, Rater.answers, Rater.excluded, Project.settings_version)
+    .select_from(RaterSession)
+    .join(Rater, Rater.id == RaterSession.rater_id)
     .join(Project, Project.id == Rater.project_id)
-    .where(Rater.session_hash == bindparam("token_hash"), Project.public_slug == bindparam("slug"))
+    .where(
+        RaterSession.token_hash == bindparam("token_hash"),
+        Project.public_slug == bindparam("slug"),
+    )
 )
 
 
