@@ -231,6 +231,13 @@ def simulate(
     seconds: Annotated[float | None, typer.Option(help="Stop after this long")] = None,
     answers: Annotated[int | None, typer.Option(help="Stop after this many each")] = None,
     seed: Annotated[int, typer.Option(help="Seed for noise and think times")] = 0,
+    throttled: Annotated[
+        bool,
+        typer.Option(
+            help="Send the rater requests without the researcher token, so the study's rate "
+            "limits apply to them as to strangers"
+        ),
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
 ) -> None:
     """A crowd of simulated raters answering from the items' features over HTTP."""
@@ -267,6 +274,7 @@ def simulate(
                 build_id=build,
                 prediction_id=prediction,
                 seed=seed,
+                throttled=throttled,
                 on_progress=None if json_output else progress,
             )
         )
@@ -285,6 +293,7 @@ def simulate(
          f"{summary['sessions_out_of_work']} ended early (they had seen every query)"),
         ("sent again", f"{summary['retries']} requests after a network error or a 5xx; "
          f"{summary['replayed']} answers the server already held (stored once)"),
+        ("rate limited", f"{summary['throttled']} requests waited out a 429 (Retry-After)"),
     ]
     if build is not None:
         rows.append(("build", f"{build} is {summary['build_status']}"))

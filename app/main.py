@@ -18,7 +18,8 @@ from app.auth.service import authenticate
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.core.errors import NotFound, install_error_handlers
 from app.core.headers import SecurityHeaders
-from app.core.limits import BodyLimits
+from app.core.limits import BodyLimits, ResearcherTokens
+from app.core.throttle import Throttle
 from app.items.api import router as items_router
 from app.items.images import ImageStore
 from app.predictions.api import router as serving_router
@@ -99,12 +100,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         with unit_of_work(app.state.session_factory) as session:
             return authenticate(session=session, token=token) is not None
 
+    researcher_tokens = ResearcherTokens(verify_token)
+    app.state.throttle = Throttle(
+        joins_per_address=settings.rate_limit_joins_per_address,
+        joins_per_study=settings.rate_limit_joins_per_study,
+        answers_per_session=settings.rate_limit_answers_per_session,
+        is_researcher=researcher_tokens,
+        enabled=settings.rate_limits,
+    )
     app.add_middleware(
         BodyLimits,
         public_bytes=settings.max_public_body_bytes,
         json_bytes=settings.max_json_bytes,
         upload_bytes=settings.max_upload_bytes,
-        verify_token=verify_token,
+        researcher_tokens=researcher_tokens,
     )
     app.add_middleware(SecurityHeaders)
     install_error_handlers(app)

@@ -2,7 +2,8 @@
 people would, from the items' feature vectors (a `FeatureOracle`), with a noise rate and
 a think time. Each rater joins through the study's public link and answers through the
 rater routes only; the researcher token is used to read the items' features and, if
-asked, to watch a build.
+asked, to watch a build. It goes with the rater requests too, unless `throttled`: the
+rate limits of public links are for strangers, and a researcher's own test crowd is none.
 
 An answer whose response never came (a timeout, a server restart) is sent again with
 the same query id until the server acknowledges it: the answer is idempotent, so it is
@@ -36,6 +37,7 @@ class CrowdReport:
     answers: int = 0
     replayed: int = 0
     retries: int = 0
+    throttled: int = 0  # 429s: the server's rate limits held a request back
     raters: int = 0  # sessions started: each simulated person joins anew after a session
     completed_sessions: int = 0  # reached the study's answers per rater
     out_of_work_sessions: int = 0  # ended early: the study had nothing left to ask them
@@ -54,6 +56,7 @@ class CrowdReport:
             "p99_ms": round(float(np.percentile(latencies, 99)), 1),
             "replayed": self.replayed,
             "retries": self.retries,
+            "throttled": self.throttled,
             "sessions_started": self.raters,
             "sessions_completed": self.completed_sessions,
             "sessions_out_of_work": self.out_of_work_sessions,
@@ -125,7 +128,12 @@ async def _request(
             report.retries += 1
             await asyncio.sleep(RETRY_SECONDS)
             continue
-        if status >= 500 or status == 429:  # a server restarting, or overloaded
+        if status == 429:  # over a rate limit: wait as long as the server asks
+            report.throttled += 1
+            wait = response.headers.get("Retry-After", "")
+            await asyncio.sleep(float(wait) if wait.isdigit() else RETRY_SECONDS)
+            continue
+        if status >= 500:  # a server restarting, or overloaded
             report.retries += 1
             await asyncio.sleep(RETRY_SECONDS)
             continue
@@ -147,18 +155,28 @@ async def _rater(
     report: CrowdReport,
     prefix: str,
     answers_each: int | None,
+    base_headers: dict[str, str],
 ) -> None:
     session_number = 0
     given = 0  # by this simulated person, over all their sessions
     while not stop.is_set():
         participant = f"{prefix}-{number}-{session_number}"
         response, _ = await _request(
-            client, "POST", f"{API}/rate/{slug}/raters", report, json={"participant": participant}
+            client,
+            "POST",
+            f"{API}/rate/{slug}/raters",
+            report,
+            json={"participant": participant},
+            headers=base_headers,
         )
         response.raise_for_status()
         report.raters += 1
+        headers = {**base_headers, "X-Rater-Token": response.body["rater_token"]}
+        response, _ = await _request(
+            client, "GET", f"{API}/rate/{slug}/next", report, headers=headers
+        )
+        response.raise_for_status()
         state = response.body
-        headers = {"X-Rater-Token": state["rater_token"]}
         while not stop.is_set() and state["comparison"] is not None:
             if answers_each is not None and given >= answers_each:
                 return
@@ -242,6 +260,7 @@ async def run_crowd(
     build_id: int | None = None,
     prediction_id: int | None = None,
     seed: int = 0,
+    throttled: bool = False,
     timeout: float = 30.0,
     on_progress=None,
     progress_every: float = 5.0,
@@ -311,6 +330,7 @@ async def run_crowd(
                     report,
                     f"sim{seed}",
                     answers_each,
+                    {} if throttled else headers,
                 )
             )
             for number in range(raters)

@@ -103,6 +103,7 @@ def settings(database_url, tmp_path: Path) -> Settings:
         worker_in_process=False,
         max_upload_bytes=5 * 1024 * 1024,
         max_zip_uncompressed_bytes=50 * 1024 * 1024,
+        rate_limits=False,  # tests answer faster than people; tests/test_rate_limits.py has them on
     )
 
 

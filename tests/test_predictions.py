@@ -140,7 +140,10 @@ def test_raters_get_routing_queries_first(app, client, auth, finished_build):
         headers=auth,
         json={"attention_rate": 0, "random_share": 0},
     )
-    joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": "r"}).json()
+    token = client.post(f"{API}/rate/{slug}/raters", json={"participant": "r"}).json()
+    joined = client.get(
+        f"{API}/rate/{slug}/next", headers={"X-Rater-Token": token["rater_token"]}
+    ).json()
     assert joined["comparison"]["anchor"]["key"] in ("p55", "p60")
     with app.state.session_factory() as session:
         assert session.query(Assignment).one().purpose == Purpose.routing
@@ -237,8 +240,8 @@ def test_raters_answers_complete_a_routing_prediction(app, client, auth, finishe
     routing_answers = 0
     for rater_number in range(20):
         joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": f"r{rater_number}"})
-        state = joined.json()
-        token = {"X-Rater-Token": state["rater_token"]}
+        token = {"X-Rater-Token": joined.json()["rater_token"]}
+        state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
         while state["comparison"] is not None and state["comparison"]["anchor"]["key"] in wanted:
             comparison = state["comparison"]
             closer = oracle(

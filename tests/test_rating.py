@@ -59,10 +59,14 @@ def configure(client, auth, project_id, **settings):
 
 
 def join(client, slug, **ids):
+    """Join, then ask for the first comparison: (token header, the state with it)."""
     response = client.post(f"{API}/rate/{slug}/raters", json=ids)
     assert response.status_code == 201, response.text
-    body = response.json()
-    return {"X-Rater-Token": body["rater_token"]}, body
+    assert response.json()["comparison"] is None  # joining serves (and leases) nothing
+    token = {"X-Rater-Token": response.json()["rater_token"]}
+    state = client.get(f"{API}/rate/{slug}/next", headers=token)
+    assert state.status_code == 200, state.text
+    return token, state.json()
 
 
 def answer(client, slug, rater, query_id, choice="left", **extra):

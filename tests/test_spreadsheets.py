@@ -52,9 +52,11 @@ def test_csv_downloads_quote_formulas_and_json_keeps_the_values(client, auth, pr
     joined = client.post(
         f"{API}/rate/{slug}/raters", json={"participant": '=HYPERLINK("http://x","y")'}
     ).json()
+    token = {"X-Rater-Token": joined["rater_token"]}
+    joined = client.get(f"{API}/rate/{slug}/next", headers=token).json()
     answered = client.post(
         f"{API}/rate/{slug}/answers",
-        headers={"X-Rater-Token": joined["rater_token"]},
+        headers=token,
         json={"query_id": joined["comparison"]["query_id"], "choice": "left"},
     )
     assert answered.status_code == 200

@@ -8,7 +8,8 @@ from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from limits import parse_many
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIB = 1024 * 1024
@@ -45,6 +46,12 @@ class Settings(BaseSettings):
     max_image_pixels: int = 40_000_000
     max_image_bytes: int = 64 * MIB
     max_upload_errors: int = 50
+    rate_limits: bool = Field(
+        default=True, description="Limit joins and answers at public rating links"
+    )
+    rate_limit_joins_per_address: str = "60/minute"
+    rate_limit_joins_per_study: str = "1200/minute"
+    rate_limit_answers_per_session: str = "10/second;300/minute"
     worker_in_process: bool | None = Field(
         default=None,
         description="Run a worker thread inside `closer serve`; "
@@ -65,6 +72,21 @@ class Settings(BaseSettings):
         ge=1,
         description="PostgreSQL connections each web process keeps for raters' answers",
     )
+
+    @field_validator(
+        "rate_limit_joins_per_address",
+        "rate_limit_joins_per_study",
+        "rate_limit_answers_per_session",
+    )
+    @classmethod
+    def _rate_limit(cls, value: str) -> str:
+        try:
+            parse_many(value)
+        except ValueError:
+            raise ValueError(
+                f"'{value}' is not a rate limit: write e.g. '60/minute' or '10/second;300/minute'"
+            ) from None
+        return value
 
     @property
     def resolved_database_url(self) -> str:

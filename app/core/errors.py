@@ -131,7 +131,11 @@ def _short_error(error: dict) -> dict:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     def _service_error(_request: Request, exc: ServiceError) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+        return JSONResponse(
+            {"detail": exc.detail},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
 
     @app.exception_handler(RequestValidationError)
     def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

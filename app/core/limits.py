@@ -23,9 +23,9 @@ TOKEN_CACHE_SECONDS = 10.0
 PUBLIC_LIMIT = "CLOSER_MAX_PUBLIC_BODY_BYTES, for requests without a researcher token"
 
 
-class _TokenCheck:
+class ResearcherTokens:
     """Whether a bearer token is a live researcher token, remembered for a few seconds:
-    an upload's size check should not cost a query per request."""
+    an upload's size check (or a rate limit's exemption) should not cost a query."""
 
     def __init__(self, verify: Callable[[str], bool]) -> None:
         self.verify = verify
@@ -64,13 +64,13 @@ class BodyLimits:
         public_bytes: int,
         json_bytes: int,
         upload_bytes: int,
-        verify_token: Callable[[str], bool],
+        researcher_tokens: ResearcherTokens,
     ) -> None:
         self.app = app
         self.public_bytes = public_bytes
         self.json_bytes = json_bytes
         self.upload_bytes = upload_bytes
-        self.token_is_valid = _TokenCheck(verify_token)
+        self.token_is_valid = researcher_tokens
 
     def _researcher_limit(self, headers: Headers) -> tuple[int, str]:
         if headers.get("content-type", "").lower().startswith("multipart/form-data"):

@@ -134,11 +134,21 @@ def state(
     return _progress(project, rater.answers, comparison, replayed)
 
 
+def progress(*, project: Project, rater: ActiveRater) -> RaterState:
+    """The rater's progress without serving a comparison: what a join answers, so that
+    joining leases nothing (a burst of joins would otherwise hold the build's queries)."""
+    return _progress(project, rater.answers, None, replayed=False, asked=False)
+
+
 def _progress(
-    project: Project, answers: int, comparison: Comparison | None, replayed: bool
+    project: Project,
+    answers: int,
+    comparison: Comparison | None,
+    replayed: bool,
+    asked: bool = True,
 ) -> RaterState:
     code = url = None
-    out_of_work = scheduling.is_out_of_work(project, answers, comparison)
+    out_of_work = asked and scheduling.is_out_of_work(project, answers, comparison)
     if out_of_work:
         code = project.no_more_work_code or project.completion_code
         url = project.no_more_work_url or project.completion_url

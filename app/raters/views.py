@@ -73,14 +73,17 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
             status_code=403,
         )
     try:
+        await request.app.state.throttle.join(request, slug)
         _, token = rating.join(session=session, project=project, params=params)
     except ServiceError as error:
-        return _page(
+        page = _page(
             request,
             "rate/instructions.html",
             {"project": project, "params": params, "returning": False, "error": error.detail},
-            status_code=400,
+            status_code=error.status_code,
         )
+        page.headers.update(getattr(error, "headers", None) or {})
+        return page
     response = RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
     response.set_cookie(
         RATER_COOKIE,
@@ -122,6 +125,7 @@ async def answer(
     response_time_ms: Annotated[str, Form()] = "",
 ):
     token = request.cookies.get(RATER_COOKIE)
+    await request.app.state.throttle.answer(request, slug, token)
     elapsed = _milliseconds(response_time_ms)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,

@@ -56,14 +56,21 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
 
 
 @router.post("/raters", response_model=JoinOut, status_code=201)
-def join_study(slug: str, body: JoinIn, request: Request):
-    """Join the study behind a public link; the answer holds the first comparison."""
+async def join_study(slug: str, body: JoinIn, request: Request):
+    """Join the study behind a public link: the answer holds the rater's token and
+    progress; `GET …/next` with the token serves the first comparison. Joining serves
+    nothing, so a burst of joins holds none of the queries a build waits for."""
+    await request.app.state.throttle.join(request, slug)
+    return await run_in_threadpool(_join, slug, body, request)
+
+
+def _join(slug: str, body: JoinIn, request: Request) -> JoinOut:
     with transaction(request) as session:
         project = project_by_slug(session=session, slug=slug)
         rater, token = rating.join(
             session=session, project=project, params=body.model_dump(exclude_none=True)
         )
-        state = rating.state(session=session, project=project, rater=rater)
+        state = rating.progress(project=project, rater=rater)
     return JoinOut(**state_out(request, slug, state).model_dump(), rater_token=token)
 
 
@@ -80,6 +87,7 @@ def next_comparison(slug: str, request: Request, token: RaterToken):
 async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: RaterToken):
     """Answer a comparison; a retry of the same query_id stores nothing more. The answer
     holds the next comparison."""
+    await request.app.state.throttle.answer(request, slug, token)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
         sessions=request.app.state.session_factory,

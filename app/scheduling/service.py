@@ -281,9 +281,22 @@ def _seen_by(rater_id: int):
     )
 
 
+# A rater who has answered nothing yet holds a query this long at most: a visitor who
+# looks and leaves (or a bot) keeps a build's query from the others only briefly.
+FIRST_LEASE_SECONDS = 30
+
+
+def lease_seconds(project: Project, rater: ActiveRater) -> int:
+    """How long the rater holds what they are served: the study's lease once they have
+    answered, a short one before. (closer_answer() serves only after an answer.)"""
+    if rater.answers:
+        return project.lease_seconds
+    return min(project.lease_seconds, FIRST_LEASE_SECONDS)
+
+
 def _lease_slot(session: Session, project: Project, rater: ActiveRater, now: datetime):
     """Lease the first free queue slot this rater has not seen; None when there is none."""
-    expires = now + timedelta(seconds=project.lease_seconds)
+    expires = now + timedelta(seconds=lease_seconds(project, rater))
     postgres = session.get_bind().dialect.name == "postgresql"
     slot = _LEASE[postgres].run(
         session, {"project": project.id, "rater": rater.id, "now": now, "expires": expires}
@@ -406,7 +419,7 @@ def serve_next(
     rng = rng or random.Random()
     draw = rng.random()
     slot = None
-    expires = now + timedelta(seconds=project.lease_seconds)
+    expires = now + timedelta(seconds=lease_seconds(project, rater))
     ids = item_ids.get(session, project)
     if draw < project.attention_rate:
         purpose, chosen = Purpose.attention, _draw_unseen(session, rater, ids, True, rng)

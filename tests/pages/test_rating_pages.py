@@ -195,7 +195,9 @@ def test_the_rating_page_works_on_a_phone(server, study, browser, tmp_path):
     image = page.locator(".anchor img").get_attribute("src")
     assert page.request.get(f"{server}{image}").headers["content-type"] == "image/png"
     joined = page.request.post(f"{server}/api/v1/rate/{slug}/raters", data={"participant": "api"})
-    shown = joined.json()["comparison"]["anchor"]["image_url"]  # the JSON routes agree
+    token = {"X-Rater-Token": joined.json()["rater_token"]}
+    state = page.request.get(f"{server}/api/v1/rate/{slug}/next", headers=token)
+    shown = state.json()["comparison"]["anchor"]["image_url"]  # the JSON routes agree
     assert page.request.get(f"{server}{shown}").headers["content-type"] == "image/png"
     for number in range(5):
         answer_and_wait(page, candidates.nth(number % 2).tap)

@@ -1,0 +1,79 @@
+"""Rate limits on what anyone with a public rating link can do: join, and answer.
+
+A study link is posted where bots and curious people try things. Joins are limited per
+client address and per study, answers per session; the limits are settings, written as
+`limits` strings ("60/minute", "10/second;300/minute"). A request over a limit gets a
+429 with `Retry-After`. Requests bearing a valid researcher token are not limited: a
+researcher testing their study (`closer simulate`) is no stranger.
+
+The counts live in each web process's memory, so with N processes a limit allows up to
+N times its figure; behind a reverse proxy, run uvicorn with --proxy-headers so the
+client address is the visitor's, not the proxy's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+
+from fastapi import Request
+from limits import RateLimitItem, parse_many
+from limits.storage import MemoryStorage
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from app.core.errors import ServiceError
+
+
+class TooManyRequests(ServiceError):
+    status_code = 429
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail)
+        self.headers = {"Retry-After": str(retry_after)}
+        self.retry_after = retry_after
+
+
+class Throttle:
+    def __init__(
+        self,
+        *,
+        joins_per_address: str,
+        joins_per_study: str,
+        answers_per_session: str,
+        is_researcher: Callable[[str], Awaitable[bool]],
+        enabled: bool = True,
+    ) -> None:
+        self.enabled = enabled
+        self._limiter = SlidingWindowCounterRateLimiter(MemoryStorage())
+        self._joins_per_address = parse_many(joins_per_address)
+        self._joins_per_study = parse_many(joins_per_study)
+        self._answers_per_session = parse_many(answers_per_session)
+        self._is_researcher = is_researcher
+
+    async def _exempt(self, request: Request) -> bool:
+        if not self.enabled:
+            return True
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and bool(token) and await self._is_researcher(token)
+
+    def _hit(self, limits: list[RateLimitItem], what: str, *key: str) -> None:
+        for limit in limits:
+            if not self._limiter.hit(limit, what, *key):
+                reset = self._limiter.get_window_stats(limit, what, *key).reset_time
+                retry_after = max(1, math.ceil(reset - time.time()))
+                raise TooManyRequests(
+                    f"too many {what} ({limit}); try again in {retry_after} s", retry_after
+                )
+
+    async def join(self, request: Request, slug: str) -> None:
+        if await self._exempt(request):
+            return
+        address = request.client.host if request.client else "unknown"
+        self._hit(self._joins_per_address, "joins from this address", address)
+        self._hit(self._joins_per_study, "joins to this study", slug)
+
+    async def answer(self, request: Request, slug: str, token: str | None) -> None:
+        if not token or await self._exempt(request):
+            return  # without a session the answer is refused anyway, and cheaply
+        self._hit(self._answers_per_session, "answers in this session", slug, token)
