@@ -19,6 +19,7 @@ from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.core.errors import NotFound, install_error_handlers
 from app.core.headers import SecurityHeaders
 from app.core.limits import BodyLimits, ResearcherTokens
+from app.core.signing import RaterTokens
 from app.core.throttle import Throttle
 from app.items.api import router as items_router
 from app.items.images import ImageStore
@@ -90,12 +91,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Learn from human 'which is closer?' judgements.",
         version="0.1.0",
         lifespan=lifespan,
+        **({} if settings.api_docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}),
     )
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     app.state.answer_function = answer_function
     app.state.images = ImageStore(settings.media_dir)
+    app.state.rater_tokens = RaterTokens(settings.effective_secret_key)
     def verify_token(token: str) -> bool:
         with unit_of_work(app.state.session_factory) as session:
             return authenticate(session=session, token=token) is not None

@@ -102,12 +102,28 @@ def test_embedded_secret_is_created_once_and_kept(tmp_path):
 def test_production_mode_refuses_to_start_without_a_secret(tmp_path):
     result = run(["serve"], cwd=tmp_path, env={"CLOSER_MODE": "production"})
     assert result.returncode == 2
-    assert "CLOSER_SECRET_KEY must be set in production mode" in result.stderr
+    assert "CLOSER_SECRET_KEY must be set to at least 32 bytes in production" in result.stderr
     assert not (tmp_path / "data" / "secret_key").exists()
 
 
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"CLOSER_SECRET_KEY": "x"}, "at least 32 bytes in production mode"),
+        ({"CLOSER_SECRET_KEY": "s" * 48}, "CLOSER_PUBLIC_URL must be set in production mode"),
+    ],
+)
+def test_production_mode_wants_a_strong_secret_and_its_public_address(tmp_path, env, said):
+    result = run(["serve"], cwd=tmp_path, env={"CLOSER_MODE": "production", **env})
+    assert result.returncode == 2 and said in result.stderr
+
+
 def test_production_mode_wants_migrations_applied_first(tmp_path):
-    env = {"CLOSER_MODE": "production", "CLOSER_SECRET_KEY": "s" * 48}
+    env = {
+        "CLOSER_MODE": "production",
+        "CLOSER_SECRET_KEY": "s" * 48,
+        "CLOSER_PUBLIC_URL": "https://closer.example.org",
+    }
     result = run(["serve"], cwd=tmp_path, env=env)
     assert result.returncode == 2
     assert re.search(r"needs migrations 0001, 0002.*closer migrate", result.stderr)

@@ -293,3 +293,41 @@ def test_a_model_names_no_build_of_another_project(client, auth, new_token, four
     response = client.post(mine, json={"name": "c", "kind": "comprf"}, headers=auth)
     assert response.status_code == 400 and "name it" in response.text
     assert client.get(mine, headers=auth).json() == []
+
+
+def test_a_made_up_rater_token_is_refused_without_a_lookup(app, client, study_slug):
+    joined = client.post(f"{API}/rate/{study_slug}/raters", json={}).json()
+    token = joined["rater_token"]
+    assert client.get(f"{API}/rate/{study_slug}/next", headers={"X-Rater-Token": token}).is_success
+    raw = token.rsplit(".", 1)[0]
+    for forged in (raw, raw + ".AAAA", "x" * 5000):
+        response = client.get(f"{API}/rate/{study_slug}/next", headers={"X-Rater-Token": forged})
+        assert response.status_code == 401
+
+
+def test_study_links_come_from_the_configured_address(settings, client, auth, project):
+    settings.public_url = "https://closer.example.org/studies"
+    rating = client.get(
+        f"{API}/projects/{project['id']}/rating", headers={**auth, "Host": "evil.example"}
+    ).json()
+    assert rating["public_url"] == f"https://closer.example.org/studies/r/{rating['public_slug']}"
+
+
+def test_the_rater_cookie_is_secure_behind_https(settings, client, study_slug):
+    response = client.post(f"/r/{study_slug}/start", data={}, follow_redirects=False)
+    assert "secure" not in response.headers["set-cookie"].lower()
+    settings.public_url = "https://closer.example.org"
+    response = client.post(f"/r/{study_slug}/start", data={}, follow_redirects=False)
+    cookie = response.headers["set-cookie"].lower()
+    assert "secure" in cookie and "httponly" in cookie and "samesite=lax" in cookie
+
+
+def test_the_api_docs_can_be_turned_off(settings):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    settings.api_docs = False
+    with TestClient(create_app(settings)) as client:
+        for path in ("/docs", "/redoc", "/openapi.json"):
+            assert client.get(path).status_code == 404

@@ -24,7 +24,7 @@ def settings(settings):
     settings.rate_limits = True
     settings.rate_limit_joins_per_address = "5/minute"
     settings.rate_limit_joins_per_study = "8/minute"
-    settings.rate_limit_answers_per_session = "3/second;20/minute"
+    settings.rate_limit_answers_per_session = "30/hour;3/minute"
     return settings
 
 

@@ -33,6 +33,16 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("DATABASE_URL", "CLOSER_DATABASE_URL")
     )
     secret_key: str | None = None
+    public_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$",
+        description="Where people reach the service (https://closer.example.org): study links "
+        "are built from it; required in production, where the request's Host header is not "
+        "trusted",
+    )
+    api_docs: bool = Field(
+        default=True, description="Serve the API documentation (/docs, /redoc, /openapi.json)"
+    )
     host: str = "127.0.0.1"
     port: int = 8000
     log_level: str = "info"
@@ -111,13 +121,14 @@ class Settings(BaseSettings):
     @cached_property
     def effective_secret_key(self) -> str:
         """The explicit secret, or in embedded mode one created once and kept in data_dir."""
-        if self.secret_key:
-            return self.secret_key
-        if self.mode is Mode.production:
+        if self.mode is Mode.production and len((self.secret_key or "").encode()) < 32:
             raise ConfigurationError(
-                "CLOSER_SECRET_KEY must be set in production mode (CLOSER_MODE=production); "
+                "CLOSER_SECRET_KEY must be set to at least 32 bytes in production mode "
+                f"(CLOSER_MODE=production; it has {len((self.secret_key or '').encode())}); "
                 "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'"
             )
+        if self.secret_key:
+            return self.secret_key
         path = self.data_dir / "secret_key"
         if not path.exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +140,12 @@ class Settings(BaseSettings):
     def check_startable(self) -> None:
         """Fail before serving anything if the settings cannot run a service."""
         _ = self.effective_secret_key
+        if self.mode is Mode.production and not self.public_url:
+            raise ConfigurationError(
+                "CLOSER_PUBLIC_URL must be set in production mode: the address people reach "
+                "the service at (e.g. https://closer.example.org), which study links are built "
+                "from"
+            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.media_dir.mkdir(parents=True, exist_ok=True)
 

@@ -74,8 +74,14 @@ async def get_rater_token(
     request: Request,
     x_rater_token: Annotated[str | None, Header(description="From joining the study")] = None,
 ) -> str | None:
-    """The rater's session token: the header, or the rating page's cookie."""
-    return x_rater_token or request.cookies.get(RATER_COOKIE)
+    """The rater's session token, from the header or the rating page's cookie, if its
+    signature holds (None otherwise: a made-up token costs no lookup)."""
+    return request.app.state.rater_tokens.verify(x_rater_token or request.cookies.get(RATER_COOKIE))
+
+
+def cookie_rater_token(request: Request) -> str | None:
+    """The rating page's session token, if its signature holds."""
+    return request.app.state.rater_tokens.verify(request.cookies.get(RATER_COOKIE))
 
 
 RaterToken = Annotated[str | None, Depends(get_rater_token)]
@@ -90,6 +96,18 @@ def find_rater(session: Session, slug: str, token: str | None) -> RaterSession:
         project_by_slug(session=session, slug=slug)  # an unknown study is a 404
         raise HTTPException(401, "not joined: open the study's link first (or send X-Rater-Token)")
     return RaterSession(*found)
+
+
+def public_base_url(request: Request) -> str:
+    """Where people reach this service: the configured CLOSER_PUBLIC_URL (required in
+    production), else the address this request came to."""
+    configured = request.app.state.settings.public_url
+    return configured.rstrip("/") if configured else str(request.base_url).rstrip("/")
+
+
+def is_https(request: Request) -> bool:
+    """Whether browsers reach us over HTTPS (then cookies are marked Secure)."""
+    return public_base_url(request).startswith("https://") or request.url.scheme == "https"
 
 
 def is_cross_site(request: Request) -> bool:

@@ -6,7 +6,9 @@ client address and per study, answers per session; the limits are settings, writ
 429 with `Retry-After`. Requests bearing a valid researcher token are not limited: a
 researcher testing their study (`closer simulate`) is no stranger.
 
-The counts live in each web process's memory, so with N processes a limit allows up to
+Each limit counts the requests of its last period exactly (a moving window), so a
+client learns nothing by timing requests to a window's edge. The counts live in each web
+process's memory, so with N processes a limit allows up to
 N times its figure; behind a reverse proxy, run uvicorn with --proxy-headers so the
 client address is the visitor's, not the proxy's.
 """
@@ -20,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import Request
 from limits import RateLimitItem, parse_many
 from limits.storage import MemoryStorage
-from limits.strategies import SlidingWindowCounterRateLimiter
+from limits.strategies import MovingWindowRateLimiter
 
 from app.core.errors import ServiceError
 
@@ -45,7 +47,7 @@ class Throttle:
         enabled: bool = True,
     ) -> None:
         self.enabled = enabled
-        self._limiter = SlidingWindowCounterRateLimiter(MemoryStorage())
+        self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._joins_per_address = parse_many(joins_per_address)
         self._joins_per_study = parse_many(joins_per_study)
         self._answers_per_session = parse_many(answers_per_session)

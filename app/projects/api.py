@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response, status
 
-from app.core.deps import CurrentResearcher, SessionDep
+from app.core.deps import CurrentResearcher, SessionDep, public_base_url
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects import service
@@ -54,11 +54,11 @@ def delete_project(
 
 
 def _rating_out(request: Request, project) -> RatingOut:
-    link = request.url_for("instructions", slug=project.public_slug)
+    path = request.app.url_path_for("instructions", slug=project.public_slug)
     return RatingOut(
         **RatingSettings.model_validate(project).model_dump(),
         public_slug=project.public_slug,
-        public_url=str(link),
+        public_url=public_base_url(request) + path,
     )
 
 

@@ -10,7 +10,15 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
-from app.core.deps import RATER_COOKIE, RatedProject, SessionDep, is_cross_site, transaction
+from app.core.deps import (
+    RATER_COOKIE,
+    RatedProject,
+    SessionDep,
+    cookie_rater_token,
+    is_cross_site,
+    is_https,
+    transaction,
+)
 from app.core.errors import NotFound, ServiceError
 from app.core.fields import BigRowId
 from app.core.routes import StrictJSONRoute
@@ -40,7 +48,7 @@ def _page(request: Request, name: str, context: dict, status_code: int = 200) ->
 
 def _rater(request: Request, session, project):
     return raters.authenticate(
-        session=session, project=project, token=request.cookies.get(RATER_COOKIE)
+        session=session, project=project, token=cookie_rater_token(request)
     )
 
 
@@ -87,11 +95,12 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
     response = RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
     response.set_cookie(
         RATER_COOKIE,
-        token,
+        request.app.state.rater_tokens.issue(token),
         max_age=COOKIE_DAYS * 86_400,
         path=f"/r/{slug}",
         httponly=True,
         samesite="lax",
+        secure=is_https(request),
     )
     return response
 
@@ -124,7 +133,7 @@ async def answer(
     choice: Annotated[Choice, Form()],
     response_time_ms: Annotated[str, Form()] = "",
 ):
-    token = request.cookies.get(RATER_COOKIE)
+    token = cookie_rater_token(request)
     await request.app.state.throttle.answer(request, slug, token)
     elapsed = _milliseconds(response_time_ms)
     quick = await rating.answer_quickly(

@@ -71,7 +71,10 @@ def _join(slug: str, body: JoinIn, request: Request) -> JoinOut:
             session=session, project=project, params=body.model_dump(exclude_none=True)
         )
         state = rating.progress(project=project, rater=rater)
-    return JoinOut(**state_out(request, slug, state).model_dump(), rater_token=token)
+    return JoinOut(
+        **state_out(request, slug, state).model_dump(),
+        rater_token=request.app.state.rater_tokens.issue(token),
+    )
 
 
 @router.get("/next", response_model=RaterStateOut)
