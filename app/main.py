@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.resolved_database_url,
         pool_size=settings.database_pool_size,
         max_overflow=settings.database_max_overflow,
+        sqlite_busy_seconds=settings.sqlite_busy_seconds,
     )
 
     answer_function = None

@@ -331,3 +331,34 @@ def test_the_api_docs_can_be_turned_off(settings):
     with TestClient(create_app(settings)) as client:
         for path in ("/docs", "/redoc", "/openapi.json"):
             assert client.get(path).status_code == 404
+
+
+def test_a_locked_database_is_a_503_to_retry_not_a_500(database_url, settings, study_slug):
+    """Issue 15, hole 8: while another writer holds SQLite's write lock past the wait, a
+    request is told to come back (503, Retry-After), and comes back successfully."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("SQLite's write lock")
+    import sqlite3
+
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    settings.sqlite_busy_seconds = 0.2
+    path = database_url.removeprefix("sqlite:///")
+    with TestClient(create_app(settings)) as fresh:
+        joined = fresh.post(f"{API}/rate/{study_slug}/raters", json={}).json()
+        token = {"X-Rater-Token": joined["rater_token"]}
+        state = fresh.get(f"{API}/rate/{study_slug}/next", headers=token).json()
+        body = {"query_id": state["comparison"]["query_id"], "choice": "left"}
+        writer = sqlite3.connect(path, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")  # a long upload, say
+        try:
+            busy = fresh.post(f"{API}/rate/{study_slug}/answers", headers=token, json=body)
+            assert busy.status_code == 503, busy.text
+            assert busy.headers["Retry-After"] == "2" and "try again" in busy.text
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        again = fresh.post(f"{API}/rate/{study_slug}/answers", headers=token, json=body)
+        assert again.status_code == 200 and again.json()["answered"] == 1

@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     database_max_overflow: int = Field(
         default=10, ge=0, description="Further connections a web process may open at peaks"
     )
+    sqlite_busy_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="SQLite: how long a request waits for another's write before it is "
+        "answered 503 with Retry-After (the rating page sends the answer again)",
+    )
     answer_pool_size: int = Field(
         default=8,
         ge=1,

@@ -22,23 +22,30 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-def _configure_sqlite(dbapi_connection, _record) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+def _sqlite_configurer(busy_seconds: float) -> Callable:
+    def configure(dbapi_connection, _record) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_seconds * 1000)}")
+        cursor.close()
+
+    return configure
 
 
-def make_engine(url: str, pool_size: int = 20, max_overflow: int = 10) -> Engine:
+def make_engine(
+    url: str, pool_size: int = 20, max_overflow: int = 10, sqlite_busy_seconds: float = 30.0
+) -> Engine:
     """An engine for `url`. On PostgreSQL the pool keeps `pool_size` connections open: a
     busy web process uses about as many as its thread pool runs requests, and every
     connection opened beyond the pool is closed again when returned, which under load
-    turns into a stream of new server processes."""
+    turns into a stream of new server processes. On SQLite a writer waits up to
+    `sqlite_busy_seconds` for another's write to end, then fails "database is locked"
+    (which the API answers as 503 with Retry-After)."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False})
-        event.listen(engine, "connect", _configure_sqlite)
+        event.listen(engine, "connect", _sqlite_configurer(sqlite_busy_seconds))
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow)
 

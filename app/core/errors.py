@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import reprlib
+import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import psycopg
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
+
+
+_log = logging.getLogger("closer")
 
 
 class ServiceError(Exception):
@@ -128,7 +136,54 @@ def _short_error(error: dict) -> dict:
     return short
 
 
+# How long a client should wait before trying again when the database cannot answer.
+RETRY_AFTER_SECONDS = 2
+
+
+def database_unavailable(exc: Exception) -> bool:
+    """Whether a database error means "not now" (the server is down or restarting, a
+    connection broke, the pool is exhausted, SQLite's write lock is held) rather than a
+    fault in the request or the code."""
+    if isinstance(exc, sqlite3.OperationalError):  # raised straight by FastStatement
+        return _sqlite_busy(exc)
+    if isinstance(exc, sqlalchemy.exc.TimeoutError | psycopg.OperationalError | PoolTimeout):
+        return True  # (psycopg's own: the raters' one-call answer path, outside SQLAlchemy)
+    if not isinstance(exc, sqlalchemy.exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    if not isinstance(exc, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError):
+        return False
+    if isinstance(exc.orig, sqlite3.Error):
+        return _sqlite_busy(exc.orig)
+    return True
+
+
+def _sqlite_busy(error: sqlite3.Error) -> bool:
+    message = str(error).lower()
+    return "locked" in message or "busy" in message
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(sqlalchemy.exc.SQLAlchemyError)
+    @app.exception_handler(psycopg.OperationalError)
+    @app.exception_handler(PoolTimeout)
+    @app.exception_handler(sqlite3.OperationalError)
+    def _database_error(request: Request, exc: Exception) -> JSONResponse:
+        if not database_unavailable(exc):
+            raise exc
+        _log.warning(
+            "503 for %s %s: the database is unavailable (%s)",
+            request.method,
+            request.url.path,
+            echo(str(getattr(exc, "orig", exc)).splitlines()[0] if str(exc) else type(exc)),
+        )
+        return JSONResponse(
+            {"detail": "the database is busy or restarting; try again in a moment"},
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+
     @app.exception_handler(ServiceError)
     def _service_error(_request: Request, exc: ServiceError) -> JSONResponse:
         return JSONResponse(

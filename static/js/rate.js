@@ -4,6 +4,8 @@
   "use strict";
   let shownAt = performance.now();
   let leaving = false;
+  let sending = null; // the answer in flight: { choice, time }
+  let resending = false; // it failed to arrive and is being sent again
   let pointer = null; // where the pointer is, and where it rested when a comparison came
   let restedAt = null;
   const keys = { ArrowLeft: "left", ArrowRight: "right", ArrowDown: "cant_tell" };
@@ -39,10 +41,14 @@
     pointer = { x: event.clientX, y: event.clientY };
   });
   document.addEventListener("htmx:configRequest", (event) => {
-    if (event.detail.parameters instanceof FormData) {
-      event.detail.parameters.set("response_time_ms", elapsed());
+    const parameters = event.detail.parameters;
+    const time = resending && sending ? sending.time : elapsed();
+    if (parameters instanceof FormData) {
+      parameters.set("response_time_ms", time);
+      sending = { choice: parameters.get("choice"), time };
     } else {
-      event.detail.parameters.response_time_ms = elapsed();
+      parameters.response_time_ms = time;
+      sending = { choice: parameters.choice, time };
     }
   });
   // Without htmx (scripts blocked, or an old browser) the form posts normally.
@@ -50,8 +56,54 @@
     const field = event.target.querySelector("input[name=response_time_ms]");
     if (field) field.value = elapsed();
   });
+  // An answer whose response never came (offline, a restarting server, a busy database)
+  // is sent again, with the same choice and time to answer, until the server takes it:
+  // answers are idempotent, so it is stored once. The rater sees a quiet notice, and the
+  // comparison stays put (clicks and keys wait) until the answer is through.
+  let wait = 500;
+
+  function notice(text) {
+    const line = document.getElementById("connection");
+    if (!line) return;
+    line.textContent = text;
+    line.hidden = !text;
+  }
+
+  function resend() {
+    const form = document.getElementById("comparison");
+    const button = form?.querySelector(`button[value="${sending?.choice}"]`);
+    if (button) button.click(); // the same query id: the form was not swapped
+  }
+
+  document.addEventListener("htmx:afterRequest", (event) => {
+    const form = event.target;
+    if (form.id !== "comparison" || !sending) return;
+    const status = event.detail.xhr.status;
+    if (event.detail.successful) {
+      sending = null;
+      resending = false;
+      wait = 500;
+      form.classList.remove("resending");
+      notice("");
+      return;
+    }
+    if (status === 0 || status === 429 || status >= 500) {
+      resending = true;
+      form.classList.add("resending");
+      notice("Reconnecting… your answer is kept and will be sent as soon as possible.");
+      const asked = Number(event.detail.xhr.getResponseHeader("Retry-After"));
+      setTimeout(resend, asked > 0 ? asked * 1000 : wait);
+      wait = Math.min(wait * 2, 8000);
+      return;
+    }
+    sending = null;
+    resending = false;
+    form.classList.remove("resending");
+    notice("Something went wrong with this comparison. Please reload the page.");
+  });
+
   document.addEventListener("keydown", (event) => {
-    if (event.altKey || event.ctrlKey || event.metaKey || event.repeat) return;
+    if (event.altKey || event.ctrlKey || event.metaKey || event.repeat || resending) return;
     const choice = keys[event.key];
     if (!choice) return;
     const button = document.querySelector(`#comparison button[value="${choice}"]`);

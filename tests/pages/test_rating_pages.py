@@ -351,3 +351,56 @@ def test_the_pages_run_under_a_strict_content_security_policy(server, study, bro
     expect(page.locator(".progress .count")).to_have_text("3 / 40")
     assert page.locator(".progress progress").get_attribute("value") == "3"
     assert [text for text in complaints if "Content Security Policy" in text] == []
+
+
+def test_an_answer_given_offline_arrives_once_and_a_reload_resumes(
+    app, server, study, browser, tmp_path
+):
+    """Issue 15: the browser goes offline for 5 s in the middle of rating, then reloads
+    mid-comparison. Every answer arrives exactly once, with the time the rater took
+    (not the outage), and the page goes on."""
+    project_id, slug = study
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.goto(f"{server}/r/{slug}?participant=offline-1")
+    page.get_by_role("button", name="Start").click()
+    until(page, "window.htmx !== undefined")
+    for number in range(5):
+        answer_and_wait(page, page.locator("#comparison button.candidate").nth(number % 2).click)
+
+    held = current_query(page)
+    context.set_offline(True)
+    page.locator("#comparison button.candidate").first.click()
+    expect(page.locator("#connection")).to_be_visible()
+    expect(page.locator("#connection")).to_contain_text("Reconnecting")
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "rate-offline.png"))
+    page.keyboard.press("ArrowRight")  # a key meanwhile changes nothing: the answer waits
+    time.sleep(5)
+    assert current_query(page) == held
+    context.set_offline(False)
+    expect(page.locator("#comparison input[name=query_id]")).not_to_have_value(held, timeout=20_000)
+    expect(page.locator("#connection")).to_be_hidden()
+    expect(page.locator(".progress .count")).to_have_text("6 / 40")
+
+    shown = current_query(page)
+    page.reload()  # mid-comparison: the same comparison comes back
+    expect(page.locator("#comparison input[name=query_id]")).to_have_value(shown)
+    until(page, "window.htmx !== undefined")
+    for number in range(4):
+        answer_and_wait(page, page.locator("#comparison button.candidate").nth(number % 2).click)
+    expect(page.locator(".progress .count")).to_have_text("10 / 40")
+    context.close()
+
+    with app.state.session_factory() as session:
+        rater = session.query(Rater).filter(Rater.external_id == "offline-1").one()
+        answered = (
+            session.query(Assignment)
+            .filter(Assignment.rater_id == rater.id, Assignment.answered_at.is_not(None))
+            .all()
+        )
+        assert rater.answers == 10 and len(answered) == 10
+        offline = next(a for a in answered if a.id == int(held))
+        assert offline.choice == "left"  # the click, not the key pressed while waiting
+        assert offline.response_time_ms < 5000  # the rater's time, not the outage's
+        stored = session.query(Triplet).filter(Triplet.project_id == project_id).count()
+        assert stored + sum(a.purpose == 4 for a in answered) == 10
