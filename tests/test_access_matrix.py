@@ -1,0 +1,203 @@
+"""Every route, tried anonymously, as a rater, as another researcher and as the owner
+(issue 15). The routes come from the app's own route table, so a new route is tried
+too, and one that fits none of the kinds below fails the test until it is classified."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.models import Prediction
+from tests.uploads import png, zip_bytes
+
+API = "/api/v1"
+
+# Served to anyone: the pages and files of the service itself.
+PUBLIC = {
+    "/",
+    "/favicon.ico",
+    "/static/{path}",
+    "/static/vendor/{path}",
+    "/openapi.json",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    f"{API}/health",
+}
+
+
+def route_table(app) -> list[tuple[str, str]]:
+    """(method, path) of every route the app serves, included routers and mounts too."""
+    found: list[tuple[str, str]] = []
+    for route in app.routes:
+        if hasattr(route, "effective_route_contexts"):  # an included router
+            for context in route.effective_route_contexts():
+                found += [(method, context.path_format) for method in context.methods or ()]
+        elif hasattr(route, "routes") and not hasattr(route, "methods"):  # a mount
+            found.append(("GET", route.path + "/{path}"))
+        else:
+            found += [(method, route.path) for method in route.methods or ()]
+    return sorted(
+        {(method, path) for method, path in found if method != "HEAD"},
+        key=lambda entry: (entry[0] == "DELETE", entry[1].count("/"), entry),
+    )
+
+
+# Valid bodies, so that what answers is the access check, not the body's validation
+# (which runs first and is the same for everyone). Others get `{}`.
+BODIES = {
+    ("POST", f"{API}/rate/{{slug}}/answers"): {"query_id": 1, "choice": "left"},
+    ("PATCH", f"{API}/projects/{{project_id}}/rating"): {"instructions": "mine now"},
+    ("POST", f"{API}/projects/{{project_id}}/models"): {"name": "x", "kind": "tete"},
+    ("PATCH", f"{API}/projects/{{project_id}}/models/{{model_id}}"): {"auto_refit": False},
+    ("PATCH", f"{API}/projects/{{project_id}}/raters/{{rater_id}}"): {"excluded": True},
+    ("POST", f"{API}/projects/{{project_id}}/models/{{model_id}}/distances"): {
+        "pairs": [["k0", "k1"]]
+    },
+    ("POST", f"{API}/projects/{{project_id}}/predictions/{{prediction_id}}/answers"): {
+        "answers": [["k0", "k1", "k2"]]
+    },
+}
+
+
+def kind_of(path: str) -> str:
+    if path in PUBLIC:
+        return "public"
+    if path == f"{API}/projects":
+        return "own projects"  # every researcher has their own list
+    if path.startswith(f"{API}/projects"):
+        return "researcher"
+    if path == f"{API}/rate/{{slug}}/raters" or path.startswith("/r/{slug}"):
+        return "study"  # anyone with the link
+    if path.startswith(f"{API}/rate/{{slug}}/"):
+        return "rater"
+    return "unclassified"
+
+
+@pytest.fixture
+def scenario(app, client, auth, new_token):
+    """Alice's project with an image item, a build, a model, a prediction and a rater;
+    Mallory, another researcher, with a project of her own."""
+    pid = client.post(f"{API}/projects", json={"name": "alice's"}, headers=auth).json()["id"]
+    manifest = "key,label,image\n" + "\n".join(f"k{i},{i % 2},{i}.png" for i in range(6))
+    archive = zip_bytes({"manifest.csv": manifest, **{f"{i}.png": png() for i in range(6)}})
+    uploaded = client.post(
+        f"{API}/projects/{pid}/items", headers=auth, files={"file": ("set.zip", archive)}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    build = client.post(f"{API}/projects/{pid}/builds", json={"n_trees": 1}, headers=auth).json()
+    model = client.post(
+        f"{API}/projects/{pid}/models",
+        json={"name": "m", "kind": "tete", "train": False},
+        headers=auth,
+    ).json()
+    with app.state.session_factory() as session:
+        prediction = Prediction(project_id=pid, build_id=build["id"], item_ids=[])
+        session.add(prediction)
+        session.commit()
+        prediction_id = prediction.id
+    slug = client.get(f"{API}/projects/{pid}/rating", headers=auth).json()["public_slug"]
+    item = client.get(f"{API}/projects/{pid}/items/k0", headers=auth).json()
+    mallory = new_token("mallory")
+    client.post(f"{API}/projects", json={"name": "mallory's"}, headers=mallory)
+    return {
+        "params": {
+            "project_id": pid,
+            "build_id": build["id"],
+            "model_id": model["id"],
+            "prediction_id": prediction_id,
+            "number": 1,
+            "key": "k0",
+            "slug": slug,
+            "filename": item["image_url"].rsplit("/", 1)[-1] if item.get("image_url") else "x",
+            "path": "css/closer.css",
+        },
+        "mallory": mallory,
+    }
+
+
+# Required query parameters, for the same reason.
+QUERIES = {f"{API}/projects/{{project_id}}/models/{{model_id}}/neighbors": "?item=k0"}
+
+
+def _url(path: str, params: dict) -> str:
+    if path == "/static/vendor/{path}":
+        return "/static/vendor/htmx.min.js"
+    return re.sub(r"{(\w+)}", lambda m: str(params[m.group(1)]), path) + QUERIES.get(path, "")
+
+
+def _send(client: TestClient, method: str, path: str, params: dict, headers: dict | None = None):
+    body = BODIES.get((method, path), {}) if method in ("POST", "PATCH", "PUT") else None
+    return client.request(
+        method, _url(path, params), json=body, headers=headers or {}, follow_redirects=False
+    )
+
+
+def _snapshot(client, auth, pid) -> dict:
+    """What Alice would notice if a stranger changed her project."""
+    return {
+        "project": client.get(f"{API}/projects/{pid}", headers=auth).json(),
+        "rating": client.get(f"{API}/projects/{pid}/rating", headers=auth).json(),
+        "models": client.get(f"{API}/projects/{pid}/models", headers=auth).json(),
+        "builds": client.get(f"{API}/projects/{pid}/builds", headers=auth).json(),
+        # Anyone may join (new raters), but nobody else may exclude one.
+        "excluded": [
+            rater["id"]
+            for rater in client.get(f"{API}/projects/{pid}/raters", headers=auth).json()
+            if rater["excluded"]
+        ],
+    }
+
+
+def test_every_route_answers_each_kind_of_caller_as_it_should(app, client, auth, scenario):
+    params, mallory = scenario["params"], scenario["mallory"]
+    table = route_table(app)
+    unclassified = [f"{method} {path}" for method, path in table if kind_of(path) == "unclassified"]
+    assert unclassified == [], "classify these new routes in tests/test_access_matrix.py"
+    assert len(table) >= 50
+
+    with TestClient(app) as anonymous, TestClient(app) as rater_client:
+        rater_client.post(f"/r/{params['slug']}/start", data={"participant": "r1"})
+        joined = rater_client.post(f"{API}/rate/{params['slug']}/raters", json={}).json()
+        rater = {"X-Rater-Token": joined["rater_token"]}
+        raters = client.get(f"{API}/projects/{params['project_id']}/raters", headers=auth).json()
+        params["rater_id"] = raters[0]["id"]
+        before = _snapshot(client, auth, params["project_id"])
+        refused: list[str] = []
+        for method, path in table:
+            kind = kind_of(path)
+            anonymous_status = _send(anonymous, method, path, params).status_code
+            as_rater = _send(rater_client, method, path, params, rater).status_code
+            as_other = _send(client, method, path, params, mallory).status_code
+            if kind == "researcher":
+                # Another researcher learns nothing: 404 as for a project that does not
+                # exist (or the body's 422, the same for every project).
+                others = {404} if (method, path) in BODIES or method in ("GET", "DELETE") else {
+                    404,
+                    422,
+                }
+                checks = (anonymous_status == 401, as_rater == 401, as_other in others)
+            elif kind == "own projects":
+                checks = (anonymous_status == 401, as_rater == 401, as_other < 500)
+            elif kind == "rater":  # a researcher's token is no rater's
+                # (404 for the rater: query 1 is not one they were shown)
+                checks = (anonymous_status == 401, as_rater in (200, 404), as_other == 401)
+            else:  # public, and the study's link: anyone
+                checks = tuple(
+                    status < 400 or status in (404, 422)  # a media file it lacks, a bad form
+                    for status in (anonymous_status, as_rater, as_other)
+                )
+            if not all(checks):
+                refused.append(f"{method} {path}: {anonymous_status} {as_rater} {as_other}")
+        assert refused == [], "\n".join(refused)
+        assert _snapshot(client, auth, params["project_id"]) == before  # nothing changed
+        listed = client.get(f"{API}/projects", headers=mallory).json()
+        assert [project["name"] for project in listed] == ["mallory's"]
+
+        for method, path in table:  # the owner last: DELETE routes come at the end
+            if kind_of(path) != "researcher":
+                continue
+            status = _send(client, method, path, params, auth).status_code
+            assert status not in (401, 403) and status < 500, f"{method} {path}: {status}"
