@@ -16,7 +16,7 @@ from app.builds.api import router as builds_router
 from app.core.config import Settings, get_settings
 from app.auth.service import authenticate
 from app.core.db import make_engine, make_session_factory, unit_of_work
-from app.core.errors import NotFound, install_error_handlers
+from app.core.errors import ERROR_RESPONSES, NotFound, install_error_handlers
 from app.core.headers import SecurityHeaders
 from app.core.limits import BodyLimits, ResearcherTokens
 from app.core.signing import RaterTokens
@@ -145,9 +145,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         serving_router,
         raters_router,
     ):
-        api.include_router(router)
+        api.include_router(router, responses=ERROR_RESPONSES)
 
-    @api.get("/health", tags=["service"])
+    @api.get("/health", tags=["service"], responses={503: ERROR_RESPONSES[503]})
     def health() -> dict[str, str]:
         return {"status": "ok"}
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from app.models import Prediction
+from tests.test_predictions import blobs, finished_build  # noqa: F401 (fixtures)
 from tests.uploads import png, zip_bytes
 
 API = "/api/v1"
@@ -54,10 +54,10 @@ BODIES = {
     ("PATCH", f"{API}/projects/{{project_id}}/models/{{model_id}}"): {"auto_refit": False},
     ("PATCH", f"{API}/projects/{{project_id}}/raters/{{rater_id}}"): {"excluded": True},
     ("POST", f"{API}/projects/{{project_id}}/models/{{model_id}}/distances"): {
-        "pairs": [["k0", "k1"]]
+        "pairs": [["p0", "p1"]]
     },
     ("POST", f"{API}/projects/{{project_id}}/predictions/{{prediction_id}}/answers"): {
-        "answers": [["k0", "k1", "k2"]]
+        "answers": [["p55", "p1", "p2"]]
     },
 }
 
@@ -77,41 +77,42 @@ def kind_of(path: str) -> str:
 
 
 @pytest.fixture
-def scenario(app, client, auth, new_token):
-    """Alice's project with an image item, a build, a model, a prediction and a rater;
-    Mallory, another researcher, with a project of her own."""
-    pid = client.post(f"{API}/projects", json={"name": "alice's"}, headers=auth).json()["id"]
-    manifest = "key,label,image\n" + "\n".join(f"k{i},{i % 2},{i}.png" for i in range(6))
-    archive = zip_bytes({"manifest.csv": manifest, **{f"{i}.png": png() for i in range(6)}})
+def scenario(app, client, auth, new_token, finished_build):
+    """Alice's project: a finished build, a routing prediction, images, a model and a
+    rater; Mallory, another researcher, with a project of her own."""
+    pid, build_id, keys = finished_build
+    archive = zip_bytes(
+        {"manifest.csv": "key,label,features,image\nimg0,0,0 0,0.png\n", "0.png": png()}
+    )
     uploaded = client.post(
         f"{API}/projects/{pid}/items", headers=auth, files={"file": ("set.zip", archive)}
     )
     assert uploaded.status_code == 201, uploaded.text
-    build = client.post(f"{API}/projects/{pid}/builds", json={"n_trees": 1}, headers=auth).json()
+    prediction = client.post(
+        f"{API}/projects/{pid}/builds/{build_id}/predictions",
+        json={"items": keys[55:57], "ask_raters": False},
+        headers=auth,
+    )
+    assert prediction.status_code == 201, prediction.text
     model = client.post(
         f"{API}/projects/{pid}/models",
         json={"name": "m", "kind": "tete", "train": False},
         headers=auth,
     ).json()
-    with app.state.session_factory() as session:
-        prediction = Prediction(project_id=pid, build_id=build["id"], item_ids=[])
-        session.add(prediction)
-        session.commit()
-        prediction_id = prediction.id
     slug = client.get(f"{API}/projects/{pid}/rating", headers=auth).json()["public_slug"]
-    item = client.get(f"{API}/projects/{pid}/items/k0", headers=auth).json()
+    item = client.get(f"{API}/projects/{pid}/items/img0", headers=auth).json()
     mallory = new_token("mallory")
     client.post(f"{API}/projects", json={"name": "mallory's"}, headers=mallory)
     return {
         "params": {
             "project_id": pid,
-            "build_id": build["id"],
+            "build_id": build_id,
             "model_id": model["id"],
-            "prediction_id": prediction_id,
+            "prediction_id": prediction.json()["id"],
             "number": 1,
-            "key": "k0",
+            "key": "img0",
             "slug": slug,
-            "filename": item["image_url"].rsplit("/", 1)[-1] if item.get("image_url") else "x",
+            "filename": item["image_url"].rsplit("/", 1)[-1],
             "path": "css/closer.css",
         },
         "mallory": mallory,
@@ -119,7 +120,7 @@ def scenario(app, client, auth, new_token):
 
 
 # Required query parameters, for the same reason.
-QUERIES = {f"{API}/projects/{{project_id}}/models/{{model_id}}/neighbors": "?item=k0"}
+QUERIES = {f"{API}/projects/{{project_id}}/models/{{model_id}}/neighbors": "?item=img0"}
 
 
 def _url(path: str, params: dict) -> str:

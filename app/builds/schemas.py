@@ -6,10 +6,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.models import BuildStatus, PredictionStatus
-from app.core.fields import INT4_MAX
+from app.core.fields import INT4_MAX, JSONTuple, RequestModel
 
 
-class BuildCreate(BaseModel):
+class BuildCreate(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     n_trees: int = Field(default=100, ge=1, le=1000)
@@ -58,7 +58,7 @@ class PendingQuery(BaseModel):
     needed: int = Field(description="Answers it still needs")
 
 
-class PredictionCreate(BaseModel):
+class PredictionCreate(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     items: list[str] | None = Field(
@@ -100,10 +100,10 @@ class PredictionOut(BaseModel):
     updated_at: datetime
 
 
-class RoutingAnswers(BaseModel):
+class RoutingAnswers(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
-    answers: list[tuple[str, str, str]] = Field(
+    answers: list[JSONTuple[str, str, str]] = Field(
         min_length=1,
         max_length=100_000,
         description="[anchor, closer, farther] by item key: the anchor is closer to `closer`",

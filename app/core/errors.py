@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import reprlib
 import sqlite3
 from dataclasses import asdict, dataclass
@@ -13,8 +14,10 @@ import psycopg
 import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from psycopg_pool import PoolTimeout
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 
 _log = logging.getLogger("closer")
@@ -136,6 +139,32 @@ def _short_error(error: dict) -> dict:
     return short
 
 
+class ErrorOut(BaseModel):
+    """Every error the API answers, whatever its status."""
+
+    detail: Any = Field(
+        description="What is wrong: a message, or a list naming each field, row or limit at "
+        "fault (validation and upload errors)"
+    )
+
+
+# The errors any API route may answer, documented once for all of them.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": description}
+    for status, description in {
+        400: "The request cannot be carried out as it stands (the message says why)",
+        401: "No valid token: a researcher's Bearer token, or a rater's X-Rater-Token",
+        404: "No such resource for this caller (another researcher's is not found either)",
+        409: "It conflicts with the current state (e.g. a build not complete yet)",
+        413: "The body exceeds the size limit the message names",
+        415: "An upload in a format this route does not take",
+        422: "A field, row or limit at fault, each located",
+        429: "Too many requests from this client; Retry-After says when to try again",
+        503: "The database is busy or restarting; Retry-After says when to try again",
+    }.items()
+}
+
+
 # How long a client should wait before trying again when the database cannot answer.
 RETRY_AFTER_SECONDS = 2
 
@@ -164,7 +193,34 @@ def _sqlite_busy(error: sqlite3.Error) -> bool:
     return "locked" in message or "busy" in message
 
 
+def _allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the API documents for `path`: a 405's Allow header must list them all,
+    not only those of the first route matching the path."""
+    patterns = getattr(app.state, "allowed_methods", None)
+    if patterns is None:
+        patterns = [
+            (re.compile("^" + re.sub(r"{[^}]+}", "[^/]+", template) + "$"), sorted(methods))
+            for template, methods in app.openapi()["paths"].items()
+        ]
+        app.state.allowed_methods = patterns
+    for pattern, methods in patterns:
+        if pattern.match(path):
+            return [method.upper() for method in methods]
+    return []
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            allowed = _allowed_methods(request.app, request.url.path)
+            if allowed:
+                headers["Allow"] = ", ".join(allowed)
+        if exc.status_code in (204, 304):
+            return Response(status_code=exc.status_code, headers=headers)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
     @app.exception_handler(sqlalchemy.exc.SQLAlchemyError)
     @app.exception_handler(psycopg.OperationalError)
     @app.exception_handler(PoolTimeout)

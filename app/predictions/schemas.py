@@ -5,14 +5,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.builds.schemas import PredictionOut
-from app.core.fields import RowId
+from app.core.fields import JSONTuple, RequestModel, RowId
 
 
-class NewItem(BaseModel):
+class NewItem(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     key: str | None = Field(default=None, max_length=200, description="Your name for it, echoed")
-    triplets: list[tuple[str, str]] | None = Field(
+    triplets: list[JSONTuple[str, str]] | None = Field(
         default=None,
         max_length=100_000,
         description="TripletBoost, t-ETE: [closer key, farther key] pairs: the new item is "
@@ -23,7 +23,7 @@ class NewItem(BaseModel):
     )
 
 
-class PredictRequest(BaseModel):
+class PredictRequest(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     items: list[str] | None = Field(
@@ -70,10 +70,10 @@ class RoutingStarted(BaseModel):
     poll: str = Field(description="GET this until its status is complete")
 
 
-class DistancesRequest(BaseModel):
+class DistancesRequest(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
-    pairs: list[tuple[str, str]] = Field(min_length=1, max_length=100_000)
+    pairs: list[JSONTuple[str, str]] = Field(min_length=1, max_length=100_000)
     version: RowId | None = Field(default=None)
 
 

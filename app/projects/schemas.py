@@ -5,16 +5,17 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.models import LabelType
-from app.core.fields import INT4_MAX
+from app.core.fields import INT4_MAX, RequestModel
 
 
-class ProjectCreate(BaseModel):
+class ProjectCreate(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=10_000)
     label_type: LabelType = Field(
         default=LabelType.classification,
+        strict=False,
         description="'class' when labels name classes, 'number' when they are numeric targets.",
     )
 
@@ -87,7 +88,7 @@ class RatingSettings(BaseModel):
     )
 
 
-class RatingSettingsUpdate(BaseModel):
+class RatingSettingsUpdate(RequestModel):
     """Any subset of the rating settings."""
 
     model_config = ConfigDict(extra="forbid")

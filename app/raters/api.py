@@ -33,7 +33,7 @@ def refresh_quality(project_id: RowId, session: SessionDep, researcher: CurrentR
     return raters.list_raters(session=session, project=project)
 
 
-@router.patch("/{rater_id}", response_model=RaterOut)
+@router.patch("/{rater_id:int}", response_model=RaterOut)
 def decide(
     project_id: RowId,
     rater_id: RowId,

@@ -4,6 +4,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from app.core.fields import RequestModel
 
 
 class RaterOut(BaseModel):
@@ -27,7 +28,7 @@ class RaterOut(BaseModel):
     created_at: datetime
 
 
-class RaterDecision(BaseModel):
+class RaterDecision(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     excluded: bool | None = Field(

@@ -4,9 +4,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.models import Choice
 from app.scheduling.service import MAX_QUERY_ID, MAX_RESPONSE_MS
+from app.core.fields import RequestModel
 
 
-class JoinIn(BaseModel):
+class JoinIn(RequestModel):
     """The recruiting platform's ids, as its link would pass them (all optional)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -56,9 +57,9 @@ class JoinOut(RaterStateOut):
     rater_token: str = Field(description="Send as X-Rater-Token on the next calls")
 
 
-class AnswerIn(BaseModel):
+class AnswerIn(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     query_id: int = Field(ge=1, le=MAX_QUERY_ID)
-    choice: Choice
+    choice: Choice = Field(strict=False)
     response_time_ms: int | None = Field(default=None, ge=0, le=MAX_RESPONSE_MS)

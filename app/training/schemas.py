@@ -6,13 +6,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from app.core.errors import ServiceError
-from app.core.fields import INT4_MAX, RowId
+from app.core.fields import INT4_MAX, RequestModel, RowId
 from app.models import ModelKind, VersionStatus
 
 Seed = Field(default=0, ge=0, le=INT4_MAX, description="Seed: the same answers give the same fit")
 
 
-class _Params(BaseModel):
+class _Params(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -99,18 +99,18 @@ def checked_params(kind: ModelKind, params: dict[str, Any]) -> dict[str, Any]:
         ) from None
 
 
-class DissimilarityMatrix(BaseModel):
+class DissimilarityMatrix(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     keys: list[str] = Field(min_length=2, max_length=20_000, description="Items, in row order")
     values: list[list[float]] = Field(description="Symmetric, zero diagonal, one row per key")
 
 
-class ModelCreate(BaseModel):
+class ModelCreate(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=100)
-    kind: ModelKind
+    kind: ModelKind = Field(strict=False)
     params: dict[str, Any] = Field(
         default_factory=dict, description="The kind's parameters (see the *Params schemas)"
     )
@@ -128,7 +128,7 @@ class ModelCreate(BaseModel):
     train: bool = Field(default=True, description="Queue the first fit at once")
 
 
-class ModelUpdate(BaseModel):
+class ModelUpdate(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     auto_refit: bool | None = None

@@ -1,0 +1,36 @@
+"""Schemathesis on both databases, a short run (issue 15): no server error and no answer
+that breaks the published schema. benchmarks/fuzz_api.py runs the long one."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.auth.service import create_token
+from app.core import migrations
+from app.core.db import make_engine, make_session_factory, unit_of_work
+from tests.support.fuzz import run_schemathesis, seed
+from tests.support.service import ServiceProcesses
+
+SECONDS = 45
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_generated_requests_find_no_server_error_and_no_schema_violation(
+    backend, make_database_url, tmp_path
+):
+    url = make_database_url(backend, "fuzz")
+    migrations.upgrade(url)
+    engine = make_engine(url)
+    with unit_of_work(make_session_factory(engine)) as session:
+        token = create_token(session=session, researcher_name="fuzzer")
+    engine.dispose()
+    service = ServiceProcesses(url, tmp_path / "data", web_processes=1, workers=1).start()
+    try:
+        seed(service.url, token)
+        log = tmp_path / "schemathesis.log"
+        status = run_schemathesis(service.url, token, SECONDS, log)
+    finally:
+        service.stop()
+    report = log.read_text()
+    assert status == 0, report[-6000:]
+    assert "Server error" not in report
