@@ -18,7 +18,7 @@ from app.auth.service import authenticate
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.core.errors import ERROR_RESPONSES, NotFound, install_error_handlers
 from app.core.headers import SecurityHeaders
-from app.core.limits import BodyLimits, ResearcherTokens
+from app.core.limits import BodyLimits, ResearcherTokens, shorten_access_lines
 from app.core.signing import RaterTokens
 from app.core.throttle import Throttle
 from app.items.api import router as items_router
@@ -104,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         with unit_of_work(app.state.session_factory) as session:
             return authenticate(session=session, token=token) is not None
 
+    shorten_access_lines()
     researcher_tokens = ResearcherTokens(verify_token)
     app.state.throttle = Throttle(
         joins_per_address=settings.rate_limit_joins_per_address,

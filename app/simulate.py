@@ -4,6 +4,8 @@ a think time. Each rater joins through the study's public link and answers throu
 rater routes only; the researcher token is used to read the items' features and, if
 asked, to watch a build. It goes with the rater requests too, unless `throttled`: the
 rate limits of public links are for strangers, and a researcher's own test crowd is none.
+With `own_addresses`, each simulated person comes from an address of their own
+(X-Forwarded-For), as real raters behind a proxy do.
 
 An answer whose response never came (a timeout, a server restart) is sent again with
 the same query id until the server acknowledges it: the answer is idempotent, so it is
@@ -261,6 +263,7 @@ async def run_crowd(
     prediction_id: int | None = None,
     seed: int = 0,
     throttled: bool = False,
+    own_addresses: bool = False,
     timeout: float = 30.0,
     on_progress=None,
     progress_every: float = 5.0,
@@ -330,7 +333,17 @@ async def run_crowd(
                     report,
                     f"sim{seed}",
                     answers_each,
-                    {} if throttled else headers,
+                    {
+                        **({} if throttled else headers),
+                        # Each person from an address of their own, as a proxy in front
+                        # of the server would say (uvicorn trusts one on 127.0.0.1).
+                        **(
+                            {"X-Forwarded-For": f"10.{number // 65536 % 256}."
+                             f"{number // 256 % 256}.{number % 256}"}
+                            if own_addresses
+                            else {}
+                        ),
+                    },
                 )
             )
             for number in range(raters)

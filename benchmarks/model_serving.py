@@ -37,7 +37,6 @@ from sklearn.neighbors import KNeighborsClassifier
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.demo.service import digits_archive
 from app.learn import FeatureOracle
 from app.learn.triplets import random_triplets
 from app.simulate import run_crowd
@@ -212,19 +211,7 @@ def main() -> None:
         )
 
         # -- 3. raters' answers, idle and during a 1,000,000-answer t-ETE refit ------------
-        rated = http.post("/api/v1/projects", json={"name": "digits"}).json()["id"]
-        http.post(
-            f"/api/v1/projects/{rated}/items",
-            files={"file": ("d.zip", digits_archive(500, 80, random_state=0))},
-        ).raise_for_status()
-        http.patch(
-            f"/api/v1/projects/{rated}/rating",
-            json={"answers_per_rater": 0, "random_share": 0.1, "attention_rate": 0.05},
-        ).raise_for_status()
-        http.post(
-            f"/api/v1/projects/{rated}/builds",
-            json={"n_trees": 20, "answers_per_query": 3, "random_state": 0},
-        ).raise_for_status()
+        rated, _ = digits_study(service.url, token, 500, held_out=80)
 
         def crowd(seconds: float, seed: int) -> dict:
             report = asyncio.run(

@@ -29,10 +29,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.demo.service import digits_archive  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
 from tests.support.postgres import start_postgres  # noqa: E402
-from tests.support.service import ServiceProcesses, database_with_token  # noqa: E402
+from tests.support.service import (  # noqa: E402
+    ServiceProcesses,
+    database_with_token,
+    digits_study,
+)
 
 
 async def floor(url: str, clients: int, seconds: float, think_time: float) -> dict:
@@ -79,21 +82,10 @@ def main() -> None:
     try:
         url, token = database_with_token(server, "rating_bench")
         service = ServiceProcesses(url, root / "data", web_processes=2, workers=1).start()
-        auth = {"Authorization": f"Bearer {token}"}
-        http = httpx.Client(base_url=service.url, headers=auth, timeout=120)
-        project = http.post("/api/v1/projects", json={"name": "digits"}).json()["id"]
-        archive = digits_archive(args.items, args.items // 6, random_state=0)
-        http.post(
-            f"/api/v1/projects/{project}/items", files={"file": ("d.zip", archive)}
-        ).raise_for_status()
-        http.patch(
-            f"/api/v1/projects/{project}/rating",
-            json={"answers_per_rater": 0, "random_share": 0.1, "attention_rate": 0.05},
-        ).raise_for_status()
-        http.post(
-            f"/api/v1/projects/{project}/builds",
-            json={"n_trees": args.trees, "answers_per_query": 3, "random_state": 0},
-        ).raise_for_status()
+        project, _ = digits_study(service.url, token, args.items, args.trees)
+        http = httpx.Client(
+            base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
+        )
 
         def crowd(raters: int, think: float, seed: int) -> dict:
             report = asyncio.run(

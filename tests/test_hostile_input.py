@@ -362,3 +362,14 @@ def test_a_locked_database_is_a_503_to_retry_not_a_500(database_url, settings, s
             writer.close()
         again = fresh.post(f"{API}/rate/{study_slug}/answers", headers=token, json=body)
         assert again.status_code == 200 and again.json()["answered"] == 1
+
+
+def test_an_access_log_line_repeats_a_short_url(app, caplog):
+    import logging
+
+    access = logging.getLogger("uvicorn.access")
+    target = "/api/v1/projects?x=" + "A" * 60_000
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", target, "1.1", 401)
+    line = caplog.records[-1].getMessage()
+    assert len(line) < 500 and "(60019 characters)" in line

@@ -9,6 +9,7 @@ stranger's 500 MB body is refused after its first 64 KiB, whatever the route.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -125,3 +126,26 @@ def _describe(limit: int, name: str) -> str:
 
 def _too_large(limit: int, name: str) -> JSONResponse:
     return JSONResponse({"detail": _describe(limit, name)}, status_code=413)
+
+
+# Longest request target an access log line repeats; uvicorn takes request lines of up
+# to about 64 KiB, and each would otherwise be logged whole.
+LOGGED_TARGET_CHARACTERS = 300
+
+
+class _ShortAccessLines(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            target = args[2]
+            if len(target) > LOGGED_TARGET_CHARACTERS:
+                short = f"{target[:LOGGED_TARGET_CHARACTERS]}… ({len(target)} characters)"
+                record.args = (*args[:2], short, *args[3:])
+        return True
+
+
+def shorten_access_lines() -> None:
+    """Cut the request target uvicorn's access log repeats (once per process)."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, _ShortAccessLines) for f in access.filters):
+        access.addFilter(_ShortAccessLines())

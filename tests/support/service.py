@@ -125,3 +125,29 @@ def database_with_token(server, name: str, researcher: str = "bench") -> tuple[s
     finally:
         engine.dispose()
     return url, token
+
+
+def digits_study(
+    url: str, token: str, items: int, trees: int = 20, held_out: int | None = None
+) -> tuple[int, str]:
+    """A digits project on the service at `url` with a CompRF build waiting for answers
+    (3 per query) and raters kept on for ever: (project id, public slug)."""
+    from app.demo.service import digits_archive
+
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, headers=auth, timeout=120) as http:
+        project = http.post("/api/v1/projects", json={"name": "digits"}).json()["id"]
+        archive = digits_archive(items, held_out or items // 6, random_state=0)
+        http.post(
+            f"/api/v1/projects/{project}/items", files={"file": ("d.zip", archive)}
+        ).raise_for_status()
+        rating = http.patch(
+            f"/api/v1/projects/{project}/rating",
+            json={"answers_per_rater": 0, "random_share": 0.1, "attention_rate": 0.05},
+        )
+        rating.raise_for_status()
+        http.post(
+            f"/api/v1/projects/{project}/builds",
+            json={"n_trees": trees, "answers_per_query": 3, "random_state": 0},
+        ).raise_for_status()
+    return project, rating.json()["public_slug"]
