@@ -55,4 +55,7 @@ def run_schemathesis(url: str, token: str, seconds: int, log: Path, workers: int
         "1",
     ]
     with open(log, "w") as handle:
-        return subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
+        # Its cache goes where it runs: beside the log, not into the repository.
+        return subprocess.run(
+            command, stdout=handle, stderr=subprocess.STDOUT, cwd=log.parent
+        ).returncode
