@@ -20,7 +20,7 @@ from app.core.errors import ERROR_RESPONSES, NotFound, install_error_handlers
 from app.core.headers import SecurityHeaders
 from app.core.limits import BodyLimits, ResearcherTokens, shorten_access_lines
 from app.core.signing import RaterTokens
-from app.core.throttle import Throttle
+from app.core.throttle import Throttle, ThrottleRaterRoutes
 from app.items.api import router as items_router
 from app.items.images import ImageStore
 from app.predictions.api import router as serving_router
@@ -120,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         upload_bytes=settings.max_upload_bytes,
         researcher_tokens=researcher_tokens,
     )
+    app.add_middleware(ThrottleRaterRoutes, throttle=lambda: app.state.throttle)
     app.add_middleware(SecurityHeaders)
     install_error_handlers(app)
 

@@ -16,14 +16,18 @@ client address is the visitor's, not the proxy's.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 from limits import RateLimitItem, parse_many
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
+from app.core.deps import RATER_COOKIE
 from app.core.errors import ServiceError
 
 
@@ -79,3 +83,40 @@ class Throttle:
         if not token or await self._exempt(request):
             return  # without a session the answer is refused anyway, and cheaply
         self._hit(self._answers_per_session, "answers in this session", slug, token)
+
+
+_JOIN = re.compile(r"^/api/v1/rate/([^/]+)/raters$")
+_ANSWER = re.compile(r"^/api/v1/rate/([^/]+)/answers$")
+
+
+class ThrottleRaterRoutes:
+    """Applies the limits to the raters' JSON routes before routing, body parsing or
+    validation: a refused request (a bot's burst) costs the service a lookup in memory,
+    not a request's work. The rating pages check the same limits in their routes, where a
+    refusal is a page."""
+
+    def __init__(self, app: ASGIApp, throttle: Callable[[], Throttle]) -> None:
+        self.app = app
+        self.throttle = throttle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = scope["path"]
+            join, answer = _JOIN.match(path), _ANSWER.match(path)
+            if join or answer:
+                request = Request(scope)
+                try:
+                    if join:
+                        await self.throttle().join(request, join.group(1))
+                    else:
+                        token = request.headers.get("x-rater-token") or request.cookies.get(
+                            RATER_COOKIE
+                        )
+                        await self.throttle().answer(request, answer.group(1), token)
+                except TooManyRequests as refused:
+                    response = JSONResponse(
+                        {"detail": refused.detail}, status_code=429, headers=refused.headers
+                    )
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)

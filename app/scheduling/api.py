@@ -60,8 +60,7 @@ async def join_study(slug: str, body: JoinIn, request: Request):
     """Join the study behind a public link: the answer holds the rater's token and
     progress; `GET …/next` with the token serves the first comparison. Joining serves
     nothing, so a burst of joins holds none of the queries a build waits for."""
-    await request.app.state.throttle.join(request, slug)
-    return await run_in_threadpool(_join, slug, body, request)
+    return await run_in_threadpool(_join, slug, body, request)  # (rate limited before routing)
 
 
 def _join(slug: str, body: JoinIn, request: Request) -> JoinOut:
@@ -90,7 +89,6 @@ def next_comparison(slug: str, request: Request, token: RaterToken):
 async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: RaterToken):
     """Answer a comparison; a retry of the same query_id stores nothing more. The answer
     holds the next comparison."""
-    await request.app.state.throttle.answer(request, slug, token)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
         sessions=request.app.state.session_factory,
