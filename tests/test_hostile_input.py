@@ -373,3 +373,29 @@ def test_an_access_log_line_repeats_a_short_url(app, caplog):
         access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", target, "1.1", 401)
     line = caplog.records[-1].getMessage()
     assert len(line) < 500 and "(60019 characters)" in line
+
+
+def test_a_change_racing_a_delete_is_a_conflict_not_a_500(app, client, auth, project, database_url):
+    """Issue 15, hole 6: the project is deleted by another request between this one's
+    read and its write: the answer says so (409; on SQLite the write may find the
+    database moved on first, a 503 to retry), and a retry finds nothing."""
+    from sqlalchemy import event, text
+
+    from app.core.db import make_engine
+
+    other = make_engine(database_url)
+
+    def delete_meanwhile(session, _context, _instances):
+        with other.begin() as connection:
+            connection.execute(text("DELETE FROM projects WHERE id = :id"), {"id": project["id"]})
+
+    event.listen(app.state.session_factory, "before_flush", delete_meanwhile, once=True)
+    try:
+        response = client.patch(
+            f"{API}/projects/{project['id']}/rating", json={"instructions": "x"}, headers=auth
+        )
+    finally:
+        other.dispose()
+    assert response.status_code in ((409, 503) if database_url.startswith("sqlite") else (409,))
+    assert "try again" in response.text
+    assert client.get(f"{API}/projects/{project['id']}", headers=auth).status_code == 404

@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from psycopg_pool import PoolTimeout
+from sqlalchemy.orm.exc import ObjectDeletedError, StaleDataError
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -226,6 +227,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(PoolTimeout)
     @app.exception_handler(sqlite3.OperationalError)
     def _database_error(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, StaleDataError | ObjectDeletedError):
+            # Another request changed or deleted the row between this one's read and write.
+            return JSONResponse(
+                {"detail": "changed or deleted by another request meanwhile; reload and try again"},
+                status_code=409,
+            )
         if not database_unavailable(exc):
             raise exc
         _log.warning(
