@@ -399,3 +399,21 @@ def test_a_change_racing_a_delete_is_a_conflict_not_a_500(app, client, auth, pro
     assert response.status_code in ((409, 503) if database_url.startswith("sqlite") else (409,))
     assert "try again" in response.text
     assert client.get(f"{API}/projects/{project['id']}", headers=auth).status_code == 404
+
+
+def test_a_token_check_during_a_database_outage_is_no_500():
+    """The body limit and the rate limits check a researcher's token before any route,
+    where no handler turns an outage into a 503: there, an unverifiable token is simply
+    not a researcher's (the route then answers 503 itself)."""
+    import asyncio
+
+    import psycopg
+    import sqlalchemy.exc
+
+    from app.core.limits import ResearcherTokens
+
+    def database_down(_token):
+        refused = psycopg.OperationalError("connection refused")
+        raise sqlalchemy.exc.OperationalError("SELECT 1", {}, refused)
+
+    assert asyncio.run(ResearcherTokens(database_down)("closer_x")) is False

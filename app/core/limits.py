@@ -20,6 +20,8 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.core.errors import database_unavailable
+
 TOKEN_CACHE_SECONDS = 10.0
 PUBLIC_LIMIT = "CLOSER_MAX_PUBLIC_BODY_BYTES, for requests without a researcher token"
 
@@ -39,7 +41,14 @@ class ResearcherTokens:
             hit = self._seen.get(token)
         if hit is not None and now - hit[0] < TOKEN_CACHE_SECONDS:
             return hit[1]
-        valid = await run_in_threadpool(self.verify, token)
+        try:
+            valid = await run_in_threadpool(self.verify, token)
+        except Exception as error:
+            # Outside the routes no handler turns a database outage into a 503: here it
+            # means "not known to be a researcher" (for now), and the route says the rest.
+            if not database_unavailable(error):
+                raise
+            return False
         with self._lock:
             if len(self._seen) > 10_000:
                 self._seen.clear()
