@@ -11,10 +11,10 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from app.auth.service import authenticate
 from app.builds.api import predictions as predictions_router
 from app.builds.api import router as builds_router
 from app.core.config import Settings, get_settings
-from app.auth.service import authenticate
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.core.errors import ERROR_RESPONSES, NotFound, install_error_handlers
 from app.core.headers import SecurityHeaders
@@ -120,7 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         upload_bytes=settings.max_upload_bytes,
         researcher_tokens=researcher_tokens,
     )
-    app.add_middleware(ThrottleRaterRoutes, throttle=lambda: app.state.throttle)
+    app.add_middleware(ThrottleRaterRoutes, throttle=app.state.throttle)
     app.add_middleware(SecurityHeaders)
     install_error_handlers(app)
 

@@ -53,7 +53,9 @@ def list_builds(project_id: RowId, session: SessionDep, researcher: CurrentResea
 
 
 @router.get("/{build_id}", response_model=BuildOut)
-def get_build(project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def get_build(
+    project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher
+):
     """The build with its progress: queries answered and pending, share done per tree."""
     return _build(session, researcher, project_id, build_id)
 
@@ -73,7 +75,9 @@ def pending_queries(
 
 
 def _set(status_to: BuildStatus):
-    def change(project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+    def change(
+        project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher
+    ):
         build = _build(session, researcher, project_id, build_id)
         return service.set_status(session=session, build=build, status=status_to)
 

@@ -5,15 +5,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.models import BuildStatus, PredictionStatus
 from app.core.fields import INT4_MAX, JSONTuple, RequestModel
+from app.models import BuildStatus, PredictionStatus
 
 
 class BuildCreate(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     n_trees: int = Field(default=100, ge=1, le=1000)
-    leaf_size: int = Field(default=1, ge=1, le=INT4_MAX, description="A node this small becomes a leaf")
+    leaf_size: int = Field(
+        default=1, ge=1, le=INT4_MAX, description="A node this small becomes a leaf"
+    )
     subsample: float = Field(default=1.0, gt=0, le=1, description="Share of items per tree")
     answers_per_query: int = Field(
         default=1, ge=1, le=15, description="Answers gathered per query; the majority decides"

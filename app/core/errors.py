@@ -16,10 +16,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from psycopg_pool import PoolTimeout
-from sqlalchemy.orm.exc import ObjectDeletedError, StaleDataError
 from pydantic import BaseModel, Field
+from sqlalchemy.orm.exc import ObjectDeletedError, StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-
 
 _log = logging.getLogger("closer")
 
@@ -196,12 +195,14 @@ def _sqlite_busy(error: sqlite3.Error) -> bool:
 
 def _allowed_methods(app: FastAPI, path: str) -> list[str]:
     """The methods the API documents for `path`: a 405's Allow header must list them all,
-    not only those of the first route matching the path."""
+    not only those of the first route matching the path. Literal paths are tried before
+    templated ones, as the router matches them (…/raters/quality before …/raters/{id})."""
     patterns = getattr(app.state, "allowed_methods", None)
     if patterns is None:
+        templates = sorted(app.openapi()["paths"].items(), key=lambda entry: entry[0].count("{"))
         patterns = [
             (re.compile("^" + re.sub(r"{[^}]+}", "[^/]+", template) + "$"), sorted(methods))
-            for template, methods in app.openapi()["paths"].items()
+            for template, methods in templates
         ]
         app.state.allowed_methods = patterns
     for pattern, methods in patterns:
@@ -229,17 +230,16 @@ def install_error_handlers(app: FastAPI) -> None:
     def _database_error(request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, StaleDataError | ObjectDeletedError):
             # Another request changed or deleted the row between this one's read and write.
-            return JSONResponse(
-                {"detail": "changed or deleted by another request meanwhile; reload and try again"},
-                status_code=409,
-            )
+            detail = "changed or deleted by another request meanwhile; reload and try again"
+            return JSONResponse({"detail": detail}, status_code=409)
         if not database_unavailable(exc):
             raise exc
+        reason = str(getattr(exc, "orig", None) or exc).strip() or type(exc).__name__
         _log.warning(
             "503 for %s %s: the database is unavailable (%s)",
             request.method,
             request.url.path,
-            echo(str(getattr(exc, "orig", exc)).splitlines()[0] if str(exc) else type(exc)),
+            echo(reason.splitlines()[0]),
         )
         return JSONResponse(
             {"detail": "the database is busy or restarting; try again in a moment"},

@@ -16,25 +16,20 @@ INT8_MAX = 2**63 - 1
 RowId = Annotated[int, Ge(1), Le(INT4_MAX)]
 # A row of a `bigint` key: items, triplets, the queries shown to raters.
 BigRowId = Annotated[int, Ge(1), Le(INT8_MAX)]
-# How many rows to skip or ask for.
-RowCount = Annotated[int, Ge(0), Le(INT8_MAX)]
 
 
 class RequestModel(BaseModel):
     """The base of every request body: read strictly, as its JSON schema says. A number
     is a number and a flag a flag: "5", true or "yes" where an integer belongs is a 422,
-    not a 5, a 1 or a True. Enum fields take their values as text (`strict=False`), and tuples come
-    as JSON lists (`JSONTuple`)."""
+    not a 5, a 1 or a True. Enum fields take their values as text (`strict=False`), and
+    tuples come as JSON lists (`JSONTuple`)."""
 
     model_config = ConfigDict(strict=True)
 
 
-class _JSONTuple:
+class JSONTuple:
     """`JSONTuple[str, str]`: a fixed-length tuple given as a JSON list, its entries still
     checked strictly (a strict tuple would want a Python tuple, which JSON has not)."""
 
     def __class_getitem__(cls, entries: tuple) -> object:
         return Annotated[tuple[entries], Strict(False)]
-
-
-JSONTuple = _JSONTuple

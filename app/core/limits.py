@@ -56,7 +56,8 @@ class ResearcherTokens:
         return valid
 
 
-def _bearer(headers: Headers) -> str | None:
+def bearer_token(headers: Headers) -> str | None:
+    """The token of an `Authorization: Bearer` header, if there is one."""
     scheme, _, token = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer":
         return None
@@ -89,7 +90,7 @@ class BodyLimits:
 
     async def _limit(self, headers: Headers) -> tuple[int, str]:
         """The limit for this request, and what it is called; checks the token."""
-        token = _bearer(headers)
+        token = bearer_token(headers)
         if token is not None and await self.token_is_valid(token):
             return self._researcher_limit(headers)
         return self.public_bytes, PUBLIC_LIMIT

@@ -21,14 +21,15 @@ import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
 from limits import RateLimitItem, parse_many
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.deps import RATER_COOKIE
 from app.core.errors import ServiceError
+from app.core.limits import bearer_token
 
 
 class TooManyRequests(ServiceError):
@@ -37,7 +38,6 @@ class TooManyRequests(ServiceError):
     def __init__(self, detail: str, retry_after: int) -> None:
         super().__init__(detail)
         self.headers = {"Retry-After": str(retry_after)}
-        self.retry_after = retry_after
 
 
 class Throttle:
@@ -60,8 +60,8 @@ class Throttle:
     async def _exempt(self, request: Request) -> bool:
         if not self.enabled:
             return True
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and bool(token) and await self._is_researcher(token)
+        token = bearer_token(request.headers)
+        return token is not None and await self._is_researcher(token)
 
     def _hit(self, limits: list[RateLimitItem], what: str, *key: str) -> None:
         for limit in limits:
@@ -86,16 +86,17 @@ class Throttle:
 
 
 _JOIN = re.compile(r"^/api/v1/rate/([^/]+)/raters$")
-_ANSWER = re.compile(r"^/api/v1/rate/([^/]+)/answers$")
+# The JSON answer route and the rating page's (htmx sends that one again after a 429).
+_ANSWER = re.compile(r"^(?:/api/v1/rate/([^/]+)/answers|/r/([^/]+)/answer)$")
 
 
 class ThrottleRaterRoutes:
-    """Applies the limits to the raters' JSON routes before routing, body parsing or
-    validation: a refused request (a bot's burst) costs the service a lookup in memory,
-    not a request's work. The rating pages check the same limits in their routes, where a
-    refusal is a page."""
+    """Applies the limits to joins through the JSON route and to every answer, before
+    routing, body parsing or validation: a refused request (a bot's burst) costs the
+    service a lookup in memory, not a request's work. The Start page checks the join
+    limits in its route, where a refusal is a page."""
 
-    def __init__(self, app: ASGIApp, throttle: Callable[[], Throttle]) -> None:
+    def __init__(self, app: ASGIApp, throttle: Throttle) -> None:
         self.app = app
         self.throttle = throttle
 
@@ -107,12 +108,12 @@ class ThrottleRaterRoutes:
                 request = Request(scope)
                 try:
                     if join:
-                        await self.throttle().join(request, join.group(1))
+                        await self.throttle.join(request, join.group(1))
                     else:
-                        token = request.headers.get("x-rater-token") or request.cookies.get(
-                            RATER_COOKIE
-                        )
-                        await self.throttle().answer(request, answer.group(1), token)
+                        slug = answer.group(1) or answer.group(2)
+                        token = request.headers.get("x-rater-token")
+                        token = token or request.cookies.get(RATER_COOKIE)
+                        await self.throttle.answer(request, slug, token)
                 except TooManyRequests as refused:
                     response = JSONResponse(
                         {"detail": refused.detail}, status_code=429, headers=refused.headers

@@ -143,7 +143,11 @@ def get_item(project_id: RowId, key: str, session: SessionDep, researcher: Curre
     "/{key}/image", response_class=FileResponse, responses={200: {"content": {"image/*": {}}}}
 )
 def get_item_image(
-    project_id: RowId, key: str, request: Request, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId,
+    key: str,
+    request: Request,
+    session: SessionDep,
+    researcher: CurrentResearcher,
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     item = service.get_item(session=session, project=project, key=key)

@@ -155,7 +155,9 @@ class ItemValidator:
                     number = math.nan
             if not math.isfinite(number):
                 self._bad(
-                    row, "features", f"value {position + 1} ('{echo(value)}') is not a finite number"
+                    row,
+                    "features",
+                    f"value {position + 1} ('{echo(value)}') is not a finite number",
                 )
                 return None
             numbers.append(number)

@@ -4,8 +4,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.models import LabelType
 from app.core.fields import INT4_MAX, RequestModel
+from app.models import LabelType
 
 
 class ProjectCreate(RequestModel):

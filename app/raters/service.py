@@ -4,9 +4,9 @@ A rater reaches a project through its public link. Joining creates the rater (or
 the one the platform id names) and hands out a random session token of its own; only its
 hash is kept. A second join with the same id (another device, or someone else who knows
 the id) adds a session: it never revokes one, so nobody takes over a participant's
-session by joining with their id. Recognised platform parameters are Prolific's (PROLIFIC_PID, STUDY_ID,
-SESSION_ID), Amazon Mechanical Turk's (workerId, assignmentId, hitId) and a plain
-`participant`; without any, the rater is anonymous.
+session by joining with their id. Recognised platform parameters are Prolific's
+(PROLIFIC_PID, STUDY_ID, SESSION_ID), Amazon Mechanical Turk's (workerId, assignmentId,
+hitId) and a plain `participant`; without any, the rater is anonymous.
 """
 
 from __future__ import annotations

@@ -133,8 +133,7 @@ async def answer(
     choice: Annotated[Choice, Form()],
     response_time_ms: Annotated[str, Form()] = "",
 ):
-    token = cookie_rater_token(request)
-    await request.app.state.throttle.answer(request, slug, token)
+    token = cookie_rater_token(request)  # (rate limited before routing: ThrottleRaterRoutes)
     elapsed = _milliseconds(response_time_ms)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,

@@ -56,14 +56,11 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
 
 
 @router.post("/raters", response_model=JoinOut, status_code=201)
-async def join_study(slug: str, body: JoinIn, request: Request):
+def join_study(slug: str, body: JoinIn, request: Request):
     """Join the study behind a public link: the answer holds the rater's token and
     progress; `GET …/next` with the token serves the first comparison. Joining serves
-    nothing, so a burst of joins holds none of the queries a build waits for."""
-    return await run_in_threadpool(_join, slug, body, request)  # (rate limited before routing)
-
-
-def _join(slug: str, body: JoinIn, request: Request) -> JoinOut:
+    nothing, so a burst of joins holds none of the queries a build waits for. (Rate
+    limited before routing: ThrottleRaterRoutes.)"""
     with transaction(request) as session:
         project = project_by_slug(session=session, slug=slug)
         rater, token = rating.join(

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.fields import RequestModel
 from app.models import Choice
 from app.scheduling.service import MAX_QUERY_ID, MAX_RESPONSE_MS
-from app.core.fields import RequestModel
 
 
 class JoinIn(RequestModel):

@@ -136,7 +136,9 @@ def list_models(project_id: RowId, session: SessionDep, researcher: CurrentResea
 
 
 @router.get("/{model_id}", response_model=ModelOut)
-def get_model(project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def get_model(
+    project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher
+):
     """The model, the version that serves, and the newest one with its progress."""
     return model_out(session, _model(session, researcher, project_id, model_id))
 
@@ -196,7 +198,11 @@ def list_versions(
 
 @router.get("/{model_id}/versions/{number}", response_model=VersionOut)
 def get_version(
-    project_id: RowId, model_id: RowId, number: RowId, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId,
+    model_id: RowId,
+    number: RowId,
+    session: SessionDep,
+    researcher: CurrentResearcher,
 ):
     model = _model(session, researcher, project_id, model_id)
     return version_out(session, service.get_version(session=session, model=model, number=number))

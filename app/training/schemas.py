@@ -120,7 +120,9 @@ class ModelCreate(RequestModel):
     refit_growth: float = Field(
         default=0.2, gt=0, le=100, description="Refit once answers grew by this share"
     )
-    min_answers: int = Field(default=100, ge=1, le=INT4_MAX, description="Answers before the first auto fit")
+    min_answers: int = Field(
+        default=100, ge=1, le=INT4_MAX, description="Answers before the first auto fit"
+    )
     build_id: RowId | None = Field(default=None, description="CompRF: the build it comes from")
     matrix: DissimilarityMatrix | None = Field(
         default=None, description="SMERF with dissimilarity 'matrix': D over item keys"

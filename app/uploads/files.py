@@ -76,9 +76,7 @@ def csv_rows(upload: UploadedFile) -> Iterator[tuple[int, list[str]]]:
     try:
         for fields in reader:
             if any("\x00" in field for field in fields):
-                raise InvalidUpload(
-                    [Problem(upload.name, "text may not contain the NUL character", row=record_start)]
-                )
+                raise _nul_in(upload, record_start)
             yield record_start, [from_spreadsheet(field) for field in fields]
             record_start = reader.line_num + 1
     except csv.Error as exc:
@@ -90,6 +88,11 @@ def csv_rows(upload: UploadedFile) -> Iterator[tuple[int, list[str]]]:
         raise InvalidUpload([Problem(upload.name, "not UTF-8 text", row=row)]) from None
     finally:
         text.detach()
+
+
+def _nul_in(upload: UploadedFile, row: int) -> InvalidUpload:
+    # SQLite would store it silently and PostgreSQL refuse it: refused on both, up front.
+    return InvalidUpload([Problem(upload.name, "text may not contain the NUL character", row=row)])
 
 
 def _first_undecodable_line(stream: BinaryIO) -> int | None:
@@ -113,9 +116,7 @@ def json_array_entries(upload: UploadedFile, wrapper: str, what: str) -> Iterato
         _open_array(upload, events, wrapper, what)
         for index, entry in enumerate(_entries(upload, events), start=1):  # noqa: B007
             if _holds_nul(entry):
-                raise InvalidUpload(
-                    [Problem(upload.name, "text may not contain the NUL character", row=index)]
-                )
+                raise _nul_in(upload, index)
             yield index, entry
         for event, value in events:  # only the wrapper's end may follow
             if event == "map_key":
