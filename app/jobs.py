@@ -2,5 +2,6 @@
 
 from app.builds import jobs as build_jobs
 from app.training import jobs as training_jobs
+from app.triplets import jobs as triplet_jobs  # noqa: F401 (registers its upkeep)
 
 KINDS = (build_jobs.STEP, build_jobs.ROUTE, training_jobs.TRAIN)

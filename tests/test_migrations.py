@@ -72,6 +72,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0005",
             "0006",
             "0007",
+            "0008",
         ]
     finally:
         engine.dispose()

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound, ServiceError
@@ -22,7 +22,7 @@ from app.learn import CompRF, CompRFBuilder
 from app.learn.comprf import query_keys, unpack_query_keys
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
 from app.scheduling import service as scheduling
-from app.triplets.log import committed_bound
+from app.triplets.log import committed_bound, readable_bound
 
 ANSWER_BATCH = 200_000
 FINAL = (BuildStatus.cancelled, BuildStatus.complete)
@@ -392,7 +392,4 @@ def queries_by_key(session: Session, queries: np.ndarray, needed: np.ndarray) ->
 
 def has_unread_answers(*, session: Session, build: Build) -> bool:
     """Whether answers arrived that no step read (in this process, or saved)."""
-    newest = session.scalar(
-        select(func.max(Triplet.id)).where(Triplet.project_id == build.project_id)
-    )
-    return (newest or 0) > _warm.peek_cursor(build)
+    return readable_bound(session, build.project_id) > _warm.peek_cursor(build)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import ForeignKey, Index, Integer, String, func, text
+from sqlalchemy import ForeignKey, Index, Integer, String, false, func, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -60,7 +60,11 @@ class Triplet(Base):
 
 
 class Upload(Base):
-    """One accepted upload; its idempotency key makes a retried upload a no-op."""
+    """One accepted upload; its idempotency key makes a retried upload a no-op.
+
+    A triplet upload commits its rows in chunks, so answers get through while it runs
+    (SQLite has one writer at a time). Until it is published (`pending` false) its rows
+    are read by nobody: see app/triplets/log.py."""
 
     __tablename__ = "uploads"
     __table_args__ = (
@@ -83,3 +87,8 @@ class Upload(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(100))
     row_count: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    pending: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # At most the smallest id of its rows: ordered reads of the log stop below it.
+    first_triplet_id: Mapped[int | None] = mapped_column(BigId)
+    # Its last committed chunk: an upload silent for long died with its process.
+    touched_at: Mapped[datetime | None] = mapped_column(Timestamp)

@@ -24,6 +24,7 @@ from app.core.errors import NotFound, ServiceError
 from app.models import Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
 from app.scheduling.service import ActiveRater, apply_thresholds
+from app.triplets.log import published
 
 PLATFORM_PARAMETERS = {
     "prolific": ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
@@ -182,7 +183,7 @@ def refresh_majority_agreement(*, session: Session, project: Project) -> list[Ra
     Returns the raters whose exclusion changed."""
     rows = session.execute(
         select(Triplet.rater_id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
-            Triplet.project_id == project.id
+            Triplet.project_id == project.id, published(project.id)
         )
     ).all()
     raters = {rater.id: rater for rater in list_raters(session=session, project=project)}

@@ -37,7 +37,7 @@ from app.models._types import utcnow
 from app.scheduling.service import excluded_rater_ids
 from app.training.fitted import Fitted
 from app.training.fitting import FITTERS, CannotFit, Snapshot
-from app.triplets.log import committed_bound
+from app.triplets.log import committed_bound, readable_bound
 from app.worker import queue
 
 TRAIN_JOB = "train_model"
@@ -236,12 +236,7 @@ def cancel_training(*, session: Session, model: LearnedModel) -> ModelVersion:
         version.status = VersionStatus.cancelled
         version.message = "cancelled before it started"
         # Automatic refits measure growth from here: a cancel is not undone 5 s later.
-        version.answers_cutoff = (
-            session.scalar(
-                select(func.max(Triplet.id)).where(Triplet.project_id == model.project_id)
-            )
-            or 0
-        )
+        version.answers_cutoff = readable_bound(session, model.project_id)
     session.flush()
     return version
 
@@ -305,7 +300,7 @@ def _cutoff(session: Session, project_id: int) -> int:
         time.sleep(0.1)
     # Writers kept the log busy for seconds: an answer still in flight below the newest
     # id joins the next version instead.
-    return session.scalar(select(func.max(Triplet.id)).where(Triplet.project_id == project_id)) or 0
+    return readable_bound(session, project_id)
 
 
 def _answers(
@@ -498,7 +493,11 @@ def _json_ready(value: Any) -> Any:
 def answers_since(session: Session, project_id: int, after: int) -> int:
     return (
         session.scalar(
-            select(func.count()).where(Triplet.project_id == project_id, Triplet.id > after)
+            select(func.count()).where(
+                Triplet.project_id == project_id,
+                Triplet.id > after,
+                Triplet.id <= readable_bound(session, project_id),
+            )
         )
         or 0
     )

@@ -1,16 +1,27 @@
 """Fast appends to the triplets table: COPY on PostgreSQL, executemany on SQLite.
 
-Both run on the session's own connection, inside its transaction, so a rejected upload
-rolls back everything written before the problem was found.
+Both run on the session's own connection. An upload commits its rows chunk by chunk
+(`write(rows, commit=True)`) as an unpublished upload that nobody reads (see
+app/triplets/log.py): SQLite has one writer at a time, and one transaction over a large
+file kept every rater's answer waiting for its end. A rejected upload is then taken out
+again with `discard_upload`, so it still changes nothing that anyone sees.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
+from app.models import Rater, RaterSession, Triplet, Upload
+from app.models._types import utcnow
 from app.triplets.log import hold_append_lock
+
+DISCARD_BATCH = 20_000
+# An unpublished upload whose last chunk is this old died with its process: a chunk
+# takes well under a second.
+ABANDONED_AFTER = timedelta(minutes=10)
 
 BASE_COLUMNS = (
     "project_id",
@@ -28,14 +39,31 @@ class TripletWriter:
     tuples of COPY text fields, on SQLite tuples of Python values."""
 
     def __init__(
-        self, session: Session, project_id: int, extra_columns: tuple[str, ...] = ()
+        self,
+        session: Session,
+        project_id: int,
+        extra_columns: tuple[str, ...] = (),
+        upload: Upload | None = None,
     ) -> None:
+        self._session = session
+        self._project_id = project_id
+        self._upload = upload
         hold_append_lock(session, project_id)
         connection = session.connection()
         self.is_postgres = connection.dialect.name == "postgresql"
         self._driver = connection.connection.driver_connection
+        if upload is not None:
+            # Every id this upload draws comes after the newest one now: with the append
+            # lock held on PostgreSQL, or the write lock on SQLite.
+            self._floor = (
+                session.scalar(
+                    select(func.max(Triplet.id)).where(Triplet.project_id == project_id)
+                )
+                or 0
+            )
         self.columns = BASE_COLUMNS + extra_columns
         self.written = 0
+        self.committed = False
 
     def encode(self, value):
         """One field as this writer's rows hold it."""
@@ -49,7 +77,9 @@ class TripletWriter:
             return value
         return "\\N" if value is None else str(value)
 
-    def write(self, rows: list[tuple]) -> None:
+    def write(self, rows: list[tuple], *, commit: bool = False) -> None:
+        """Append `rows`; with `commit`, commit them as a chunk of the unpublished upload
+        (the writer must have been given one)."""
         if not rows:
             return
         names = ", ".join(self.columns)
@@ -63,3 +93,66 @@ class TripletWriter:
                 f"INSERT INTO triplets ({names}) VALUES ({placeholders})", rows
             )
         self.written += len(rows)
+        if commit:
+            self._commit_chunk()
+
+    def _commit_chunk(self) -> None:
+        upload = self._upload
+        if not upload.pending:
+            upload.pending = True
+            upload.first_triplet_id = self._floor + 1
+        upload.touched_at = utcnow()
+        self._session.commit()
+        self.committed = True
+        # A new transaction, maybe on another pooled connection.
+        hold_append_lock(self._session, self._project_id)
+        self._driver = self._session.connection().connection.driver_connection
+
+
+def discard_upload(session: Session, upload_id: int) -> int:
+    """Take out an unpublished upload: its rows a chunk per transaction (they are read by
+    nobody meanwhile), then the raters it created that nothing else refers to, then the
+    upload itself. Returns the number of rows removed."""
+    upload = session.get(Upload, upload_id)
+    if upload is None or not upload.pending:
+        return 0
+    removed = 0
+    if upload.first_triplet_id is not None:
+        ours = (
+            Triplet.project_id == upload.project_id,
+            Triplet.id >= upload.first_triplet_id,
+            Triplet.upload_id == upload.id,
+        )
+        while True:
+            batch = select(Triplet.id).where(*ours).limit(DISCARD_BATCH)
+            count = session.execute(delete(Triplet).where(Triplet.id.in_(batch))).rowcount
+            session.commit()
+            removed += count
+            if count < DISCARD_BATCH:
+                break
+        # Triplets naming a rater created after the upload began come after its floor.
+        session.execute(
+            delete(Rater).where(
+                Rater.project_id == upload.project_id,
+                Rater.created_at >= upload.created_at,
+                ~exists().where(RaterSession.rater_id == Rater.id),
+                ~exists().where(
+                    Triplet.project_id == upload.project_id,
+                    Triplet.id >= upload.first_triplet_id,
+                    Triplet.rater_id == Rater.id,
+                ),
+            )
+        )
+    session.delete(upload)
+    session.commit()
+    return removed
+
+
+def abandoned_uploads(session: Session) -> list[int]:
+    """Unpublished uploads whose writer is gone (its process crashed mid-upload)."""
+    return list(
+        session.scalars(
+            select(Upload.id).where(Upload.pending, Upload.touched_at < utcnow() - ABANDONED_AFTER)
+        )
+    )
+

@@ -8,6 +8,12 @@ log for its transaction, and a reader takes the exclusive lock for an instant to
 the highest id: at that moment no write is in flight, so every id up to it is final.
 SQLite runs one write transaction at a time, so ids commit in order there.
 
+A triplet upload commits its rows in chunks, so that answers get through while it runs,
+and publishes them at the end (`Upload.pending`). Until then nobody reads them: ordered
+reads stop below the upload's `first_triplet_id` (answers after it wait for the upload
+too, as they would behind one long transaction), and counts and exports filter with
+`published()`.
+
 Writers take the lock as their transaction's last step (an answer appends its triplet
 just before the commit), so it is held for a moment only.
 """
@@ -16,10 +22,10 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import func, select, text
+from sqlalchemy import ColumnElement, func, select, text
 from sqlalchemy.orm import Session
 
-from app.models import Triplet
+from app.models import Triplet, Upload
 
 LOG_LOCK = 0x7121  # the advisory-lock namespace of the triplets log
 TRIES = 20
@@ -38,20 +44,40 @@ def hold_append_lock(session: Session, project_id: int) -> None:
         )
 
 
+def published(project_id: int) -> ColumnElement[bool]:
+    """Triplets of the project that no unfinished upload holds back (for reads that are
+    not in id order up to a bound: counts, exports)."""
+    unpublished = select(Upload.id).where(Upload.project_id == project_id, Upload.pending)
+    return Triplet.upload_id.is_(None) | Triplet.upload_id.not_in(unpublished)
+
+
+def readable_bound(session: Session, project_id: int) -> int:
+    """The highest triplet id of the project that an ordered read may reach, leaving out
+    any write still in flight (see `committed_bound` for that)."""
+    newest = (
+        session.scalar(select(func.max(Triplet.id)).where(Triplet.project_id == project_id)) or 0
+    )
+    floor = session.scalar(
+        select(func.min(Upload.first_triplet_id)).where(
+            Upload.project_id == project_id, Upload.pending
+        )
+    )
+    return newest if floor is None else min(newest, floor - 1)
+
+
 def committed_bound(session: Session, project_id: int) -> int | None:
     """The highest triplet id of the project below which nothing can still appear, or
     None when writers kept the log busy (read nothing new now; a later step will).
 
     The reader only tries the lock, a few times: a reader waiting in the lock queue
     would make every new writer wait behind it."""
-    query = select(func.max(Triplet.id)).where(Triplet.project_id == project_id)
     if not _is_postgres(session):
-        return session.scalar(query) or 0
+        return readable_bound(session, project_id)
     params = {"space": LOG_LOCK, "project": project_id}
     for attempt in range(TRIES):
         if session.scalar(text("SELECT pg_try_advisory_lock(:space, :project)"), params):
             try:
-                return session.scalar(query) or 0
+                return readable_bound(session, project_id)
             finally:
                 session.execute(text("SELECT pg_advisory_unlock(:space, :project)"), params)
         time.sleep(0.002 * (attempt + 1))

@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session, aliased
 from app.core.config import Settings
 from app.core.errors import ProblemCollector, echo
 from app.core.spreadsheets import spreadsheet_safe_sql
-from app.models import Item, Project, Rater, Triplet, TripletSource, UploadKind
-from app.triplets.bulk import TripletWriter
+from app.models import Item, Project, Rater, Triplet, TripletSource, Upload, UploadKind
+from app.triplets.bulk import TripletWriter, discard_upload
+from app.triplets.log import published
 from app.uploads.files import (
     FileFormat,
     UploadedFile,
@@ -38,7 +39,12 @@ _CHUNK_BYTES = 256 * 1024
 
 
 def count_triplets(*, session: Session, project: Project) -> int:
-    return session.scalar(select(func.count()).where(Triplet.project_id == project.id)) or 0
+    return (
+        session.scalar(
+            select(func.count()).where(Triplet.project_id == project.id, published(project.id))
+        )
+        or 0
+    )
 
 
 class _RowParser:
@@ -49,14 +55,14 @@ class _RowParser:
         *,
         session: Session,
         project: Project,
-        upload_id: int,
+        upload: Upload,
         extras: tuple[str, ...],
         file: str,
         problems: ProblemCollector,
     ) -> None:
         self._appended = tuple(name for name in extras if name in _APPENDED_COLUMNS)
         writer = TripletWriter(
-            session, project.id, tuple(_APPENDED_COLUMNS[n] for n in self._appended)
+            session, project.id, tuple(_APPENDED_COLUMNS[n] for n in self._appended), upload
         )
         self.writer = writer
         self.file = file
@@ -74,7 +80,7 @@ class _RowParser:
         }
         self._received_at = datetime.now(UTC)
         self._head = (encode(project.id),)
-        self._upload = encode(upload_id)
+        self._upload = encode(upload.id)
         self._tail = (encode(TripletSource.upload.value), self._upload, encode(self._received_at))
         self._raters: dict[str, Any] = {}
         self._parse_extra: dict[str, Callable[[int, Any], Any]] = {
@@ -227,7 +233,7 @@ def _ingest_csv(
             continue
         batch.append(encoded)
         if len(batch) >= _BATCH:
-            writer.write(batch)
+            writer.write(batch, commit=True)
             batch = []
     if not problems.problems:
         writer.write(batch)
@@ -281,7 +287,7 @@ def _ingest_json(
         if encoded is not None and not problems.problems:
             batch.append(encoded)
             if len(batch) >= _BATCH:
-                writer.write(batch)
+                writer.write(batch, commit=True)
                 batch = []
     if not problems.problems:
         writer.write(batch)
@@ -297,7 +303,8 @@ def ingest_triplets(
     requested_format: FileFormat | None,
     idempotency_key: str | None,
 ) -> UploadResult:
-    """Stream the file into the table; on any problem the request's rollback undoes it all."""
+    """Stream the file into the table in committed chunks and publish it at the end; on
+    any problem, take out what was committed, so the upload changes nothing."""
     replay = find_replay(
         session=session, project=project, kind=UploadKind.triplets, idempotency_key=idempotency_key
     )
@@ -313,24 +320,37 @@ def ingest_triplets(
     )
     problems = ProblemCollector(settings.max_upload_errors)
 
+    parsers: list[_RowParser] = []
+
     def make_parser(extras: tuple[str, ...]) -> _RowParser:
-        return _RowParser(
-            session=session,
-            project=project,
-            upload_id=upload_row.id,
-            extras=extras,
-            file=upload.name,
-            problems=problems,
+        parsers.append(
+            _RowParser(
+                session=session,
+                project=project,
+                upload=upload_row,
+                extras=extras,
+                file=upload.name,
+                problems=problems,
+            )
         )
+        return parsers[-1]
 
     ingest = _ingest_csv if fmt is FileFormat.csv else _ingest_json
-    written = ingest(upload, make_parser, problems).writer.written
-    if not problems.problems and written == 0:
-        problems.add(upload.name, "no triplets in the file")
-    problems.raise_if_any()
+    upload_id = upload_row.id
+    try:
+        written = ingest(upload, make_parser, problems).writer.written
+        if not problems.problems and written == 0:
+            problems.add(upload.name, "no triplets in the file")
+        problems.raise_if_any()
+    except BaseException:
+        if parsers and parsers[0].writer.committed:
+            session.rollback()
+            discard_upload(session, upload_id)
+        raise
     upload_row.row_count = written
+    upload_row.pending = False  # published with the request's commit
     session.flush()
-    return UploadResult(upload_row.id, UploadKind.triplets, written)
+    return UploadResult(upload_id, UploadKind.triplets, written)
 
 
 def _export_select(dialect: str, project_id: int, spreadsheet: bool = False) -> str:
@@ -359,7 +379,7 @@ def _export_select(dialect: str, project_id: int, spreadsheet: bool = False) -> 
         .join(closer, closer.id == Triplet.closer_id)
         .join(farther, farther.id == Triplet.farther_id)
         .outerjoin(Rater, Rater.id == Triplet.rater_id)
-        .where(Triplet.project_id == project_id)
+        .where(Triplet.project_id == project_id, published(project_id))
         .order_by(Triplet.id)
     )
     dialect_impl = postgresql.dialect() if dialect == "postgresql" else sqlite.dialect()

@@ -13,6 +13,10 @@ from app.core.errors import Conflict
 from app.models import Project, Upload, UploadKind
 from app.uploads.files import ZipLimits
 
+_STILL_RUNNING = (
+    "an upload with Idempotency-Key '{key}' is already being processed; retry shortly"
+)
+
 
 @dataclass
 class UploadResult:
@@ -48,6 +52,8 @@ def find_replay(
             f"Idempotency-Key '{idempotency_key}' was used for a {upload.kind.value} "
             "upload in this project"
         )
+    if upload.pending:
+        raise Conflict(_STILL_RUNNING.format(key=idempotency_key))
     return UploadResult(upload.id, upload.kind, upload.row_count, replayed=True)
 
 
@@ -67,8 +73,5 @@ def open_upload(
     try:
         session.flush()  # the request's first write: on failure nothing else is lost
     except IntegrityError:
-        raise Conflict(
-            f"an upload with Idempotency-Key '{idempotency_key}' is already "
-            "being processed; retry shortly"
-        ) from None
+        raise Conflict(_STILL_RUNNING.format(key=idempotency_key)) from None
     return upload

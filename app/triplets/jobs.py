@@ -1,0 +1,23 @@
+"""The worker's side of triplet uploads: take out what a crashed upload left behind."""
+
+from __future__ import annotations
+
+import logging
+
+from app.core.db import unit_of_work
+from app.triplets.bulk import abandoned_uploads, discard_upload
+from app.worker.loop import periodic
+
+ABANDONED_CHECK_SECONDS = 60.0
+
+log = logging.getLogger(__name__)
+
+
+@periodic(ABANDONED_CHECK_SECONDS)
+def remove_abandoned_uploads(sessions) -> None:
+    with unit_of_work(sessions) as session:
+        for upload_id in abandoned_uploads(session):
+            removed = discard_upload(session, upload_id)
+            log.warning(
+                "removed unpublished upload %d (its writer stopped): %d rows", upload_id, removed
+            )
