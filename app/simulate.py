@@ -9,7 +9,8 @@ With `own_addresses`, each simulated person comes from an address of their own
 
 An answer whose response never came (a timeout, a server restart) is sent again with
 the same query id until the server acknowledges it: the answer is idempotent, so it is
-stored once however often it is sent.
+stored once however often it is sent. A 503 or 429 is retried after the Retry-After the
+server gives, as the rating page does; the report counts every 5xx by status.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import asyncio
 import json
 import math
 import random
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -40,6 +43,8 @@ class CrowdReport:
     replayed: int = 0
     retries: int = 0
     throttled: int = 0  # 429s: the server's rate limits held a request back
+    server_errors: Counter = field(default_factory=Counter)  # 5xx answers, by status
+    unadvised_503: int = 0  # 503s that said nothing of when to come back (Retry-After)
     raters: int = 0  # sessions started: each simulated person joins anew after a session
     completed_sessions: int = 0  # reached the study's answers per rater
     out_of_work_sessions: int = 0  # ended early: the study had nothing left to ask them
@@ -135,9 +140,13 @@ async def _request(
             wait = response.headers.get("Retry-After", "")
             await asyncio.sleep(float(wait) if wait.isdigit() else RETRY_SECONDS)
             continue
-        if status >= 500:  # a server restarting, or overloaded
+        if status >= 500:  # a server restarting, its database down, or overloaded
             report.retries += 1
-            await asyncio.sleep(RETRY_SECONDS)
+            report.server_errors[status] += 1
+            wait = response.headers.get("Retry-After", "")
+            if status == 503 and not wait.isdigit():
+                report.unadvised_503 += 1
+            await asyncio.sleep(float(wait) if wait.isdigit() else RETRY_SECONDS)
             continue
         try:
             body = json.loads(text)
@@ -239,6 +248,14 @@ async def _watch(client, what: str, path: str, headers, stop, report, poll=1.0):
         await asyncio.sleep(poll)
 
 
+async def _stop_when_set(until: threading.Event, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        if until.is_set():
+            stop.set()
+            return
+        await asyncio.sleep(0.1)
+
+
 async def _report_progress(report: CrowdReport, stop: asyncio.Event, every: float, callback):
     started = time.perf_counter()
     while not stop.is_set():
@@ -267,10 +284,11 @@ async def run_crowd(
     timeout: float = 30.0,
     on_progress=None,
     progress_every: float = 5.0,
+    until: threading.Event | None = None,
 ) -> CrowdReport:
     """Run `raters` simulated people against the server at `url` until the build (with
     `build_id`) or the routing prediction (`prediction_id`) is finished, `seconds` pass,
-    or each gave `answers_each` answers."""
+    each gave `answers_each` answers, or another thread sets `until`."""
     headers = {"Authorization": f"Bearer {token}"}
     connector = aiohttp.TCPConnector(limit=raters + 4)
     timeouts = aiohttp.ClientTimeout(total=timeout)
@@ -350,6 +368,8 @@ async def run_crowd(
         ]
         for what, path in watched:
             tasks.append(asyncio.create_task(_watch(client, what, path, headers, stop, report)))
+        if until is not None:
+            tasks.append(asyncio.create_task(_stop_when_set(until, stop)))
         if on_progress is not None:
             reporter = asyncio.create_task(
                 _report_progress(report, stop, progress_every, on_progress)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 NAMING_CONVENTION = {
@@ -68,13 +69,20 @@ def on_rollback(session: Session, action: Callable[[], None]) -> None:
 def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One transaction: commit on success, roll back on any error, then run the hooks."""
     session = factory()
+    hooks: list[Callable[[], None]] = []
     try:
         yield session
         session.commit()
         hooks = session.info.pop("on_commit", [])
     except BaseException:
-        session.rollback()
         hooks = session.info.pop("on_rollback", [])
+        try:
+            session.rollback()
+        except DBAPIError:
+            # The connection broke (the database restarted, say), and the rollback with
+            # it: the server dropped the transaction already, and the error that broke
+            # the connection is the one to report (a 503), not this one.
+            pass
         raise
     finally:
         session.info.clear()

@@ -15,10 +15,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.errors import database_unavailable
 from app.models import Job, JobStatus
 from app.worker import queue
 
 log = logging.getLogger("closer.worker")
+OUTAGE_WAIT = 2.0  # seconds between tries while the database cannot be reached
 
 
 class JobCancelled(Exception):
@@ -110,7 +112,17 @@ class Worker:
         """Run jobs until stopped (or, with until_idle, until none is left); returns the count."""
         done = 0
         while not self.stopping.is_set():
-            if self.run_one():
+            try:
+                ran = self.run_one()
+            except Exception as exc:
+                if not database_unavailable(exc):
+                    raise
+                # The database restarts, say: wait for it rather than exit. A job claimed
+                # before it went away is taken up again once its heartbeat is stale.
+                log.warning("database unavailable, retrying in %.0f s: %s", OUTAGE_WAIT, exc)
+                self.stopping.wait(OUTAGE_WAIT)
+                continue
+            if ran:
                 done += 1
             elif until_idle:
                 break

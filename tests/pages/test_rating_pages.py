@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 import uvicorn
 from playwright.sync_api import expect, sync_playwright
+from sqlalchemy import create_engine, text
 
 from app.main import create_app
 from app.models import Assignment, Rater, Triplet
+from tests.support.postgres import start_postgres
+from tests.support.service import ServiceProcesses, database_with_token, digits_study
 from tests.uploads import png, zip_bytes
 
 API = "/api/v1"
@@ -404,3 +407,63 @@ def test_an_answer_given_offline_arrives_once_and_a_reload_resumes(
         assert offline.response_time_ms < 5000  # the rater's time, not the outage's
         stored = session.query(Triplet).filter(Triplet.project_id == project_id).count()
         assert stored + sum(a.purpose == 4 for a in answered) == 10
+
+
+def test_the_page_rides_out_a_database_restart(browser, tmp_path):
+    """Issue 15's crash suite, in the browser: PostgreSQL stops as in a power cut while a
+    rater clicks. The page says it is reconnecting (no error), sends the answer again as
+    the 503's Retry-After asks, and once the database is back the answer is stored once
+    and rating goes on, without reloading."""
+    if os.environ.get("CLOSER_TEST_POSTGRES_URL") or os.environ.get("CLOSER_TEST_SKIP_POSTGRES"):
+        pytest.skip("needs a PostgreSQL server of its own to stop and start")
+    database = start_postgres(durable=True)
+    service = None
+    try:
+        url, token = database_with_token(database, "page_restart")
+        service = ServiceProcesses(url, tmp_path / "data", web_processes=1, workers=0).start()
+        _, slug = digits_study(service.url, token, 60, trees=2)
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.goto(f"{service.url}/r/{slug}?participant=restart-1")
+        page.get_by_role("button", name="Start").click()
+        until(page, "window.htmx !== undefined")
+        for number in range(3):
+            answer_and_wait(page, page.locator("#comparison button.candidate").nth(number % 2).click)
+        held = current_query(page)
+        database.crash()
+        page.locator("#comparison button.candidate").first.click()
+        expect(page.locator("#connection")).to_contain_text("Reconnecting")
+        page.screenshot(path=str(screenshots_dir(tmp_path) / "rate-database-restart.png"))
+        time.sleep(3)
+        assert current_query(page) == held
+        database.start()
+        expect(page.locator("#comparison input[name=query_id]")).not_to_have_value(
+            held, timeout=20_000
+        )
+        expect(page.locator("#connection")).to_be_hidden()
+        for number in range(2):
+            answer_and_wait(page, page.locator("#comparison button.candidate").nth(number % 2).click)
+        assert "Something went wrong" not in page.content()
+        context.close()
+        engine = create_engine(url)
+        with engine.connect() as connection:
+            answered = connection.execute(
+                text(
+                    "SELECT count(*), count(DISTINCT a.id), max(r.answers) FROM assignments a "
+                    "JOIN raters r ON r.id = a.rater_id "
+                    "WHERE r.external_id = 'restart-1' AND a.answered_at IS NOT NULL"
+                )
+            ).one()
+            stored = connection.execute(
+                text(
+                    "SELECT count(*), count(DISTINCT t.query_id) FROM triplets t "
+                    "JOIN raters r ON r.id = t.rater_id WHERE r.external_id = 'restart-1'"
+                )
+            ).one()
+        engine.dispose()
+        assert tuple(answered) == (6, 6, 6)  # the held answer arrived, once
+        assert stored[0] == stored[1]  # no query stored twice
+    finally:
+        if service is not None:
+            service.stop()
+        database.stop()

@@ -43,6 +43,50 @@ class CrowdBuild:
     build_queries: int
 
 
+def crowd_in_thread(**crowd) -> tuple[threading.Thread, dict]:
+    """`run_crowd(**crowd)` in a thread of its own, started; the dict gets its "report",
+    or the "error" it raised, for the caller to re-raise."""
+    outcome: dict = {}
+
+    def crowd_thread() -> None:
+        try:
+            outcome["report"] = asyncio.run(run_crowd(**crowd))
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = error
+
+    runner = threading.Thread(target=crowd_thread)
+    runner.start()
+    return runner, outcome
+
+
+def acknowledged_storage(
+    session: Session, project_id: int, acknowledged: list[int]
+) -> tuple[int, int]:
+    """How the answers the server acknowledged (their query ids) are stored: (queries
+    stored more than once, acknowledged answers missing)."""
+    acknowledged = set(acknowledged)
+    answered = {
+        row.id: row.purpose
+        for row in session.execute(
+            select(Assignment.id, Assignment.purpose).where(
+                Assignment.project_id == project_id, Assignment.answered_at.is_not(None)
+            )
+        )
+    }
+    unanswered = acknowledged - set(answered)
+    # Checks are not triplets: every other acknowledged answer must be one.
+    expected = {i for i in acknowledged if answered.get(i) != 4} - unanswered
+    counts = dict(
+        session.execute(
+            select(Triplet.query_id, func.count())
+            .where(Triplet.project_id == project_id, Triplet.source == TripletSource.rater)
+            .group_by(Triplet.query_id)
+        ).all()
+    )
+    stored_twice = sum(count > 1 for count in counts.values())
+    return stored_twice, len(expected - set(counts)) + len(unanswered)
+
+
 def _wait_for(condition, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -95,30 +139,19 @@ def crowd_build(
             json={"n_trees": trees, "answers_per_query": answers_per_query, "random_state": seed},
         ).json()
         seen: list[CrowdReport] = []
-        outcome: dict = {}
-
-        def crowd() -> None:
-            try:
-                outcome["report"] = asyncio.run(
-                    run_crowd(
-                        url=service.url,
-                        project_id=project_id,
-                        token=token,
-                        raters=raters,
-                        noise=noise,
-                        think_time=0,
-                        build_id=build["id"],
-                        seconds=timeout,
-                        seed=seed + 3,
-                        on_progress=seen.append,
-                        progress_every=0.5,
-                    )
-                )
-            except BaseException as error:  # re-raised below, in the caller's thread
-                outcome["error"] = error
-
-        runner = threading.Thread(target=crowd)
-        runner.start()
+        runner, outcome = crowd_in_thread(
+            url=service.url,
+            project_id=project_id,
+            token=token,
+            raters=raters,
+            noise=noise,
+            think_time=0,
+            build_id=build["id"],
+            seconds=timeout,
+            seed=seed + 3,
+            on_progress=seen.append,
+            progress_every=0.5,
+        )
         for at in kill_at:
             _wait_for(
                 lambda at=at: (seen and seen[-1].answers >= at) or not runner.is_alive(),
@@ -139,25 +172,7 @@ def crowd_build(
         service.stop()
 
     with sessions() as session:
-        acknowledged = set(report.acknowledged)
-        answered = {
-            row.id: row.purpose
-            for row in session.execute(
-                select(Assignment.id, Assignment.purpose).where(
-                    Assignment.project_id == project_id, Assignment.answered_at.is_not(None)
-                )
-            )
-        }
-        unanswered = acknowledged - set(answered)
-        # Checks are not triplets: every other acknowledged answer must be one.
-        expected = {i for i in acknowledged if answered.get(i) != 4} - unanswered
-        counts = dict(
-            session.execute(
-                select(Triplet.query_id, func.count())
-                .where(Triplet.project_id == project_id, Triplet.source == TripletSource.rater)
-                .group_by(Triplet.query_id)
-            ).all()
-        )
+        stored_twice, missing = acknowledged_storage(session, project_id, report.acknowledged)
         the_build = session.get(Build, build["id"])
         forest = builds.forest(the_build) if report.build_status == "complete" else None
         train_ids = builds.item_ids(the_build)
@@ -187,8 +202,8 @@ def crowd_build(
         seconds=seconds,
         kills=service.restarts,
         acknowledged=len(report.acknowledged),
-        stored_twice=sum(count > 1 for count in counts.values()),
-        acknowledged_missing=len(expected - set(counts)) + len(unanswered),
+        stored_twice=stored_twice,
+        acknowledged_missing=missing,
         accuracy=accuracy,
         offline_accuracy=offline_accuracy,
         offline_queries=offline.n_queries_,

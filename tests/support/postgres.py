@@ -78,6 +78,7 @@ class PostgresServer:
     datadir: Path
     bindir: Path
     port: int
+    options: str = ""
     user: str = "closer"
 
     def url(self, database: str = "postgres") -> str:
@@ -92,6 +93,28 @@ class PostgresServer:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
+
+    def crash(self) -> None:
+        """Stop as a power cut would (`pg_ctl stop -m immediate`): no checkpoint, every
+        connection dropped; the data stay for `start`, which recovers from the WAL."""
+        _run_as_server_user(
+            [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop"]
+        )
+
+    def start(self) -> None:
+        _run_as_server_user(
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-o",
+                self.options,
+                "-l",
+                str(self.datadir.parent / "log"),
+                "-w",
+                "start",
+            ]
+        )
 
     def stop(self) -> None:
         try:
@@ -111,8 +134,10 @@ class PostgresServer:
         shutil.rmtree(self.datadir.parent, ignore_errors=True)
 
 
-def start_postgres() -> PostgresServer:
-    """Initialise and start a server on a free loopback port; ``stop()`` removes it."""
+def start_postgres(durable: bool = False) -> PostgresServer:
+    """Initialise and start a server on a free loopback port; ``stop()`` removes it.
+    Unless `durable`, it runs without fsync: a test server holds nothing worth surviving
+    a power cut (a crash suite wants the server's real promises)."""
     bindir = find_bindir()
     _ensure_server_user()
     root = Path(tempfile.mkdtemp(prefix="closer-pg-"))
@@ -136,22 +161,11 @@ def start_postgres() -> PostgresServer:
         ]
     )
     port = _free_port()
-    # fsync off: a test server holds nothing worth surviving a power cut.
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -F -c max_connections=100"
-    _run_as_server_user(
-        [
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(datadir),
-            "-o",
-            options,
-            "-l",
-            str(root / "log"),
-            "-w",
-            "start",
-        ]
-    )
-    server = PostgresServer(datadir=datadir, bindir=bindir, port=port)
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=100"
+    if not durable:
+        options += " -F"
+    server = PostgresServer(datadir=datadir, bindir=bindir, port=port, options=options)
+    server.start()
     deadline = time.monotonic() + 30
     while True:
         try:

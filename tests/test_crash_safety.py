@@ -1,0 +1,48 @@
+"""Issue 15's crash suite, the short run CI makes (benchmarks/crash_safety.py is the long
+one): a crowd answers over HTTP on PostgreSQL while, ten times at random moments, the web
+processes are killed with SIGKILL or the database server stops as in a power cut. Every
+acknowledged answer is stored exactly once; while the database is down the service
+answers 503 with Retry-After, never 500, and it answers again by itself once the
+database is back; the worker and the build carry on."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.support.crashes import crash_run
+from tests.support.postgres import start_postgres
+
+
+@pytest.fixture
+def crashable_server():
+    if os.environ.get("CLOSER_TEST_POSTGRES_URL") or os.environ.get("CLOSER_TEST_SKIP_POSTGRES"):
+        pytest.skip("needs a PostgreSQL server of its own to stop and start")
+    server = start_postgres(durable=True)  # fsync on: the server's real promise
+    yield server
+    server.stop()
+
+
+def test_no_acknowledged_answer_is_lost_or_doubled_across_ten_crashes(crashable_server, tmp_path):
+    run = crash_run(server=crashable_server, folder=tmp_path / "data", crashes=10, seed=1)
+    print(run.table(), run.report.summary(), dict(run.report.server_errors))
+    assert len(run.crashes) == 10
+    assert {crash.kind for crash in run.crashes} == {"web", "database"}
+    assert run.report.retries > 0  # the crowd felt the crashes
+    assert run.acknowledged > 500
+    assert run.stored_twice == 0 and run.missing == 0
+    # While the database was down: 503 with Retry-After to every probe, never a 500.
+    assert set(run.outage_statuses) == {503}, run.outage_statuses
+    assert run.outage_without_retry_after == 0
+    assert set(run.report.server_errors) <= {503}, run.report.server_errors
+    assert run.report.unadvised_503 == 0
+    # Back by itself within seconds of each restart, without restarting the service.
+    recoveries = [c.recovered_after for c in run.crashes if c.kind == "database"]
+    assert max(recoveries) < 10, recoveries
+    assert run.worker_alive
+    # The build read answers after the last crash (or had all it needed).
+    assert (
+        run.build_answers_at_end > run.build_answers_before_last
+        or run.build_status == "complete"
+    ), (run.build_status, run.build_answers_at_end)
