@@ -9,7 +9,7 @@ from app.core.db import on_commit
 from app.core.errors import NotFound, ServiceError
 from app.items.images import ImageStore
 from app.models import Item, LabelType, Project, Researcher, Triplet
-from app.triplets.log import published
+from app.triplets.service import count_triplets
 
 
 def create_project(
@@ -37,13 +37,7 @@ def get_project(*, session: Session, researcher: Researcher, project_id: int) ->
 
 def project_counts(*, session: Session, project: Project) -> dict[str, int]:
     items = session.scalar(select(func.count()).where(Item.project_id == project.id)) or 0
-    triplets = (
-        session.scalar(
-            select(func.count()).where(Triplet.project_id == project.id, published(project.id))
-        )
-        or 0
-    )
-    return {"item_count": items, "triplet_count": triplets}
+    return {"item_count": items, "triplet_count": count_triplets(session=session, project=project)}
 
 
 def delete_project(*, session: Session, store: ImageStore, project: Project) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, exists, func, select
+from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from app.models import Rater, RaterSession, Triplet, Upload
 from app.models._types import utcnow
-from app.triplets.log import hold_append_lock
+from app.triplets.log import hold_append_lock, newest_id
 
 DISCARD_BATCH = 20_000
 # An unpublished upload whose last chunk is this old died with its process: a chunk
@@ -55,15 +55,9 @@ class TripletWriter:
         if upload is not None:
             # Every id this upload draws comes after the newest one now: with the append
             # lock held on PostgreSQL, or the write lock on SQLite.
-            self._floor = (
-                session.scalar(
-                    select(func.max(Triplet.id)).where(Triplet.project_id == project_id)
-                )
-                or 0
-            )
+            self._floor = newest_id(session, project_id)
         self.columns = BASE_COLUMNS + extra_columns
         self.written = 0
-        self.committed = False
 
     def encode(self, value):
         """One field as this writer's rows hold it."""
@@ -103,7 +97,6 @@ class TripletWriter:
             upload.first_triplet_id = self._floor + 1
         upload.touched_at = utcnow()
         self._session.commit()
-        self.committed = True
         # A new transaction, maybe on another pooled connection.
         hold_append_lock(self._session, self._project_id)
         self._driver = self._session.connection().connection.driver_connection

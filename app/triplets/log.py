@@ -51,12 +51,17 @@ def published(project_id: int) -> ColumnElement[bool]:
     return Triplet.upload_id.is_(None) | Triplet.upload_id.not_in(unpublished)
 
 
+def newest_id(session: Session, project_id: int) -> int:
+    """The project's highest triplet id, published or not (0 for none)."""
+    return (
+        session.scalar(select(func.max(Triplet.id)).where(Triplet.project_id == project_id)) or 0
+    )
+
+
 def readable_bound(session: Session, project_id: int) -> int:
     """The highest triplet id of the project that an ordered read may reach, leaving out
     any write still in flight (see `committed_bound` for that)."""
-    newest = (
-        session.scalar(select(func.max(Triplet.id)).where(Triplet.project_id == project_id)) or 0
-    )
+    newest = newest_id(session, project_id)
     floor = session.scalar(
         select(func.min(Upload.first_triplet_id)).where(
             Upload.project_id == project_id, Upload.pending

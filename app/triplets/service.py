@@ -320,20 +320,15 @@ def ingest_triplets(
     )
     problems = ProblemCollector(settings.max_upload_errors)
 
-    parsers: list[_RowParser] = []
-
     def make_parser(extras: tuple[str, ...]) -> _RowParser:
-        parsers.append(
-            _RowParser(
-                session=session,
-                project=project,
-                upload=upload_row,
-                extras=extras,
-                file=upload.name,
-                problems=problems,
-            )
+        return _RowParser(
+            session=session,
+            project=project,
+            upload=upload_row,
+            extras=extras,
+            file=upload.name,
+            problems=problems,
         )
-        return parsers[-1]
 
     ingest = _ingest_csv if fmt is FileFormat.csv else _ingest_json
     upload_id = upload_row.id
@@ -343,7 +338,7 @@ def ingest_triplets(
             problems.add(upload.name, "no triplets in the file")
         problems.raise_if_any()
     except BaseException:
-        if parsers and parsers[0].writer.committed:
+        if upload_row.pending:  # a chunk was committed: take it out again
             session.rollback()
             discard_upload(session, upload_id)
         raise
