@@ -1,10 +1,11 @@
 # Closer web service and worker image. Build: docker build -t closer .
 
-# The pages' front-end packages (htmx), from the npm registry, served by the app itself.
+# The pages' front-end packages (htmx, ECharts, Swagger UI, ReDoc), from the npm registry,
+# served by the app itself; none needs its install scripts (one only reports telemetry).
 FROM node:20-bookworm-slim AS assets
 WORKDIR /assets
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM python:3.11-slim-bookworm
 

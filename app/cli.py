@@ -3,17 +3,43 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from app.core.config import ConfigurationError, Mode, get_settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 cli = typer.Typer(
     help="Closer: learn from human 'which is closer?' judgements.",
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+@contextmanager
+def _database(settings) -> Iterator[Session]:
+    """One unit of work on the configured database (migrated first on the embedded
+    default), for commands that change a few rows."""
+    from app.core.db import make_engine, make_session_factory, unit_of_work
+
+    _ensure_schema(settings)
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        with unit_of_work(make_session_factory(engine)) as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
+class NoiseModel(StrEnum):
+    uniform = "uniform"
+    human = "human"
 
 
 def _fail(message: str) -> None:
@@ -47,17 +73,70 @@ def create_token(
 ) -> None:
     """Print a new API token (only its hash is stored, so keep it)."""
     from app.auth.service import create_token as make_token
-    from app.core.db import make_engine, make_session_factory, unit_of_work
+
+    with _database(get_settings()) as session:
+        token = make_token(session=session, researcher_name=name, admin=admin, token_name=label)
+    typer.echo(token)
+
+
+@cli.command("create-researcher")
+def create_researcher(
+    email: Annotated[str, typer.Option(help="Signs in to the workspace with this address")],
+    password: Annotated[
+        str,
+        typer.Option(
+            prompt=True,
+            hide_input=True,
+            confirmation_prompt=True,
+            envvar="CLOSER_RESEARCHER_PASSWORD",
+            help="Asked for when not given (or set CLOSER_RESEARCHER_PASSWORD)",
+        ),
+    ],
+    name: Annotated[
+        str | None,
+        typer.Option(help="An existing researcher (from create-token) to give this sign-in"),
+    ] = None,
+    admin: Annotated[bool, typer.Option(help="Let this researcher see every project")] = False,
+) -> None:
+    """Create a researcher who signs in to the workspace with an email and password (run
+    it again for the same email to set a new password)."""
+    from app.auth.service import set_researcher_password
+    from app.core.errors import ServiceError
 
     settings = get_settings()
-    _ensure_schema(settings)
-    engine = make_engine(settings.resolved_database_url)
     try:
-        with unit_of_work(make_session_factory(engine)) as session:
-            token = make_token(session=session, researcher_name=name, admin=admin, token_name=label)
-    finally:
-        engine.dispose()
-    typer.echo(token)
+        with _database(settings) as session:
+            researcher, created = set_researcher_password(
+                session=session, email=email, password=password, name=name, admin=admin
+            )
+            summary = f"{researcher.email}{' (admin)' if researcher.is_admin else ''}"
+    except ServiceError as error:
+        _fail(str(error.detail))
+    action = "created" if created else "new password for"
+    typer.echo(f"{action} {summary}: sign in at {local_url(settings)}/login")
+
+
+@cli.command("revoke-token")
+def revoke_token(
+    token: Annotated[
+        str, typer.Argument(help="The token, or how it starts as the tokens page lists it")
+    ],
+) -> None:
+    """Revoke an API token: every web process refuses it from the next request on."""
+    from app.auth.service import revoke_token as revoke
+    from app.auth.service import tokens_by_prefix
+
+    with _database(get_settings()) as session:
+        found = tokens_by_prefix(session=session, prefix=token.removesuffix("…"))
+        if len(found) != 1:
+            _fail(
+                f"{len(found)} tokens start with '{token[:20]}': give the whole token"
+                if found
+                else f"no token starts with '{token[:20]}'"
+            )
+        revoke(session=session, token=found[0])
+        described = f"{found[0].prefix}… ({found[0].name or 'unnamed'})"
+    typer.echo(f"revoked {described}")
 
 
 @cli.command()
@@ -116,9 +195,10 @@ def serve(
         f"database: {_safe_url(settings.resolved_database_url)})",
         err=True,
     )
-    demo = _demo_line(settings, local_url(settings.model_copy(update={"host": host, "port": port})))
-    if demo:
-        typer.echo(demo, err=True)
+    base_url = local_url(settings.model_copy(update={"host": host, "port": port}))
+    for line in (_workspace_line(settings, base_url), _demo_line(settings, base_url)):
+        if line:
+            typer.echo(line, err=True)
     uvicorn.run(
         "app.main:create_app",
         factory=True,
@@ -220,7 +300,14 @@ def simulate(
         typer.Option(help="The running server [default: http://CLOSER_HOST:CLOSER_PORT]"),
     ] = None,
     raters: Annotated[int, typer.Option(help="Simulated people at once", min=1)] = 10,
-    noise: Annotated[float, typer.Option(help="Share of answers flipped", min=0, max=1)] = 0.1,
+    noise: Annotated[float, typer.Option(help="Share of answers wrong", min=0, max=1)] = 0.1,
+    noise_model: Annotated[
+        NoiseModel,
+        typer.Option(
+            help="uniform: any answer is flipped with that chance; human: as often, but "
+            "on the near ties (Bradley-Terry on the two distances' difference)"
+        ),
+    ] = "uniform",
     think_time: Annotated[
         float, typer.Option(help="Median seconds to answer (log-normal); 0: none", min=0)
     ] = 1.0,
@@ -268,6 +355,7 @@ def simulate(
                 token=token,
                 raters=raters,
                 noise=noise,
+                noise_model=str(noise_model),
                 think_time=think_time,
                 seconds=seconds,
                 answers_each=answers,
@@ -322,6 +410,23 @@ def _demo_line(settings, base_url: str) -> str | None:
         return None  # the service itself says what is wrong with the database
     finally:
         engine.dispose()
+
+
+LOCAL_ADMIN = "admin"
+
+
+def _workspace_line(settings, base_url: str) -> str | None:
+    """On the embedded default: a link that signs this machine's user in to the workspace
+    as the local admin (as secret as this console), like a notebook server's."""
+    if settings.mode is not Mode.embedded:
+        return None
+    from app.auth.service import ensure_researcher
+    from app.core.signing import WorkspaceCookies
+
+    with _database(settings) as session:
+        admin_id = ensure_researcher(session=session, name=LOCAL_ADMIN, admin=True).id
+    key = WorkspaceCookies(settings.effective_secret_key).sign_in_link_key(admin_id)
+    return f"Workspace: open {base_url}/login/link?key={key} to sign in (link valid 24 h)"
 
 
 def local_url(settings) -> str:

@@ -5,39 +5,57 @@ from __future__ import annotations
 import gc
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from app.auth.service import authenticate
+from app.auth.service import authenticate, web_session_researcher
+from app.auth.views import router as auth_pages
 from app.builds.api import predictions as predictions_router
 from app.builds.api import router as builds_router
+from app.builds.views import router as build_pages
 from app.core.config import Settings, get_settings
 from app.core.db import make_engine, make_session_factory, unit_of_work
-from app.core.errors import ERROR_RESPONSES, NotFound, install_error_handlers
+from app.core.deps import SESSION_COOKIE, SignInRequired, csrf_token
+from app.core.errors import ERROR_RESPONSES, NotFound, ServiceError, install_error_handlers
 from app.core.headers import SecurityHeaders
 from app.core.limits import BodyLimits, ResearcherTokens, shorten_access_lines
-from app.core.signing import RaterTokens
+from app.core.signing import RaterTokens, WorkspaceCookies
+from app.core.templating import install_filters
 from app.core.throttle import Throttle, ThrottleRaterRoutes
 from app.items.api import router as items_router
 from app.items.images import ImageStore
+from app.items.views import router as item_pages
 from app.predictions.api import router as serving_router
+from app.projects.api import archives as project_archives_router
 from app.projects.api import router as projects_router
+from app.projects.views import router as project_pages
 from app.raters.api import router as raters_router
 from app.raters.views import not_found_page
+from app.raters.views import researcher_pages as rater_pages
 from app.raters.views import router as rating_pages
 from app.scheduling.answer_function import AnswerFunction
 from app.scheduling.api import router as rating_router
 from app.training.api import router as models_router
 from app.training.service import TRAIN_JOB
+from app.training.views import router as model_pages
 from app.triplets.api import router as triplets_router
+from app.uploads.views import router as upload_pages
 from app.worker.loop import Worker, start_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 API_PREFIX = "/api/v1"
 TRAINING_KINDS = (TRAIN_JOB,)
+# Front-end packages from npm (package.json), each served from /static/vendor/<name>.
+VENDOR_PACKAGES = {
+    "htmx": "htmx.org/dist",
+    "echarts": "echarts/dist",
+    "swagger-ui": "swagger-ui-dist",
+    "redoc": "redoc/bundles",
+}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -92,7 +110,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Learn from human 'which is closer?' judgements.",
         version="0.1.0",
         lifespan=lifespan,
-        **({} if settings.api_docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}),
+        # /docs and /redoc are pages of our own (below): FastAPI's load Swagger UI and
+        # ReDoc from a CDN, blank on a lab server without internet.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if settings.api_docs else None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -100,16 +122,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.answer_function = answer_function
     app.state.images = ImageStore(settings.media_dir)
     app.state.rater_tokens = RaterTokens(settings.effective_secret_key)
+    app.state.workspace_cookies = WorkspaceCookies(settings.effective_secret_key)
     def verify_token(token: str) -> bool:
         with unit_of_work(app.state.session_factory) as session:
+            cookie = token.removeprefix(SESSION_COOKIE + "=")
+            if cookie != token:
+                key = app.state.workspace_cookies.session_key(cookie)
+                return (
+                    key is not None
+                    and web_session_researcher(session=session, key=key) is not None
+                )
             return authenticate(session=session, token=token) is not None
 
     shorten_access_lines()
-    researcher_tokens = ResearcherTokens(verify_token)
+    researcher_tokens = ResearcherTokens(verify_token, session_cookie=SESSION_COOKIE)
     app.state.throttle = Throttle(
         joins_per_address=settings.rate_limit_joins_per_address,
         joins_per_study=settings.rate_limit_joins_per_study,
         answers_per_session=settings.rate_limit_answers_per_session,
+        sign_ins_per_address=settings.rate_limit_sign_ins_per_address,
         is_researcher=researcher_tokens,
         enabled=settings.rate_limits,
     )
@@ -124,21 +155,61 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)
     install_error_handlers(app)
 
-    templates = Jinja2Templates(directory=ROOT / "templates")
+    templates = Jinja2Templates(
+        directory=ROOT / "templates",
+        context_processors=[lambda request: {"csrf": csrf_token(request)}],
+    )
+    install_filters(templates.env)
     app.state.templates = templates
+
+    def wants_page(request: Request) -> bool:
+        return not request.url.path.startswith(API_PREFIX) and "text/html" in request.headers.get(
+            "accept", ""
+        )
 
     @app.exception_handler(NotFound)
     def _not_found(request: Request, exc: NotFound):
-        # A rater who opens a wrong link reads a page, not JSON.
-        if request.url.path.startswith("/r/") and "text/html" in request.headers.get("accept", ""):
-            return not_found_page(request, exc)
+        # A rater who opens a wrong link reads a page, not JSON; so does a researcher.
+        if wants_page(request):
+            if request.url.path.startswith("/r/"):
+                return not_found_page(request, exc)
+            return _error_page(request, exc)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+    @app.exception_handler(SignInRequired)
+    def _sign_in_first(request: Request, exc: SignInRequired):
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        login = "/login" if target == "/" else "/login?" + urlencode({"next": target})
+        if request.headers.get("HX-Request"):
+            # htmx would swap a redirect's page into the part it refreshes: send the
+            # whole browser instead.
+            return HTMLResponse("", status_code=200, headers={"HX-Redirect": login})
+        return RedirectResponse(login, status_code=303)
+
+    @app.exception_handler(ServiceError)
+    def _service_refused(request: Request, exc: ServiceError):
+        # A form whose action the service refuses (cancel a finished build, say) shows
+        # the reason on a page; an API client gets it as JSON.
+        if wants_page(request) and not request.url.path.startswith("/r/"):
+            return _error_page(request, exc)
+        return JSONResponse(
+            {"detail": exc.detail},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    def _error_page(request: Request, exc: ServiceError) -> HTMLResponse:
+        return templates.TemplateResponse(
+            request, "error.html", {"message": exc.detail, "status": exc.status_code},
+            status_code=exc.status_code,
+        )
 
     api = APIRouter(prefix=API_PREFIX)
     # Routes match in order: the raters' answer route, the busiest by far, first.
     for router in (
         rating_router,
         projects_router,
+        project_archives_router,
         items_router,
         triplets_router,
         builds_router,
@@ -155,14 +226,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(api)
     app.include_router(rating_pages)
-    # Front-end packages come from npm (package.json) and are served from here; mounted
-    # before /static, which would otherwise answer for it.
-    app.mount(
-        "/static/vendor",
-        StaticFiles(directory=ROOT / "node_modules" / "htmx.org" / "dist", check_dir=False),
-        name="vendor",
-    )
+    app.include_router(auth_pages)
+    app.include_router(project_pages)
+    app.include_router(upload_pages)
+    app.include_router(rater_pages)
+    app.include_router(build_pages)
+    app.include_router(model_pages)
+    app.include_router(item_pages)
+    # Mounted before /static, which would otherwise answer for them.
+    for name, folder in VENDOR_PACKAGES.items():
+        app.mount(
+            f"/static/vendor/{name}",
+            StaticFiles(directory=ROOT / "node_modules" / folder, check_dir=False),
+            name=f"vendor-{name}",
+        )
     app.mount("/static", StaticFiles(directory=ROOT / "static"), name="static")
+    if settings.api_docs:
+        _add_api_docs(app, templates)
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> FileResponse:
@@ -173,8 +253,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             headers={"Cache-Control": "public, max-age=86400"},
         )
 
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    def home(request: Request):
-        return templates.TemplateResponse(request, "home.html", {"api_prefix": API_PREFIX})
-
     return app
+
+
+def _add_api_docs(app: FastAPI, templates: Jinja2Templates) -> None:
+    """Swagger UI at /docs and ReDoc at /redoc, from the npm packages served here."""
+    context = {"openapi_url": app.openapi_url, "oauth2_redirect_url": "/docs/oauth2-redirect"}
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def swagger_ui(request: Request):
+        return templates.TemplateResponse(request, "docs/swagger.html", context)
+
+    @app.get("/docs/oauth2-redirect", response_class=HTMLResponse, include_in_schema=False)
+    def swagger_ui_oauth2_redirect(request: Request):
+        return templates.TemplateResponse(request, "docs/oauth2-redirect.html", context)
+
+    @app.get("/redoc", response_class=HTMLResponse, include_in_schema=False)
+    def redoc(request: Request):
+        return templates.TemplateResponse(request, "docs/redoc.html", context)

@@ -76,7 +76,9 @@ class CrowdReport:
 class _Items:
     """Item keys to oracle positions, and the oracle answering by key."""
 
-    def __init__(self, exported: list[dict], noise: float, seed: int) -> None:
+    def __init__(
+        self, exported: list[dict], noise: float, seed: int, noise_model: str = "uniform"
+    ) -> None:
         with_features = [item for item in exported if item.get("features")]
         if len(with_features) < 3:
             raise ValueError(
@@ -85,8 +87,14 @@ class _Items:
             )
         self.index = {item["key"]: i for i, item in enumerate(with_features)}
         X = np.array([item["features"] for item in with_features], dtype=np.float64)
-        self.oracle = FeatureOracle(X, noise=noise, random_state=seed)
-        self.noise = noise
+        if noise_model == "human" and noise > 0:
+            # Wrong as often as asked, but on the near ties, as people are.
+            scale = FeatureOracle(X).scale_for_error(min(noise, 0.499))
+            self.oracle = FeatureOracle(X, noise_scale=scale, random_state=seed)
+            self.noise = 0.0  # attention checks are clear questions: answered right
+        else:
+            self.oracle = FeatureOracle(X, noise=noise, random_state=seed)
+            self.noise = noise
         self.rng = random.Random(seed)
 
     def choose(self, comparison: dict) -> str:
@@ -273,6 +281,7 @@ async def run_crowd(
     token: str,
     raters: int,
     noise: float = 0.0,
+    noise_model: str = "uniform",
     think_time: float = 1.0,
     seconds: float | None = None,
     answers_each: int | None = None,
@@ -333,7 +342,7 @@ async def run_crowd(
         )
         exported.raise_for_status(f"project {project_id}'s items")
         try:
-            items = _Items(exported.body, noise, seed)
+            items = _Items(exported.body, noise, seed, noise_model)
         except ValueError as error:
             raise CrowdError(str(error)) from error
         stop = asyncio.Event()
@@ -356,8 +365,10 @@ async def run_crowd(
                         # Each person from an address of their own, as a proxy in front
                         # of the server would say (uvicorn trusts one on 127.0.0.1).
                         **(
-                            {"X-Forwarded-For": f"10.{number // 65536 % 256}."
-                             f"{number // 256 % 256}.{number % 256}"}
+                            {
+                                "X-Forwarded-For": f"10.{number // 65536 % 256}."
+                                f"{number // 256 % 256}.{number % 256}"
+                            }
                             if own_addresses
                             else {}
                         ),

@@ -1,8 +1,15 @@
-"""Bearer tokens: hashed at rest, owners see only their projects, admins see all."""
+"""Bearer tokens: hashed at rest, owners see only their projects, admins see all; a
+revoked token is refused at once everywhere."""
 
+import subprocess
+import sys
+
+import httpx
+import pytest
 from sqlalchemy import select
 
 from app.models import ApiToken
+from tests.support.service import ROOT, ServiceProcesses, database_with_token
 
 
 class TestTokens:
@@ -40,3 +47,47 @@ class TestOwnership:
         listed = client.get("/api/v1/projects", headers=admin).json()
         assert [p["id"] for p in listed] == [project["id"]]
         assert client.get(f"/api/v1/projects/{project['id']}", headers=admin).status_code == 200
+
+
+def test_a_revoked_token_is_refused_at_once_by_every_web_process(postgres_server, tmp_path):
+    """Two web processes on PostgreSQL: the token works on both, `closer revoke-token`
+    revokes it, and from the next request on every process answers 401 (each looks
+    the token up per request; the few seconds the body-limit check remembers a token
+    only choose how much of a body to read, never who the caller is)."""
+    if postgres_server is None:
+        pytest.skip("needs the tests' own PostgreSQL server")
+    url, token = database_with_token(postgres_server, "revoke_everywhere")
+    service = ServiceProcesses(url, tmp_path / "data", web_processes=2, workers=0)
+    service.start_web()
+    try:
+        bearer = {"Authorization": f"Bearer {token}"}
+        answered = [
+            httpx.get(f"{service.url}/api/v1/projects", headers=bearer).status_code
+            for _ in range(20)
+        ]
+        assert answered == [200] * 20
+        revoked = subprocess.run(
+            [sys.executable, "-m", "app.cli", "revoke-token", token[:13]],
+            env={**service.env, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert revoked.returncode == 0, revoked.stderr
+        # New connections each time: uvicorn hands them to either process.
+        refused = [
+            httpx.get(f"{service.url}/api/v1/projects", headers=bearer).status_code
+            for _ in range(40)
+        ]
+        assert refused == [401] * 40
+        children = subprocess.run(
+            ["ps", "-o", "pid=", "--ppid", str(service.web.pid)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        assert len(children) >= 2  # the two web processes that answered
+    finally:
+        service.stop()

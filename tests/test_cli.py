@@ -45,6 +45,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_until_up(port: int, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/api/v1/health")
+            return
+        except httpx.ConnectError:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.2)
+
+
 def _serve(folder, port: int) -> subprocess.Popen:
     """`closer serve --port PORT` in `folder`, its console output readable line by line."""
     return subprocess.Popen(
@@ -79,7 +90,7 @@ def test_serve_migrates_the_embedded_default_and_answers(tmp_path):
                 time.sleep(0.2)
         assert response.status_code == 201
         assert httpx.get(f"http://127.0.0.1:{port}/docs").status_code == 200
-        assert "Closer" in httpx.get(f"http://127.0.0.1:{port}/").text
+        assert "Sign in" in httpx.get(f"http://127.0.0.1:{port}/", follow_redirects=True).text
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -190,6 +201,9 @@ def test_demo_creates_a_digits_project_with_a_build_once(tmp_path):
     server = _serve(tmp_path, port)
     try:
         assert "listening on" in server.stdout.readline()
+        assert f"Workspace: open http://127.0.0.1:{port}/login/link?key=" in (
+            server.stdout.readline()
+        )
         banner = server.stdout.readline()
         assert f"Demo study: rate at http://127.0.0.1:{port}/r/" in banner
         assert "needs about" in banner
@@ -210,14 +224,7 @@ def served(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/api/v1/health")
-            break
-        except httpx.ConnectError:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.2)
+    wait_until_up(port)
     try:
         yield port, env
     finally:
@@ -268,3 +275,57 @@ def test_simulate_finds_the_server_by_closer_port_and_reports_plainly(tmp_path, 
     # code, and comes back as a new participant for the last 6.
     assert "answers stored: 30 in" in result.stdout
     assert "2 started: 0 reached the study's answers per rater, 1 ended early" in result.stdout
+
+
+def _csrf(page: str) -> str:
+    return re.search(r'name="csrf_token" value="([0-9a-f]+)"', page).group(1)
+
+
+def test_researchers_sign_in_by_console_link_by_password_and_tokens_are_revoked(tmp_path):
+    created = run(
+        ["create-researcher", "--email", "Ada@Lab.example"],
+        cwd=tmp_path,
+        env={"CLOSER_RESEARCHER_PASSWORD": "a long passphrase"},
+    )
+    assert created.returncode == 0, created.stderr
+    assert "created ada@lab.example" in created.stdout
+    short = run(
+        ["create-researcher", "--email", "bo@lab.example"],
+        cwd=tmp_path,
+        env={"CLOSER_RESEARCHER_PASSWORD": "short"},
+    )
+    assert short.returncode == 2 and "at least 10 characters" in short.stderr
+    token = run(["create-token", "--name", "ci", "--label", "nightly"], cwd=tmp_path).stdout.strip()
+    port = free_port()
+    server = _serve(tmp_path, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        link = None
+        for _ in range(10):
+            line = server.stdout.readline()
+            found = re.search(r"Workspace: open (\S+) to sign in", line)
+            if found:
+                link = found.group(1)
+                break
+        assert link is not None and link.startswith(f"{base}/login/link?key=")
+        wait_until_up(port)
+        with httpx.Client(base_url=base) as browser:
+            home = browser.get(link, follow_redirects=True)
+            assert home.status_code == 200 and "admin (admin)" in home.text
+        with httpx.Client(base_url=base) as browser:
+            assert browser.get("/").headers.get("location") == "/login"
+            form = browser.get("/login").text
+            signed_in = browser.post(
+                "/login",
+                data={"email": "ada@lab.example", "password": "a long passphrase", "csrf_token": _csrf(form)},
+            )
+            assert signed_in.status_code == 303 and signed_in.headers["location"] == "/"
+            assert "Ada@Lab.example".lower() in browser.get("/").text
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(f"{base}/api/v1/projects", headers=bearer).status_code == 200
+        revoked = run(["revoke-token", token[:13]], cwd=tmp_path)
+        assert revoked.returncode == 0 and "nightly" in revoked.stdout, revoked.stderr
+        assert httpx.get(f"{base}/api/v1/projects", headers=bearer).status_code == 401
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -73,6 +73,9 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0006",
             "0007",
             "0008",
+            "0009",
+            "0010",
+            "0011",
         ]
     finally:
         engine.dispose()

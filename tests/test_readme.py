@@ -100,6 +100,11 @@ def service(tmp_path):
 def test_the_readme_walk_through_runs_verbatim(service, tmp_path):
     server_log = tmp_path / "server.log"
     assert "Demo study: rate at http://127.0.0.1:" in server_log.read_text()
+    # The workspace link the server prints signs in as the local admin, who sees the demo.
+    link = re.search(r"Workspace: open (\S+) to sign in", server_log.read_text()).group(1)
+    with httpx.Client() as browser:
+        projects = browser.get(link, follow_redirects=True)
+        assert projects.status_code == 200 and "Handwritten digits (demo)" in projects.text
     blocks = walk_through_blocks((REPO / "README.md").read_text())
     script = "set -eo pipefail\n" + "\n".join(blocks)
     work = tmp_path / "terminal"  # the second terminal's folder: the checkout's .venv in it

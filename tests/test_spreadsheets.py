@@ -21,6 +21,7 @@ TRICKY = [
     "plain",
     "'quoted",
     "a=b",
+    "#3",
     "",
 ]
 
@@ -71,7 +72,7 @@ def test_csv_downloads_quote_formulas_and_json_keeps_the_values(client, auth, pr
 
     triplets = client.get(f"{API}/projects/{project_id}/triplets/export?format=csv", headers=auth)
     row = next(csv.DictReader(io.StringIO(triplets.text)))
-    assert row["rater"] == "'=HYPERLINK(\"http://x\",\"y\")"
+    assert row["rater"] == '\'=HYPERLINK("http://x","y")'
     assert all(not row[role].startswith(("=", "+", "-", "@")) for role in row)
     as_json = client.get(f"{API}/projects/{project_id}/triplets/export?format=json", headers=auth)
     assert as_json.json()[0]["rater"] == '=HYPERLINK("http://x","y")'
@@ -92,3 +93,35 @@ def test_csv_downloads_quote_formulas_and_json_keeps_the_values(client, auth, pr
     assert [(t["anchor"], t["closer"], t["farther"]) for t in back] == [
         (t["anchor"], t["closer"], t["farther"]) for t in as_json.json()
     ]
+
+
+def test_lines_starting_with_a_hash_are_comments_and_a_hash_key_survives_a_round_trip(
+    client, auth, project
+):
+    project_id = project["id"]
+    items = (
+        "# exported from our lab's sheet, 2026-11-01\nkey,label\n# the shapes\n#3,odd\nplain,even\n"
+    )
+    uploaded = client.post(
+        f"{API}/projects/{project_id}/items", headers=auth, files={"file": ("i.csv", items)}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    assert uploaded.json()["rows"] == 1  # '#3,odd' is a comment as written
+    quoted = "key,label\n'#3,odd\n"
+    again = client.post(
+        f"{API}/projects/{project_id}/items", headers=auth, files={"file": ("q.csv", quoted)}
+    )
+    assert again.status_code == 201, again.text
+    exported = client.get(f"{API}/projects/{project_id}/items/export?format=csv", headers=auth)
+    assert "'#3,odd" in exported.text
+    keys = [
+        i["key"]
+        for i in client.get(f"{API}/projects/{project_id}/items", headers=auth).json()["items"]
+    ]
+    assert sorted(keys) == ["#3", "plain"]
+    triplets = "anchor,closer,farther\n# a note\nplain,'#3,plain\n"
+    bad = client.post(
+        f"{API}/projects/{project_id}/triplets", headers=auth, files={"file": ("t.csv", triplets)}
+    )
+    # Row numbers stay those of the file: the note is line 2, the answer line 3.
+    assert bad.status_code == 422 and bad.json()["detail"][0]["row"] == 3

@@ -39,11 +39,9 @@ def start_build(
     """Start a CompRF build over the project's labelled items (test items left out). Its
     queries go to raters through the scheduler; answers already held are used first."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    build = service.start_build(
+    return jobs.start_build(
         session=session, project=project, params=service.BuildParams(**body.model_dump())
     )
-    jobs.request_step(session=session, build=build)
-    return build
 
 
 @router.get("", response_model=list[BuildOut])

@@ -20,6 +20,13 @@ ROUTE = "comprf_routing_step"
 SWEEP_SECONDS = 2.0
 
 
+def start_build(*, session: Session, project, params: service.BuildParams) -> Build:
+    """Start a build and queue its first step (the API's and the workspace's way in)."""
+    build = service.start_build(session=session, project=project, params=params)
+    request_step(session=session, build=build)
+    return build
+
+
 def request_step(*, session: Session, build: Build) -> Job:
     """Ask a worker to fold new answers into `build`, unless a step is already queued
     (answers that arrive meanwhile are read by that step: it starts from the cursor)."""

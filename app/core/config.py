@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     rate_limit_joins_per_address: str = "60/minute"
     rate_limit_joins_per_study: str = "1200/minute"
     rate_limit_answers_per_session: str = "10/second;300/minute"
+    rate_limit_sign_ins_per_address: str = "10/minute;100/hour"
     worker_in_process: bool | None = Field(
         default=None,
         description="Run a worker thread inside `closer serve`; "
@@ -93,6 +94,7 @@ class Settings(BaseSettings):
         "rate_limit_joins_per_address",
         "rate_limit_joins_per_study",
         "rate_limit_answers_per_session",
+        "rate_limit_sign_ins_per_address",
     )
     @classmethod
     def _rate_limit(cls, value: str) -> str:

@@ -65,6 +65,16 @@ def on_rollback(session: Session, action: Callable[[], None]) -> None:
     session.info.setdefault("on_rollback", []).append(action)
 
 
+def roll_back(session: Session) -> None:
+    """Undo the unit of work so far and run its rollback hooks, for a route that reports
+    a failure as a page (a status it returns) instead of raising it."""
+    session.info.pop("on_commit", None)
+    hooks = session.info.pop("on_rollback", [])
+    session.rollback()
+    for hook in hooks:
+        hook()
+
+
 @contextmanager
 def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One transaction: commit on success, roll back on any error, then run the hooks."""

@@ -12,9 +12,10 @@ from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from app.auth.service import authenticate
+from app.auth.service import authenticate, web_session_researcher
 from app.core.config import Settings
 from app.core.db import unit_of_work
+from app.core.errors import ServiceError
 from app.models import Project, Researcher
 from app.scheduling.service import ActiveRater
 
@@ -36,17 +37,124 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 _bearer = HTTPBearer(auto_error=False, description="A token from `closer create-token`.")
 
 
+SESSION_COOKIE = "closer_session"
+SIGN_IN_NONCE_COOKIE = "closer_sign_in"
+CSRF_HEADER = "X-CSRF-Token"
+CSRF_FIELD = "csrf_token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class CsrfRefused(ServiceError):
+    status_code = 403
+
+
+class SignInRequired(ServiceError):
+    """A workspace page asked for by a browser that is not signed in: it is sent to the
+    sign-in page (see app/main.py)."""
+
+    status_code = 401
+
+
+def workspace_session_key(request: Request) -> str | None:
+    """The key of the browser's workspace session, if its cookie's signature holds."""
+    return request.app.state.workspace_cookies.session_key(request.cookies.get(SESSION_COOKIE))
+
+
+def csrf_anchor(request: Request) -> str | None:
+    """What this browser's CSRF token is derived from: its session key once signed in,
+    before that the sign-in page's nonce cookie."""
+    given = getattr(request.state, "csrf_anchor", None)
+    if given is not None:
+        return given
+    cookies = request.app.state.workspace_cookies
+    return workspace_session_key(request) or cookies.nonce(
+        request.cookies.get(SIGN_IN_NONCE_COOKIE)
+    )
+
+
+def csrf_token(request: Request) -> str:
+    """The token this browser's forms and htmx requests send (empty before it has a
+    cookie to derive one from)."""
+    anchor = csrf_anchor(request)
+    return request.app.state.workspace_cookies.csrf_token(anchor) if anchor else ""
+
+
+async def check_csrf(request: Request) -> None:
+    """Refuse a state-changing request from a browser page unless it carries the CSRF
+    token of this browser (form field `csrf_token` or header X-CSRF-Token) and came
+    from a page of this site."""
+    if request.method in SAFE_METHODS:
+        return
+    presented = request.headers.get(CSRF_HEADER)
+    content_type = request.headers.get("content-type", "")
+    if presented is None and content_type.startswith(
+        ("application/x-www-form-urlencoded", "multipart/form-data")
+    ):
+        value = (await request.form()).get(CSRF_FIELD)
+        presented = value if isinstance(value, str) else None
+    cookies = request.app.state.workspace_cookies
+    if is_cross_site(request) or not cookies.csrf_holds(csrf_anchor(request), presented):
+        raise CsrfRefused(
+            "this form was not sent from its own page (missing or wrong CSRF token): "
+            "reload the page and try again"
+        )
+
+
+_UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
+
+
+def _caller(
+    request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
+) -> tuple[Researcher | None, str | None]:
+    """Who calls, by bearer token (a wrong one is a 401) or else by the workspace's
+    session cookie; and the session key when it was the cookie."""
+    if credentials is not None:
+        researcher = authenticate(session=session, token=credentials.credentials)
+        if researcher is None:
+            raise HTTPException(401, "invalid or revoked token", _UNAUTHORIZED)
+        return researcher, None
+    key = workspace_session_key(request)
+    return (None if key is None else web_session_researcher(session=session, key=key)), key
+
+
 def get_current_researcher(
+    request: Request,
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Researcher:
-    unauthorized = {"WWW-Authenticate": "Bearer"}
-    if credentials is None:
-        raise HTTPException(401, "missing 'Authorization: Bearer <token>' header", unauthorized)
-    researcher = authenticate(session=session, token=credentials.credentials)
+    """The caller: by bearer token, or by the workspace's session cookie (then a request
+    that changes something must carry the page's X-CSRF-Token header)."""
+    researcher, key = _caller(request, session, credentials)
     if researcher is None:
-        raise HTTPException(401, "invalid or revoked token", unauthorized)
+        raise HTTPException(401, "missing 'Authorization: Bearer <token>' header", _UNAUTHORIZED)
+    cookies = request.app.state.workspace_cookies
+    if (
+        key is not None
+        and request.method not in SAFE_METHODS
+        and not cookies.csrf_holds(key, request.headers.get(CSRF_HEADER))
+    ):
+        raise CsrfRefused(
+            "a signed-in browser must send the page's X-CSRF-Token header with this request"
+        )
     return researcher
+
+
+def get_workspace_researcher(
+    request: Request,
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _csrf: Annotated[None, Depends(check_csrf)],
+) -> Researcher:
+    """The researcher a workspace page is for (signed in by cookie, or a bearer token);
+    a browser that is not signed in is sent to the sign-in page."""
+    researcher, _ = _caller(request, session, credentials)
+    if researcher is None:
+        raise SignInRequired("sign in first")
+    return researcher
+
+
+WorkspaceResearcher = Annotated[Researcher, Depends(get_workspace_researcher)]
+CsrfChecked = Annotated[None, Depends(check_csrf)]
 
 
 CurrentResearcher = Annotated[Researcher, Depends(get_current_researcher)]
@@ -103,6 +211,12 @@ def public_base_url(request: Request) -> str:
     production), else the address this request came to."""
     configured = request.app.state.settings.public_url
     return configured.rstrip("/") if configured else str(request.base_url).rstrip("/")
+
+
+def public_study_url(request: Request, project: Project) -> str:
+    """The link raters open: the study's instructions page."""
+    path = request.app.url_path_for("instructions", slug=project.public_slug)
+    return public_base_url(request) + path
 
 
 def is_https(request: Request) -> bool:

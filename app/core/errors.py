@@ -79,15 +79,38 @@ class InvalidUpload(ServiceError):
         self.problems = problems
 
 
-class ProblemCollector:
-    """Gathers upload problems up to a limit, so one response shows many at once."""
+def _reason(column: str | None, message: str) -> str:
+    """What went wrong, without the values: rows that went wrong alike count together."""
+    general = re.split(r"['(\[]", message, maxsplit=1)[0].strip(" :;,")
+    return f"{column}: {general}" if column else general
 
-    def __init__(self, limit: int) -> None:
+
+class ProblemCollector:
+    """Gathers upload problems up to a limit, so one response shows many at once.
+
+    With `skip_rows` (an upload's `on_error=skip`), a problem of a row leaves that row
+    out instead: it is listed (up to the limit) and counted by reason, and the rest of
+    the file is stored. A problem of the whole file still rejects it."""
+
+    def __init__(self, limit: int, skip_rows: bool = False) -> None:
         self.limit = limit
         self.problems: list[Problem] = []
         self.truncated = False
+        self.skip_rows = skip_rows
+        self.count = 0  # every problem met, skipped rows' included
+        self.skipped: list[Problem] = []
+        self.skipped_rows: set[int] = set()
+        self.skipped_by_reason: dict[str, int] = {}
 
     def add(self, file: str, message: str, row: int | None = None, column: str | None = None):
+        self.count += 1
+        if self.skip_rows and row is not None:
+            self.skipped_rows.add(row)
+            reason = _reason(column, message)
+            self.skipped_by_reason[reason] = self.skipped_by_reason.get(reason, 0) + 1
+            if len(self.skipped) < self.limit:
+                self.skipped.append(Problem(file=file, message=message, row=row, column=column))
+            return
         if len(self.problems) >= self.limit:
             self.truncated = True
             raise self.error()

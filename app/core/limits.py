@@ -17,6 +17,7 @@ from collections.abc import Callable
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.requests import cookie_parser
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -27,13 +28,26 @@ PUBLIC_LIMIT = "CLOSER_MAX_PUBLIC_BODY_BYTES, for requests without a researcher 
 
 
 class ResearcherTokens:
-    """Whether a bearer token is a live researcher token, remembered for a few seconds:
-    an upload's size check (or a rate limit's exemption) should not cost a query."""
+    """Whether a request comes from a researcher (a live bearer token, or a signed-in
+    workspace session cookie), remembered for a few seconds: an upload's size check (or
+    a rate limit's exemption) should not cost a query."""
 
-    def __init__(self, verify: Callable[[str], bool]) -> None:
+    def __init__(self, verify: Callable[[str], bool], session_cookie: str | None = None) -> None:
+        """`verify` takes a bearer token, or `session_cookie=<cookie>` for a cookie."""
         self.verify = verify
+        self.session_cookie = session_cookie
         self._seen: dict[str, tuple[float, bool]] = {}
         self._lock = threading.Lock()
+
+    async def from_headers(self, headers: Headers) -> bool:
+        token = bearer_token(headers)
+        if token is not None:
+            return await self(token)
+        if self.session_cookie is not None and "cookie" in headers:
+            cookie = cookie_parser(headers["cookie"]).get(self.session_cookie)
+            if cookie:
+                return await self(f"{self.session_cookie}={cookie}")
+        return False
 
     async def __call__(self, token: str) -> bool:
         now = time.monotonic()
@@ -90,8 +104,7 @@ class BodyLimits:
 
     async def _limit(self, headers: Headers) -> tuple[int, str]:
         """The limit for this request, and what it is called; checks the token."""
-        token = bearer_token(headers)
-        if token is not None and await self.token_is_valid(token):
+        if await self.token_is_valid.from_headers(headers):
             return self._researcher_limit(headers)
         return self.public_bytes, PUBLIC_LIMIT
 

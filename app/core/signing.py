@@ -1,10 +1,15 @@
-"""Rater session tokens as the service hands them out: the random token, signed with the
-secret key. A forged, truncated or mistyped token fails the signature and is refused
-without a database lookup, so a stranger sending made-up tokens costs almost nothing."""
+"""What the service hands to browsers, signed with the secret key: rater session tokens,
+and the workspace's session cookie, sign-in links and CSRF tokens. A forged, truncated
+or mistyped one fails the signature and is refused without a database lookup, so a
+stranger sending made-up tokens costs almost nothing."""
 
 from __future__ import annotations
 
-from itsdangerous import BadSignature, Signer
+import hashlib
+import hmac
+import secrets
+
+from itsdangerous import BadSignature, Signer, TimestampSigner
 
 # Longer than any token this service signs; a longer one is not looked at.
 _MAX_PRESENTED = 200
@@ -19,9 +24,60 @@ class RaterTokens:
 
     def verify(self, presented: str | None) -> str | None:
         """The token behind a presented one, or None if it was not signed here."""
+        return _unsign(self._signer, presented)
+
+
+class WorkspaceCookies:
+    """The workspace's signed cookies and the CSRF tokens that go with them.
+
+    The session cookie carries a random session key, signed: a forged cookie is refused
+    without a lookup. A form's CSRF token is an HMAC of what the browser holds (its
+    session key, or before sign-in a random nonce in a cookie of its own), so another
+    site, which can make the browser send the cookie but cannot read it, cannot write
+    the token."""
+
+    def __init__(self, secret_key: str) -> None:
+        self._session = Signer(secret_key, salt="closer.workspace-session", sep=".")
+        self._nonce = Signer(secret_key, salt="closer.sign-in-nonce", sep=".")
+        self._link = TimestampSigner(secret_key, salt="closer.sign-in-link", sep=".")
+        self._csrf_key = hashlib.sha256(f"closer.csrf:{secret_key}".encode()).digest()
+
+    def sign_session(self, key: str) -> str:
+        return self._session.sign(key).decode()
+
+    def session_key(self, presented: str | None) -> str | None:
+        return _unsign(self._session, presented)
+
+    def new_nonce(self) -> str:
+        return self._nonce.sign(secrets.token_urlsafe(18)).decode()
+
+    def nonce(self, presented: str | None) -> str | None:
+        return _unsign(self._nonce, presented)
+
+    def csrf_token(self, anchor: str) -> str:
+        return hmac.new(self._csrf_key, anchor.encode(), hashlib.sha256).hexdigest()
+
+    def csrf_holds(self, anchor: str | None, presented: str | None) -> bool:
+        if not anchor or not presented:
+            return False
+        return hmac.compare_digest(self.csrf_token(anchor), presented)
+
+    def sign_in_link_key(self, researcher_id: int) -> str:
+        return self._link.sign(str(researcher_id)).decode()
+
+    def sign_in_link_researcher(self, presented: str | None, max_age_seconds: int) -> int | None:
         if not presented or len(presented) > _MAX_PRESENTED:
             return None
         try:
-            return self._signer.unsign(presented).decode()
-        except BadSignature:
+            return int(self._link.unsign(presented, max_age=max_age_seconds).decode())
+        except (BadSignature, ValueError):
             return None
+
+
+def _unsign(signer: Signer, presented: str | None) -> str | None:
+    if not presented or len(presented) > _MAX_PRESENTED:
+        return None
+    try:
+        return signer.unsign(presented).decode()
+    except BadSignature:
+        return None

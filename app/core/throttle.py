@@ -1,7 +1,8 @@
-"""Rate limits on what anyone with a public rating link can do: join, and answer.
+"""Rate limits on what anyone with a public rating link can do: join, and answer; and on
+attempts at the workspace's sign-in form.
 
 A study link is posted where bots and curious people try things. Joins are limited per
-client address and per study, answers per session; the limits are settings, written as
+client address and per study, answers per session, sign-in attempts per address; the limits are settings, written as
 `limits` strings ("60/minute", "10/second;300/minute"). A request over a limit gets a
 429 with `Retry-After`. Requests bearing a valid researcher token are not limited: a
 researcher testing their study (`closer simulate`) is no stranger.
@@ -18,7 +19,6 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 from limits import RateLimitItem, parse_many
@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.deps import RATER_COOKIE
 from app.core.errors import ServiceError
-from app.core.limits import bearer_token
+from app.core.limits import ResearcherTokens
 
 
 class TooManyRequests(ServiceError):
@@ -47,7 +47,8 @@ class Throttle:
         joins_per_address: str,
         joins_per_study: str,
         answers_per_session: str,
-        is_researcher: Callable[[str], Awaitable[bool]],
+        sign_ins_per_address: str = "10/minute;100/hour",
+        is_researcher: ResearcherTokens,
         enabled: bool = True,
     ) -> None:
         self.enabled = enabled
@@ -55,13 +56,13 @@ class Throttle:
         self._joins_per_address = parse_many(joins_per_address)
         self._joins_per_study = parse_many(joins_per_study)
         self._answers_per_session = parse_many(answers_per_session)
+        self._sign_ins_per_address = parse_many(sign_ins_per_address)
         self._is_researcher = is_researcher
 
     async def _exempt(self, request: Request) -> bool:
         if not self.enabled:
             return True
-        token = bearer_token(request.headers)
-        return token is not None and await self._is_researcher(token)
+        return await self._is_researcher.from_headers(request.headers)
 
     def _hit(self, limits: list[RateLimitItem], what: str, *key: str) -> None:
         for limit in limits:
@@ -78,6 +79,13 @@ class Throttle:
         address = request.client.host if request.client else "unknown"
         self._hit(self._joins_per_address, "joins from this address", address)
         self._hit(self._joins_per_study, "joins to this study", slug)
+
+    async def sign_in(self, request: Request) -> None:
+        """Password guessing at the sign-in form is limited per client address."""
+        if not self.enabled:
+            return
+        address = request.client.host if request.client else "unknown"
+        self._hit(self._sign_ins_per_address, "sign-in attempts from this address", address)
 
     async def answer(self, request: Request, slug: str, token: str | None) -> None:
         if not token or await self._exempt(request):

@@ -15,7 +15,13 @@ from app.items import service
 from app.items.schemas import ItemOut, ItemPage
 from app.models import Item, Split
 from app.projects.service import get_project
-from app.uploads.api import UPLOAD_RESPONSES, IdempotencyKey, as_uploaded, upload_response
+from app.uploads.api import (
+    UPLOAD_RESPONSES,
+    IdempotencyKey,
+    OnError,
+    as_uploaded,
+    upload_response,
+)
 from app.uploads.files import FileFormat
 from app.uploads.schemas import UploadOut
 
@@ -58,6 +64,7 @@ def upload_items(
     settings: SettingsDep,
     researcher: CurrentResearcher,
     idempotency_key: IdempotencyKey = None,
+    on_error: OnError = "reject",
     format: Annotated[
         FileFormat | None, Query(description="Defaults to the file's extension")
     ] = None,
@@ -77,6 +84,7 @@ def upload_items(
         upload=as_uploaded(file),
         requested_format=format,
         idempotency_key=idempotency_key,
+        on_error=on_error,
     )
     return upload_response(result, response)
 

@@ -54,7 +54,7 @@ class ItemValidator:
         self.problems.add(self.file, message, row=row, column=column)
 
     def add(self, row: int, values: dict[str, Any]) -> None:
-        errors_before = len(self.problems.problems)
+        errors_before = self.problems.count
         key = self._key(row, values.get("key"))
         label = self._label(row, values.get("label"))
         text = self._text(row, values.get("text"))
@@ -63,7 +63,7 @@ class ItemValidator:
         image = values.get(IMAGE_COLUMN)
         if image is not None and not isinstance(image, str):
             self._bad(row, IMAGE_COLUMN, "must be a path inside the archive")
-        if len(self.problems.problems) == errors_before and key is not None:
+        if self.problems.count == errors_before and key is not None:
             self.records.append(ItemRecord(row, key, label, text, split, features, image or None))
 
     def _key(self, row: int, raw: Any) -> str | None:

@@ -122,15 +122,17 @@ def ingest_items(
     upload: UploadedFile,
     requested_format: FileFormat | None,
     idempotency_key: str | None,
+    on_error: str = "reject",
 ) -> UploadResult:
-    """Validate the whole file, then add every item or none."""
+    """Validate the whole file, then add every item or none (with on_error="skip":
+    every item but those of the rows with a problem, which are listed)."""
     replay = find_replay(
         session=session, project=project, kind=UploadKind.items, idempotency_key=idempotency_key
     )
     if replay:
         return replay
     fmt = detect_format(upload, requested_format, ITEM_FORMATS)
-    problems = ProblemCollector(settings.max_upload_errors)
+    problems = ProblemCollector(settings.max_upload_errors, skip_rows=on_error == "skip")
     validator = ItemValidator(upload.name, project.label_type, project.feature_dim, problems)
     created_files: list[str] = []
     project_id = project.id  # the hook runs after rollback has expired `project`
@@ -155,8 +157,6 @@ def ingest_items(
     else:
         read_json_items(upload, validator, allow_image=False)
     records = validator.records
-    if not records and not problems.problems:
-        problems.add(validator.file, "no items in the file")
     row_of = {record.key: record.row for record in records}
     for key in sorted(_existing_keys(session, project, list(row_of)), key=row_of.get):
         problems.add(
@@ -165,6 +165,10 @@ def ingest_items(
             row=row_of[key],
             column="key",
         )
+    records = [record for record in records if record.row not in problems.skipped_rows]
+    if not records and not problems.problems:
+        skipped = f" ({len(problems.skipped_rows)} rows skipped)" if problems.skipped_rows else ""
+        problems.add(validator.file, f"no items in the file{skipped}")
     problems.raise_if_any()
     upload_row = open_upload(
         session=session,
@@ -193,7 +197,7 @@ def ingest_items(
         project.feature_dim = validator.feature_dim
     upload_row.row_count = len(rows)
     session.flush()
-    return UploadResult(upload_row.id, UploadKind.items, len(records))
+    return UploadResult(upload_row.id, UploadKind.items, len(records)).with_skipped(problems)
 
 
 def get_item(*, session: Session, project: Project, key: str) -> Item:

@@ -18,19 +18,35 @@ class FeatureOracle:
     X : array of shape (n_items, n_features), or (n_items, n_items) when
         ``metric="precomputed"`` (a dissimilarity, e.g. from a graph kernel).
     metric : "euclidean", "cosine", "cityblock" or "precomputed".
-    noise : probability that an answer is flipped, to simulate a noisy crowd.
-    random_state : seed of the flips.
+    noise : probability that an answer is flipped whatever the question, to simulate a
+        crowd's lapses (uniform flips).
+    noise_scale : human-like noise (0: none). People err on near ties: the answer is
+        ``p`` with probability ``1 / (1 + exp(-(d(a, q) - d(a, p)) / noise_scale))``
+        (Bradley-Terry on the difference of the two distances), so a question whose two
+        distances are close is nearly a coin toss and a clear one is answered right.
+        ``noise_scale`` is in the metric's units (see ``scale_for_error``). Both kinds
+        may be combined: the lapses flip the human-like answer.
+    random_state : seed of the noise.
 
     ``answer(queries)`` takes ``(m, 3)`` ``(anchor, p, q)`` and returns the triplets
-    ``(anchor, closer, farther)``. Exact ties go to ``p``. ``n_answered_`` counts the
-    queries answered so far.
+    ``(anchor, closer, farther)``. Exact ties go to ``p`` without human-like noise.
+    ``n_answered_`` counts the queries answered so far.
     """
 
-    def __init__(self, X, metric: str = "euclidean", noise: float = 0.0, random_state=None):
+    def __init__(
+        self,
+        X,
+        metric: str = "euclidean",
+        noise: float = 0.0,
+        random_state=None,
+        noise_scale: float = 0.0,
+    ):
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}; got {metric!r}")
         if not 0.0 <= noise <= 1.0:
             raise ValueError(f"noise must be a probability in [0, 1]; got {noise}")
+        if not (np.isfinite(noise_scale) and noise_scale >= 0):
+            raise ValueError(f"noise_scale must be a distance >= 0; got {noise_scale}")
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"X must be 2-dimensional; got shape {X.shape}")
@@ -46,6 +62,7 @@ class FeatureOracle:
         self.X = X
         self.metric = metric
         self.noise = noise
+        self.noise_scale = float(noise_scale)
         self.random_state = random_state
         self._rng = check_random_state(random_state)
         self.n_answered_ = 0
@@ -64,12 +81,48 @@ class FeatureOracle:
         # Squared euclidean orders pairs like euclidean; on unit vectors so does cosine.
         return np.einsum("ij,ij->i", diff, diff)
 
+    def distance(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The metric itself between item pairs (what human-like noise is scaled by)."""
+        found = self.dissimilarity(a, b)
+        if self.metric in ("euclidean", "cosine"):
+            return np.sqrt(found)
+        return found
+
+    def scale_for_error(self, error: float, n_samples: int = 20_000) -> float:
+        """The ``noise_scale`` at which random questions are answered wrongly at rate
+        `error` (for instance 0.1), measured on a seeded sample of random triplets."""
+        if not 0.0 < error < 0.5:
+            raise ValueError(f"error must be in (0, 0.5); got {error}")
+        rng = np.random.default_rng(0)
+        sample = rng.integers(0, self.n_items, (n_samples, 3))
+        sample = sample[(sample[:, 0] != sample[:, 1]) & (sample[:, 0] != sample[:, 2])]
+        sample = sample[sample[:, 1] != sample[:, 2]]
+        margin = np.abs(
+            self.distance(sample[:, 0], sample[:, 2]) - self.distance(sample[:, 0], sample[:, 1])
+        )
+
+        def wrong(scale: float) -> float:
+            with np.errstate(over="ignore"):
+                return float(np.mean(1.0 / (1.0 + np.exp(margin / scale))))
+
+        low, high = 1e-12, float(margin.max() + 1e-12) * 100
+        for _ in range(100):  # the error rate grows with the scale: bisect
+            middle = (low + high) / 2
+            low, high = (middle, high) if wrong(middle) < error else (low, middle)
+        return (low + high) / 2
+
     def answer(self, queries) -> np.ndarray:
         queries = check_triplets(queries, self.n_items, name="queries")
         if len(queries) == 0:
             return queries
         anchor, p, q = queries.T
-        p_closer = self.dissimilarity(anchor, p) <= self.dissimilarity(anchor, q)
+        if self.noise_scale > 0:
+            margin = self.distance(anchor, q) - self.distance(anchor, p)
+            with np.errstate(over="ignore"):
+                chance_p = 1.0 / (1.0 + np.exp(-margin / self.noise_scale))
+            p_closer = self._rng.random_sample(len(queries)) < chance_p
+        else:
+            p_closer = self.dissimilarity(anchor, p) <= self.dissimilarity(anchor, q)
         if self.noise > 0:
             p_closer ^= self._rng.random_sample(len(queries)) < self.noise
         self.n_answered_ += len(queries)

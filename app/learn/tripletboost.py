@@ -538,11 +538,16 @@ class TripletBoost(BaseEstimator):
         return proba
 
     def predict(self, triplets, items) -> np.ndarray:
-        """Labels from the classifiers' weighted votes; None where no classifier spoke."""
+        """Labels from the classifiers' weighted votes; None where no classifier spoke,
+        and where two or more classes share the top vote (a tie is no label, whichever
+        class sorts first)."""
         scores, support = self._scores(triplets, items)
         labels = self.classes_[np.argmax(scores, axis=1)]
-        if np.all(support > 0):
+        top = scores.max(axis=1, keepdims=True) if len(scores) else scores
+        tied = np.isclose(scores, top, rtol=1e-12, atol=1e-12).sum(axis=1) > 1
+        undecided = (support == 0) | tied
+        if not np.any(undecided):
             return labels
         result = labels.astype(object)
-        result[support == 0] = None
+        result[undecided] = None
         return result

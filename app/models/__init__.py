@@ -16,10 +16,13 @@ from app.models.queue import (
     SlotState,
 )
 from app.models.rater import Rater, RaterSession
-from app.models.researcher import ApiToken, Researcher
+from app.models.researcher import ApiToken, Researcher, WebSession
+from app.models.tally import AnswerTally, AnswerTallyCursor
 from app.models.triplet import Triplet, TripletSource, Upload, UploadKind
 
 __all__ = [
+    "AnswerTally",
+    "AnswerTallyCursor",
     "ApiToken",
     "Assignment",
     "Base",
@@ -48,4 +51,5 @@ __all__ = [
     "Upload",
     "UploadKind",
     "VersionStatus",
+    "WebSession",
 ]

@@ -33,6 +33,14 @@ class Triplet(Base):
     __tablename__ = "triplets"
     __table_args__ = (
         Index("ix_triplets_project_id_id", "project_id", "id"),
+        # A rater's answer times, read from the index alone (the raters' table).
+        Index(
+            "ix_triplets_rater_id_response_time_ms",
+            "rater_id",
+            "response_time_ms",
+            postgresql_where=text("rater_id IS NOT NULL"),
+            sqlite_where=text("rater_id IS NOT NULL"),
+        ),
         Index(
             "uq_triplets_project_id_idempotency_key",
             "project_id",

@@ -134,6 +134,42 @@ def embedding(
     return Response(body, media_type="application/json")
 
 
+@router.get(
+    "/predictions/export",
+    responses={
+        200: {
+            "description": "Every item the serving version knows: key, label (empty where "
+            "the top classes tie), the label's probability, support",
+            "content": {"text/csv": {}, "application/json": {}},
+        }
+    },
+)
+def export_predictions(
+    project_id: RowId,
+    model_id: RowId,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+    format: Annotated[Literal["json", "csv"], Query()] = "csv",
+    version: Annotated[RowId | None, Query()] = None,
+):
+    """The serving version's label for every item it knows, as a download."""
+    _, model = _model(session, researcher, project_id, model_id)
+    if model.kind is ModelKind.comprf:
+        raise ServiceError(
+            "a CompRF forest predicts by routing items through raters: POST …/predict"
+        )
+    served = service.serving(session, model, version)
+    media_type = "application/json" if format == "json" else "text/csv; charset=utf-8"
+    return Response(
+        service.export_predictions(served, format),
+        media_type=media_type,
+        headers={
+            "Content-Disposition": f'attachment; filename="model-{model.id}-'
+            f'v{served.version.number}-predictions.{format}"'
+        },
+    )
+
+
 @router.post("/distances", response_model=DistancesOut)
 def distances(
     project_id: RowId,

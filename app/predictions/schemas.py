@@ -42,7 +42,15 @@ class PredictRequest(RequestModel):
 
 class PredictedItem(BaseModel):
     key: str
-    label: str | None = Field(description="None where nothing the model knows speaks for it")
+    label: str | None = Field(
+        description="None where nothing the model knows speaks for it, or where the top "
+        "classes tie (see tied)"
+    )
+    tied: list[str] | None = Field(
+        default=None,
+        description="The classes that share the top, where two or more do: a tie is "
+        "reported as a tie, never as whichever class sorts first",
+    )
     probabilities: dict[str, float] | None
     support: int = Field(
         description="Evidence behind it: TripletBoost's voting pairs, neighbours, levels"

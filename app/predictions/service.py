@@ -139,12 +139,14 @@ def _rows(
     for key, row in zip(keys, rows, strict=True):
         label = found.labels[row]
         proba = found.proba[row]
+        tied = found.tied(row)
         out.append(
             {
                 "key": key,
                 "label": None if label is None else str(label),
+                "tied": tied,
                 "probabilities": None
-                if label is None or not np.all(np.isfinite(proba))
+                if (label is None and tied is None) or not np.all(np.isfinite(proba))
                 else dict(zip(classes, map(float, proba), strict=True)),
                 "support": int(found.support[row]),
                 "known": known,
@@ -162,6 +164,30 @@ def predict_known(served: Served, keys: list[str]) -> list[dict[str, Any]]:
         )
     positions = _positions(fitted, keys, served.version)
     return _rows(keys, fitted.predictions, positions, known=True)
+
+
+def export_predictions(served: Served, fmt: str) -> bytes:
+    """Every item the version knows, with its predicted label (none where the top
+    classes tie: then the tied classes, separated by " | "), that label's probability
+    and the support behind it."""
+    rows = predict_known(served, list(served.fitted.keys))
+    if fmt == "json":
+        return json.dumps(rows, ensure_ascii=False).encode()
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["key", "label", "probability", "support", "tied"])
+    for row in rows:
+        probability = (row["probabilities"] or {}).get(row["label"]) if row["label"] else None
+        writer.writerow(
+            [
+                spreadsheet_safe(row["key"]),
+                spreadsheet_safe(row["label"] or ""),
+                "" if probability is None else f"{probability:.6g}",
+                row["support"],
+                spreadsheet_safe(" | ".join(row["tied"] or [])),
+            ]
+        )
+    return text.getvalue().encode()
 
 
 def predict_new(served: Served, new_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -193,9 +219,8 @@ def predict_new(served: Served, new_items: list[dict[str, Any]]) -> list[dict[st
     else:
         model = fitted.estimator
         proba = model.predict_proba(X)
-        labels = model.classes_[np.argmax(proba, axis=1)].astype(object)
-        found = ItemPredictions(
-            model.classes_, labels, proba, np.full(len(X), model.n_levels_, np.int64)
+        found = ItemPredictions.deciding(
+            model.classes_, proba, np.full(len(X), model.n_levels_, np.int64)
         )
     return _rows(names, found, np.arange(len(new_items)), known=False)
 

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Request, Response, UploadFile, status
+from fastapi.responses import StreamingResponse
 
-from app.core.deps import CurrentResearcher, SessionDep, public_base_url
+from app.core.deps import CurrentResearcher, SessionDep, SettingsDep, public_study_url
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
-from app.projects import service
+from app.projects import archive, service
 from app.projects.schemas import (
     ProjectCreate,
     ProjectDetail,
@@ -14,8 +15,11 @@ from app.projects.schemas import (
     RatingSettings,
     RatingSettingsUpdate,
 )
+from app.uploads.api import UPLOAD_RESPONSES, as_uploaded
 
 router = APIRouter(prefix="/projects", tags=["projects"], route_class=StrictJSONRoute)
+# Beside /projects, not under it, where /projects/{project_id} would claim the name.
+archives = APIRouter(prefix="/project-archives", tags=["projects"], route_class=StrictJSONRoute)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectDetail)
@@ -54,11 +58,10 @@ def delete_project(
 
 
 def _rating_out(request: Request, project) -> RatingOut:
-    path = request.app.url_path_for("instructions", slug=project.public_slug)
     return RatingOut(
         **RatingSettings.model_validate(project).model_dump(),
         public_slug=project.public_slug,
-        public_url=public_base_url(request) + path,
+        public_url=public_study_url(request, project),
     )
 
 
@@ -85,3 +88,54 @@ def update_rating(
         session=session, project=project, changes=body.model_dump(exclude_unset=True)
     )
     return _rating_out(request, project)
+
+
+@router.get(
+    "/{project_id}/archive",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/zip": {}}}},
+)
+def export_archive(
+    project_id: RowId, request: Request, session: SessionDep, researcher: CurrentResearcher
+):
+    """The whole project as one ZIP, streamed: settings, raters, builds' state and model
+    definitions (project.json), items with their images (items.zip) and every answer
+    (triplets.csv). POST it to /project-archives on any Closer server to carry on there."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    body = archive.export_archive(
+        request.app.state.engine,
+        request.app.state.images,
+        archive.describe(session, project),
+        project.id,
+    )
+    return StreamingResponse(
+        body,
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="closer-project-{project.id}.zip"'},
+    )
+
+
+@archives.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ProjectDetail,
+    responses=UPLOAD_RESPONSES,
+)
+def import_archive(
+    file: UploadFile,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    researcher: CurrentResearcher,
+):
+    """A new project from a project archive (GET /projects/{id}/archive), yours, with a
+    new rating link; all or nothing. Its models fit anew on the answers."""
+    project = archive.import_archive(
+        session=session,
+        settings=settings,
+        store=request.app.state.images,
+        owner=researcher,
+        upload=as_uploaded(file),
+    )
+    counts = service.project_counts(session=session, project=project)
+    return ProjectDetail(**ProjectOut.model_validate(project).model_dump(), **counts)

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from statistics import median
+
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.core.db import on_commit
 from app.core.errors import NotFound, ServiceError
 from app.items.images import ImageStore
-from app.models import Item, LabelType, Project, Researcher, Triplet
+from app.models import Item, LabelType, Project, Rater, Researcher, Triplet, TripletSource
+from app.models._types import utcnow
 from app.triplets.service import count_triplets
+from app.triplets.tally import answers_per_hour
+
+# The overview's median response time is over the newest answers only: it describes
+# the study as it runs now, and reads a bounded number of rows.
+RECENT_ANSWERS = 1000
+ANSWER_RATE_HOURS = 7 * 24
 
 
 def create_project(
@@ -79,3 +90,105 @@ def update_rating(*, session: Session, project: Project, changes: dict) -> Proje
     project.settings_version += 1
     session.flush()
     return project
+
+
+@dataclass(frozen=True)
+class ProjectSummary:
+    """A line of the projects list."""
+
+    project: Project
+    item_count: int
+    triplet_count: int
+    rater_count: int
+    last_activity: datetime | None
+    owner_name: str
+
+
+def _last_activity(session: Session, project: Project) -> datetime | None:
+    newest = session.scalar(select(func.max(Triplet.id)).where(Triplet.project_id == project.id))
+    if newest is None:
+        return None
+    return session.scalar(select(Triplet.created_at).where(Triplet.id == newest))
+
+
+def summarize(*, session: Session, project: Project) -> ProjectSummary:
+    counts = project_counts(session=session, project=project)
+    raters = session.scalar(select(func.count()).where(Rater.project_id == project.id)) or 0
+    return ProjectSummary(
+        project=project,
+        item_count=counts["item_count"],
+        triplet_count=counts["triplet_count"],
+        rater_count=raters,
+        last_activity=_last_activity(session, project) or project.created_at,
+        owner_name=session.get(Researcher, project.owner_id).name,
+    )
+
+
+def list_summaries(*, session: Session, researcher: Researcher) -> list[ProjectSummary]:
+    return [
+        summarize(session=session, project=project)
+        for project in list_projects(session=session, researcher=researcher)
+    ]
+
+
+@dataclass(frozen=True)
+class AnswerRate:
+    """Raters' answers per hour over the last week (hour starts, UTC), and the median
+    response time of the newest answers."""
+
+    hours: list[datetime]
+    answers: list[int]
+    median_response_ms: float | None
+    timed_answers: int
+
+
+def answer_rate(*, session: Session, project: Project, now: datetime | None = None) -> AnswerRate:
+    now = now or utcnow()
+    first_hour = (now - timedelta(hours=ANSWER_RATE_HOURS - 1)).replace(
+        minute=0, second=0, microsecond=0
+    )
+    hours = [first_hour + timedelta(hours=step) for step in range(ANSWER_RATE_HOURS)]
+    counts = answers_per_hour(
+        session, project.id, first_hour, ANSWER_RATE_HOURS, TripletSource.rater
+    )
+    times = list(
+        session.scalars(
+            select(Triplet.response_time_ms)
+            .where(
+                Triplet.project_id == project.id,
+                Triplet.source == TripletSource.rater,
+                Triplet.response_time_ms.is_not(None),
+            )
+            .order_by(Triplet.id.desc())
+            .limit(RECENT_ANSWERS)
+        )
+    )
+    return AnswerRate(
+        hours=hours,
+        answers=counts,
+        median_response_ms=median(times) if times else None,
+        timed_answers=len(times),
+    )
+
+
+RATE_WINDOW_ANSWERS = 500
+
+
+def recent_answers_per_hour(*, session: Session, project: Project) -> float | None:
+    """Raters' answers per hour lately: over the newest answers (up to 500, within the
+    last hour when there are that many), None when too few to tell."""
+    since = utcnow() - timedelta(hours=1)
+    stamps = list(
+        session.scalars(
+            select(Triplet.created_at)
+            .where(Triplet.project_id == project.id, Triplet.source == TripletSource.rater)
+            .order_by(Triplet.id.desc())
+            .limit(RATE_WINDOW_ANSWERS)
+        )
+    )
+    stamps = [s if s.tzinfo else s.replace(tzinfo=since.tzinfo) for s in stamps]
+    recent = [stamp for stamp in stamps if stamp >= since] or stamps
+    if len(recent) < 2:
+        return None
+    span = (utcnow() - min(recent)).total_seconds()
+    return len(recent) * 3600 / span if span > 0 else None

@@ -3,12 +3,13 @@ answer it. Each use case is one call for the routes (pages and JSON alike)."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
@@ -138,6 +139,44 @@ def progress(*, project: Project, rater: ActiveRater) -> RaterState:
     """The rater's progress without serving a comparison: what a join answers, so that
     joining leases nothing (a burst of joins would otherwise hold the build's queries)."""
     return _progress(project, rater.answers, None, replayed=False, asked=False)
+
+
+def preview(*, session: Session, project: Project, answered: int = 0) -> RaterState:
+    """What a rater would see, for the researcher: three of the project's items drawn at
+    random, nothing leased and nothing recorded (None: fewer than three items)."""
+    bounds = session.execute(
+        select(func.min(Item.id), func.max(Item.id)).where(Item.project_id == project.id)
+    ).one()
+    if bounds[0] is None:
+        return _progress(project, answered, None, replayed=False, asked=False)
+    picked: list[Item] = []
+    for _ in range(12):  # ids may have gaps: a few more draws than needed
+        if len(picked) == 3:
+            break
+        start = secrets.randbelow(bounds[1] - bounds[0] + 1) + bounds[0]
+        found = session.scalar(
+            select(Item)
+            .where(
+                Item.project_id == project.id,
+                Item.id >= start,
+                Item.id.not_in([item.id for item in picked]),
+            )
+            .order_by(Item.id)
+            .limit(1)
+        ) or session.scalar(
+            select(Item)
+            .where(Item.project_id == project.id, Item.id.not_in([item.id for item in picked]))
+            .order_by(Item.id)
+            .limit(1)
+        )
+        if found is None:
+            break
+        picked.append(found)
+    if len(picked) < 3:
+        return _progress(project, answered, None, replayed=False, asked=False)
+    anchor, left, right = (Shown(item.key, item.text, item.image_file) for item in picked)
+    comparison = Comparison(assignment_id=0, anchor=anchor, left=left, right=right)
+    return _progress(project, answered, comparison, replayed=False, asked=False)
 
 
 def _progress(

@@ -1,5 +1,6 @@
 """The rating pages: a study's instructions, then one comparison after another, swapped
-in by htmx without a page load (and plain form posts where scripts are off)."""
+in by htmx without a page load (and plain form posts where scripts are off). And the
+researcher's page of the study's raters, where a rater is excluded or included."""
 
 from __future__ import annotations
 
@@ -14,16 +15,18 @@ from app.core.deps import (
     RATER_COOKIE,
     RatedProject,
     SessionDep,
+    WorkspaceResearcher,
     cookie_rater_token,
     is_cross_site,
     is_https,
     transaction,
 )
 from app.core.errors import NotFound, ServiceError
-from app.core.fields import BigRowId
+from app.core.fields import BigRowId, RowId
 from app.core.routes import StrictJSONRoute
 from app.models import Choice, Item
-from app.raters import rating
+from app.projects.service import get_project
+from app.raters import quality, rating
 from app.raters import service as raters
 from app.scheduling.service import MAX_RESPONSE_MS
 
@@ -47,9 +50,7 @@ def _page(request: Request, name: str, context: dict, status_code: int = 200) ->
 
 
 def _rater(request: Request, session, project):
-    return raters.authenticate(
-        session=session, project=project, token=cookie_rater_token(request)
-    )
+    return raters.authenticate(session=session, project=project, token=cookie_rater_token(request))
 
 
 @router.get("", response_class=HTMLResponse)
@@ -204,3 +205,98 @@ def media(slug: str, filename: str, request: Request, session: SessionDep, proje
 
 def not_found_page(request: Request, exc: NotFound) -> Response:
     return _page(request, "rate/missing.html", {"message": exc.detail}, status_code=404)
+
+
+researcher_pages = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
+RATERS_PER_PAGE = 50
+EXCLUSION_CHOICES = {"exclude": True, "include": False, "auto": None}
+
+
+def _raters_context(request: Request, session, researcher, project) -> dict:
+    query = request.query_params
+    sort = query.get("sort", "id")
+    sort = sort if sort in raters.RATER_SORTS else "id"
+    descending = query.get("order") == "desc"
+    page_text = query.get("page", "1")
+    number = int(page_text) if page_text.isascii() and page_text.isdigit() else 1
+    number = max(1, min(number, 1_000_000))
+    shown, total = raters.page_of_raters(
+        session=session,
+        project=project,
+        sort=sort,
+        descending=descending,
+        offset=(number - 1) * RATERS_PER_PAGE,
+        limit=RATERS_PER_PAGE,
+    )
+    return {
+        "researcher": researcher,
+        "project": project,
+        "tab": "raters",
+        "raters": shown,
+        "medians": raters.median_response_times(
+            session=session, rater_ids=[rater.id for rater in shown]
+        ),
+        "total": total,
+        "page": number,
+        "pages": max(1, -(-total // RATERS_PER_PAGE)),
+        "sort": sort,
+        "descending": descending,
+    }
+
+
+@researcher_pages.get(
+    "/projects/{project_id}/raters", response_class=HTMLResponse, name="raters_page"
+)
+def raters_page(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return _page(
+        request, "raters/raters.html", _raters_context(request, session, researcher, project)
+    )
+
+
+@researcher_pages.post("/projects/{project_id}/raters/quality", name="refresh_rater_quality")
+def refresh_quality_form(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    quality.refresh(session=session, project=project)
+    return RedirectResponse(
+        request.url_for("raters_page", project_id=project_id).path, status_code=303
+    )
+
+
+@researcher_pages.post(
+    "/projects/{project_id}/raters/{rater_id}/exclusion",
+    response_class=HTMLResponse,
+    name="rater_exclusion",
+)
+def decide_exclusion(
+    project_id: RowId,
+    rater_id: RowId,
+    request: Request,
+    session: SessionDep,
+    researcher: WorkspaceResearcher,
+    decision: Annotated[str, Form(max_length=10)],
+    back: Annotated[str, Form(max_length=500)] = "",
+):
+    """Exclude or include a rater (or hand it back to the thresholds); builds in progress
+    are replayed without (or with) their answers, as through the API."""
+    if decision not in EXCLUSION_CHOICES:
+        raise ServiceError(f"decision must be one of {', '.join(EXCLUSION_CHOICES)}")
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    rater = raters.get_rater(session=session, project=project, rater_id=rater_id)
+    quality.decide(
+        session=session, project=project, rater=rater, excluded=EXCLUSION_CHOICES[decision]
+    )
+    if request.headers.get("HX-Request"):
+        medians = raters.median_response_times(session=session, rater_ids=[rater.id])
+        return _page(
+            request,
+            "raters/_row.html",
+            {"project": project, "rater": rater, "medians": medians, "back": back},
+        )
+    target = request.url_for("raters_page", project_id=project_id).path
+    query = back.partition("?")[2]
+    return RedirectResponse(target + (f"?{query}" if query else ""), status_code=303)

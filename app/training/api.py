@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 from fastapi import APIRouter, Response, status
 from sqlalchemy.orm import Session
 
 from app.core.deps import CurrentResearcher, SessionDep
-from app.core.errors import ServiceError
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
-from app.models import LearnedModel, ModelKind, ModelVersion
+from app.models import LearnedModel, ModelVersion
 from app.projects.service import get_project
 from app.training import service
 from app.training.schemas import ModelCreate, ModelOut, ModelUpdate, VersionOut, checked_params
@@ -60,30 +58,6 @@ def _model(session, researcher, project_id: RowId, model_id: RowId) -> LearnedMo
     return service.get_model(session=session, project=project, model_id=model_id)
 
 
-def _matrix_blob(body: ModelCreate, params: dict) -> bytes | None:
-    wants = body.kind is ModelKind.smerf and params.get("dissimilarity") == "matrix"
-    if body.matrix is None:
-        if wants:
-            raise ServiceError("matrix: SMERF with dissimilarity 'matrix' needs the matrix")
-        return None
-    if not wants:
-        raise ServiceError("matrix: only a SMERF model with dissimilarity 'matrix' takes one")
-    keys = body.matrix.keys
-    if len(set(keys)) != len(keys):
-        raise ServiceError("matrix.keys: an item key repeats")
-    rows = body.matrix.values
-    bad = next((i for i, row in enumerate(rows) if len(row) != len(keys)), None)
-    if len(rows) != len(keys) or bad is not None:
-        where = f"row {bad}" if bad is not None else f"{len(rows)} rows"
-        raise ServiceError(f"matrix.values: must be {len(keys)} x {len(keys)}; {where} is not")
-    matrix = np.array(rows, dtype=np.float64)
-    if not np.all(np.isfinite(matrix)) or np.any(matrix < 0):
-        raise ServiceError("matrix.values: dissimilarities must be finite and non-negative")
-    if not np.allclose(matrix, matrix.T) or np.any(np.diag(matrix) != 0):
-        raise ServiceError("matrix.values: must be symmetric with a zero diagonal")
-    return service.pack_matrix(keys, matrix)
-
-
 @router.post("", response_model=ModelOut, status_code=status.HTTP_201_CREATED)
 def create_model(
     project_id: RowId, body: ModelCreate, session: SessionDep, researcher: CurrentResearcher
@@ -92,38 +66,7 @@ def create_model(
     refit by themselves as answers grow; SMERF and DisDF learn from item features; a
     CompRF model follows its build and predicts by routing once the build is complete."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    params = checked_params(body.kind, body.params)
-    if body.kind is ModelKind.comprf and body.build_id is None:
-        raise ServiceError("build_id: a CompRF model comes from a build; name it")
-    if body.kind is ModelKind.smerf and params["dissimilarity"] == "embedding":
-        source = params.get("embedding_model_id")
-        source_model = session.get(LearnedModel, source) if source is not None else None
-        if (
-            source_model is None
-            or source_model.project_id != project.id
-            or source_model.kind is not ModelKind.tete
-        ):
-            raise ServiceError(
-                f"params.embedding_model_id: name a t-ETE model of this project (got {source!r})"
-            )
-    if body.kind in (ModelKind.smerf, ModelKind.disdf) and not project.feature_dim:
-        raise ServiceError(
-            f"kind: {body.kind.value} learns from item features, and the items of "
-            f"project {project.id} have none"
-        )
-    model = service.create_model(
-        session=session,
-        project=project,
-        name=body.name,
-        kind=body.kind,
-        params=params,
-        auto_refit=body.auto_refit,
-        refit_growth=body.refit_growth,
-        min_answers=body.min_answers,
-        build_id=body.build_id,
-        inputs=_matrix_blob(body, params),
-        train_now=body.train,
-    )
+    model = service.set_up_model(session=session, project=project, body=body)
     return model_out(session, model)
 
 

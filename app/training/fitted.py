@@ -20,12 +20,47 @@ ARTIFACT_FORMAT = 1
 
 @dataclass
 class ItemPredictions:
-    """Per item: predicted label (None where nothing spoke for it), class shares, support."""
+    """Per item: predicted label (None where nothing spoke for it, or where the top
+    classes tie), class shares, support."""
 
     classes: np.ndarray
-    labels: np.ndarray  # object array, None where unsupported
+    labels: np.ndarray  # object array, None where unsupported or tied
     proba: np.ndarray  # (n, n_classes), NaN rows where unsupported
     support: np.ndarray  # (n,) ints: how much evidence each prediction rests on
+
+    @classmethod
+    def deciding(
+        cls, classes: np.ndarray, proba: np.ndarray, support: np.ndarray
+    ) -> ItemPredictions:
+        """Labels from the class shares: the top class, or none where two or more share
+        the top (an even vote is not a label, however the classes sort) or nothing
+        supports the item."""
+        return cls(classes, top_classes(classes, proba, support), proba, support)
+
+    def tied(self, row: int) -> list[str] | None:
+        """The classes that share the top for the item, where more than one does."""
+        shares = self.proba[row]
+        if self.labels[row] is not None or not np.all(np.isfinite(shares)) or not len(shares):
+            return None
+        top = np.flatnonzero(np.isclose(shares, shares.max(), rtol=0, atol=TIE_TOLERANCE))
+        return [str(self.classes[i]) for i in top] if len(top) > 1 else None
+
+
+# Shares this close are one vote apart from nothing: a tie.
+TIE_TOLERANCE = 1e-9
+
+
+def top_classes(classes: np.ndarray, proba: np.ndarray, support: np.ndarray) -> np.ndarray:
+    labels = np.full(len(proba), None, dtype=object)
+    if not len(proba) or not len(classes):
+        return labels
+    finite = np.all(np.isfinite(proba), axis=1) & (np.asarray(support) > 0)
+    shares = np.where(np.isfinite(proba), proba, -np.inf)
+    best = shares.max(axis=1, keepdims=True)
+    at_top = np.isclose(shares, best, rtol=0, atol=TIE_TOLERANCE).sum(axis=1)
+    decided = finite & (at_top == 1)
+    labels[decided] = classes[np.argmax(shares[decided], axis=1)]
+    return labels
 
 
 @dataclass
@@ -130,9 +165,8 @@ class Fitted:
             )
         knn = self._knn
         proba = knn.predict_proba(points)
-        labels = knn.classes_[np.argmax(proba, axis=1)].astype(object)
         support = np.full(len(points), knn.n_neighbors, np.int64)
-        return ItemPredictions(knn.classes_, labels, proba, support)
+        return ItemPredictions.deciding(knn.classes_, proba, support)
 
     def labels_from_distances(self, distances: np.ndarray) -> ItemPredictions:
         """k nearest labelled training items by a precomputed (n_new, n_train) distance."""
@@ -143,8 +177,7 @@ class Fitted:
         for column in range(k):
             np.add.at(counts, (np.arange(len(distances)), coded[nearest[:, column]]), 1.0)
         proba = counts / k
-        labels = classes[np.argmax(proba, axis=1)].astype(object)
-        return ItemPredictions(classes, labels, proba, np.full(len(distances), k, np.int64))
+        return ItemPredictions.deciding(classes, proba, np.full(len(distances), k, np.int64))
 
     # -- storage -------------------------------------------------------------------------
 

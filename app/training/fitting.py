@@ -174,8 +174,9 @@ def boost_predictions(model: TripletBoost, triplets: np.ndarray, items) -> ItemP
     """TripletBoost's label, class shares and support per item (None without support)."""
     proba = model.predict_proba(triplets, items)
     support = model.support(triplets, items)
-    labels = model.classes_[np.argmax(np.nan_to_num(proba, nan=-1.0), axis=1)].astype(object)
-    labels[support == 0] = None
+    # The library's own rule decides the label (ties and silence are none), so the
+    # service serves exactly what TripletBoost.predict gives offline.
+    labels = np.asarray(model.predict(triplets, items), dtype=object)
     return ItemPredictions(model.classes_, labels, proba, support)
 
 
@@ -436,11 +437,9 @@ def fit_disdf(
     representation[featured] = placed
     proba = np.full((len(snapshot.item_ids), len(model.classes_)), np.nan)
     proba[featured] = model.predict_proba(snapshot.features[featured])
-    predicted = np.full(len(snapshot.item_ids), None, dtype=object)
-    predicted[featured] = model.classes_[np.argmax(proba[featured], axis=1)]
     support = np.zeros(len(snapshot.item_ids), np.int64)
     support[featured] = model.n_levels_
-    predictions = ItemPredictions(model.classes_, predicted, proba, support)
+    predictions = ItemPredictions.deciding(model.classes_, proba, support)
     fitted = Fitted(
         kind="disdf",
         item_ids=snapshot.item_ids,

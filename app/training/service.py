@@ -37,6 +37,7 @@ from app.models._types import utcnow
 from app.scheduling.service import excluded_rater_ids
 from app.training.fitted import Fitted
 from app.training.fitting import FITTERS, CannotFit, Snapshot
+from app.training.schemas import ModelCreate, checked_params
 from app.triplets.log import committed_bound, readable_bound
 from app.worker import queue
 
@@ -94,6 +95,68 @@ def create_model(
     elif train_now:
         request_training(session=session, model=model, trigger="created")
     return model
+
+
+def _matrix_blob(body: ModelCreate, params: dict) -> bytes | None:
+    """SMERF's uploaded dissimilarity matrix, checked and packed (None: none)."""
+    wants = body.kind is ModelKind.smerf and params.get("dissimilarity") == "matrix"
+    if body.matrix is None:
+        if wants:
+            raise ServiceError("matrix: SMERF with dissimilarity 'matrix' needs the matrix")
+        return None
+    if not wants:
+        raise ServiceError("matrix: only a SMERF model with dissimilarity 'matrix' takes one")
+    keys = body.matrix.keys
+    if len(set(keys)) != len(keys):
+        raise ServiceError("matrix.keys: an item key repeats")
+    rows = body.matrix.values
+    bad = next((i for i, row in enumerate(rows) if len(row) != len(keys)), None)
+    if len(rows) != len(keys) or bad is not None:
+        where = f"row {bad}" if bad is not None else f"{len(rows)} rows"
+        raise ServiceError(f"matrix.values: must be {len(keys)} x {len(keys)}; {where} is not")
+    matrix = np.array(rows, dtype=np.float64)
+    if not np.all(np.isfinite(matrix)) or np.any(matrix < 0):
+        raise ServiceError("matrix.values: dissimilarities must be finite and non-negative")
+    if not np.allclose(matrix, matrix.T) or np.any(np.diag(matrix) != 0):
+        raise ServiceError("matrix.values: must be symmetric with a zero diagonal")
+    return pack_matrix(keys, matrix)
+
+
+def set_up_model(*, session: Session, project: Project, body: ModelCreate) -> LearnedModel:
+    """A model as a request describes it (the API's or the workspace form's), checked
+    against the project: its parameters, the build or embedding it names, features."""
+    params = checked_params(body.kind, body.params)
+    if body.kind is ModelKind.comprf and body.build_id is None:
+        raise ServiceError("build_id: a CompRF model comes from a build; name it")
+    if body.kind is ModelKind.smerf and params["dissimilarity"] == "embedding":
+        source = params.get("embedding_model_id")
+        source_model = session.get(LearnedModel, source) if source is not None else None
+        if (
+            source_model is None
+            or source_model.project_id != project.id
+            or source_model.kind is not ModelKind.tete
+        ):
+            raise ServiceError(
+                f"params.embedding_model_id: name a t-ETE model of this project (got {source!r})"
+            )
+    if body.kind in (ModelKind.smerf, ModelKind.disdf) and not project.feature_dim:
+        raise ServiceError(
+            f"kind: {body.kind.value} learns from item features, and the items of "
+            f"project {project.id} have none"
+        )
+    return create_model(
+        session=session,
+        project=project,
+        name=body.name,
+        kind=body.kind,
+        params=params,
+        auto_refit=body.auto_refit,
+        refit_growth=body.refit_growth,
+        min_answers=body.min_answers,
+        build_id=body.build_id,
+        inputs=_matrix_blob(body, params),
+        train_now=body.train,
+    )
 
 
 def list_models(*, session: Session, project: Project) -> list[LearnedModel]:
@@ -588,3 +651,31 @@ def version_progress(session: Session, version: ModelVersion) -> tuple[float, st
     if job is None:
         return 0.0, version.message
     return float(job.progress), job.message or version.message
+
+
+# What a learning curve plots, in the order a researcher reads them: (metric path, name).
+CURVE_METRICS = (
+    (("heldout_triplet_error",), "held-out triplet error"),
+    (("test", "accuracy"), "test accuracy"),
+    (("cv", "accuracy"), "cross-validated accuracy"),
+    (("leave_one_out", "accuracy"), "leave-one-out accuracy"),
+)
+
+
+def learning_curve(*, session: Session, model: LearnedModel) -> list[dict[str, Any]]:
+    """One series per metric the model's ready versions report: (answers used, value),
+    one point per version, oldest first."""
+    ready = session.scalars(
+        select(ModelVersion)
+        .where(ModelVersion.model_id == model.id, ModelVersion.status == VersionStatus.ready)
+        .order_by(ModelVersion.number)
+    )
+    series: dict[str, list[list[float]]] = {}
+    for version in ready:
+        for path, name in CURVE_METRICS:
+            value: Any = version.metrics or {}
+            for step in path:
+                value = value.get(step) if isinstance(value, dict) else None
+            if isinstance(value, int | float):
+                series.setdefault(name, []).append([version.answers_count, float(value)])
+    return [{"name": name, "points": points} for name, points in series.items()]

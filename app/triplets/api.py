@@ -9,9 +9,16 @@ from fastapi.responses import StreamingResponse
 from app.core.deps import CurrentResearcher, SessionDep, SettingsDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
+from app.models import TripletSource
 from app.projects.service import get_project
 from app.triplets import service
-from app.uploads.api import UPLOAD_RESPONSES, IdempotencyKey, as_uploaded, upload_response
+from app.uploads.api import (
+    UPLOAD_RESPONSES,
+    IdempotencyKey,
+    OnError,
+    as_uploaded,
+    upload_response,
+)
 from app.uploads.files import FileFormat
 from app.uploads.schemas import UploadOut
 
@@ -25,6 +32,12 @@ class ExportFormat(StrEnum):
     json = "json"
 
 
+class RaterFilter(StrEnum):
+    all = "all"
+    counted = "counted"
+    excluded = "excluded"
+
+
 @router.post(
     "", status_code=status.HTTP_201_CREATED, response_model=UploadOut, responses=UPLOAD_RESPONSES
 )
@@ -36,6 +49,7 @@ def upload_triplets(
     settings: SettingsDep,
     researcher: CurrentResearcher,
     idempotency_key: IdempotencyKey = None,
+    on_error: OnError = "reject",
     format: Annotated[
         FileFormat | None, Query(description="Defaults to the file's extension")
     ] = None,
@@ -54,6 +68,7 @@ def upload_triplets(
         upload=as_uploaded(file),
         requested_format=format,
         idempotency_key=idempotency_key,
+        on_error=on_error,
     )
     return upload_response(result, response)
 
@@ -69,17 +84,32 @@ def export_triplets(
     session: SessionDep,
     researcher: CurrentResearcher,
     format: ExportFormat = ExportFormat.csv,
+    source: Annotated[
+        TripletSource | None, Query(description="Only answers from this source")
+    ] = None,
+    rater: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="Only this rater's answers (their id)"),
+    ] = None,
+    raters: Annotated[
+        RaterFilter,
+        Query(
+            description="all: every answer; counted: leave out excluded raters' answers; "
+            "excluded: only theirs"
+        ),
+    ] = RaterFilter.all,
 ):
-    """Every triplet of the project by item key, oldest first, streamed."""
+    """Every triplet of the project by item key, oldest first, streamed (optionally
+    only some: by source, by rater, with or without excluded raters)."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     engine = request.app.state.engine
+    only = service.ExportFilter(source=source, rater=rater, raters=raters.value)
     if format is ExportFormat.json:
-        body, media_type = service.export_triplets_json(engine, project.id), "application/json"
+        body = service.export_triplets_json(engine, project.id, only)
+        media_type = "application/json"
     else:
-        body, media_type = (
-            service.export_triplets_csv(engine, project.id),
-            "text/csv; charset=utf-8",
-        )
+        body = service.export_triplets_csv(engine, project.id, only)
+        media_type = "text/csv; charset=utf-8"
     filename = f"project-{project.id}-triplets.{format.value}"
     return StreamingResponse(
         body,

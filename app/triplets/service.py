@@ -7,10 +7,11 @@ import io
 import json
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, String, func, literal, select, type_coerce
+from sqlalchemy import Engine, String, func, literal, or_, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
@@ -20,6 +21,7 @@ from app.core.spreadsheets import spreadsheet_safe_sql
 from app.models import Item, Project, Rater, Triplet, TripletSource, Upload, UploadKind
 from app.triplets.bulk import TripletWriter, discard_upload
 from app.triplets.log import published
+from app.triplets.tally import answer_count
 from app.uploads.files import (
     FileFormat,
     UploadedFile,
@@ -39,12 +41,9 @@ _CHUNK_BYTES = 256 * 1024
 
 
 def count_triplets(*, session: Session, project: Project) -> int:
-    return (
-        session.scalar(
-            select(func.count()).where(Triplet.project_id == project.id, published(project.id))
-        )
-        or 0
-    )
+    """The project's answers (published ones), from the hourly tallies and what came
+    after them: cheap at millions of answers."""
+    return answer_count(session, project.id)
 
 
 class _RowParser:
@@ -302,9 +301,11 @@ def ingest_triplets(
     upload: UploadedFile,
     requested_format: FileFormat | None,
     idempotency_key: str | None,
+    on_error: str = "reject",
 ) -> UploadResult:
     """Stream the file into the table in committed chunks and publish it at the end; on
-    any problem, take out what was committed, so the upload changes nothing."""
+    any problem, take out what was committed, so the upload changes nothing (with
+    on_error="skip", a row with a problem is left out and listed instead)."""
     replay = find_replay(
         session=session, project=project, kind=UploadKind.triplets, idempotency_key=idempotency_key
     )
@@ -318,7 +319,7 @@ def ingest_triplets(
         filename=upload.name,
         idempotency_key=idempotency_key,
     )
-    problems = ProblemCollector(settings.max_upload_errors)
+    problems = ProblemCollector(settings.max_upload_errors, skip_rows=on_error == "skip")
 
     def make_parser(extras: tuple[str, ...]) -> _RowParser:
         return _RowParser(
@@ -335,7 +336,10 @@ def ingest_triplets(
     try:
         written = ingest(upload, make_parser, problems).writer.written
         if not problems.problems and written == 0:
-            problems.add(upload.name, "no triplets in the file")
+            skipped = (
+                f" ({len(problems.skipped_rows)} rows skipped)" if problems.skipped_rows else ""
+            )
+            problems.add(upload.name, f"no triplets in the file{skipped}")
         problems.raise_if_any()
     except BaseException:
         if upload_row.pending:  # a chunk was committed: take it out again
@@ -345,10 +349,38 @@ def ingest_triplets(
     upload_row.row_count = written
     upload_row.pending = False  # published with the request's commit
     session.flush()
-    return UploadResult(upload_id, UploadKind.triplets, written)
+    return UploadResult(upload_id, UploadKind.triplets, written).with_skipped(problems)
 
 
-def _export_select(dialect: str, project_id: int, spreadsheet: bool = False) -> str:
+@dataclass(frozen=True)
+class ExportFilter:
+    """Which answers an export holds: one source, one rater (by the id their platform
+    gave them), and whether excluded raters' answers are in ("all"), out ("counted")
+    or the only ones ("excluded")."""
+
+    source: TripletSource | None = None
+    rater: str | None = None
+    raters: str = "all"
+
+    def clauses(self) -> list:
+        found = []
+        if self.source is not None:
+            found.append(Triplet.source == self.source)
+        if self.rater is not None:
+            found.append(Rater.external_id == self.rater)
+        if self.raters == "counted":
+            found.append(or_(Triplet.rater_id.is_(None), Rater.excluded.is_(False)))
+        elif self.raters == "excluded":
+            found.append(Rater.excluded.is_(True))
+        return found
+
+
+EVERY_ANSWER = ExportFilter()
+
+
+def _export_select(
+    dialect: str, project_id: int, spreadsheet: bool = False, only: ExportFilter = EVERY_ANSWER
+) -> str:
     """Rows by item key, oldest first, with keys joined and timestamps formatted by the
     database itself: per-row work in Python is what made exports slow. For a CSV
     download (`spreadsheet`), text that a spreadsheet would run as a formula is quoted."""
@@ -374,7 +406,7 @@ def _export_select(dialect: str, project_id: int, spreadsheet: bool = False) -> 
         .join(closer, closer.id == Triplet.closer_id)
         .join(farther, farther.id == Triplet.farther_id)
         .outerjoin(Rater, Rater.id == Triplet.rater_id)
-        .where(Triplet.project_id == project_id, published(project_id))
+        .where(Triplet.project_id == project_id, published(project_id), *only.clauses())
         .order_by(Triplet.id)
     )
     dialect_impl = postgresql.dialect() if dialect == "postgresql" else sqlite.dialect()
@@ -382,10 +414,10 @@ def _export_select(dialect: str, project_id: int, spreadsheet: bool = False) -> 
 
 
 def _export_rows(
-    engine: Engine, project_id: int, spreadsheet: bool = False
+    engine: Engine, project_id: int, spreadsheet: bool = False, only: ExportFilter = EVERY_ANSWER
 ) -> Iterator[list[tuple]]:
     """Plain tuples in batches from the driver's cursor (server-side on PostgreSQL)."""
-    sql = _export_select(engine.dialect.name, project_id, spreadsheet)
+    sql = _export_select(engine.dialect.name, project_id, spreadsheet, only)
     with engine.connect() as connection:
         driver = connection.connection.driver_connection
         if engine.dialect.name == "postgresql":
@@ -401,10 +433,12 @@ def _export_rows(
             cursor.close()
 
 
-def export_triplets_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
+def export_triplets_csv(
+    engine: Engine, project_id: int, only: ExportFilter = EVERY_ANSWER
+) -> Iterator[bytes]:
     yield (",".join(EXPORT_COLUMNS) + "\n").encode()
     if engine.dialect.name == "postgresql":
-        sql = _export_select("postgresql", project_id, spreadsheet=True)
+        sql = _export_select("postgresql", project_id, spreadsheet=True, only=only)
         with engine.connect() as connection:
             driver = connection.connection.driver_connection
             with driver.cursor() as cursor:
@@ -421,18 +455,20 @@ def export_triplets_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
         return
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    for batch in _export_rows(engine, project_id, spreadsheet=True):
+    for batch in _export_rows(engine, project_id, spreadsheet=True, only=only):
         writer.writerows(batch)
         yield buffer.getvalue().encode()
         buffer.seek(0)
         buffer.truncate()
 
 
-def export_triplets_json(engine: Engine, project_id: int) -> Iterator[str]:
+def export_triplets_json(
+    engine: Engine, project_id: int, only: ExportFilter = EVERY_ANSWER
+) -> Iterator[str]:
     yield "["
     separator = ""
     encode = json.JSONEncoder(ensure_ascii=False).encode
-    for batch in _export_rows(engine, project_id):
+    for batch in _export_rows(engine, project_id, only=only):
         objects = [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in batch]
         yield separator + encode(objects)[1:-1]
         separator = ","

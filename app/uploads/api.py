@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import Header, Response, UploadFile, status
+from fastapi import Header, Query, Response, UploadFile, status
 
 from app.uploads.files import UploadedFile
-from app.uploads.schemas import UploadOut
+from app.uploads.schemas import SkippedRow, UploadOut
 from app.uploads.service import UploadResult
+
+OnError = Annotated[
+    Literal["reject", "skip"],
+    Query(
+        description="reject: a file with any bad row is refused whole (the default); skip: "
+        "bad rows (repeated or unknown items, malformed values) are left out and listed, "
+        "the rest is stored. A problem of the whole file (its format, its columns) "
+        "rejects it either way."
+    ),
+]
 
 IdempotencyKey = Annotated[
     str | None,
@@ -42,5 +52,13 @@ def upload_response(result: UploadResult, response: Response) -> UploadOut:
         response.status_code = status.HTTP_200_OK
         response.headers["Idempotent-Replayed"] = "true"
     return UploadOut(
-        upload_id=result.upload_id, kind=result.kind, rows=result.rows, replayed=result.replayed
+        upload_id=result.upload_id,
+        kind=result.kind,
+        rows=result.rows,
+        replayed=result.replayed,
+        skipped_rows=result.skipped_rows,
+        skipped=[
+            SkippedRow(file=p.file, row=p.row, column=p.column, msg=p.msg) for p in result.skipped
+        ],
+        skipped_by_reason=result.skipped_by_reason,
     )

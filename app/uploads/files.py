@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import ijson
 
 from app.core.errors import InvalidUpload, Problem, UnsupportedMedia, echo
-from app.core.spreadsheets import from_spreadsheet
+from app.core.spreadsheets import COMMENT, from_spreadsheet
 
 
 class FileFormat(StrEnum):
@@ -68,7 +68,9 @@ def detect_format(
 
 
 def csv_rows(upload: UploadedFile) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) for each record; line 1 is the header, as a spreadsheet shows it."""
+    """(line number, fields) for each record, as a spreadsheet numbers lines; the first
+    record is the header. A record that starts with `#` is a comment and left out (a
+    download writes a cell that starts with `#` as `'#…`, so it stays a value)."""
     delimiter = "\t" if upload.name.lower().endswith(".tsv") else ","
     text = io.TextIOWrapper(upload.stream, encoding="utf-8-sig", newline="")
     reader = csv.reader(text, delimiter=delimiter, strict=True)
@@ -77,7 +79,8 @@ def csv_rows(upload: UploadedFile) -> Iterator[tuple[int, list[str]]]:
         for fields in reader:
             if any("\x00" in field for field in fields):
                 raise _nul_in(upload, record_start)
-            yield record_start, [from_spreadsheet(field) for field in fields]
+            if not (fields and fields[0].startswith(COMMENT)):
+                yield record_start, [from_spreadsheet(field) for field in fields]
             record_start = reader.line_num + 1
     except csv.Error as exc:
         raise InvalidUpload(
@@ -114,7 +117,7 @@ def json_array_entries(upload: UploadedFile, wrapper: str, what: str) -> Iterato
     index = 0
     try:
         _open_array(upload, events, wrapper, what)
-        for index, entry in enumerate(_entries(upload, events), start=1):  # noqa: B007
+        for index, entry in enumerate(_entries(upload, events), start=1):
             if _holds_nul(entry):
                 raise _nul_in(upload, index)
             yield index, entry
@@ -211,9 +214,7 @@ def _holds_nul(entry: Any) -> bool:
     if isinstance(entry, list):
         return any(isinstance(v, str) and "\x00" in v for v in entry)
     if isinstance(entry, dict):
-        return any(
-            "\x00" in k or isinstance(v, str) and "\x00" in v for k, v in entry.items()
-        )
+        return any("\x00" in k or isinstance(v, str) and "\x00" in v for k, v in entry.items())
     return False
 
 

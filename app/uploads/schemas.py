@@ -1,8 +1,15 @@
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from app.models import UploadKind
+
+
+class SkippedRow(BaseModel):
+    file: str
+    row: int | None
+    column: str | None
+    msg: str
 
 
 class UploadOut(BaseModel):
@@ -10,3 +17,13 @@ class UploadOut(BaseModel):
     kind: UploadKind
     rows: int
     replayed: bool = False
+    skipped_rows: int = Field(
+        default=0, description="on_error=skip: rows left out because something was wrong"
+    )
+    skipped: list[SkippedRow] = Field(
+        default_factory=list,
+        description="on_error=skip: the rows left out and why (up to CLOSER_MAX_UPLOAD_ERRORS)",
+    )
+    skipped_by_reason: dict[str, int] = Field(
+        default_factory=dict, description="on_error=skip: rows left out, counted by reason"
+    )

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import Conflict
+from app.core.errors import Conflict, Problem, ProblemCollector
 from app.models import Project, Upload, UploadKind
 from app.uploads.files import ZipLimits
 
-_STILL_RUNNING = (
-    "an upload with Idempotency-Key '{key}' is already being processed; retry shortly"
-)
+_STILL_RUNNING = "an upload with Idempotency-Key '{key}' is already being processed; retry shortly"
 
 
 @dataclass
@@ -24,6 +22,16 @@ class UploadResult:
     kind: UploadKind
     rows: int
     replayed: bool = False
+    # on_error=skip: the rows left out, listed up to the error limit, and counted.
+    skipped: list[Problem] = field(default_factory=list)
+    skipped_rows: int = 0
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+
+    def with_skipped(self, problems: ProblemCollector) -> UploadResult:
+        self.skipped = problems.skipped
+        self.skipped_rows = len(problems.skipped_rows)
+        self.skipped_by_reason = dict(problems.skipped_by_reason)
+        return self
 
 
 def zip_limits(settings: Settings) -> ZipLimits:

@@ -39,9 +39,32 @@ class TestFeatureOracle:
         again = FeatureOracle(features, noise=0.2, random_state=5).answer(queries)
         assert np.array_equal(noisy, again)
 
+    def test_human_like_noise_errs_on_near_ties_at_the_asked_rate(self):
+        rng = np.random.default_rng(0)
+        features = rng.normal(size=(300, 2))
+        queries = random_queries(300, 30_000, random_state=2)
+        truth = FeatureOracle(features)
+        scale = truth.scale_for_error(0.1)
+        human = FeatureOracle(features, noise_scale=scale, random_state=3).answer(queries)
+        wrong = human[:, 1] != truth.answer(queries)[:, 1]
+        assert 0.09 < wrong.mean() < 0.11
+        anchor, p, q = queries.T
+        margin = np.abs(truth.distance(anchor, p) - truth.distance(anchor, q))
+        near, clear = margin < np.quantile(margin, 0.25), margin > np.quantile(margin, 0.75)
+        # People err on the close calls, hardly ever on the clear ones; uniform flips
+        # err on both alike.
+        assert wrong[near].mean() > 0.25 and wrong[clear].mean() < 0.01
+        uniform = FeatureOracle(features, noise=0.1, random_state=3).answer(queries)
+        flips = uniform[:, 1] != truth.answer(queries)[:, 1]
+        assert abs(flips[near].mean() - flips[clear].mean()) < 0.02
+        again = FeatureOracle(features, noise_scale=scale, random_state=3).answer(queries)
+        assert np.array_equal(human, again)
+
     @pytest.mark.parametrize(
         ("kwargs", "message"),
         [
+            ({"noise_scale": -1.0}, "noise_scale must be a distance"),
+            ({"noise_scale": np.inf}, "noise_scale must be a distance"),
             ({"metric": "manhattan"}, "metric must be one of"),
             ({"noise": 1.5}, "noise must be a probability"),
             ({"X": [[np.nan, 1.0], [0.0, 1.0]]}, "NaN"),
@@ -89,3 +112,28 @@ def test_triplet_error_of_the_true_and_a_reversed_embedding():
     triplets = random_triplets(40, 2000, FeatureOracle(Y), random_state=0)
     assert triplet_error(Y, triplets) == 0.0
     assert triplet_error(Y, triplets[:, [0, 2, 1]]) == 1.0
+
+
+def test_the_simulated_crowd_errs_like_people_when_asked():
+    """`closer simulate --noise-model human`: as many wrong answers as --noise says, but
+    on the near ties; attention checks (the anchor among the candidates) answered right."""
+    from app.simulate import _Items
+
+    rng = np.random.default_rng(4)
+    points = rng.normal(size=(120, 2))
+    exported = [{"key": f"k{i}", "features": list(point)} for i, point in enumerate(points)]
+    crowd = _Items(exported, noise=0.2, seed=1, noise_model="human")
+    truth = FeatureOracle(points)
+    queries = random_queries(120, 6000, random_state=5)
+
+    def shown(a, p, q):
+        return {role: {"key": f"k{i}"} for role, i in zip(("anchor", "left", "right"), (a, p, q))}
+
+    chosen = np.array([crowd.choose(shown(*query)) == "left" for query in queries])
+    right = truth.answer(queries)[:, 1] == queries[:, 1]
+    wrong = chosen != right
+    assert 0.17 < wrong.mean() < 0.23
+    anchor, p, q = queries.T
+    margin = np.abs(truth.distance(anchor, p) - truth.distance(anchor, q))
+    assert wrong[margin < np.quantile(margin, 0.25)].mean() > 3 * wrong.mean() / 2
+    assert all(crowd.choose(shown(0, 0, i)) == "left" for i in range(1, 40))

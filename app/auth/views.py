@@ -1,0 +1,202 @@
+"""Signing in to the workspace (email and password, or an API token), signing out, and
+the page where a researcher manages their API tokens."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from app.auth import service as auth
+from app.core.deps import (
+    SESSION_COOKIE,
+    SIGN_IN_NONCE_COOKIE,
+    CsrfChecked,
+    SessionDep,
+    WorkspaceResearcher,
+    is_https,
+    transaction,
+    workspace_session_key,
+)
+from app.core.errors import ServiceError
+from app.core.fields import RowId
+from app.core.pages import render as page
+from app.core.routes import StrictJSONRoute
+from app.models import Researcher
+
+router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
+SESSION_DAYS = 14
+SIGN_IN_LINK_HOURS = 24
+
+
+def _next_path(value: str | None) -> str:
+    """Where to go after signing in: a path on this site, never another site."""
+    if value and value.startswith("/") and not value.startswith(("//", "/\\")):
+        return value[:2000]
+    return "/"
+
+
+def _sign_in_page(
+    request: Request, *, error: str | None = None, email: str = "", status_code: int = 200
+) -> HTMLResponse:
+    cookies = request.app.state.workspace_cookies
+    nonce_cookie = request.cookies.get(SIGN_IN_NONCE_COOKIE)
+    fresh = None if cookies.nonce(nonce_cookie) else cookies.new_nonce()
+    if fresh is not None:
+        # The browser holds this nonce only once the response arrives; the form drawn
+        # now must already carry the token derived from it.
+        request.state.csrf_anchor = cookies.nonce(fresh)
+    response = page(
+        request,
+        "auth/login.html",
+        {"error": error, "email": email, "next": _next_path(request.query_params.get("next"))},
+        status_code,
+    )
+    if fresh is not None:
+        response.set_cookie(
+            SIGN_IN_NONCE_COOKIE,
+            fresh,
+            httponly=True,
+            samesite="lax",
+            secure=is_https(request),
+            path="/",
+        )
+    return response
+
+
+def _signed_in(request: Request, key: str, next_path: str) -> RedirectResponse:
+    response = RedirectResponse(next_path, status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        request.app.state.workspace_cookies.sign_session(key),
+        max_age=SESSION_DAYS * 86_400,
+        httponly=True,
+        samesite="lax",
+        secure=is_https(request),
+        path="/",
+    )
+    response.delete_cookie(SIGN_IN_NONCE_COOKIE, path="/")
+    return response
+
+
+@router.get("/login", response_class=HTMLResponse, name="login")
+def sign_in_page(request: Request, session: SessionDep):
+    key = workspace_session_key(request)
+    if key is not None and auth.web_session_researcher(session=session, key=key) is not None:
+        return RedirectResponse(_next_path(request.query_params.get("next")), status_code=303)
+    return _sign_in_page(request)
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def sign_in(
+    request: Request,
+    _csrf: CsrfChecked,
+    email: Annotated[str, Form(max_length=254)] = "",
+    password: Annotated[str, Form(max_length=auth.MAX_PASSWORD_LENGTH)] = "",
+    token: Annotated[str, Form(max_length=200)] = "",
+    next: Annotated[str, Form(max_length=2000)] = "/",
+):
+    try:
+        await request.app.state.throttle.sign_in(request)
+    except ServiceError as refused:
+        response = _sign_in_page(
+            request, error=str(refused.detail), email=email, status_code=refused.status_code
+        )
+        response.headers.update(getattr(refused, "headers", None) or {})
+        return response
+    key = await run_in_threadpool(_open_session, request, email, password, token)
+    if key is None:
+        what = (
+            "That token is not a live API token." if token.strip() else ("Wrong email or password.")
+        )
+        return _sign_in_page(request, error=what, email=email, status_code=400)
+    return _signed_in(request, key, _next_path(next))
+
+
+def _open_session(request: Request, email: str, password: str, token: str) -> str | None:
+    with transaction(request) as session:
+        if token.strip():
+            found = auth.find_live_token(session=session, token=token.strip())
+            if found is None:
+                return None
+            api_token, researcher = found
+            return auth.open_web_session(
+                session=session, researcher=researcher, api_token=api_token
+            )
+        researcher = auth.check_password(session=session, email=email, password=password)
+        if researcher is None:
+            return None
+        return auth.open_web_session(session=session, researcher=researcher)
+
+
+@router.get("/login/link", name="sign_in_link")
+def sign_in_link(request: Request, session: SessionDep, key: str = ""):
+    """The link `closer serve` prints on the embedded default: signs this browser in as
+    the local admin (it is as secret as the server's console)."""
+    researcher_id = request.app.state.workspace_cookies.sign_in_link_researcher(
+        key, SIGN_IN_LINK_HOURS * 3600
+    )
+    researcher = session.get(Researcher, researcher_id) if researcher_id is not None else None
+    if researcher is None:
+        return _sign_in_page(
+            request, error="That sign-in link has expired: sign in below.", status_code=400
+        )
+    return _signed_in(request, auth.open_web_session(session=session, researcher=researcher), "/")
+
+
+@router.post("/logout")
+def sign_out(request: Request, session: SessionDep, _csrf: CsrfChecked):
+    key = workspace_session_key(request)
+    if key is not None:
+        auth.close_web_session(session=session, key=key)
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+@router.get("/tokens", response_class=HTMLResponse, name="tokens")
+def tokens_page(request: Request, session: SessionDep, researcher: WorkspaceResearcher):
+    return _tokens_page(request, session, researcher)
+
+
+def _tokens_page(
+    request: Request,
+    session,
+    researcher: Researcher,
+    *,
+    new_token: str | None = None,
+    error: str | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    tokens = auth.list_tokens(session=session, researcher=researcher)
+    return page(
+        request,
+        "auth/tokens.html",
+        {"researcher": researcher, "tokens": tokens, "new_token": new_token, "error": error},
+        status_code,
+    )
+
+
+@router.post("/tokens", response_class=HTMLResponse)
+def create_token(
+    request: Request,
+    session: SessionDep,
+    researcher: WorkspaceResearcher,
+    name: Annotated[str, Form(max_length=100)] = "",
+):
+    token = auth.issue_token(session=session, researcher=researcher, token_name=name.strip())
+    # The page shows the token this once; only its hash is kept.
+    response = _tokens_page(request, session, researcher, new_token=token, status_code=201)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@router.post("/tokens/{token_id}/revoke")
+def revoke_token(
+    token_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+) -> Response:
+    token = auth.own_token(session=session, researcher=researcher, token_id=token_id)
+    auth.revoke_token(session=session, token=token)
+    return RedirectResponse(request.url_for("tokens").path, status_code=303)

@@ -1,0 +1,116 @@
+"""The workspace's CompRF builds: start one, watch each tree grow (the list refreshes
+itself while a build runs), see the answers it still needs and when that may be at the
+current answer rate, and pause, resume or cancel it."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from app.builds import jobs, service
+from app.builds.schemas import BuildCreate
+from app.core.db import roll_back
+from app.core.deps import SessionDep, WorkspaceResearcher
+from app.core.errors import ServiceError
+from app.core.fields import RowId
+from app.core.forms import read_form
+from app.core.pages import render_page_or_part
+from app.core.routes import StrictJSONRoute
+from app.models import BuildStatus
+from app.projects.service import get_project, recent_answers_per_hour
+
+router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
+BUILD_ACTIONS = {
+    "pause": BuildStatus.paused,
+    "resume": BuildStatus.running,
+    "cancel": BuildStatus.cancelled,
+}
+
+
+def _builds_page(
+    request: Request,
+    session,
+    researcher,
+    project,
+    *,
+    form: dict | None = None,
+    errors: dict | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    builds = list(reversed(service.list_builds(session=session, project=project)))
+    context = {
+        "researcher": researcher,
+        "project": project,
+        "tab": "builds",
+        "builds": builds,
+        "live": any(build.status is BuildStatus.running for build in builds),
+        "answers_per_hour": recent_answers_per_hour(session=session, project=project),
+        "defaults": BuildCreate().model_dump(),
+        "form": form or {},
+        "errors": errors or {},
+    }
+    return render_page_or_part(
+        request, "builds/builds.html", "builds/_builds.html", context, status_code
+    )
+
+
+@router.get("/projects/{project_id}/builds", response_class=HTMLResponse, name="builds_page")
+def builds_page(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return _builds_page(request, session, researcher, project)
+
+
+@router.post("/projects/{project_id}/builds", response_class=HTMLResponse, name="start_build_form")
+async def start_build(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    form = {
+        name: value.strip()
+        for name, value in (await request.form()).items()
+        if name in BuildCreate.model_fields and isinstance(value, str) and value.strip()
+    }
+    body, errors = read_form(BuildCreate, form)
+    if body is None:
+        return _builds_page(
+            request, session, researcher, project, form=form, errors=errors, status_code=422
+        )
+    try:
+        jobs.start_build(
+            session=session, project=project, params=service.BuildParams(**body.model_dump())
+        )
+    except ServiceError as refused:
+        roll_back(session)
+        return _builds_page(
+            request,
+            session,
+            researcher,
+            project,
+            form=form,
+            errors={"form": str(refused.detail)},
+            status_code=refused.status_code,
+        )
+    return RedirectResponse(
+        request.url_for("builds_page", project_id=project_id).path, status_code=303
+    )
+
+
+@router.post("/projects/{project_id}/builds/{build_id}/{action}", name="build_action")
+def change_build(
+    project_id: RowId,
+    build_id: RowId,
+    action: str,
+    request: Request,
+    session: SessionDep,
+    researcher: WorkspaceResearcher,
+):
+    if action not in BUILD_ACTIONS:
+        raise ServiceError(f"a build can be {', '.join(BUILD_ACTIONS)}d, not '{action[:20]}'")
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    build = service.get_build(session=session, project=project, build_id=build_id)
+    service.set_status(session=session, build=build, status=BUILD_ACTIONS[action])
+    return RedirectResponse(
+        request.url_for("builds_page", project_id=project_id).path, status_code=303
+    )

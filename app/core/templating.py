@@ -1,0 +1,56 @@
+"""Filters the pages use to show figures and times the same way everywhere."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from jinja2 import Environment
+
+from app.models._types import utcnow
+
+
+def number(value: float | None) -> str:
+    """12,345 (thin digits grouping for figures in tables)."""
+    if value is None:
+        return "—"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.3g}"
+
+
+def when(value: datetime | None, now: datetime | None = None) -> str:
+    """'3 min ago', '5 h ago', or the date for anything older than a day (UTC)."""
+    if value is None:
+        return "—"
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    seconds = ((now or utcnow()) - value).total_seconds()
+    if seconds < 0:
+        return value.strftime("%Y-%m-%d %H:%M UTC")
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86_400:
+        return f"{int(seconds // 3600)} h ago"
+    return value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def duration(hours: float | None) -> str:
+    """'about 3 h 20 min', for an estimate given in hours."""
+    if hours is None:
+        return "—"
+    minutes = round(hours * 60)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 60:
+        return f"about {minutes} min"
+    if minutes < 48 * 60:
+        return f"about {minutes // 60} h {minutes % 60:02d} min"
+    return f"about {minutes / 1440:.0f} days"
+
+
+def iso(value: datetime) -> str:
+    return value.isoformat()
+
+
+def install_filters(env: Environment) -> None:
+    env.filters.update(number=number, when=when, iso=iso, duration=duration)

@@ -1,0 +1,314 @@
+"""The workspace's project pages: the list (the workspace's home), a form to create a
+project, and a project's overview with its study link, a preview and the answer rate."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request, UploadFile
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from app.core.db import roll_back
+from app.core.deps import SessionDep, SettingsDep, WorkspaceResearcher, public_study_url
+from app.core.errors import InvalidUpload, Problem, ServiceError
+from app.core.fields import RowId
+from app.core.forms import read_form
+from app.core.pages import render as page
+from app.core.pages import render_page_or_part
+from app.core.routes import StrictJSONRoute
+from app.models import LabelType, TripletSource
+from app.projects import archive, service
+from app.projects.schemas import ProjectCreate, RatingSettings, RatingSettingsUpdate
+from app.raters import rating
+from app.uploads.api import as_uploaded
+
+router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
+
+
+def _projects_page(
+    request: Request,
+    session,
+    researcher,
+    *,
+    form: dict | None = None,
+    errors: dict | None = None,
+    archive_problems: list | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    return page(
+        request,
+        "projects/list.html",
+        {
+            "researcher": researcher,
+            "summaries": service.list_summaries(session=session, researcher=researcher),
+            "label_types": list(LabelType),
+            "form": form or {},
+            "errors": errors or {},
+            "archive_problems": archive_problems,
+        },
+        status_code,
+    )
+
+
+@router.get("/", response_class=HTMLResponse, name="projects")
+def projects_page(request: Request, session: SessionDep, researcher: WorkspaceResearcher):
+    return _projects_page(request, session, researcher)
+
+
+@router.post("/projects", response_class=HTMLResponse, name="create_project_form")
+async def create_project(request: Request, session: SessionDep, researcher: WorkspaceResearcher):
+    form = {
+        name: value
+        for name, value in (await request.form()).items()
+        if name in ProjectCreate.model_fields and isinstance(value, str)
+    }
+    body, errors = read_form(ProjectCreate, form)
+    if body is None:
+        return _projects_page(
+            request, session, researcher, form=form, errors=errors, status_code=422
+        )
+    project = service.create_project(
+        session=session,
+        owner=researcher,
+        name=body.name,
+        description=body.description,
+        label_type=body.label_type,
+    )
+    return RedirectResponse(
+        request.url_for("project_page", project_id=project.id).path, status_code=303
+    )
+
+
+@router.get("/projects/{project_id}", response_class=HTMLResponse, name="project_page")
+def project_page(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    context = {
+        "researcher": researcher,
+        "project": project,
+        "summary": service.summarize(session=session, project=project),
+        "rate": service.answer_rate(session=session, project=project),
+        "study_url": public_study_url(request, project),
+    }
+    return render_page_or_part(
+        request, "projects/overview.html", "projects/_overview_figures.html", context
+    )
+
+
+@router.get("/projects/{project_id}/preview", response_class=HTMLResponse, name="project_preview")
+def project_preview(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    """The rater page as raters see it; choosing shows another comparison, and nothing
+    is recorded."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    return page(
+        request,
+        "projects/preview.html",
+        {
+            "researcher": researcher,
+            "project": project,
+            "state": rating.preview(session=session, project=project),
+            "slug": project.public_slug,
+        },
+    )
+
+
+# The settings form, in the order a researcher thinks of them: (field, label, input).
+SETTINGS_SECTIONS = [
+    (
+        "What raters read",
+        [
+            ("question", "Question", "text"),
+            ("instructions", "Instructions", "textarea"),
+            ("allow_cant_tell", "Offer “Can’t tell”", "checkbox"),
+        ],
+    ),
+    (
+        "Sessions and completion",
+        [
+            ("answers_per_rater", "Answers per rater (0: no limit)", "integer"),
+            ("completion_code", "Completion code", "text"),
+            ("completion_url", "Redirect when done (recruiting platform URL)", "url"),
+            ("no_more_work_code", "Code when nothing is left to ask", "text"),
+            ("no_more_work_url", "Redirect when nothing is left to ask", "url"),
+        ],
+    ),
+    (
+        "What is asked",
+        [
+            ("random_share", "Share of random triplets", "share"),
+            ("attention_rate", "Share of attention checks", "share"),
+            ("lease_seconds", "Seconds a served query stays reserved", "integer"),
+        ],
+    ),
+    (
+        "Quality",
+        [
+            ("min_attention_accuracy", "Exclude below this attention-check accuracy", "share"),
+            ("min_majority_agreement", "Exclude below this agreement with the majority", "share"),
+            (
+                "quality_min_answers",
+                "Checks or compared answers before a threshold applies",
+                "integer",
+            ),
+        ],
+    ),
+]
+
+
+def _settings_page(
+    request: Request,
+    researcher,
+    project,
+    *,
+    values: dict | None = None,
+    errors: dict | None = None,
+    saved: bool = False,
+    status_code: int = 200,
+) -> HTMLResponse:
+    current = RatingSettings.model_validate(project).model_dump()
+    return page(
+        request,
+        "projects/settings.html",
+        {
+            "researcher": researcher,
+            "project": project,
+            "tab": "settings",
+            "sections": SETTINGS_SECTIONS,
+            "help": {
+                name: field.description for name, field in RatingSettings.model_fields.items()
+            },
+            "values": {**current, **(values or {})},
+            "errors": errors or {},
+            "saved": saved,
+        },
+        status_code,
+    )
+
+
+@router.get("/projects/{project_id}/settings", response_class=HTMLResponse, name="settings_page")
+def settings_page(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    return _settings_page(request, researcher, project)
+
+
+@router.post("/projects/{project_id}/settings", response_class=HTMLResponse)
+async def save_settings(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    form = await request.form()
+    values: dict = {}
+    for _, fields in SETTINGS_SECTIONS:
+        for name, _, kind in fields:
+            if kind == "checkbox":
+                values[name] = name in form
+                continue
+            text = form.get(name)
+            text = text.strip() if isinstance(text, str) and kind != "textarea" else text
+            # An emptied optional field is "not set"; an emptied required one is refused
+            # by the same schema as the API's.
+            if text == "" and name in service.NULLABLE_RATING_SETTINGS:
+                values[name] = None
+            elif isinstance(text, str):
+                values[name] = text
+    body, errors = read_form(RatingSettingsUpdate, values)
+    if body is None:
+        return _settings_page(
+            request, researcher, project, values=values, errors=errors, status_code=422
+        )
+    try:
+        service.update_rating(
+            session=session, project=project, changes=body.model_dump(exclude_unset=True)
+        )
+    except ServiceError as refused:
+        roll_back(session)
+        project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+        return _settings_page(
+            request,
+            researcher,
+            project,
+            values=values,
+            errors={"form": str(refused.detail)},
+            status_code=refused.status_code,
+        )
+    return _settings_page(request, researcher, project, saved=True)
+
+
+@router.get("/projects/{project_id}/downloads", response_class=HTMLResponse, name="downloads_page")
+def downloads_page(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    """Links to the API's streamed exports: answers (filtered), items, and each model's
+    embedding and predictions."""
+    from app.training.service import list_models, newest_ready
+
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    models = [
+        (model, newest_ready(session, model.id))
+        for model in list_models(session=session, project=project)
+    ]
+    return page(
+        request,
+        "projects/downloads.html",
+        {
+            "researcher": researcher,
+            "project": project,
+            "tab": "downloads",
+            "models": models,
+            "sources": [source.value for source in TripletSource],
+        },
+    )
+
+
+@router.get("/projects/{project_id}/downloads/answers", name="download_answers")
+def download_answers(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    """The downloads form's answer filters, handed to the API's export without the ones
+    left empty."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    wanted = {
+        name: value
+        for name in ("format", "source", "rater", "raters")
+        if (value := request.query_params.get(name, "").strip())
+    }
+    target = f"/api/v1/projects/{project.id}/triplets/export"
+    return RedirectResponse(target + (f"?{urlencode(wanted)}" if wanted else ""), status_code=303)
+
+
+@router.post("/project-archives", response_class=HTMLResponse, name="import_project_form")
+def import_project(
+    file: UploadFile,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    researcher: WorkspaceResearcher,
+):
+    """A project from an archive downloaded from any Closer server (its overview page)."""
+    try:
+        project = archive.import_archive(
+            session=session,
+            settings=settings,
+            store=request.app.state.images,
+            owner=researcher,
+            upload=as_uploaded(file),
+        )
+    except InvalidUpload as rejected:
+        roll_back(session)
+        return _projects_page(
+            request, session, researcher, archive_problems=rejected.problems, status_code=422
+        )
+    except ServiceError as refused:
+        roll_back(session)
+        problem = Problem(file=file.filename or "archive", message=str(refused.detail))
+        return _projects_page(
+            request, session, researcher, archive_problems=[problem], status_code=422
+        )
+    return RedirectResponse(
+        request.url_for("project_page", project_id=project.id).path, status_code=303
+    )

@@ -1,0 +1,191 @@
+"""The workspace's models: each model's status with a live progress bar while it fits,
+its metrics per version and learning curve; create, train and cancel from the page; and
+a t-ETE model's embedding as an interactive scatter."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from app.builds.service import list_builds
+from app.core.db import roll_back
+from app.core.deps import SessionDep, WorkspaceResearcher
+from app.core.errors import ServiceError
+from app.core.fields import RowId
+from app.core.forms import read_form
+from app.core.pages import render as page
+from app.core.pages import render_page_or_part
+from app.core.routes import StrictJSONRoute
+from app.models import ModelKind, VersionStatus
+from app.projects.service import get_project
+from app.training import service
+from app.training.schemas import PARAMS, ModelCreate
+
+router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
+KIND_NAMES = {
+    ModelKind.tete: "t-ETE embedding",
+    ModelKind.tripletboost: "TripletBoost classifier",
+    ModelKind.comprf: "CompRF forest (from a build)",
+    ModelKind.smerf: "SMERF metric (item features)",
+    ModelKind.disdf: "DisDF metric (item features)",
+}
+UNFINISHED = (VersionStatus.queued, VersionStatus.training)
+
+
+def _model_cards(session, project) -> list[dict]:
+    cards = []
+    for model in service.list_models(session=session, project=project):
+        versions = service.versions(session=session, model=model)
+        latest = versions[0] if versions else None
+        progress = service.version_progress(session, latest) if latest is not None else None
+        cards.append(
+            {
+                "model": model,
+                "versions": versions,
+                "latest": latest,
+                "progress": progress,
+                "curve": service.learning_curve(session=session, model=model),
+            }
+        )
+    return cards
+
+
+def _models_page(
+    request: Request,
+    session,
+    researcher,
+    project,
+    *,
+    form: dict | None = None,
+    errors: dict | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    cards = _model_cards(session, project)
+    context = {
+        "researcher": researcher,
+        "project": project,
+        "tab": "models",
+        "cards": cards,
+        "live": any(card["latest"] and card["latest"].status in UNFINISHED for card in cards),
+        "kinds": KIND_NAMES,
+        "builds": list_builds(session=session, project=project),
+        "defaults": {
+            kind.value: json.dumps(schema().model_dump(), indent=None)
+            for kind, schema in PARAMS.items()
+        },
+        "form": form or {},
+        "errors": errors or {},
+    }
+    return render_page_or_part(
+        request, "training/models.html", "training/_models.html", context, status_code
+    )
+
+
+@router.get("/projects/{project_id}/models", response_class=HTMLResponse, name="models_page")
+def models_page(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return _models_page(request, session, researcher, project)
+
+
+@router.post("/projects/{project_id}/models", response_class=HTMLResponse, name="create_model_form")
+async def create_model(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    submitted = await request.form()
+    form = {
+        name: value.strip()
+        for name, value in submitted.items()
+        if name in ("name", "kind", "params", "build_id", "min_answers") and isinstance(value, str)
+    }
+    values: dict = {key: value for key, value in form.items() if value and key != "params"}
+    values["auto_refit"] = "auto_refit" in submitted
+    errors: dict[str, str] = {}
+    if form.get("params"):
+        try:
+            values["params"] = json.loads(form["params"])
+        except json.JSONDecodeError as error:
+            errors["params"] = f"not JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+    body, invalid = read_form(ModelCreate, values)
+    errors.update(invalid)
+    if body is None or errors:
+        return _models_page(
+            request, session, researcher, project, form=form, errors=errors, status_code=422
+        )
+    try:
+        service.set_up_model(session=session, project=project, body=body)
+    except ServiceError as refused:
+        roll_back(session)
+        detail = refused.detail
+        if isinstance(detail, list):  # the parameters' schema, field by field
+            detail = "; ".join(
+                f"{'.'.join(str(p) for p in entry.get('loc', [])[2:])}: {entry.get('msg')}"
+                for entry in detail
+            )
+        return _models_page(
+            request,
+            session,
+            researcher,
+            project,
+            form=form,
+            errors={"form": str(detail)},
+            status_code=refused.status_code,
+        )
+    return RedirectResponse(
+        request.url_for("models_page", project_id=project_id).path, status_code=303
+    )
+
+
+@router.post("/projects/{project_id}/models/{model_id}/{action}", name="model_action")
+def model_action(
+    project_id: RowId,
+    model_id: RowId,
+    action: str,
+    request: Request,
+    session: SessionDep,
+    researcher: WorkspaceResearcher,
+):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    model = service.get_model(session=session, project=project, model_id=model_id)
+    if action == "train":
+        service.request_training(session=session, model=model, trigger="manual")
+    elif action == "cancel":
+        service.cancel_training(session=session, model=model)
+    else:
+        raise ServiceError(f"a model can be trained or cancelled, not '{action[:20]}'")
+    return RedirectResponse(
+        request.url_for("models_page", project_id=project_id).path, status_code=303
+    )
+
+
+@router.get(
+    "/projects/{project_id}/models/{model_id}/embedding",
+    response_class=HTMLResponse,
+    name="embedding_page",
+)
+def embedding_page(
+    project_id: RowId,
+    model_id: RowId,
+    request: Request,
+    session: SessionDep,
+    researcher: WorkspaceResearcher,
+):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    model = service.get_model(session=session, project=project, model_id=model_id)
+    ready = service.newest_ready(session, model.id)
+    return page(
+        request,
+        "training/embedding.html",
+        {
+            "researcher": researcher,
+            "project": project,
+            "tab": "models",
+            "model": model,
+            "ready": ready,
+            "kind_name": KIND_NAMES[model.kind],
+        },
+    )

@@ -1,0 +1,1 @@
+from tests.support.browser import browser, server  # noqa: F401 (fixtures)

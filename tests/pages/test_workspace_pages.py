@@ -1,0 +1,758 @@
+"""The researcher's workspace in Chromium, on both databases: signing in (password or
+token) and out, the projects list and its form, a project's overview with its chart,
+study link and preview, the tokens page, CSRF, hostile names, and the API docs offline."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from app.auth.service import create_token, set_researcher_password
+from app.core.db import unit_of_work
+from tests.support.browser import screenshots_dir, until
+
+API = "/api/v1"
+PASSWORD = "correct horse battery"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def researcher(app):
+    with unit_of_work(app.state.session_factory) as session:
+        set_researcher_password(session=session, email="ada@lab.example", password=PASSWORD)
+    return "ada@lab.example"
+
+
+def sign_in(page, server: str, email: str = "ada@lab.example", password: str = PASSWORD):
+    if "/login" not in page.url:
+        page.goto(f"{server}/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password", exact=True).fill(password)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def point_on_scatter(page, index: int) -> tuple[float, float]:
+    """Where the embedding page draws point `index` of its first series, on the screen."""
+    found = page.evaluate(
+        """(index) => {
+            const element = document.getElementById("scatter");
+            const chart = echarts.getInstanceByDom(element);
+            const point = chart.getOption().series[0].data[index];
+            const [x, y] = chart.convertToPixel({ seriesIndex: 0 }, [point[0], point[1]]);
+            const box = element.getBoundingClientRect();
+            return [box.left + x, box.top + y];
+        }""",
+        index,
+    )
+    return found[0], found[1]
+
+
+def watch(page) -> dict:
+    """Dialogs that open, and requests that leave for another origin or sign out."""
+    seen: dict = {"dialogs": [], "requests": []}
+    page.on("dialog", lambda dialog: (seen["dialogs"].append(dialog.message), dialog.dismiss()))
+    page.on("request", lambda request: seen["requests"].append(request.url))
+    return seen
+
+
+def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
+    app, server, browser, researcher, tmp_path
+):
+    shots = screenshots_dir(tmp_path)
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(server)
+    expect(page).to_have_url(f"{server}/login")
+    page.screenshot(path=str(shots / "workspace-sign-in-desktop.png"))
+
+    sign_in(page, server, password="not the password")
+    expect(page.get_by_role("alert")).to_have_text("Wrong email or password.")
+    sign_in(page, server)
+    expect(page).to_have_url(f"{server}/")
+    expect(page.get_by_text("No projects yet")).to_be_visible()
+
+    page.get_by_role("button", name="Create project").click()  # no name
+    expect(page.locator("#name-error")).to_contain_text("at least 1 character")
+    page.get_by_label("Name", exact=True).fill("Colour study")
+    page.get_by_label("Description").fill("Which colour is closer?")
+    page.get_by_role("button", name="Create project").click()
+    expect(page.get_by_role("heading", name="Colour study")).to_be_visible()
+    project_id = int(page.url.rsplit("/", 1)[1])
+
+    study_url = page.locator("#study-url").text_content()
+    assert urlsplit(study_url).path.startswith("/r/")
+    until(page, "document.querySelector('[data-chart]')?.dataset.drawn === '1'")
+    assert page.locator("[data-chart] canvas").count() >= 1
+    page.screenshot(path=str(shots / "workspace-overview-desktop.png"), full_page=True)
+    page.set_viewport_size(PHONE)
+    page.screenshot(path=str(shots / "workspace-overview-phone.png"), full_page=True)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"the overview scrolls sideways on a phone ({width}px)"
+    page.set_viewport_size(DESKTOP)
+
+    # Items arrive (through the API, as a script would): the overview counts them.
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="ada@lab.example")
+    items = "key,text\n" + "\n".join(f"c{i},colour {i}" for i in range(5))
+    uploaded = httpx.post(
+        f"{server}{API}/projects/{project_id}/items",
+        headers={"Authorization": f"Bearer {token}"},
+        files={"file": ("items.csv", items)},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    page.reload()
+    expect(page.locator(".figures dd").first).to_have_text("5")
+
+    page.get_by_role("link", name="Preview").click()
+    expect(page.get_by_text("nothing you choose here is recorded")).to_be_visible()
+    expect(page.locator(".candidate")).to_have_count(2)
+    shown = page.locator(".item-anchor").text_content()
+    page.locator(".candidate").first.click()
+    expect(page.locator(".candidate")).to_have_count(2)
+    page.screenshot(path=str(shots / "workspace-preview-desktop.png"))
+    answers = httpx.get(
+        f"{server}{API}/projects/{project_id}", headers={"Authorization": f"Bearer {token}"}
+    ).json()
+    assert answers["triplet_count"] == 0 and shown  # the preview recorded nothing
+
+    page.goto(server)
+    row = page.locator("table.projects tbody tr").first
+    expect(row).to_contain_text("Colour study")
+    expect(row.locator("td").nth(1)).to_have_text("5")
+    page.screenshot(path=str(shots / "workspace-projects-desktop.png"))
+    page.set_viewport_size(PHONE)
+    page.screenshot(path=str(shots / "workspace-projects-phone.png"), full_page=True)
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page).to_have_url(f"{server}/login")
+    page.goto(f"{server}/projects/{project_id}")
+    expect(page).to_have_url(f"{server}/login?next=%2Fprojects%2F{project_id}")
+    sign_in(page, server)  # back where they were going
+    expect(page).to_have_url(f"{server}/projects/{project_id}")
+
+
+def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser, tmp_path):
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="bo", token_name="laptop")
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(f"{server}/login")
+    page.locator("summary").click()
+    page.get_by_label("API token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(f"{server}/")
+    page.get_by_role("link", name="API tokens").click()
+    expect(page.locator("table.data tbody tr")).to_have_count(1)
+
+    page.get_by_label("Name").fill("notebook")
+    page.get_by_role("button", name="Create token").click()
+    created = page.locator("#new-token").text_content()
+    assert created.startswith("closer_")
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "workspace-tokens-desktop.png"))
+    bearer = {"Authorization": f"Bearer {created}"}
+    assert httpx.get(f"{server}{API}/projects", headers=bearer).status_code == 200
+    page.goto(f"{server}/tokens")
+    assert created not in page.content()  # shown once
+    row = page.locator("tr", has_text="notebook")
+    expect(row).to_contain_text("just now")  # used a moment ago
+    row.get_by_role("button", name="Revoke").click()
+    expect(page.locator("tr", has_text="notebook")).to_contain_text("revoked")
+    assert httpx.get(f"{server}{API}/projects", headers=bearer).status_code == 401
+
+    # Revoking the token this browser signed in with signs it out.
+    page.locator("tr", has_text="laptop").get_by_role("button", name="Revoke").click()
+    expect(page).to_have_url(f"{server}/login?next=%2Ftokens")
+
+
+def test_a_form_posted_from_another_site_is_refused_and_changes_nothing(
+    app, server, browser, researcher
+):
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in(page, server)
+    expect(page).to_have_url(f"{server}/")
+    # A page of another origin (about:blank here) posts the create form, without a token.
+    page.goto("about:blank")
+    page.set_content(
+        f'<form method="post" action="{server}/projects">'
+        '<input name="name" value="planted"><button>Send</button></form>'
+    )
+    with page.expect_response(f"{server}/projects") as posted:
+        page.get_by_role("button", name="Send").click()
+    assert posted.value.status == 403
+    page.goto(server)
+    expect(page.get_by_text("No projects yet")).to_be_visible()
+
+    # With the browser's own session cookie but no token (a script on another site
+    # cannot read the page to get it): refused too, through the API as through forms.
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    with httpx.Client(base_url=server, cookies=cookies) as stolen:
+        assert stolen.post("/projects", data={"name": "planted"}).status_code == 403
+        assert stolen.post(f"{API}/projects", json={"name": "planted"}).status_code == 403
+        assert stolen.get(f"{API}/projects").json() == []
+
+
+def test_hostile_names_and_texts_render_as_text_on_every_page(
+    app, live_server, browser, researcher, tmp_path
+):
+    server = live_server
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="ada@lab.example")
+    bearer = {"Authorization": f"Bearer {token}"}
+    name = "<script>window.pwned = 1</script>Study"
+    project = httpx.post(
+        f"{server}{API}/projects", headers=bearer, json={"name": name, "description": name}
+    ).json()
+    pid = project["id"]
+    hostile = {
+        "xss": "<img src=x onerror=alert(1)>",
+        'k" hx-get="logout" hx-trigger="load': "plain",
+        "<b>third": "<b>bold</b>",
+    }
+    rows = [
+        f'"{key.replace(chr(34), chr(34) * 2)}","{text}","<i>x</i>"'
+        for key, text in hostile.items()
+    ]
+    rows += [f"n{i},item {i},{'<i>x</i>' if i % 2 else 'y'}" for i in range(9)]
+    items = "key,text,label\n" + "\n".join(rows) + "\n"
+    uploaded = httpx.post(
+        f"{server}{API}/projects/{pid}/items",
+        headers=bearer,
+        files={"file": ("<i>f</i>.csv", items)},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    keys = list(hostile) + [f"n{i}" for i in range(9)]
+    triplets = [(keys[i], keys[(i + 1) % 12], keys[(i + 5) % 12]) for i in range(12)] * 5
+    body = [list(t) for t in triplets]
+    assert (
+        httpx.post(
+            f"{server}{API}/projects/{pid}/triplets",
+            headers=bearer,
+            files={"file": ("t.json", json.dumps(body))},
+        ).status_code
+        == 201
+    )
+    model = httpx.post(
+        f"{server}{API}/projects/{pid}/models",
+        headers=bearer,
+        json={"name": "<svg onload=alert(2)>", "kind": "tete", "params": {"max_iter": 50}},
+    ).json()
+    joined = httpx.post(
+        f"{server}{API}/rate/{httpx.get(f'{server}{API}/projects/{pid}/rating', headers=bearer).json()['public_slug']}/raters",
+        json={"participant": "<script>alert(3)</script>"},
+    )
+    assert joined.status_code == 201
+
+    page = browser.new_page(viewport=DESKTOP)
+    seen = watch(page)
+    sign_in(page, server)
+    for _ in range(100):  # the model's first fit, in the worker
+        if httpx.get(f"{server}{API}/projects/{pid}/models/{model['id']}", headers=bearer).json()[
+            "serving"
+        ]:
+            break
+        page.wait_for_timeout(200)
+    pages = [
+        "/",
+        f"/projects/{pid}",
+        f"/projects/{pid}/uploads",
+        f"/projects/{pid}/settings",
+        f"/projects/{pid}/raters",
+        f"/projects/{pid}/builds",
+        f"/projects/{pid}/models",
+        f"/projects/{pid}/downloads",
+        f"/projects/{pid}/preview",
+        "/tokens",
+    ]
+    for path in pages:
+        page.goto(f"{server}{path}")
+        page.wait_for_load_state("networkidle")
+        assert page.evaluate("window.pwned") is None
+    for _ in range(60):  # the preview draws three of 12 items at random: see the hostile one
+        page.goto(f"{server}/projects/{pid}/preview")
+        if page.get_by_text("<img src=x onerror=alert(1)>").count():
+            break
+    expect(page.get_by_text("<img src=x onerror=alert(1)>")).to_be_visible()
+    page.goto(f"{server}/projects/{pid}/raters")
+    expect(page.get_by_text("<script>alert(3)</script>")).to_be_visible()
+    page.goto(f"{server}/projects/{pid}/models")
+    expect(page.get_by_text("<svg onload=alert(2)>")).to_be_visible()
+    page.goto(f"{server}/projects/{pid}/uploads")
+    expect(page.get_by_text("<i>f</i>.csv")).to_be_visible()
+
+    page.goto(f"{server}/projects/{pid}/models/{model['id']}/embedding")
+    until(page, "document.getElementById('embedding').dataset.drawnMs !== undefined", 30)
+    texts = set()
+    series = page.evaluate(
+        "echarts.getInstanceByDom(document.getElementById('scatter')).getOption().series.length"
+    )
+    assert series == 2  # labels "<i>x</i>" and "y", as legend text
+    for index in range(6):
+        x, y = point_on_scatter(page, index)
+        page.mouse.move(x, y)
+        page.wait_for_timeout(50)
+        texts.add(page.locator("#item-card").inner_text())
+    assert any("<i>x</i>" in text for text in texts)
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "workspace-hostile-desktop.png"))
+    assert page.evaluate("window.pwned") is None
+    assert seen["dialogs"] == []
+    strays = [
+        url
+        for url in seen["requests"]
+        if not url.startswith(server) or urlsplit(url).path.endswith(("logout", "/x"))
+    ]
+    assert strays == []
+
+
+def test_the_api_docs_work_offline(server, browser, tmp_path):
+    page = browser.new_page(viewport=DESKTOP)
+    outside: list[str] = []
+    errors: list[str] = []
+
+    def only_here(route):
+        if route.request.url.startswith(server) or route.request.url.startswith(("data:", "blob:")):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_here)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{server}/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Closer")
+    expect(page.locator(".opblock-tag-section").first).to_be_visible()
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "api-docs-swagger.png"))
+    page.goto(f"{server}/redoc")
+    expect(page.locator("h1", has_text="Closer")).to_be_visible(timeout=20_000)
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "api-docs-redoc.png"))
+    assert outside == []
+    # ReDoc's sidebar always asks for its maker's logo from cdn.redoc.ly: the policy
+    # blocks it before any request leaves, and ReDoc hides the image. Nothing else.
+    blocked = [e for e in errors if "Content Security Policy" in e]
+    assert [e for e in blocked if "cdn.redoc.ly/redoc/logo-mini.svg" not in e] == []
+    spec = json.loads(httpx.get(f"{server}/openapi.json").text)
+    assert spec["info"]["title"] == "Closer"
+
+
+def test_uploads_settings_and_raters_are_run_from_their_pages(
+    app, server, browser, researcher, tmp_path
+):
+    shots = screenshots_dir(tmp_path)
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in(page, server)
+    page.get_by_label("Name", exact=True).fill("Shapes")
+    page.get_by_role("button", name="Create project").click()
+    project_id = int(page.url.rsplit("/", 1)[1])
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="ada@lab.example")
+    bearer = {"Authorization": f"Bearer {token}"}
+
+    # Items with two mistakes: each is listed with its row and column, nothing stored.
+    page.get_by_role("link", name="Uploads").click()
+    items_form = page.locator("form[data-upload]").first
+    bad = tmp_path / "shapes.csv"
+    bad.write_text("key,label\ncircle,round\ncircle,round\n,angular\nsquare,angular\n")
+    items_form.locator("input[type=file]").set_input_files(bad)
+    items_form.get_by_role("button", name="Upload items").click()
+    problems = items_form.locator("table.problems tbody tr")
+    expect(problems).to_have_count(2)
+    expect(problems.first).to_contain_text("shapes.csv")
+    expect(problems.first.locator("td").nth(1)).to_have_text("3")
+    expect(problems.first.locator("td").nth(2)).to_have_text("key")
+    page.screenshot(path=str(shots / "workspace-uploads-rejected-desktop.png"), full_page=True)
+    listed = httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).json()
+    assert listed["item_count"] == 0
+    good = tmp_path / "shapes-fixed.csv"
+    good.write_text("key,label\ncircle,round\noval,round\nsquare,angular\ntriangle,angular\n")
+    items_form.locator("input[type=file]").set_input_files(good)
+    items_form.get_by_role("button", name="Upload items").click()
+    expect(items_form.locator(".success")).to_contain_text("Stored 4 items")
+    expect(page.locator("#recent-uploads tbody tr").first).to_contain_text("shapes-fixed.csv")
+    triplets_form = page.locator("form[data-upload]").nth(1)
+    # A messy log: with "skip bad rows", the good rows are stored and the rest listed.
+    messy = tmp_path / "messy.csv"
+    messy.write_text(
+        "anchor,closer,farther\n# from the pilot\ncircle,oval,zebra\noval,circle,square\n"
+    )
+    triplets_form.locator("input[type=file]").set_input_files(messy)
+    triplets_form.get_by_label("Skip bad rows").check()
+    triplets_form.get_by_role("button", name="Upload triplets").click()
+    expect(triplets_form.locator(".success")).to_contain_text("Stored 1 triplets")
+    expect(triplets_form.locator(".warning")).to_contain_text("1 row left out")
+    expect(triplets_form.locator("table.skipped tbody tr")).to_have_count(1)
+    expect(triplets_form.locator("table.skipped tbody tr td").nth(1)).to_have_text("3")
+    triplets_form.get_by_label("Skip bad rows").uncheck()
+    triplets = tmp_path / "answers.csv"
+    triplets.write_text("anchor,closer,farther\ncircle,oval,square\nsquare,triangle,oval\n")
+    triplets_form.locator("input[type=file]").set_input_files(triplets)
+    triplets_form.get_by_role("button", name="Upload triplets").click()
+    expect(triplets_form.locator(".success")).to_contain_text("Stored 2 triplets")
+    assert (
+        httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).json()["triplet_count"]
+        == 3
+    )
+    page.set_viewport_size(PHONE)
+    page.screenshot(path=str(shots / "workspace-uploads-phone.png"), full_page=True)
+    page.set_viewport_size(DESKTOP)
+
+    # Settings: the form refuses what the API refuses, field by field.
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("Answers per rater").fill("many")
+    page.get_by_label("Redirect when done").fill("ftp://example.org")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.locator("#answers_per_rater-error")).to_be_visible()
+    expect(page.locator("#completion_url-error")).to_be_visible()
+    page.get_by_label("Answers per rater").fill("25")
+    page.get_by_label("Redirect when done").fill("https://app.prolific.com/submissions/complete")
+    page.get_by_label("Share of random triplets").fill("0.7")
+    page.get_by_label("Share of attention checks").fill("0.5")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_role("alert")).to_contain_text("random_share + attention_rate")
+    page.get_by_label("Share of attention checks").fill("0.1")
+    page.get_by_label("Offer “Can’t tell”").check()
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_text("Saved")).to_be_visible()
+    page.screenshot(path=str(shots / "workspace-settings-desktop.png"), full_page=True)
+    rating = httpx.get(f"{server}{API}/projects/{project_id}/rating", headers=bearer).json()
+    assert rating["answers_per_rater"] == 25 and rating["allow_cant_tell"] is True
+    assert rating["random_share"] == 0.7 and rating["attention_rate"] == 0.1
+    assert rating["completion_url"] == "https://app.prolific.com/submissions/complete"
+
+    # Raters: join two, exclude one from the table, and the API says so too.
+    for participant in ("p-one", "p-two"):
+        joined = httpx.post(
+            f"{server}{API}/rate/{rating['public_slug']}/raters", json={"participant": participant}
+        )
+        assert joined.status_code == 201, joined.text
+    page.get_by_role("link", name="Raters").click()
+    row = page.locator("tr", has_text="p-two")
+    expect(row).to_contain_text("Counted")
+    row.get_by_role("button", name="Exclude").click()
+    expect(page.locator("tr", has_text="p-two")).to_contain_text("Excluded")
+    page.screenshot(path=str(shots / "workspace-raters-desktop.png"), full_page=True)
+    listed = httpx.get(f"{server}{API}/projects/{project_id}/raters", headers=bearer).json()
+    assert {r["external_id"]: r["excluded"] for r in listed} == {"p-one": False, "p-two": True}
+    page.get_by_role("link", name="Answers", exact=True).click()  # sort by answers
+    expect(page.locator("th a[aria-sort]")).to_contain_text("Answers")
+    page.locator("tr", has_text="p-two").get_by_role("button", name="Include").click()
+    expect(page.locator("tr", has_text="p-two")).to_contain_text("Counted")
+    listed = httpx.get(f"{server}{API}/projects/{project_id}/raters", headers=bearer).json()
+    assert not any(r["excluded"] for r in listed)
+
+
+@pytest.fixture
+def live_server(settings):
+    """The service with its worker in-process, as `closer serve` runs on the embedded
+    default: builds step and models fit while the test watches."""
+    from tests.support.browser import serve_in_thread
+
+    with serve_in_thread(
+        settings.model_copy(update={"worker_in_process": True, "worker_poll_seconds": 0.1})
+    ) as url:
+        yield url
+
+
+def _clusters_csv(n: int = 60) -> str:
+    """Three clusters of points in the plane: labels, 2-D features, a test split."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    centres = {"red": (0, 0), "green": (6, 0), "blue": (3, 5)}
+    lines = ["key,label,split,features"]
+    for i in range(n):
+        name = list(centres)[i % 3]
+        x, y = np.array(centres[name]) + rng.normal(0, 0.8, 2)
+        split = "test" if i >= n - 9 else "train"
+        lines.append(f"p{i},{name},{split},{x:.3f} {y:.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
+    app, live_server, browser, researcher, tmp_path
+):
+    import subprocess
+    import sys
+
+    server = live_server
+    shots = screenshots_dir(tmp_path)
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in(page, server)
+    page.get_by_label("Name", exact=True).fill("Clusters")
+    page.get_by_role("button", name="Create project").click()
+    project_id = int(page.url.rsplit("/", 1)[1])
+
+    page.get_by_role("link", name="Uploads").click()
+    items_form = page.locator("form[data-upload]").first
+    broken = tmp_path / "points.csv"
+    broken.write_text(_clusters_csv().replace("p7,", "p6,", 1))
+    items_form.locator("input[type=file]").set_input_files(broken)
+    items_form.get_by_role("button", name="Upload items").click()
+    expect(items_form.locator("table.problems tbody tr")).to_have_count(1)
+    fixed = tmp_path / "points-fixed.csv"
+    fixed.write_text(_clusters_csv())
+    items_form.locator("input[type=file]").set_input_files(fixed)
+    items_form.get_by_role("button", name="Upload items").click()
+    expect(items_form.locator(".success")).to_contain_text("Stored 60 items")
+
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("Answers per rater").fill("0")
+    page.get_by_label("Share of attention checks").fill("0")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_text("Saved")).to_be_visible()
+
+    page.get_by_role("link", name="Models").click()
+    page.get_by_label("Name", exact=True).fill("map")
+    page.get_by_label("Kind").select_option("tete")
+    page.get_by_label("Parameters").fill('{"max_iter": 200}')
+    page.get_by_label("Answers before the first automatic fit").fill("60")
+    page.get_by_role("button", name="Create and train").click()
+    expect(page.locator("#model-1")).to_contain_text("map")
+
+    page.get_by_role("link", name="Builds").click()
+    page.get_by_label("Trees").fill("3")
+    page.get_by_label("Seed (optional)").fill("0")
+    page.get_by_role("button", name="Start build").click()
+    expect(page.locator(".build")).to_have_count(1)
+    build_id = int(page.locator(".build").first.get_attribute("id").split("-")[1])
+    bar = page.locator(".build .overall progress")
+    before = float(bar.get_attribute("value"))
+    page.screenshot(path=str(shots / "workspace-builds-start-desktop.png"), full_page=True)
+
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="ada@lab.example")
+    crowd = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "simulate",
+            "--project",
+            str(project_id),
+            "--token",
+            token,
+            "--url",
+            server,
+            "--raters",
+            "4",
+            "--think-time",
+            "0.05",
+            "--noise",
+            "0.05",
+            "--build",
+            str(build_id),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # The bar moves by itself (htmx refreshes the list every 2 s).
+        until(
+            page,
+            f"Number(document.querySelector('.build .overall progress').value) > {before}",
+            seconds=90,
+        )
+        moved = float(bar.get_attribute("value"))
+        assert moved > before
+        expect(page.locator(".build .needed")).to_contain_text("~")
+        page.screenshot(path=str(shots / "workspace-builds-running-desktop.png"), full_page=True)
+        page.set_viewport_size(PHONE)
+        page.screenshot(path=str(shots / "workspace-builds-phone.png"), full_page=True)
+        page.set_viewport_size(DESKTOP)
+        expect(page.locator(".build").first).to_have_attribute(
+            "data-status", "complete", timeout=180_000
+        )
+        assert crowd.wait(timeout=60) == 0
+    finally:
+        if crowd.poll() is None:
+            crowd.kill()
+
+    # The model refit on the answers: a learning curve, and its embedding.
+    page.get_by_role("link", name="Models").click()
+    page.get_by_role("button", name="Train now").click()
+    until(page, "document.querySelector('#model-1 [data-chart]')?.dataset.drawn === '1'", 120)
+    page.screenshot(path=str(shots / "workspace-models-desktop.png"), full_page=True)
+    page.set_viewport_size(PHONE)
+    page.screenshot(path=str(shots / "workspace-models-phone.png"), full_page=True)
+    page.set_viewport_size(DESKTOP)
+    page.get_by_role("link", name="Embedding").click()
+    until(page, "document.getElementById('embedding').dataset.drawnMs !== undefined", 30)
+    shown = page.evaluate("document.getElementById('embedding-status').textContent")
+    assert "60 items" in shown
+    x, y = point_on_scatter(page, 0)
+    page.mouse.move(x, y)
+    expect(page.locator("#item-card .key")).to_have_text(re.compile(r"^p\d+$"))
+    page.mouse.click(x, y)
+    expect(page.locator("#item-card ol.neighbours li")).to_have_count(8)
+    page.screenshot(path=str(shots / "workspace-embedding-desktop.png"))
+    page.set_viewport_size(PHONE)
+    page.screenshot(path=str(shots / "workspace-embedding-phone.png"), full_page=True)
+    page.set_viewport_size(DESKTOP)
+
+    # A rater excluded from the table; the counted answers leave theirs out.
+    page.get_by_role("link", name="Raters").click()
+    first = page.locator("table.raters tbody tr").first
+    expect(first.locator("td").nth(2)).to_have_text(re.compile(r"^\d+\.\d s$"))  # median time
+    excluded_id = first.locator(".rater-id").text_content()
+    first.get_by_role("button", name="Exclude").click()
+    expect(page.locator("tr", has_text=excluded_id)).to_contain_text("Excluded")
+
+    bearer = {"Authorization": f"Bearer {token}"}
+    api_export = httpx.get(
+        f"{server}{API}/projects/{project_id}/triplets/export?format=csv", headers=bearer
+    ).text
+    page.get_by_role("link", name="Downloads").click()
+    page.screenshot(path=str(shots / "workspace-downloads-desktop.png"), full_page=True)
+    with page.expect_download() as downloading:
+        page.get_by_role("button", name="Download answers").click()
+    downloaded = Path(downloading.value.path()).read_text(encoding="utf-8")
+    assert downloaded == api_export and downloaded.count("\n") > 100
+    page.get_by_label("Raters").select_option("counted")
+    with page.expect_download() as downloading:
+        page.get_by_role("button", name="Download answers").click()
+    counted = Path(downloading.value.path()).read_text(encoding="utf-8")
+    assert excluded_id not in counted and counted.count("\n") < downloaded.count("\n")
+
+    # Every page, at desktop and phone size, light and dark: kept as artifacts, and none
+    # scrolls sideways on a phone.
+    pages = {
+        "projects": "/",
+        "tokens": "/tokens",
+        "overview": f"/projects/{project_id}",
+        "uploads": f"/projects/{project_id}/uploads",
+        "settings": f"/projects/{project_id}/settings",
+        "raters": f"/projects/{project_id}/raters",
+        "builds": f"/projects/{project_id}/builds",
+        "models": f"/projects/{project_id}/models",
+        "embedding": f"/projects/{project_id}/models/1/embedding",
+        "downloads": f"/projects/{project_id}/downloads",
+        "preview": f"/projects/{project_id}/preview",
+    }
+    dark = browser.new_page(viewport=DESKTOP, color_scheme="dark")
+    dark.context.add_cookies(page.context.cookies())
+    refused: list[str] = []  # what the pages' Content-Security-Policy had to block
+    for watched in (page, dark):
+        watched.on(
+            "console",
+            lambda m: (
+                refused.append(m.text)
+                if m.type == "error" and ("Content Security Policy" in m.text or "Eval" in m.text)
+                else None
+            ),
+        )
+    for name, path in pages.items():
+        for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+            page.set_viewport_size(viewport)
+            page.goto(f"{server}{path}")
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=str(shots / f"every-{name}-{size}.png"), full_page=True)
+            if size == "phone":
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= PHONE["width"], f"{name} scrolls sideways on a phone ({width}px)"
+        dark.goto(f"{server}{path}")
+        dark.wait_for_load_state("networkidle")
+        dark.screenshot(path=str(shots / f"every-{name}-dark.png"), full_page=True)
+    assert refused == []
+
+
+def test_a_project_is_downloaded_whole_and_created_again_in_two_clicks(
+    app, server, browser, researcher, tmp_path
+):
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in(page, server)
+    page.get_by_label("Name", exact=True).fill("Pilot")
+    page.get_by_role("button", name="Create project").click()
+    project_id = int(page.url.rsplit("/", 1)[1])
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="ada@lab.example")
+    bearer = {"Authorization": f"Bearer {token}"}
+    items = "key,label\n" + "\n".join(f"k{i},{i % 2}" for i in range(6))
+    httpx.post(
+        f"{server}{API}/projects/{project_id}/items",
+        headers=bearer,
+        files={"file": ("items.csv", items)},
+    )
+    httpx.post(
+        f"{server}{API}/projects/{project_id}/triplets",
+        headers=bearer,
+        files={"file": ("t.csv", "anchor,closer,farther\nk0,k2,k1\nk1,k3,k0\n")},
+    )
+    page.reload()
+    with page.expect_download() as downloading:
+        page.get_by_role("link", name="Download the whole project").click()
+    archive = tmp_path / "pilot.zip"
+    downloading.value.save_as(archive)
+
+    page.get_by_role("link", name="Projects").click()
+    page.locator("summary", has_text="From a project archive").click()
+    page.get_by_label("Archive").set_input_files(archive)
+    page.get_by_role("button", name="Create from archive").click()
+    expect(page.get_by_role("heading", name="Pilot")).to_be_visible()
+    copy_id = int(page.url.rsplit("/", 1)[1])
+    assert copy_id != project_id
+    expect(page.locator(".figures dd").nth(0)).to_have_text("6")
+    expect(page.locator(".figures dd").nth(1)).to_have_text("2")
+
+    page.get_by_role("link", name="Projects").click()
+    page.locator("summary", has_text="From a project archive").click()
+    not_an_archive = tmp_path / "notes.zip"
+    not_an_archive.write_text("not a zip")
+    page.get_by_label("Archive").set_input_files(not_an_archive)
+    page.get_by_role("button", name="Create from archive").click()
+    expect(page.get_by_role("alert")).to_contain_text("nothing was created")
+    expect(page.locator("ul.problems li")).to_contain_text("not a ZIP archive")
+    expect(page.locator("table.projects tbody tr")).to_have_count(2)
+
+
+def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
+    app, server, browser, researcher
+):
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in(page, server)
+    page.get_by_label("Name", exact=True).fill("Controls")
+    page.get_by_role("button", name="Create project").click()
+    project_id = int(page.url.rsplit("/", 1)[1])
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="ada@lab.example")
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert (
+        httpx.post(
+            f"{server}{API}/projects/{project_id}/items",
+            headers=bearer,
+            files={"file": ("points.csv", _clusters_csv(30))},
+        ).status_code
+        == 201
+    )
+    page.get_by_role("link", name="Builds").click()
+    page.get_by_label("Trees").fill("none")
+    page.get_by_role("button", name="Start build").click()
+    expect(page.locator("#n_trees-error")).to_be_visible()
+    page.get_by_label("Trees").fill("2")
+    page.get_by_role("button", name="Start build").click()
+    build = page.locator(".build").first
+    expect(build).to_have_attribute("data-status", "running")
+    for action, status in (("Pause", "paused"), ("Resume", "running"), ("Cancel", "cancelled")):
+        build.get_by_role("button", name=action).click()
+        expect(page.locator(".build").first).to_have_attribute("data-status", status)
+    builds = httpx.get(f"{server}{API}/projects/{project_id}/builds", headers=bearer).json()
+    assert [b["status"] for b in builds] == ["cancelled"]
+
+    page.get_by_role("link", name="Models").click()
+    page.get_by_label("Name", exact=True).fill("bad")
+    page.get_by_label("Parameters").fill("{n_components: 2")
+    page.get_by_role("button", name="Create and train").click()
+    expect(page.locator("#params-error")).to_contain_text("not JSON")
+    page.get_by_label("Parameters").fill('{"n_components": 0}')
+    page.get_by_role("button", name="Create and train").click()
+    expect(page.get_by_role("alert")).to_contain_text("n_components")
+    page.get_by_label("Parameters").fill('{"n_components": 2}')
+    page.get_by_role("button", name="Create and train").click()
+    card = page.locator(".model", has_text="bad")
+    expect(card).to_contain_text("queued")  # no worker here: it waits
+    card.get_by_role("button", name="Cancel fit").click()
+    expect(page.locator(".model", has_text="bad")).to_contain_text("cancelled")
+    models = httpx.get(f"{server}{API}/projects/{project_id}/models", headers=bearer).json()
+    assert models[0]["latest"]["status"] == "cancelled"

@@ -1,0 +1,81 @@
+"""Pages in a real browser: Debian's Chromium through Playwright, against the service
+served by uvicorn on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+from playwright.sync_api import sync_playwright
+
+from app.main import create_app
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def chromium_path() -> str:
+    found = os.environ.get("CLOSER_CHROMIUM") or shutil.which("chromium")
+    if not found:
+        raise RuntimeError("Chromium not found: 'apt-get install chromium' (scripts/test does)")
+    return found
+
+
+@contextmanager
+def serve_in_thread(settings) -> Iterator[str]:
+    """The service on a free loopback port, served by uvicorn in a thread: an app of its
+    own over the given database, as a deployment runs it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    served = create_app(settings)
+    config = uvicorn.Config(served, host="127.0.0.1", port=port, log_level="warning")
+    runner = uvicorn.Server(config)
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not runner.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        runner.should_exit = True
+        thread.join(timeout=10)
+        served.state.engine.dispose()
+
+
+@pytest.fixture
+def server(settings):
+    with serve_in_thread(settings) as url:
+        yield url
+
+
+@pytest.fixture
+def browser():
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def screenshots_dir(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("CLOSER_SCREENSHOTS", tmp_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def until(page, expression: str, seconds: float = 15.0) -> None:
+    """Wait until `expression` holds in the page. Page.wait_for_function evaluates its
+    text with eval, which the pages' Content-Security-Policy refuses, as it should."""
+    deadline = time.monotonic() + seconds
+    while not page.evaluate(f"() => Boolean({expression})"):
+        assert time.monotonic() < deadline, f"still not true: {expression}"
+        time.sleep(0.02)
