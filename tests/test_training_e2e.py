@@ -220,9 +220,15 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
                 .embedding_
             )
         knn = KNeighborsClassifier(5).fit(embedding[train], truth[train])
+        # Five neighbours over ten digits often split 2-2-1: a tie is no label, where
+        # scikit-learn's predict would name the class that sorts first.
+        votes = knn.predict_proba(embedding[unlabelled])
+        tied = (votes == votes.max(axis=1, keepdims=True)).sum(axis=1) > 1
+        offline_tete = knn.classes_[votes.argmax(axis=1)].astype(object)
+        offline_tete[tied] = None
         served_tete = served_labels(models["tete"])
-        assert list(served_tete) == list(knn.predict(embedding[unlabelled]))
-        figures["tete"] = (served_tete, knn.predict(embedding[unlabelled]))
+        assert list(served_tete) == list(offline_tete)
+        figures["tete"] = (served_tete, offline_tete)
         accuracy = {}
         for kind, (service_labels, offline_labels) in figures.items():
             right = truth[unlabelled]

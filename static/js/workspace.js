@@ -62,7 +62,8 @@ function drawCharts(root) {
       const series = JSON.parse(element.dataset.series || "[]");
       option = {
         grid: { left: 48, right: 16, top: 36, bottom: 44 },
-        legend: { top: 0 },
+        // One scrolling row: a legend that wraps on a phone would run into the plot.
+        legend: { top: 0, type: "scroll" },
         tooltip: { trigger: "axis", valueFormatter: (value) => (typeof value === "number" ? value.toFixed(3) : value) },
         xAxis: { type: "value", name: element.dataset.xName || "", nameLocation: "middle", nameGap: 28, scale: true },
         yAxis: { type: "value", min: 0, max: 1 },
