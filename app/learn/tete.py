@@ -10,11 +10,13 @@ and of the paper; ``kernel_t="same"`` uses ``t`` for both, as the authors' code 
 
 from __future__ import annotations
 
+import time
 from numbers import Integral, Real
 
 import numpy as np
-from numba import njit
+from numba import get_num_threads, njit, prange
 from sklearn.base import BaseEstimator
+from sklearn.model_selection import KFold
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -89,13 +91,12 @@ def _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable):
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _loss_and_gradient_student(Y, triplets, weights, t, gradient, movable):
-    """`_loss_and_gradient` for the Student-t kernel (k = 2), in 2-D or more: there
-    q_aq/q_ap = (1 + d_ap)/(1 + d_aq) and q^(k-1) = q, so no logs or exps are needed for
-    t = 1 or t = 2 and one of each otherwise. A pass over 1M triplets is the hot loop."""
+def _student_rows(Y, triplets, weights, t, gradient, movable, start, stop):
+    """`_loss_and_gradient` for the Student-t kernel (k = 2) over rows start..stop, in 2-D
+    or more: there q_aq/q_ap = (1 + d_ap)/(1 + d_aq) and q^(k-1) = q, so no logs or exps
+    are needed for t = 1 or t = 2 and one power otherwise. This is the hot loop."""
     total = 0.0
-    gradient[:] = 0.0
-    for row in range(triplets.shape[0]):
+    for row in range(start, stop):
         a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
         if not (movable[a] or movable[p] or movable[q]):
             continue
@@ -112,30 +113,100 @@ def _loss_and_gradient_student(Y, triplets, weights, t, gradient, movable):
             total += w * ratio / one_plus
             c = w * ratio / (one_plus * one_plus)
         else:
-            log_one_plus = np.log(one_plus)
-            total += w * (np.exp((1.0 - t) * log_one_plus) - 1.0) / (1.0 - t)
-            c = w * ratio * np.exp(-t * log_one_plus)
+            tempered = one_plus**-t  # (1 + l)^-t, and (1 + l)^(1-t) = (1 + l)·that
+            total += w * (one_plus * tempered - 1.0) / (1.0 - t)
+            c = w * ratio * tempered
         g_ap = 2.0 * c * q_ap
         g_aq = -2.0 * c * q_aq
         _scatter(Y, gradient, a, p, q, g_ap, g_aq)
     return total
 
 
+@njit(cache=True, nogil=True)
+def _loss_and_gradient_student(Y, triplets, weights, t, gradient, movable):
+    gradient[:] = 0.0
+    return _student_rows(Y, triplets, weights, t, gradient, movable, 0, triplets.shape[0])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _loss_and_gradient_student_parallel(Y, triplets, weights, t, gradient, movable, chunks):
+    """The same over `chunks` slices of the triplets at once, each into a gradient of
+    its own, added up in a fixed order (the same result for the same number of chunks)."""
+    m = triplets.shape[0]
+    size = (m + chunks - 1) // chunks
+    partial = np.zeros((chunks, Y.shape[0], Y.shape[1]))
+    totals = np.zeros(chunks)
+    for chunk in prange(chunks):
+        start = min(chunk * size, m)
+        stop = min(start + size, m)
+        totals[chunk] = _student_rows(
+            Y, triplets, weights, t, partial[chunk], movable, start, stop
+        )
+    gradient[:] = 0.0
+    for chunk in range(chunks):
+        gradient += partial[chunk]
+    return totals.sum()
+
+
+# Below this many triplets a pass is too short for threads to pay.
+PARALLEL_FROM = 20_000
+
+
 def loss_and_gradient(Y, triplets, weights, t, k, gradient, movable) -> float:
     """Total loss; its gradient goes into `gradient` (rows with `movable` only)."""
     if k == 2.0:
+        chunks = get_num_threads()
+        if chunks > 1 and len(triplets) >= PARALLEL_FROM:
+            return _loss_and_gradient_student_parallel(
+                Y, triplets, weights, t, gradient, movable, chunks
+            )
         return _loss_and_gradient_student(Y, triplets, weights, t, gradient, movable)
     return _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable)
 
 
+@njit(cache=True, nogil=True)
+def _violated_share(Y, triplets):
+    """triplet_error without the checks and temporaries: the stopping rule's measure."""
+    wrong = 0.0
+    for row in range(triplets.shape[0]):
+        d_ap, d_aq = _squared_distances(Y, triplets[row, 0], triplets[row, 1], triplets[row, 2])
+        if d_ap > d_aq:
+            wrong += 1.0
+        elif d_ap == d_aq:
+            wrong += 0.5
+    return wrong / max(triplets.shape[0], 1)
+
+
+# The error-based stopping rule looks every CHECK_EVERY steps, on at most CHECK_ROWS
+# triplets (evenly strided), and wants the error down by ERROR_TOL to count as progress.
+CHECK_EVERY = 10
+CHECK_ROWS = 200_000
+ERROR_TOL = 1e-4
+
+
 def _descend(
-    Y, triplets, weights, t, k, movable, max_iter, patience, tol, step_scale, callback=None
+    Y,
+    triplets,
+    weights,
+    t,
+    k,
+    movable,
+    max_iter,
+    patience,
+    tol,
+    step_scale,
+    callback=None,
+    n_iter_no_change=None,
+    watch=None,
 ):
     """The authors' optimiser: full-batch steps of eta·n/m, eta ×1.01 after a step that
     lowered the loss and ×0.5 after one that did not; keeps the best embedding. Stops
-    once the best loss improved by less than `tol` (relative) over the last 10 steps, or
-    after `patience` steps in a row that did not lower it: converged. Returns the
-    embedding, the loss curve and whether it converged before `max_iter` steps."""
+    (converged) once the best loss improved by less than `tol` (relative) over the last
+    10 steps, after `patience` steps in a row that did not lower it, or once the triplet
+    error on `watch` (the training triplets unless given) has not fallen by ERROR_TOL in
+    `n_iter_no_change` steps: on human answers the loss creeps down long after the
+    ordering it encodes has settled. Returns the embedding, the loss curve and whether it
+    converged before `max_iter` steps."""
     gradient = np.zeros_like(Y)
     movable_rows = movable.astype(np.bool_)
     eta = 2.0
@@ -145,6 +216,10 @@ def _descend(
     curve = []
     stale = 0
     best_before = []
+    if n_iter_no_change:
+        watch = triplets if watch is None else watch
+        watch = watch[:: max(1, len(watch) // CHECK_ROWS)]
+        best_error, best_error_step = np.inf, 0
     for _ in range(max_iter):
         loss = loss_and_gradient(Y, triplets, weights, t, k, gradient, movable_rows)
         curve.append(loss)
@@ -155,6 +230,12 @@ def _descend(
         best_before.append(best_loss)
         if len(best_before) > 10 and best_before[-11] - best_loss <= tol * abs(best_loss):
             return best_Y, np.array(curve), True
+        if n_iter_no_change and len(curve) % CHECK_EVERY == 0:
+            error = _violated_share(Y, watch)
+            if error < best_error - ERROR_TOL:
+                best_error, best_error_step = error, len(curve)
+            elif len(curve) - best_error_step >= n_iter_no_change:
+                return best_Y, np.array(curve), True
         if loss < previous:
             eta *= 1.01
             stale = 0
@@ -191,6 +272,7 @@ def _lbfgs(Y, triplets, weights, t, k, movable, max_iter, callback=None):
 
 
 OPTIMIZERS = ("gd", "lbfgs")
+AUTO = "auto"
 
 
 def _check_fit_params(
@@ -200,10 +282,15 @@ def _check_fit_params(
         raise ValueError(
             f"optimizer must be 'gd' (the authors' rule) or 'lbfgs'; got {optimizer!r}"
         )
-    if not isinstance(n_components, Integral) or n_components < 1:
-        raise ValueError(f"n_components must be a positive integer; got {n_components!r}")
-    if t is not None and (not isinstance(t, Real) or not 1 <= t <= 3):
-        raise ValueError(f"t must be a number in [1, 3] or None (the authors' default); got {t!r}")
+    if n_components != AUTO and (not isinstance(n_components, Integral) or n_components < 1):
+        raise ValueError(
+            f"n_components must be a positive integer or 'auto'; got {n_components!r}"
+        )
+    if t is not None and t != AUTO and (not isinstance(t, Real) or not 1 <= t <= 3):
+        raise ValueError(
+            f"t must be a number in [1, 3], 'auto' (chosen by cross-validation) or None "
+            f"(the authors' default); got {t!r}"
+        )
     if kernel_t != "same" and (not isinstance(kernel_t, Real) or not 1 <= kernel_t <= 3):
         raise ValueError(f"kernel_t must be a number in [1, 3] or 'same'; got {kernel_t!r}")
     if not isinstance(max_iter, Integral) or max_iter < 1:
@@ -214,43 +301,74 @@ def _check_fit_params(
         raise ValueError(f"tol must be a non-negative number; got {tol!r}")
 
 
+def _check_candidates(name: str, values, low: float, high: float, integral: bool) -> tuple:
+    values = tuple(values)
+    kind = Integral if integral else Real
+    if not values or any(not isinstance(v, kind) or not low <= v <= high for v in values):
+        raise ValueError(f"{name} must be a non-empty list of numbers in [{low}, {high}]")
+    return tuple(sorted(set(values)))
+
+
 class TETE(BaseEstimator):
     """t-Exponential Triplet Embedding.
 
     Parameters
     ----------
-    n_components : dimension of the embedding.
-    t : loss temperature; None is the authors' ``min(1.45 + 1.1/n_components, 2)``;
-        1 is t-STE.
+    n_components : dimension of the embedding, or "auto": the smallest of
+        `dimension_candidates` whose cross-validated held-out error is within one
+        standard error of the best (a simpler map that explains the answers as well).
+    t : loss temperature: a number in [1, 3] (1 is t-STE, 2 caps what a wrong triplet
+        can cost), None for the authors' ``min(1.45 + 1.1/n_components, 2)``, or "auto"
+        (default): each of `t_candidates` is tried by `cv`-fold cross-validation over the
+        triplets and the one with the lowest held-out triplet error is refit on all of
+        them. People err on near ties rather than at random, and then the heavy tail of
+        t-ETE gives their answers too little weight; with random lapses it helps. The
+        data decide.
     kernel_t : tail of the similarity kernel: 2 (Student-t, default) or "same" as ``t``.
     max_iter, patience, tol : at most `max_iter` full-batch steps; stop after `patience`
         steps that did not lower the loss, or once the best loss improved by less than
-        `tol` (relative) over 10 steps (0 runs all `max_iter` steps).
+        `tol` (relative) over 10 steps.
+    n_iter_no_change : also stop once the training triplet error has not fallen by 0.01
+        points in this many steps (None: never; with ``tol=0`` too, all `max_iter` steps
+        run); the authors' optimiser only.
     optimizer : "gd", the authors' full-batch gradient descent with their adaptive step
         (default), or "lbfgs" (scipy's L-BFGS on the same loss and gradient).
     init_scale : standard deviation of the initial Gaussian embedding (the authors: 1e-4;
         L-BFGS does better from 1, as cblearn starts).
-    random_state : seed of the initial embedding.
+    t_candidates, dimension_candidates, cv : what "auto" tries, and in how many folds.
+        A larger t starts from the embedding fitted at the next smaller one (t-STE first),
+        in the folds and in the final fit alike: each is a continuation of the last, so
+        trying three costs little more than one.
+    random_state : seed of the initial embedding and of the folds.
 
     Attributes
     ----------
-    embedding_ : (n_items, n_components) array.
-    loss_curve_ : training loss at each step.
-    n_iter_ : steps taken.
-    converged_ : whether the fit stopped because the loss settled (False: it ran out of
+    embedding_ : (n_items, n_components_) array.
+    t_, n_components_ : the temperature and dimension fitted (chosen, where "auto").
+    cv_results_ : where something was chosen, as scikit-learn's GridSearchCV has it:
+        "params", "param_t", "param_n_components", "split<i>_test_error",
+        "mean_test_error", "std_test_error", "rank_test_error", "mean_fit_time".
+    best_params_, best_index_, selection_ : the choice, and a sentence saying why.
+    loss_curve_ : training loss at each step of the final fit.
+    n_iter_ : steps taken in the final fit.
+    converged_ : whether the final fit stopped because it settled (False: it ran out of
         `max_iter` steps while still improving).
     """
 
     def __init__(
         self,
-        n_components: int = 2,
-        t: float | None = None,
+        n_components=2,
+        t=AUTO,
         kernel_t=2.0,
         max_iter: int = 1000,
         patience: int = 100,
         tol: float = 1e-5,
+        n_iter_no_change: int | None = 200,
         optimizer: str = "gd",
         init_scale: float = 1.0,
+        t_candidates=(1.0, 1.5, 2.0),
+        dimension_candidates=(1, 2, 3, 5, 8),
+        cv: int = 3,
         random_state=None,
     ) -> None:
         self.n_components = n_components
@@ -259,12 +377,16 @@ class TETE(BaseEstimator):
         self.max_iter = max_iter
         self.patience = patience
         self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
         self.optimizer = optimizer
         self.init_scale = init_scale
+        self.t_candidates = t_candidates
+        self.dimension_candidates = dimension_candidates
+        self.cv = cv
         self.random_state = random_state
 
-    def _optimise(self, Y, triplets, weights, movable, step_scale, callback=None):
-        t, k = self._temperatures()
+    def _optimise(self, Y, triplets, weights, movable, step_scale, t, callback=None):
+        k = t if self.kernel_t == "same" else float(self.kernel_t)
         if self.optimizer == "lbfgs":
             return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter, callback)
         return _descend(
@@ -279,11 +401,34 @@ class TETE(BaseEstimator):
             self.tol,
             step_scale,
             callback,
+            self.n_iter_no_change,
         )
 
-    def _temperatures(self) -> tuple[float, float]:
-        t = default_t(self.n_components) if self.t is None else float(self.t)
-        return t, (t if self.kernel_t == "same" else float(self.kernel_t))
+    def _grid(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """The dimensions, and the temperatures each one's path runs through."""
+        dims = (
+            _check_candidates("dimension_candidates", self.dimension_candidates, 1, 256, True)
+            if self.n_components == AUTO
+            else (int(self.n_components),)
+        )
+        if self.t == AUTO:
+            temps = _check_candidates("t_candidates", self.t_candidates, 1, 3, False)
+        elif self.t is None:
+            temps = ()  # per dimension: the authors' default
+        else:
+            temps = (float(self.t),)
+        return dims, temps
+
+    def _path(self, triplets, weights, n, d, temps, start, rng, callback):
+        """Fit along the temperatures in order, each from the last one's embedding;
+        yields (t, embedding, loss curve, converged) after each."""
+        Y = start(n, d, rng)
+        for t in temps or (default_t(d),):
+            Y, curve, converged = self._optimise(
+                Y, triplets, weights, np.ones(n), float(n), t, callback
+            )
+            yield t, Y, curve, converged
+            Y = Y.copy()
 
     def fit(
         self, triplets, n_items: int | None = None, sample_weight=None, init=None, callback=None
@@ -291,8 +436,10 @@ class TETE(BaseEstimator):
         """Embed items ``0..n_items-1`` so that the triplets hold as far as possible.
 
         `init` warm-starts from a given (n_items, n_components) embedding, e.g. the last
-        fit's with rows for new items; `callback(step, loss)` is called after every step
-        (to report progress; an exception it raises stops the fit)."""
+        fit's with rows for new items (a dimension "auto" tries of another size starts
+        afresh); `callback(step, loss)` is called after every step, counting on through
+        the cross-validation and the final fit (at most `planned_steps_`); an exception
+        it raises stops the fit."""
         _check_fit_params(
             self.n_components,
             self.t,
@@ -310,21 +457,134 @@ class TETE(BaseEstimator):
         rng = check_random_state(self.random_state)
         if not isinstance(self.init_scale, Real) or self.init_scale <= 0:
             raise ValueError(f"init_scale must be positive; got {self.init_scale!r}")
-        if init is None:
-            Y = rng.standard_normal((n, self.n_components)) * self.init_scale
-        else:
-            Y = np.array(init, dtype=np.float64)
-            if Y.shape != (n, self.n_components):
-                raise ValueError(
-                    f"init must have shape ({n}, {self.n_components}); got {Y.shape}"
-                )
-            if not np.all(np.isfinite(Y)):
+        if init is not None:
+            init = np.array(init, dtype=np.float64)
+            if init.ndim != 2 or init.shape[0] != n or (
+                self.n_components != AUTO and init.shape[1] != self.n_components
+            ):
+                wanted = "d" if self.n_components == AUTO else self.n_components
+                raise ValueError(f"init must have shape ({n}, {wanted}); got {init.shape}")
+            if not np.all(np.isfinite(init)):
                 raise ValueError("init must be finite")
-        self.embedding_, self.loss_curve_, self.converged_ = self._optimise(
-            Y, triplets, weights, np.ones(n), float(n), callback
-        )
-        self.n_iter_ = len(self.loss_curve_)
+
+        def start(rows: int, d: int, seeded) -> np.ndarray:
+            if init is not None and init.shape[1] == d:
+                return init.copy()
+            return seeded.standard_normal((rows, d)) * self.init_scale
+
+        dims, temps = self._grid()
+        folds = self._folds(len(triplets), len(dims) * max(len(temps), 1))
+        stages = len(dims) * max(len(temps), 1) * len(folds) + max(len(temps), 1)
+        self.planned_steps_ = stages * self.max_iter
+        done = [0]
+
+        def counted(step: int, loss: float) -> None:
+            if callback is not None:
+                callback(done[0] + step, loss)
+
+        if folds:
+            self._cross_validate(triplets, weights, n, dims, temps, folds, start, counted, done)
+            d, chosen_t = self.best_params_["n_components"], self.best_params_["t"]
+        else:
+            d, chosen_t = dims[0], (temps[0] if temps else default_t(dims[0]))
+            self.cv_results_ = None
+            self.best_params_ = {"n_components": d, "t": chosen_t}
+            self.best_index_ = None
+            self.selection_ = (
+                f"t = {chosen_t:g}, {d}-D: as given"
+                if len(dims) * max(len(temps), 1) == 1
+                else f"t = {chosen_t:g}, {d}-D: too few triplets ({len(triplets)}) to "
+                f"cross-validate a choice in {self.cv} folds"
+            )
+        path = [value for value in temps if value <= chosen_t] if temps else ()
+        for t, Y, curve, converged in self._path(
+            triplets, weights, n, d, path, start, check_random_state(self.random_state), counted
+        ):
+            done[0] += len(curve)
+        self.embedding_, self.loss_curve_, self.converged_ = Y, curve, converged
+        self.n_iter_ = len(curve)
+        self.t_, self.n_components_ = float(t), int(d)
         return self
+
+    def _folds(self, n_triplets: int, n_candidates: int) -> list:
+        """The cross-validation folds, where there is a choice to make and enough
+        triplets to make it (10 a fold at least)."""
+        if n_candidates == 1:
+            return []
+        if not isinstance(self.cv, Integral) or self.cv < 2:
+            raise ValueError(f"cv must be an integer >= 2; got {self.cv!r}")
+        if n_triplets < 10 * self.cv:
+            return []
+        splitter = KFold(n_splits=self.cv, shuffle=True, random_state=self._fold_seed())
+        return list(splitter.split(np.empty((n_triplets, 1))))
+
+    def _fold_seed(self) -> int:
+        seed = self.random_state
+        return seed if isinstance(seed, Integral) else check_random_state(seed).randint(2**31)
+
+    def _cross_validate(self, triplets, weights, n, dims, temps, folds, start, counted, done):
+        candidates = [(d, t) for d in dims for t in (temps or (default_t(d),))]
+        errors = np.zeros((len(candidates), len(folds)))
+        seconds = np.zeros(len(candidates))
+        for fold, (fit_rows, held_rows) in enumerate(folds):
+            rng = np.random.default_rng([self._fold_seed(), fold])
+            for d in dims:
+                began = time.perf_counter()
+                for t, Y, curve, _ in self._path(
+                    triplets[fit_rows],
+                    weights[fit_rows],
+                    n,
+                    d,
+                    temps,
+                    start,
+                    check_random_state(int(rng.integers(2**31))),
+                    counted,
+                ):
+                    done[0] += len(curve)
+                    row = candidates.index((d, t))
+                    errors[row, fold] = _violated_share(Y, triplets[held_rows])
+                    seconds[row] += time.perf_counter() - began
+                    began = time.perf_counter()
+        mean, std = errors.mean(axis=1), errors.std(axis=1)
+        best = int(np.argmin(mean))
+        reason = f"lowest held-out triplet error over {len(folds)} folds"
+        if self.n_components == AUTO:
+            # One standard error: the smallest dimension that is as good within the
+            # folds' own spread, at its best temperature.
+            bar = mean[best] + std[best] / np.sqrt(len(folds))
+            smallest = min(d for (d, _), m in zip(candidates, mean, strict=True) if m <= bar)
+            rows = [i for i, (d, _) in enumerate(candidates) if d == smallest]
+            if candidates[best][0] != smallest:
+                reason = (
+                    f"the smallest dimension within one standard error ({bar:.4f}) of the "
+                    f"lowest held-out triplet error over {len(folds)} folds"
+                )
+            best = min(rows, key=lambda i: mean[i])
+        order = np.argsort(mean, kind="stable")
+        rank = np.empty(len(candidates), np.int64)
+        rank[order] = np.arange(1, len(candidates) + 1)
+        self.cv_results_ = {
+            "params": [{"n_components": d, "t": t} for d, t in candidates],
+            "param_n_components": np.array([d for d, _ in candidates]),
+            "param_t": np.array([t for _, t in candidates]),
+            **{f"split{i}_test_error": errors[:, i] for i in range(len(folds))},
+            "mean_test_error": mean,
+            "std_test_error": std,
+            "rank_test_error": rank,
+            "mean_fit_time": seconds / len(folds),
+        }
+        self.best_index_ = best
+        self.best_params_ = dict(self.cv_results_["params"][best])
+        d, t = candidates[best]
+        self.selection_ = (
+            f"t = {t:g}, {d}-D: {reason} "
+            f"({mean[best]:.4f} ± {std[best]:.4f}; "
+            + ", ".join(
+                f"t = {ct:g}{'' if len(dims) == 1 else f' {cd}-D'}: {m:.4f}"
+                for (cd, ct), m in zip(candidates, mean, strict=True)
+            )
+            + ")"
+        )
 
     def fit_transform(self, triplets, n_items: int | None = None, sample_weight=None):
         return self.fit(triplets, n_items, sample_weight).embedding_
@@ -333,11 +593,11 @@ class TETE(BaseEstimator):
         """Coordinates for `n_new` new items, ids ``n_items..n_items+n_new-1``, from their
         triplets with the fitted items; the fitted embedding stays as it is."""
         check_is_fitted(self, "embedding_")
-        n = len(self.embedding_)
+        n, d = self.embedding_.shape
         triplets = check_triplets(triplets, n + n_new)
         weights = _check_weights(sample_weight, len(triplets))
         # Start each new item where the items it was judged closer to are.
-        Y = np.vstack([self.embedding_, np.zeros((n_new, self.n_components))])
+        Y = np.vstack([self.embedding_, np.zeros((n_new, d))])
         new_anchor = triplets[:, 0] >= n
         for new in range(n, n + n_new):
             closer = triplets[new_anchor & (triplets[:, 0] == new), 1]
@@ -346,7 +606,9 @@ class TETE(BaseEstimator):
                 Y[new] = self.embedding_[closer].mean(axis=0)
         movable = np.zeros(n + n_new)
         movable[n:] = 1.0
-        placed, _, _ = self._optimise(Y, triplets, weights, movable, float(max(n_new, 1)))
+        placed, _, _ = self._optimise(
+            Y, triplets, weights, movable, float(max(n_new, 1)), self.t_
+        )
         return placed[n:]
 
     def score(self, triplets) -> float:

@@ -162,9 +162,9 @@ def test_tolerance_stops_once_the_loss_settles_at_the_same_quality(planted):
     """Noisy answers leave a loss floor; noise-free ones let the loss shrink for ever."""
     Y, _, test, reversed_, _ = planted
     settled = TETE(t=1.0, random_state=0).fit(reversed_, len(Y))
-    every_step = TETE(t=1.0, tol=0.0, patience=1000, max_iter=600, random_state=0).fit(
-        reversed_, len(Y)
-    )
+    every_step = TETE(
+        t=1.0, tol=0.0, n_iter_no_change=None, patience=1000, max_iter=600, random_state=0
+    ).fit(reversed_, len(Y))
     assert every_step.n_iter_ == 600 and settled.n_iter_ < 600
     assert settled.converged_ and not every_step.converged_  # it says when it ran out
     assert (
@@ -176,9 +176,11 @@ def test_a_warm_start_gets_further_in_the_same_steps(planted):
     """Refitting after more answers arrive starts from the last embedding: within the
     same step budget it reaches a lower loss than a cold start."""
     _, train, test, _, _ = planted
-    first = TETE(random_state=0).fit(train[: len(train) // 2], n_items=300)
-    cold = TETE(max_iter=50, random_state=1).fit(train, n_items=300)
-    warm = TETE(max_iter=50, random_state=1).fit(train, n_items=300, init=first.embedding_)
+    first = TETE(t=2.0, random_state=0).fit(train[: len(train) // 2], n_items=300)
+    cold = TETE(t=2.0, max_iter=50, random_state=1).fit(train, n_items=300)
+    warm = TETE(t=2.0, max_iter=50, random_state=1).fit(
+        train, n_items=300, init=first.embedding_
+    )
     assert warm.loss_curve_.min() < 0.7 * cold.loss_curve_.min()
     assert triplet_error(warm.embedding_, test) < triplet_error(cold.embedding_, test)
     with pytest.raises(ValueError, match=r"init must have shape \(300, 2\)"):
