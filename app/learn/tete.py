@@ -139,9 +139,7 @@ def _loss_and_gradient_student_parallel(Y, triplets, weights, t, gradient, movab
     for chunk in prange(chunks):
         start = min(chunk * size, m)
         stop = min(start + size, m)
-        totals[chunk] = _student_rows(
-            Y, triplets, weights, t, partial[chunk], movable, start, stop
-        )
+        totals[chunk] = _student_rows(Y, triplets, weights, t, partial[chunk], movable, start, stop)
     gradient[:] = 0.0
     for chunk in range(chunks):
         gradient += partial[chunk]
@@ -283,9 +281,7 @@ def _check_fit_params(
             f"optimizer must be 'gd' (the authors' rule) or 'lbfgs'; got {optimizer!r}"
         )
     if n_components != AUTO and (not isinstance(n_components, Integral) or n_components < 1):
-        raise ValueError(
-            f"n_components must be a positive integer or 'auto'; got {n_components!r}"
-        )
+        raise ValueError(f"n_components must be a positive integer or 'auto'; got {n_components!r}")
     if t is not None and t != AUTO and (not isinstance(t, Real) or not 1 <= t <= 3):
         raise ValueError(
             f"t must be a number in [1, 3], 'auto' (chosen by cross-validation) or None "
@@ -459,8 +455,10 @@ class TETE(BaseEstimator):
             raise ValueError(f"init_scale must be positive; got {self.init_scale!r}")
         if init is not None:
             init = np.array(init, dtype=np.float64)
-            if init.ndim != 2 or init.shape[0] != n or (
-                self.n_components != AUTO and init.shape[1] != self.n_components
+            if (
+                init.ndim != 2
+                or init.shape[0] != n
+                or (self.n_components != AUTO and init.shape[1] != self.n_components)
             ):
                 wanted = "d" if self.n_components == AUTO else self.n_components
                 raise ValueError(f"init must have shape ({n}, {wanted}); got {init.shape}")
@@ -606,9 +604,7 @@ class TETE(BaseEstimator):
                 Y[new] = self.embedding_[closer].mean(axis=0)
         movable = np.zeros(n + n_new)
         movable[n:] = 1.0
-        placed, _, _ = self._optimise(
-            Y, triplets, weights, movable, float(max(n_new, 1)), self.t_
-        )
+        placed, _, _ = self._optimise(Y, triplets, weights, movable, float(max(n_new, 1)), self.t_)
         return placed[n:]
 
     def score(self, triplets) -> float:

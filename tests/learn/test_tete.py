@@ -178,9 +178,7 @@ def test_a_warm_start_gets_further_in_the_same_steps(planted):
     _, train, test, _, _ = planted
     first = TETE(t=2.0, random_state=0).fit(train[: len(train) // 2], n_items=300)
     cold = TETE(t=2.0, max_iter=50, random_state=1).fit(train, n_items=300)
-    warm = TETE(t=2.0, max_iter=50, random_state=1).fit(
-        train, n_items=300, init=first.embedding_
-    )
+    warm = TETE(t=2.0, max_iter=50, random_state=1).fit(train, n_items=300, init=first.embedding_)
     assert warm.loss_curve_.min() < 0.7 * cold.loss_curve_.min()
     assert triplet_error(warm.embedding_, test) < triplet_error(cold.embedding_, test)
     with pytest.raises(ValueError, match=r"init must have shape \(300, 2\)"):
@@ -205,3 +203,80 @@ def test_the_callback_sees_every_step_and_can_stop_the_fit(planted, optimizer):
 
     with pytest.raises(Stop):
         TETE(max_iter=30, optimizer=optimizer).fit(train, callback=stop_at_five)
+
+
+def _crowd(noise: str, n_triplets: int = 20_000, seed: int = 0):
+    """Random questions about 200 points in 3 clusters, answered with lapses (uniform
+    flips) or as people err (on near ties), 10% wrong either way."""
+    from sklearn.datasets import make_blobs
+
+    from app.learn import FeatureOracle, random_triplets
+
+    X, _ = make_blobs(n_samples=200, centers=3, n_features=4, cluster_std=2.0, random_state=0)
+    if noise == "uniform":
+        oracle = FeatureOracle(X, noise=0.1, random_state=seed)
+    else:
+        oracle = FeatureOracle(
+            X, noise_scale=FeatureOracle(X).scale_for_error(0.1), random_state=seed
+        )
+    return random_triplets(200, n_triplets, oracle, random_state=seed), random_triplets(
+        200, 5_000, oracle, random_state=seed + 100
+    )
+
+
+@pytest.mark.parametrize("noise", ["uniform", "human"])
+def test_auto_chooses_the_temperature_with_the_lowest_held_out_error(noise):
+    train, test = _crowd(noise)
+    auto = TETE(random_state=0).fit(train, 200)
+    results = auto.cv_results_
+    assert [p["t"] for p in results["params"]] == [1.0, 1.5, 2.0]
+    assert auto.t_ == results["param_t"][np.argmin(results["mean_test_error"])]
+    assert results["rank_test_error"][auto.best_index_] == 1
+    assert all(len(results[f"split{i}_test_error"]) == 3 for i in range(3))
+    assert f"t = {auto.t_:g}" in auto.selection_ and "lowest held-out" in auto.selection_
+    # Refit on every answer: no worse on fresh answers than any single temperature.
+    fixed = {
+        t: triplet_error(TETE(t=t, random_state=0).fit_transform(train, 200), test)
+        for t in (1.0, 1.5, 2.0)
+    }
+    assert triplet_error(auto.embedding_, test) <= min(fixed.values()) + 0.005, fixed
+
+
+def test_auto_dimension_takes_the_smallest_that_explains_the_answers():
+    """Points on a plane in 4-D: two dimensions explain the answers; one does not, and
+    more add nothing beyond the folds' spread."""
+    rng = np.random.default_rng(0)
+    plane = rng.normal(size=(150, 2)) @ rng.normal(size=(2, 4))
+    from app.learn import FeatureOracle, random_triplets
+
+    oracle = FeatureOracle(plane, noise=0.05, random_state=0)
+    train = random_triplets(150, 15_000, oracle, random_state=0)
+    model = TETE(n_components="auto", t=1.0, dimension_candidates=(1, 2, 4), random_state=0)
+    model.fit(train, 150)
+    assert model.n_components_ == 2 and model.embedding_.shape == (150, 2)
+    errors = dict(
+        zip(model.cv_results_["param_n_components"], model.cv_results_["mean_test_error"])
+    )
+    assert errors[1] > errors[2] + 0.02
+
+
+def test_too_few_answers_to_choose_fall_back_to_the_first_candidate_and_say_so():
+    train, _ = _crowd("human", n_triplets=20)
+    model = TETE(random_state=0).fit(train, 200)
+    assert model.t_ == 1.0 and model.cv_results_ is None
+    assert "too few triplets" in model.selection_
+    fixed = TETE(t=2.0, random_state=0).fit(train, 200)
+    assert fixed.selection_ == "t = 2, 2-D: as given"
+
+
+def test_auto_is_reproducible_and_reports_progress_across_every_fit():
+    train, _ = _crowd("uniform", n_triplets=3_000)
+    steps = []
+    first = TETE(random_state=3).fit(train, 200, callback=lambda step, loss: steps.append(step))
+    again = TETE(random_state=3).fit(train, 200)
+    assert np.array_equal(first.embedding_, again.embedding_)
+    assert steps == list(range(1, len(steps) + 1)) and steps[-1] <= first.planned_steps_
+    with pytest.raises(ValueError, match="t_candidates"):
+        TETE(t_candidates=(0.5,)).fit(train, 200)
+    with pytest.raises(ValueError, match="cv must be"):
+        TETE(cv=1).fit(train, 200)
