@@ -17,7 +17,6 @@ from sklearn.neighbors import KNeighborsClassifier
 from app.core.db import unit_of_work
 from app.learn import TETE, FeatureOracle, TripletBoost, random_triplets
 from app.models import Job, JobStatus
-from app.training.fitting import heldout_split
 from app.training.jobs import refit_check
 from app.worker import queue
 from app.worker.loop import Worker
@@ -110,14 +109,22 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     model = _get(client, auth, project_id, model["id"])
     version = model["serving"]
     assert version["number"] == 1 and version["status"] == "ready" and version["progress"] == 1
-    assert version["answers_count"] + version["heldout_count"] == 3000
-    assert version["heldout_count"] == 300
-    assert version["metrics"]["heldout_triplet_error"] < 0.1
+    # The temperature is chosen by 3-fold cross-validation, and the embedding then fits
+    # every answer: the cross-validated error is the held-out one.
+    assert version["answers_count"] == 3000 and version["heldout_count"] == 0
+    selection = version["metrics"]["selection"]
+    assert [c["t"] for c in selection["candidates"]] == [1.0, 1.5, 2.0]
+    assert selection["chosen"]["t"] == version["metrics"]["t"]
+    best = min(selection["candidates"], key=lambda c: c["heldout_triplet_error"])
+    assert best["t"] == version["metrics"]["t"]
+    # Each fold fits two thirds of 3,000 noiseless answers about 90 points.
+    assert version["metrics"]["heldout_triplet_error"] == best["heldout_triplet_error"] < 0.12
+    assert selection["why"] in version["message"]
     assert version["metrics"]["cv"]["accuracy"] > 0.9
 
-    # Offline: the library on the same answers, with the same held-out split and seed.
-    fit_rows, _ = heldout_split(3000, 0.1, 0)
-    offline = TETE(max_iter=300, random_state=0).fit(triplets[fit_rows], n_items=len(X))
+    # Offline: the library on the same answers, with the same seed.
+    offline = TETE(max_iter=300, random_state=0).fit(triplets, n_items=len(X))
+    assert offline.selection_ == selection["why"]
     served = client.get(
         f"{API}/projects/{project_id}/models/{model['id']}/embedding", headers=auth
     ).json()
@@ -479,7 +486,15 @@ def test_items_without_answers_have_no_place_in_an_embedding_nor_in_smerfs_d(
     _upload_blob_items(client, auth, project_id, blobs)
     triplets = random_triplets(N_TRAIN, 3000, FeatureOracle(X[:N_TRAIN]), random_state=0)
     _upload_triplets(client, auth, project_id, triplets, keys)
-    tete = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 100})
+    # A tenth of the answers kept back, for SMERF to be measured on.
+    tete = _create(
+        client,
+        auth,
+        project_id,
+        name="t",
+        kind="tete",
+        params={"max_iter": 100, "heldout_share": 0.1},
+    )
     _run_jobs(app)
     base = f"{API}/projects/{project_id}/models/{tete['id']}"
     embedding = client.get(f"{base}/embedding", headers=auth).json()

@@ -25,7 +25,6 @@ from app.demo.service import digits_archive
 from app.learn import TETE, TripletBoost
 from app.models import Item, Job, JobStatus, Triplet
 from app.simulate import run_crowd
-from app.training.fitting import heldout_split
 from tests.support.service import ServiceProcesses
 
 API = "/api/v1"
@@ -208,17 +207,18 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
         served_boost = served_labels(models["tripletboost"])
         assert list(served_boost) == list(offline)
         figures = {"tripletboost": (served_boost, offline)}
-        # t-ETE likewise: each version starts from the last one's embedding, fitting the
-        # answers up to its cut-off less its held-out share.
+        # t-ETE likewise: each version starts from the last one's embedding and chooses
+        # its temperature by cross-validation, then fits every answer up to its cut-off.
         embedding = None
         for version in ready_versions(models["tete"]):
             held = triplets[triplet_ids <= version["answers_cutoff"]]
-            fit_rows, _ = heldout_split(len(held), 0.1, 0)
-            embedding = (
-                TETE(n_components=5, max_iter=300, random_state=0)
-                .fit(held[fit_rows], n_items=len(keys), init=embedding)
-                .embedding_
+            offline = TETE(n_components=5, max_iter=300, random_state=0).fit(
+                held, n_items=len(keys), init=embedding
             )
+            embedding = offline.embedding_
+            assert version["heldout_count"] == 0
+            assert version["metrics"]["t"] == offline.t_
+            assert version["metrics"]["selection"]["why"] == offline.selection_
         knn = KNeighborsClassifier(5).fit(embedding[train], truth[train])
         # Five neighbours over ten digits often split 2-2-1: a tie is no label, where
         # scikit-learn's predict would name the class that sorts first.

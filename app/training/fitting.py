@@ -212,34 +212,38 @@ def fit_tete(
         raise CannotFit(f"t-ETE needs at least 10 answers; the project has {len(answers)}")
     seed = params.get("random_state", 0)
     n = len(snapshot.item_ids)
-    fit_rows, held_rows = heldout_split(len(answers), params.get("heldout_share", 0.1), seed)
     model = TETE(
         n_components=params.get("n_components", 2),
-        t=params.get("t"),
+        t=params.get("t", "auto"),
+        cv=params.get("cv", 3),
         max_iter=params.get("max_iter", 1000),
         tol=params.get("tol", 1e-5),
+        n_iter_no_change=params.get("n_iter_no_change", 200),
         optimizer=params.get("optimizer", "gd"),
         random_state=seed,
     )
+    chooses = "auto" in (model.t, model.n_components)
+    share = params.get("heldout_share")
+    share = (0.0 if chooses else 0.1) if share is None else share
+    fit_rows, held_rows = heldout_split(len(answers), share, seed)
     init = None
     notes = []
-    if (
-        previous is not None
-        and previous.kind == "tete"
-        and params.get("warm_start", True)
-        and previous.coordinates.shape[1] == model.n_components
-    ):
-        init = np.random.default_rng(seed).standard_normal((n, model.n_components))
-        # Items known last time start where they were; new ones near the centre.
-        init *= previous.coordinates.std() * 0.1
-        known = np.searchsorted(previous.item_ids, snapshot.item_ids)
-        known = np.minimum(known, len(previous.item_ids) - 1)
-        same = previous.item_ids[known] == snapshot.item_ids
-        init[same] = previous.coordinates[known[same]]
-        notes.append("warm start from the previous version's embedding")
+    if previous is not None and previous.kind == "tete" and params.get("warm_start", True):
+        d = previous.coordinates.shape[1]
+        if model.n_components in ("auto", d):
+            init = np.random.default_rng(seed).standard_normal((n, d))
+            # Items known last time start where they were; new ones near the centre.
+            init *= previous.coordinates.std() * 0.1
+            known = np.searchsorted(previous.item_ids, snapshot.item_ids)
+            known = np.minimum(known, len(previous.item_ids) - 1)
+            same = previous.item_ids[known] == snapshot.item_ids
+            init[same] = previous.coordinates[known[same]]
+            notes.append("warm start from the previous version's embedding")
 
     def step(number: int, loss: float) -> None:
-        progress(number / model.max_iter, f"step {number} of at most {model.max_iter}")
+        planned = model.planned_steps_
+        stage = "choosing by cross-validation, then fitting" if chooses else "fitting"
+        progress(min(number / planned, 1.0), f"{stage}: step {number} of at most {planned}")
 
     model.fit(answers[fit_rows], n_items=n, init=init, callback=step)
     embedding = model.embedding_
@@ -247,8 +251,30 @@ def fit_tete(
         "training_triplet_error": triplet_error(embedding, answers[fit_rows]),
         "steps": int(model.n_iter_),
         "converged": bool(model.converged_),
-        "n_components": int(model.n_components),
+        "n_components": int(model.n_components_),
+        "t": float(model.t_),
     }
+    if model.cv_results_ is not None:
+        results = model.cv_results_
+        best = model.best_index_
+        metrics["selection"] = {
+            "candidates": [
+                {
+                    "t": float(candidate["t"]),
+                    "n_components": int(candidate["n_components"]),
+                    "heldout_triplet_error": float(results["mean_test_error"][row]),
+                    "std": float(results["std_test_error"][row]),
+                }
+                for row, candidate in enumerate(results["params"])
+            ],
+            "chosen": {"t": float(model.t_), "n_components": int(model.n_components_)},
+            "folds": int(model.cv),
+            "why": model.selection_,
+        }
+        metrics["cv_triplet_error"] = float(results["mean_test_error"][best])
+        notes.append(model.selection_)
+    elif chooses:
+        notes.append(model.selection_)
     if not model.converged_:
         notes.append(
             f"not converged: stopped at max_iter ({model.max_iter} steps) while the loss was "
@@ -256,6 +282,9 @@ def fit_tete(
         )
     if len(held_rows):
         metrics["heldout_triplet_error"] = triplet_error(embedding, answers[held_rows])
+    elif "cv_triplet_error" in metrics:
+        # Every answer went into the fit: the cross-validated error is the held-out one.
+        metrics["heldout_triplet_error"] = metrics["cv_triplet_error"]
     answered = np.unique(answers[fit_rows])
     metrics["items_answered"] = len(answered)
     fitted = Fitted(

@@ -1,9 +1,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from app.core.errors import ServiceError
 from app.core.fields import INT4_MAX, RequestModel, RowId
@@ -25,18 +32,56 @@ class TripletBoostParams(_Params):
     random_state: int = Seed
 
 
+def _number_or_auto(low: float, high: float, integral: bool, nullable: bool = False):
+    """A number in [low, high] or the word 'auto', checked before the union is tried, so
+    an error names the field itself (not one member of the union) and says both."""
+    kind = "an integer" if integral else "a number"
+
+    def check(value: Any) -> Any:
+        if value == "auto" or (value is None and nullable):
+            return value
+        wanted = int if integral else (int, float)
+        if isinstance(value, bool) or not isinstance(value, wanted) or not low <= value <= high:
+            raise ValueError(f"must be {kind} from {low:g} to {high:g}, or 'auto'")
+        return value
+
+    return BeforeValidator(check)
+
+
 class TETEParams(_Params):
-    n_components: int = Field(default=2, ge=1, le=256, description="Embedding dimension")
-    t: float | None = Field(
-        default=None, ge=1, le=3, description="Loss temperature; 1 is t-STE; None the default"
+    n_components: Annotated[int | Literal["auto"], _number_or_auto(1, 256, True)] = Field(
+        default=2,
+        description="Embedding dimension, or 'auto': the smallest of 1, 2, 3, 5, 8 whose "
+        "cross-validated held-out triplet error is within one standard error of the best",
     )
+    t: Annotated[float | Literal["auto"] | None, _number_or_auto(1, 3, False, nullable=True)] = (
+        Field(
+            default="auto",
+            description="Loss temperature: 'auto' chooses among 1 (t-STE), 1.5 and 2 (t-ETE) by "
+            "cross-validated held-out triplet error; a number fixes it; None is the authors' "
+            "default for the dimension",
+        )
+    )
+    cv: int = Field(default=3, ge=2, le=10, description="Folds for the 'auto' choices")
     max_iter: int = Field(default=1000, ge=1, le=100_000)
     tol: float = Field(
         default=1e-5, ge=0, description="Stop once the loss improves less (relative) in 10 steps"
     )
+    n_iter_no_change: int | None = Field(
+        default=200,
+        ge=10,
+        le=100_000,
+        description="Stop once the training triplet error has not fallen in this many steps "
+        "(null: never)",
+    )
     optimizer: Literal["gd", "lbfgs"] = "gd"
-    heldout_share: float = Field(
-        default=0.1, ge=0, le=0.5, description="Answers kept back to measure the triplet error"
+    heldout_share: float | None = Field(
+        default=None,
+        ge=0,
+        le=0.5,
+        description="Answers kept back from the fit to measure the triplet error; null: none "
+        "where something is chosen by cross-validation (its held-out error is reported, and "
+        "the fit uses every answer), else 0.1",
     )
     k_neighbors: int = Field(default=5, ge=1, le=100, description="Neighbours that vote a label")
     warm_start: bool = Field(default=True, description="A refit starts from the last embedding")
