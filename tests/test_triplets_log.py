@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from sqlalchemy import insert
 
 from app.core import migrations
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.models import Project, Researcher, Triplet, TripletSource
-from app.triplets.log import committed_bound, hold_append_lock
+from app.triplets.log import answer_columns, committed_bound, hold_append_lock
 
 
 def test_a_write_in_flight_holds_the_readers_bound_back(make_database_url):
@@ -48,5 +50,72 @@ def test_a_write_in_flight_holds_the_readers_bound_back(make_database_url):
         slow.close()
         with sessions() as reader:
             assert committed_bound(reader, project_id) == 2
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_answer_columns_read_what_the_orm_reads(make_database_url, backend):
+    """The driver-level reader fits use gives the rows an ORM query gives: in id order, up
+    to the cut-off, only the project's own, with 0 where an answer has no rater."""
+    import numpy as np
+    from sqlalchemy import select
+
+    url = make_database_url(backend, "columns")
+    migrations.upgrade(url)
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    rng = np.random.default_rng(0)
+    try:
+        with unit_of_work(sessions) as session:
+            owner = Researcher(name="r")
+            session.add(owner)
+            session.flush()
+            projects = [Project(owner_id=owner.id, name=name) for name in ("a", "b")]
+            session.add_all(projects)
+            session.flush()
+            ids = [project.id for project in projects]
+            rows = [
+                {
+                    "project_id": ids[int(rng.integers(2))],
+                    "anchor_id": int(rng.integers(1, 2**40)),
+                    "closer_id": int(rng.integers(1, 1000)),
+                    "farther_id": int(rng.integers(1, 1000)),
+                    "source": TripletSource.rater,
+                    "rater_id": None if rng.random() < 0.3 else int(rng.integers(1, 50)),
+                }
+                for _ in range(5000)
+            ]
+            session.execute(insert(Triplet), rows)
+        with sessions() as session:
+            everything = session.execute(
+                select(Triplet.id, Triplet.project_id).order_by(Triplet.id)
+            ).all()
+            cutoff = everything[3000].id
+            for project_id in ids:
+                expected = session.execute(
+                    select(
+                        Triplet.id,
+                        Triplet.anchor_id,
+                        Triplet.closer_id,
+                        Triplet.farther_id,
+                        Triplet.rater_id,
+                    )
+                    .where(Triplet.project_id == project_id, Triplet.id <= cutoff)
+                    .order_by(Triplet.id)
+                ).all()
+                columns = answer_columns(session, project_id, cutoff)
+                assert len(expected) > 1000
+                got = list(
+                    zip(
+                        *(columns[name].tolist() for name in ("id", "anchor_id", "closer_id")),
+                        columns["farther_id"].tolist(),
+                        columns["rater"].tolist(),
+                        strict=True,
+                    )
+                )
+                assert got == [(*row[:4], row[4] or 0) for row in expected]
+                assert all(column.dtype == np.int64 for column in columns.values())
+            assert all(len(c) == 0 for c in answer_columns(session, ids[0], 0).values())
     finally:
         engine.dispose()

@@ -195,7 +195,9 @@ def test_a_handler_that_cannot_succeed_fails_without_retries(sessions):
     Worker(sessions, handlers={"hopeless": hopeless}).run(until_idle=True)
     assert attempts == [1]
     failed = job(sessions, job_id)
-    assert failed.status is JobStatus.failed and failed.message == "no labelled items of two classes"
+    assert (
+        failed.status is JobStatus.failed and failed.message == "no labelled items of two classes"
+    )
 
 
 def test_the_worker_command_refuses_an_unknown_job_kind(settings, tmp_path):
@@ -214,3 +216,84 @@ def test_the_worker_command_refuses_an_unknown_job_kind(settings, tmp_path):
     )
     assert result.returncode != 0
     assert "unknown job kind(s) ['training']" in result.stderr
+
+
+def _start_timed_worker(sessions, started: dict, bell=None):
+    """A worker that looks at the queue only every 30 s by itself, and records when its
+    handler starts."""
+    import time
+
+    def note(context: JobContext):
+        started[context.job_id] = time.monotonic()
+
+    worker = Worker(sessions, poll_seconds=30, handlers={"note": note}, upkeep=False)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    time.sleep(0.5)  # idle, and (PostgreSQL) listening
+    return worker, thread
+
+
+def _wait_for(started: dict, job_id: int, seconds: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while job_id not in started:
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.005)
+
+
+def test_a_queued_job_wakes_an_idle_worker_at_once(sessions):
+    """No 30 s poll to wait for: the commit that queues a job wakes the worker."""
+    import time
+
+    started: dict[int, float] = {}
+    worker, thread = _start_timed_worker(sessions, started)
+    try:
+        delays = []
+        for _ in range(5):
+            queued = time.monotonic()
+            job_id = enqueue(sessions, "note")
+            _wait_for(started, job_id)
+            delays.append(started[job_id] - queued)
+            time.sleep(0.2)
+        assert max(delays) < 0.1, delays
+    finally:
+        worker.stop()
+        thread.join(timeout=10)
+    assert not thread.is_alive()  # stop() wakes it too
+
+
+def test_a_job_queued_by_another_process_wakes_the_worker_on_postgresql(sessions, settings):
+    """Another web process queues the job: PostgreSQL's NOTIFY reaches the listening
+    worker (SQLite runs its workers in the web process, where the bell rings)."""
+    import time
+
+    if not settings.resolved_database_url.startswith("postgresql"):
+        pytest.skip("SQLite's workers live in the web process")
+    started: dict[int, float] = {}
+    worker, thread = _start_timed_worker(sessions, started)
+    script = (
+        "import sys, time\n"
+        "from app.core.db import make_engine, make_session_factory, unit_of_work\n"
+        "from app.worker import queue\n"
+        "sessions = make_session_factory(make_engine(sys.argv[1]))\n"
+        "with unit_of_work(sessions) as session:\n"
+        "    job = queue.enqueue(session=session, kind='note')\n"
+        "print(job.id, time.monotonic())\n"
+    )
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", script, settings.resolved_database_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parent.parent,
+            check=True,
+        )
+        job_id, queued = result.stdout.split()
+        _wait_for(started, int(job_id))
+        # time.monotonic is the same clock in both processes (CLOCK_MONOTONIC).
+        assert started[int(job_id)] - float(queued) < 0.1
+    finally:
+        worker.stop()
+        thread.join(timeout=10)

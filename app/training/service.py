@@ -38,7 +38,7 @@ from app.scheduling.service import excluded_rater_ids
 from app.training.fitted import Fitted
 from app.training.fitting import FITTERS, CannotFit, Snapshot
 from app.training.schemas import ModelCreate, checked_params
-from app.triplets.log import committed_bound, readable_bound
+from app.triplets.log import answer_columns, committed_bound, readable_bound
 from app.worker import queue
 
 TRAIN_JOB = "train_model"
@@ -369,22 +369,21 @@ def _cutoff(session: Session, project_id: int) -> int:
 def _answers(
     session: Session, project_id: int, cutoff: int, item_ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
+    """The answers a fit uses, as (ids, positions of anchor, closer, farther): excluded
+    raters' answers and answers about items deleted since are left out."""
+    columns = answer_columns(session, project_id, cutoff)
     excluded = excluded_rater_ids(session, project_id)
-    query = (
-        select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
-        .where(Triplet.project_id == project_id, Triplet.id <= cutoff)
-        .order_by(Triplet.id)
+    keep = ~np.isin(columns["rater"], list(excluded)) if excluded else slice(None)
+    block = np.stack(
+        [columns["anchor_id"][keep], columns["closer_id"][keep], columns["farther_id"][keep]],
+        axis=1,
     )
-    if excluded:
-        query = query.where(Triplet.rater_id.is_(None) | Triplet.rater_id.not_in(excluded))
-    rows = session.execute(query).all()
-    if not rows:
+    ids = columns["id"][keep]
+    if not len(ids) or not len(item_ids):
         return np.empty(0, np.int64), np.empty((0, 3), np.int64)
-    block = np.array(rows, dtype=np.int64)
-    positions = np.searchsorted(item_ids, block[:, 1:])
-    positions = np.minimum(positions, len(item_ids) - 1)
-    known = (item_ids[positions] == block[:, 1:]).all(axis=1)
-    return block[known, 0], positions[known]
+    positions = np.minimum(np.searchsorted(item_ids, block), len(item_ids) - 1)
+    known = (item_ids[positions] == block).all(axis=1)
+    return ids[known], positions[known]
 
 
 def _add_dissimilarity(session: Session, model: LearnedModel, snap: Snapshot) -> None:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.errors import database_unavailable
 from app.models import Job, JobStatus
 from app.worker import queue
+from app.worker.wakeup import BELL, Listener
 
 log = logging.getLogger("closer.worker")
 OUTAGE_WAIT = 2.0  # seconds between tries while the database cannot be reached
@@ -111,25 +112,39 @@ class Worker:
     def run(self, *, until_idle: bool = False) -> int:
         """Run jobs until stopped (or, with until_idle, until none is left); returns the count."""
         done = 0
-        while not self.stopping.is_set():
-            try:
-                ran = self.run_one()
-            except Exception as exc:
-                if not database_unavailable(exc):
-                    raise
-                # The database restarts, say: wait for it rather than exit. A job claimed
-                # before it went away is taken up again once its heartbeat is stale.
-                log.warning("database unavailable, retrying in %.0f s: %s", OUTAGE_WAIT, exc)
-                self.stopping.wait(OUTAGE_WAIT)
-                continue
-            if ran:
-                done += 1
-            elif until_idle:
-                break
-            else:
-                self._upkeep()
-                self.stopping.wait(self.poll_seconds)
+        listener = None if until_idle else self._listen()
+        try:
+            while not self.stopping.is_set():
+                rings = BELL.rings()  # a job queued from here on wakes the wait below
+                try:
+                    ran = self.run_one()
+                except Exception as exc:
+                    if not database_unavailable(exc):
+                        raise
+                    # The database restarts, say: wait for it rather than exit. A job
+                    # claimed before it went away is taken up again once its heartbeat is
+                    # stale.
+                    log.warning("database unavailable, retrying in %.0f s: %s", OUTAGE_WAIT, exc)
+                    self.stopping.wait(OUTAGE_WAIT)
+                    continue
+                if ran:
+                    done += 1
+                elif until_idle:
+                    break
+                else:
+                    self._upkeep()
+                    BELL.wait(rings, self.poll_seconds)
+        finally:
+            if listener is not None:
+                listener.stop()
         return done
+
+    def _listen(self) -> Listener | None:
+        """On PostgreSQL, a connection that hears of jobs queued by other processes."""
+        engine = self.sessions.kw.get("bind")
+        if engine is None or engine.dialect.name != "postgresql":
+            return None
+        return Listener(engine).start()
 
     def _upkeep(self) -> None:
         now = time.monotonic()
@@ -143,6 +158,7 @@ class Worker:
 
     def stop(self) -> None:
         self.stopping.set()
+        BELL.ring()
 
     def run_one(self) -> bool:
         with self.sessions() as session:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import Conflict, NotFound
 from app.models import Job, JobStatus
 from app.models._types import utcnow
+from app.worker.wakeup import announce_job
 
 FINISHED = (JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled)
 
@@ -33,6 +34,7 @@ def enqueue(
     job = Job(kind=kind, project_id=project_id, params=params or {}, max_attempts=max_attempts)
     session.add(job)
     session.flush()
+    announce_job(session)
     return job
 
 
