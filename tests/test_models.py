@@ -113,10 +113,12 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     # every answer: the cross-validated error is the held-out one.
     assert version["answers_count"] == 3000 and version["heldout_count"] == 0
     selection = version["metrics"]["selection"]
-    assert [c["t"] for c in selection["candidates"]] == [1.0, 1.5, 2.0]
-    assert selection["chosen"]["t"] == version["metrics"]["t"]
-    best = min(selection["candidates"], key=lambda c: c["heldout_triplet_error"])
-    assert best["t"] == version["metrics"]["t"]
+    names = [c["loss"] for c in selection["candidates"]]
+    assert names == ["t-STE", "t-ETE", "t=1.5", "STE", "SOE"]
+    assert selection["chosen"]["loss"] == version["metrics"]["loss"]
+    complete = [c for c in selection["candidates"] if c["folds"] == 3]
+    best = min(complete, key=lambda c: c["heldout_triplet_error"])
+    assert best["loss"] == version["metrics"]["loss"]
     # Each fold fits two thirds of 3,000 noiseless answers about 90 points.
     assert version["metrics"]["heldout_triplet_error"] == best["heldout_triplet_error"] < 0.12
     assert selection["why"] in version["message"]

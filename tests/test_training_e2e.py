@@ -217,7 +217,7 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             )
             embedding = offline.embedding_
             assert version["heldout_count"] == 0
-            assert version["metrics"]["t"] == offline.t_
+            assert version["metrics"]["loss"] == offline.loss_
             assert version["metrics"]["selection"]["why"] == offline.selection_
         knn = KNeighborsClassifier(5).fit(embedding[train], truth[train])
         # Five neighbours over ten digits often split 2-2-1: a tie is no label, where

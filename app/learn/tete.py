@@ -55,14 +55,21 @@ def _scatter(Y, gradient, a, p, q, g_ap, g_aq):
 
 @njit(cache=True, nogil=True)
 def _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable):
+    """Total loss of the tempered loss with kernel tail k (any k >= 1), and its gradient
+    into `gradient` for rows with `movable`."""
+    gradient[:] = 0.0
+    return _tempered_rows(Y, triplets, weights, t, k, gradient, movable, 0, triplets.shape[0])
+
+
+@njit(cache=True, nogil=True)
+def _tempered_rows(Y, triplets, weights, t, k, gradient, movable, start, stop):
     """Total loss, and its gradient accumulated into `gradient` for rows with `movable`.
 
     Works in log space: log q = -log1p((k-1) d)/(k-1) (or -d at k = 1), and
     log(1 + l) by a stable softplus, so neither far pairs nor the Gaussian kernel overflow.
     """
     total = 0.0
-    gradient[:] = 0.0
-    for row in range(triplets.shape[0]):
+    for row in range(start, stop):
         a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
         if not (movable[a] or movable[p] or movable[q]):
             continue
@@ -122,14 +129,50 @@ def _student_rows(Y, triplets, weights, t, gradient, movable, start, stop):
     return total
 
 
+# The kernel code of SOE's loss (Terada & von Luxburg): no similarity kernel, a squared
+# hinge on the distances, max(0, margin + |a - p| - |a - q|)², with t as the margin.
+HINGE = 0.0
+SOE_MARGIN = 0.1
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _hinge_rows(Y, triplets, weights, margin, gradient, movable, start, stop):
+    total = 0.0
+    for row in range(start, stop):
+        a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
+        if not (movable[a] or movable[p] or movable[q]):
+            continue
+        d_ap, d_aq = _squared_distances(Y, a, p, q)
+        near = np.sqrt(d_ap)
+        far = np.sqrt(d_aq)
+        slack = margin + near - far
+        if slack <= 0.0:
+            continue
+        w = weights[row]
+        total += w * slack * slack
+        # dL/dd = 2 w slack · d(sqrt d)/dd = w slack / sqrt d, for d the squared distance
+        c = 2.0 * w * slack
+        _scatter(Y, gradient, a, p, q, c / max(near, 1e-12), -c / max(far, 1e-12))
+    return total
+
+
 @njit(cache=True, nogil=True)
-def _loss_and_gradient_student(Y, triplets, weights, t, gradient, movable):
+def _rows(Y, triplets, weights, t, k, gradient, movable, start, stop):
+    if k == 2.0:
+        return _student_rows(Y, triplets, weights, t, gradient, movable, start, stop)
+    if k == HINGE:
+        return _hinge_rows(Y, triplets, weights, t, gradient, movable, start, stop)
+    return _tempered_rows(Y, triplets, weights, t, k, gradient, movable, start, stop)
+
+
+@njit(cache=True, nogil=True)
+def _serial(Y, triplets, weights, t, k, gradient, movable):
     gradient[:] = 0.0
-    return _student_rows(Y, triplets, weights, t, gradient, movable, 0, triplets.shape[0])
+    return _rows(Y, triplets, weights, t, k, gradient, movable, 0, triplets.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _loss_and_gradient_student_parallel(Y, triplets, weights, t, gradient, movable, chunks):
+def _parallel(Y, triplets, weights, t, k, gradient, movable, chunks):
     """The same over `chunks` slices of the triplets at once, each into a gradient of
     its own, added up in a fixed order (the same result for the same number of chunks)."""
     m = triplets.shape[0]
@@ -139,7 +182,7 @@ def _loss_and_gradient_student_parallel(Y, triplets, weights, t, gradient, movab
     for chunk in prange(chunks):
         start = min(chunk * size, m)
         stop = min(start + size, m)
-        totals[chunk] = _student_rows(Y, triplets, weights, t, partial[chunk], movable, start, stop)
+        totals[chunk] = _rows(Y, triplets, weights, t, k, partial[chunk], movable, start, stop)
     gradient[:] = 0.0
     for chunk in range(chunks):
         gradient += partial[chunk]
@@ -151,15 +194,12 @@ PARALLEL_FROM = 20_000
 
 
 def loss_and_gradient(Y, triplets, weights, t, k, gradient, movable) -> float:
-    """Total loss; its gradient goes into `gradient` (rows with `movable` only)."""
-    if k == 2.0:
-        chunks = get_num_threads()
-        if chunks > 1 and len(triplets) >= PARALLEL_FROM:
-            return _loss_and_gradient_student_parallel(
-                Y, triplets, weights, t, gradient, movable, chunks
-            )
-        return _loss_and_gradient_student(Y, triplets, weights, t, gradient, movable)
-    return _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable)
+    """Total loss; its gradient goes into `gradient` (rows with `movable` only). k is
+    the kernel's tail (2: Student-t, 1: Gaussian) or HINGE (SOE's loss, margin t)."""
+    chunks = get_num_threads()
+    if chunks > 1 and len(triplets) >= PARALLEL_FROM:
+        return _parallel(Y, triplets, weights, t, k, gradient, movable, chunks)
+    return _serial(Y, triplets, weights, t, k, gradient, movable)
 
 
 @njit(cache=True, nogil=True)
@@ -297,30 +337,57 @@ def _check_fit_params(
         raise ValueError(f"tol must be a non-negative number; got {tol!r}")
 
 
-def _check_candidates(name: str, values, low: float, high: float, integral: bool) -> tuple:
+# The losses "auto" may choose from, by name: (temperature or margin, kernel tail).
+NAMED_LOSSES = {
+    "t-STE": (1.0, 2.0),
+    "t-ETE": (2.0, 2.0),
+    "STE": (1.0, 1.0),
+    "SOE": (SOE_MARGIN, HINGE),
+}
+# A candidate this much worse than the best on the first fold is not tried on the others.
+PRUNE_MARGIN = 0.01
+# A smaller dimension this close to the best is as good (when the folds' own spread is
+# smaller still: three folds can agree to a tenth of a point).
+DIMENSION_TOLERANCE = 0.002
+
+
+def _loss(candidate) -> tuple[str, float, float]:
+    """A candidate loss as (name, t or margin, kernel code)."""
+    if isinstance(candidate, str) and candidate in NAMED_LOSSES:
+        return (candidate, *NAMED_LOSSES[candidate])
+    if isinstance(candidate, Real) and not isinstance(candidate, bool) and 1 <= candidate <= 3:
+        return (f"t={float(candidate):g}", float(candidate), 2.0)
+    raise ValueError(
+        f"candidates must name losses ({', '.join(NAMED_LOSSES)}) or temperatures in "
+        f"[1, 3]; got {candidate!r}"
+    )
+
+
+def _check_dimensions(values) -> tuple[int, ...]:
     values = tuple(values)
-    kind = Integral if integral else Real
-    if not values or any(not isinstance(v, kind) or not low <= v <= high for v in values):
-        raise ValueError(f"{name} must be a non-empty list of numbers in [{low}, {high}]")
-    return tuple(sorted(set(values)))
+    if not values or any(not isinstance(v, Integral) or not 1 <= v <= 256 for v in values):
+        raise ValueError("dimension_candidates must be a non-empty list of integers in [1, 256]")
+    return tuple(sorted(set(int(v) for v in values)))
 
 
 class TETE(BaseEstimator):
-    """t-Exponential Triplet Embedding.
+    """t-Exponential Triplet Embedding, and the losses it is chosen against.
 
     Parameters
     ----------
     n_components : dimension of the embedding, or "auto": the smallest of
         `dimension_candidates` whose cross-validated held-out error is within one
-        standard error of the best (a simpler map that explains the answers as well).
+        standard error (or 0.002) of the best: a simpler map that explains the answers
+        as well.
     t : loss temperature: a number in [1, 3] (1 is t-STE, 2 caps what a wrong triplet
         can cost), None for the authors' ``min(1.45 + 1.1/n_components, 2)``, or "auto"
-        (default): each of `t_candidates` is tried by `cv`-fold cross-validation over the
+        (default): each of `candidates` is tried by `cv`-fold cross-validation over the
         triplets and the one with the lowest held-out triplet error is refit on all of
         them. People err on near ties rather than at random, and then the heavy tail of
         t-ETE gives their answers too little weight; with random lapses it helps. The
         data decide.
-    kernel_t : tail of the similarity kernel: 2 (Student-t, default) or "same" as ``t``.
+    kernel_t : tail of the similarity kernel for a given t: 2 (Student-t, default) or
+        "same" as ``t``.
     max_iter, patience, tol : at most `max_iter` full-batch steps; stop after `patience`
         steps that did not lower the loss, or once the best loss improved by less than
         `tol` (relative) over 10 steps.
@@ -331,19 +398,24 @@ class TETE(BaseEstimator):
         (default), or "lbfgs" (scipy's L-BFGS on the same loss and gradient).
     init_scale : standard deviation of the initial Gaussian embedding (the authors: 1e-4;
         L-BFGS does better from 1, as cblearn starts).
-    t_candidates, dimension_candidates, cv : what "auto" tries, and in how many folds.
-        A larger t starts from the embedding fitted at the next smaller one (t-STE first),
-        in the folds and in the final fit alike: each is a continuation of the last, so
-        trying three costs little more than one.
+    candidates : the losses "auto" tries: "t-STE" (t = 1, Student-t kernel), "t-ETE"
+        (t = 2), "STE" (Gaussian kernel), "SOE" (a squared hinge on distances, margin
+        0.1), or a temperature between 1 and 3. The first is fitted from scratch; the
+        others continue from its embedding, in the folds and in the final fit alike, so
+        each costs a fraction of a fit. One that is 0.01 worse than the best on the first
+        fold is not tried on the others.
+    dimension_candidates, cv : what n_components="auto" tries; how many folds.
     random_state : seed of the initial embedding and of the folds.
 
     Attributes
     ----------
     embedding_ : (n_items, n_components_) array.
-    t_, n_components_ : the temperature and dimension fitted (chosen, where "auto").
+    loss_, t_, n_components_ : the loss, its temperature (None for SOE) and the dimension
+        fitted (chosen, where "auto").
     cv_results_ : where something was chosen, as scikit-learn's GridSearchCV has it:
-        "params", "param_t", "param_n_components", "split<i>_test_error",
-        "mean_test_error", "std_test_error", "rank_test_error", "mean_fit_time".
+        "params", "param_loss", "param_n_components", "split<i>_test_error" (NaN where
+        pruned), "mean_test_error", "std_test_error", "rank_test_error", "folds_tried",
+        "mean_fit_time".
     best_params_, best_index_, selection_ : the choice, and a sentence saying why.
     loss_curve_ : training loss at each step of the final fit.
     n_iter_ : steps taken in the final fit.
@@ -362,7 +434,7 @@ class TETE(BaseEstimator):
         n_iter_no_change: int | None = 200,
         optimizer: str = "gd",
         init_scale: float = 1.0,
-        t_candidates=(1.0, 1.5, 2.0),
+        candidates=("t-STE", "t-ETE", 1.5, "STE", "SOE"),
         dimension_candidates=(1, 2, 3, 5, 8),
         cv: int = 3,
         random_state=None,
@@ -376,13 +448,13 @@ class TETE(BaseEstimator):
         self.n_iter_no_change = n_iter_no_change
         self.optimizer = optimizer
         self.init_scale = init_scale
-        self.t_candidates = t_candidates
+        self.candidates = candidates
         self.dimension_candidates = dimension_candidates
         self.cv = cv
         self.random_state = random_state
 
-    def _optimise(self, Y, triplets, weights, movable, step_scale, t, callback=None):
-        k = t if self.kernel_t == "same" else float(self.kernel_t)
+    def _optimise(self, Y, triplets, weights, movable, step_scale, loss, callback=None):
+        _, t, k = loss
         if self.optimizer == "lbfgs":
             return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter, callback)
         return _descend(
@@ -400,31 +472,37 @@ class TETE(BaseEstimator):
             self.n_iter_no_change,
         )
 
-    def _grid(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
-        """The dimensions, and the temperatures each one's path runs through."""
+    def _grid(self) -> tuple[tuple[int, ...], list | None]:
+        """The dimensions, and the losses to try (None: the one fixed by t, per dimension)."""
         dims = (
-            _check_candidates("dimension_candidates", self.dimension_candidates, 1, 256, True)
+            _check_dimensions(self.dimension_candidates)
             if self.n_components == AUTO
             else (int(self.n_components),)
         )
+        losses = None
         if self.t == AUTO:
-            temps = _check_candidates("t_candidates", self.t_candidates, 1, 3, False)
-        elif self.t is None:
-            temps = ()  # per dimension: the authors' default
-        else:
-            temps = (float(self.t),)
-        return dims, temps
+            losses = list(dict.fromkeys(_loss(candidate) for candidate in self.candidates))
+            if not losses:
+                raise ValueError("candidates must name at least one loss")
+        return dims, losses
 
-    def _path(self, triplets, weights, n, d, temps, start, rng, callback):
-        """Fit along the temperatures in order, each from the last one's embedding;
-        yields (t, embedding, loss curve, converged) after each."""
-        Y = start(n, d, rng)
-        for t in temps or (default_t(d),):
+    def _fixed_loss(self, d: int) -> tuple[str, float, float]:
+        t = default_t(d) if self.t is None else float(self.t)
+        k = t if self.kernel_t == "same" else float(self.kernel_t)
+        name = {1.0: "t-STE", 2.0: "t-ETE"}.get(t, f"t={t:g}") if k == 2.0 else f"t={t:g}"
+        return (name, t, k)
+
+    def _path(self, triplets, weights, n, d, losses, start, rng, callback):
+        """Fit the first loss from `start`, then each other one from its embedding;
+        yields (loss, embedding, loss curve, converged) after each."""
+        base = start(n, d, rng)
+        for position, loss in enumerate(losses):
             Y, curve, converged = self._optimise(
-                Y, triplets, weights, np.ones(n), float(n), t, callback
+                base.copy(), triplets, weights, np.ones(n), float(n), loss, callback
             )
-            yield t, Y, curve, converged
-            Y = Y.copy()
+            if position == 0:
+                base = Y
+            yield loss, Y, curve, converged
 
     def fit(
         self, triplets, n_items: int | None = None, sample_weight=None, init=None, callback=None
@@ -450,7 +528,6 @@ class TETE(BaseEstimator):
             raise ValueError("triplets is empty")
         n = int(triplets.max()) + 1 if n_items is None else int(n_items)
         weights = _check_weights(sample_weight, len(triplets))
-        rng = check_random_state(self.random_state)
         if not isinstance(self.init_scale, Real) or self.init_scale <= 0:
             raise ValueError(f"init_scale must be positive; got {self.init_scale!r}")
         if init is not None:
@@ -470,10 +547,10 @@ class TETE(BaseEstimator):
                 return init.copy()
             return seeded.standard_normal((rows, d)) * self.init_scale
 
-        dims, temps = self._grid()
-        folds = self._folds(len(triplets), len(dims) * max(len(temps), 1))
-        stages = len(dims) * max(len(temps), 1) * len(folds) + max(len(temps), 1)
-        self.planned_steps_ = stages * self.max_iter
+        dims, losses = self._grid()
+        per_dim = len(losses) if losses else 1
+        folds = self._folds(len(triplets), len(dims) * per_dim)
+        self.planned_steps_ = (len(dims) * per_dim * len(folds) + min(per_dim, 2)) * self.max_iter
         done = [0]
 
         def counted(step: int, loss: float) -> None:
@@ -481,27 +558,32 @@ class TETE(BaseEstimator):
                 callback(done[0] + step, loss)
 
         if folds:
-            self._cross_validate(triplets, weights, n, dims, temps, folds, start, counted, done)
-            d, chosen_t = self.best_params_["n_components"], self.best_params_["t"]
+            chosen = self._cross_validate(
+                triplets, weights, n, dims, losses, folds, start, counted, done
+            )
+            d = self.best_params_["n_components"]
         else:
-            d, chosen_t = dims[0], (temps[0] if temps else default_t(dims[0]))
+            d = dims[0]
+            chosen = losses[0] if losses else self._fixed_loss(d)
             self.cv_results_ = None
-            self.best_params_ = {"n_components": d, "t": chosen_t}
+            self.best_params_ = {"n_components": d, "loss": chosen[0]}
             self.best_index_ = None
             self.selection_ = (
-                f"t = {chosen_t:g}, {d}-D: as given"
-                if len(dims) * max(len(temps), 1) == 1
-                else f"t = {chosen_t:g}, {d}-D: too few triplets ({len(triplets)}) to "
+                f"{chosen[0]}, {d}-D: as given"
+                if len(dims) * per_dim == 1
+                else f"{chosen[0]}, {d}-D: too few triplets ({len(triplets)}) to "
                 f"cross-validate a choice in {self.cv} folds"
             )
-        path = [value for value in temps if value <= chosen_t] if temps else ()
-        for t, Y, curve, converged in self._path(
+        path = [chosen] if not losses or chosen == losses[0] else [losses[0], chosen]
+        for loss, Y, curve, converged in self._path(
             triplets, weights, n, d, path, start, check_random_state(self.random_state), counted
         ):
             done[0] += len(curve)
         self.embedding_, self.loss_curve_, self.converged_ = Y, curve, converged
         self.n_iter_ = len(curve)
-        self.t_, self.n_components_ = float(t), int(d)
+        self.n_components_ = int(d)
+        self.loss_, self._loss_code = loss[0], loss
+        self.t_ = None if loss[2] == HINGE else float(loss[1])
         return self
 
     def _folds(self, n_triplets: int, n_candidates: int) -> list:
@@ -520,69 +602,88 @@ class TETE(BaseEstimator):
         seed = self.random_state
         return seed if isinstance(seed, Integral) else check_random_state(seed).randint(2**31)
 
-    def _cross_validate(self, triplets, weights, n, dims, temps, folds, start, counted, done):
-        candidates = [(d, t) for d in dims for t in (temps or (default_t(d),))]
-        errors = np.zeros((len(candidates), len(folds)))
+    def _cross_validate(self, triplets, weights, n, dims, losses, folds, start, counted, done):
+        per_dim = {d: (losses or [self._fixed_loss(d)]) for d in dims}
+        candidates = [(d, loss) for d in dims for loss in per_dim[d]]
+        errors = np.full((len(candidates), len(folds)), np.nan)
         seconds = np.zeros(len(candidates))
+        alive = set(range(len(candidates)))
         for fold, (fit_rows, held_rows) in enumerate(folds):
             rng = np.random.default_rng([self._fold_seed(), fold])
             for d in dims:
+                # The first loss of a dimension is its base: fitted while any is alive.
+                tried = [loss for loss in per_dim[d] if candidates.index((d, loss)) in alive]
+                if not tried:
+                    continue
+                path = [per_dim[d][0]] + [loss for loss in tried if loss != per_dim[d][0]]
                 began = time.perf_counter()
-                for t, Y, curve, _ in self._path(
+                for loss, Y, curve, _ in self._path(
                     triplets[fit_rows],
                     weights[fit_rows],
                     n,
                     d,
-                    temps,
+                    path,
                     start,
                     check_random_state(int(rng.integers(2**31))),
                     counted,
                 ):
                     done[0] += len(curve)
-                    row = candidates.index((d, t))
-                    errors[row, fold] = _violated_share(Y, triplets[held_rows])
+                    row = candidates.index((d, loss))
+                    if row in alive:
+                        errors[row, fold] = _violated_share(Y, triplets[held_rows])
                     seconds[row] += time.perf_counter() - began
                     began = time.perf_counter()
-        mean, std = errors.mean(axis=1), errors.std(axis=1)
-        best = int(np.argmin(mean))
+            if fold == 0:
+                first = errors[:, 0]
+                alive = {i for i in alive if first[i] <= np.nanmin(first) + PRUNE_MARGIN}
+        tried_folds = np.sum(~np.isnan(errors), axis=1)
+        mean = np.nanmean(errors, axis=1)
+        std = np.nanstd(errors, axis=1)
+        complete = [i for i in range(len(candidates)) if tried_folds[i] == len(folds)]
+        best = min(complete, key=lambda i: mean[i])
         reason = f"lowest held-out triplet error over {len(folds)} folds"
         if self.n_components == AUTO:
             # One standard error: the smallest dimension that is as good within the
-            # folds' own spread, at its best temperature.
-            bar = mean[best] + std[best] / np.sqrt(len(folds))
-            smallest = min(d for (d, _), m in zip(candidates, mean, strict=True) if m <= bar)
-            rows = [i for i, (d, _) in enumerate(candidates) if d == smallest]
+            # folds' own spread (or 0.2 points), at its best loss.
+            bar = mean[best] + max(std[best] / np.sqrt(len(folds)), DIMENSION_TOLERANCE)
+            smallest = min(candidates[i][0] for i in complete if mean[i] <= bar)
             if candidates[best][0] != smallest:
                 reason = (
-                    f"the smallest dimension within one standard error ({bar:.4f}) of the "
+                    f"the smallest dimension within one standard error or 0.002 ({bar:.4f}) of the "
                     f"lowest held-out triplet error over {len(folds)} folds"
                 )
-            best = min(rows, key=lambda i: mean[i])
-        order = np.argsort(mean, kind="stable")
+            best = min((i for i in complete if candidates[i][0] == smallest), key=lambda i: mean[i])
+        # Complete candidates rank first (by error), then those pruned after one fold.
+        order = sorted(range(len(candidates)), key=lambda i: (tried_folds[i] < len(folds), mean[i]))
         rank = np.empty(len(candidates), np.int64)
         rank[order] = np.arange(1, len(candidates) + 1)
         self.cv_results_ = {
-            "params": [{"n_components": d, "t": t} for d, t in candidates],
+            "params": [{"n_components": d, "loss": loss[0]} for d, loss in candidates],
             "param_n_components": np.array([d for d, _ in candidates]),
-            "param_t": np.array([t for _, t in candidates]),
+            "param_loss": np.array([loss[0] for _, loss in candidates]),
             **{f"split{i}_test_error": errors[:, i] for i in range(len(folds))},
             "mean_test_error": mean,
             "std_test_error": std,
             "rank_test_error": rank,
-            "mean_fit_time": seconds / len(folds),
+            "folds_tried": tried_folds,
+            "mean_fit_time": seconds / np.maximum(tried_folds, 1),
         }
         self.best_index_ = best
         self.best_params_ = dict(self.cv_results_["params"][best])
-        d, t = candidates[best]
+        d, loss = candidates[best]
+        pruned = len(candidates) - len(complete)
         self.selection_ = (
-            f"t = {t:g}, {d}-D: {reason} "
+            f"{loss[0]}, {d}-D: {reason} "
             f"({mean[best]:.4f} ± {std[best]:.4f}; "
             + ", ".join(
-                f"t = {ct:g}{'' if len(dims) == 1 else f' {cd}-D'}: {m:.4f}"
-                for (cd, ct), m in zip(candidates, mean, strict=True)
+                f"{c_loss[0]}{'' if len(dims) == 1 else f' {c_d}-D'}: {mean[i]:.4f}"
+                + ("" if tried_folds[i] == len(folds) else " (1 fold)")
+                for i, (c_d, c_loss) in enumerate(candidates)
             )
             + ")"
+            + (f"; {pruned} left after the first fold, {PRUNE_MARGIN} behind" if pruned else "")
         )
+        return loss
 
     def fit_transform(self, triplets, n_items: int | None = None, sample_weight=None):
         return self.fit(triplets, n_items, sample_weight).embedding_
@@ -604,7 +705,9 @@ class TETE(BaseEstimator):
                 Y[new] = self.embedding_[closer].mean(axis=0)
         movable = np.zeros(n + n_new)
         movable[n:] = 1.0
-        placed, _, _ = self._optimise(Y, triplets, weights, movable, float(max(n_new, 1)), self.t_)
+        placed, _, _ = self._optimise(
+            Y, triplets, weights, movable, float(max(n_new, 1)), self._loss_code
+        )
         return placed[n:]
 
     def score(self, triplets) -> float:

@@ -252,7 +252,8 @@ def fit_tete(
         "steps": int(model.n_iter_),
         "converged": bool(model.converged_),
         "n_components": int(model.n_components_),
-        "t": float(model.t_),
+        "loss": model.loss_,
+        "t": model.t_,
     }
     if model.cv_results_ is not None:
         results = model.cv_results_
@@ -260,14 +261,15 @@ def fit_tete(
         metrics["selection"] = {
             "candidates": [
                 {
-                    "t": float(candidate["t"]),
+                    "loss": candidate["loss"],
                     "n_components": int(candidate["n_components"]),
                     "heldout_triplet_error": float(results["mean_test_error"][row]),
                     "std": float(results["std_test_error"][row]),
+                    "folds": int(results["folds_tried"][row]),
                 }
                 for row, candidate in enumerate(results["params"])
             ],
-            "chosen": {"t": float(model.t_), "n_components": int(model.n_components_)},
+            "chosen": {"loss": model.loss_, "n_components": int(model.n_components_)},
             "folds": int(model.cv),
             "why": model.selection_,
         }
