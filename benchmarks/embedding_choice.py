@@ -53,7 +53,7 @@ def methods(n: int, peers: str, seed: int, fitted: dict) -> dict:
         return fitted["default"].embedding_
 
     ours = {
-        "default (t auto)": default,
+        "default (auto)": default,
         "ours t-STE (t=1)": lambda train: TETE(t=1.0, random_state=seed).fit_transform(train, n),
         "ours t-ETE (t=2)": lambda train: TETE(t=2.0, random_state=seed).fit_transform(train, n),
     }
@@ -111,23 +111,23 @@ def main() -> None:
                 f"{results[label][1]:6.1f} s",
                 flush=True,
             )
-        rows.append((model, error, results, fitted["default"].t_))
+        rows.append((model, error, results, fitted["default"].loss_))
     labels = list(rows[0][2])
     print()
     print(
         "| noise | wrong | "
         + " | ".join(labels)
-        + " | default − best | chosen t | TSTE s / default s |"
+        + " | default − best | chosen loss | TSTE s / default s |"
     )
     print("| --- | --- | " + " | ".join("---" for _ in labels) + " | --- | --- | --- |")
-    for model, error, results, chosen_t in rows:
+    for model, error, results, chosen in rows:
         best = min(value[0] for value in results.values())
-        default_error, default_seconds = results["default (t auto)"]
+        default_error, default_seconds = results["default (auto)"]
         cells = " | ".join(
             f"{results[label][0]:.4f} ({results[label][1]:.1f} s)" for label in labels
         )
         print(
-            f"| {model} | {error:.2f} | {cells} | {default_error - best:+.4f} | {chosen_t:g} | "
+            f"| {model} | {error:.2f} | {cells} | {default_error - best:+.4f} | {chosen} | "
             f"{results['cblearn TSTE'][1] / default_seconds:.1f}x |"
         )
 

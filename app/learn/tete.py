@@ -74,6 +74,19 @@ def _tempered_rows(Y, triplets, weights, t, k, gradient, movable, start, stop):
         if not (movable[a] or movable[p] or movable[q]):
             continue
         d_ap, d_aq = _squared_distances(Y, a, p, q)
+        w = weights[row]
+        if k == 1.0 and t == 1.0:
+            # STE: log(1 + e^x) of x = d_ap - d_aq, and its slope, the logistic of x.
+            x = d_ap - d_aq
+            if x > 0.0:
+                total += w * (x + np.log1p(np.exp(-x)))
+                c = w / (1.0 + np.exp(-x))
+            else:
+                e = np.exp(x)
+                total += w * np.log1p(e)
+                c = w * e / (1.0 + e)
+            _scatter(Y, gradient, a, p, q, 2.0 * c, -2.0 * c)
+            continue
         if k == 1.0:
             log_q_ap, log_q_aq = -d_ap, -d_aq
         else:
@@ -84,7 +97,6 @@ def _tempered_rows(Y, triplets, weights, t, k, gradient, movable, start, stop):
             softplus = log_ratio + np.log1p(np.exp(-log_ratio))
         else:
             softplus = np.log1p(np.exp(log_ratio))
-        w = weights[row]
         if t == 1.0:
             total += w * softplus
         else:
@@ -453,8 +465,14 @@ class TETE(BaseEstimator):
         self.cv = cv
         self.random_state = random_state
 
-    def _optimise(self, Y, triplets, weights, movable, step_scale, loss, callback=None):
+    def _optimise(
+        self, Y, triplets, weights, movable, step_scale, loss, callback=None, quick=False
+    ):
+        """`quick`: for ranking candidates in the folds, half the error-based patience."""
         _, t, k = loss
+        no_change = self.n_iter_no_change
+        if quick and no_change:
+            no_change = max(no_change // 2, 50)
         if self.optimizer == "lbfgs":
             return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter, callback)
         return _descend(
@@ -469,7 +487,7 @@ class TETE(BaseEstimator):
             self.tol,
             step_scale,
             callback,
-            self.n_iter_no_change,
+            no_change,
         )
 
     def _grid(self) -> tuple[tuple[int, ...], list | None]:
@@ -492,13 +510,13 @@ class TETE(BaseEstimator):
         name = {1.0: "t-STE", 2.0: "t-ETE"}.get(t, f"t={t:g}") if k == 2.0 else f"t={t:g}"
         return (name, t, k)
 
-    def _path(self, triplets, weights, n, d, losses, start, rng, callback):
+    def _path(self, triplets, weights, n, d, losses, start, rng, callback, quick=False):
         """Fit the first loss from `start`, then each other one from its embedding;
         yields (loss, embedding, loss curve, converged) after each."""
         base = start(n, d, rng)
         for position, loss in enumerate(losses):
             Y, curve, converged = self._optimise(
-                base.copy(), triplets, weights, np.ones(n), float(n), loss, callback
+                base.copy(), triplets, weights, np.ones(n), float(n), loss, callback, quick
             )
             if position == 0:
                 base = Y
@@ -626,6 +644,7 @@ class TETE(BaseEstimator):
                     start,
                     check_random_state(int(rng.integers(2**31))),
                     counted,
+                    quick=True,
                 ):
                     done[0] += len(curve)
                     row = candidates.index((d, loss))

@@ -1,0 +1,160 @@
+"""Ask → ready through the service against the library's fit on the same answers (issue
+16): a t-ETE model with default parameters (the loss chosen by cross-validation) over
+100,000 and 1,000,000 answers, on SQLite and PostgreSQL.
+
+The service runs as `closer serve` does on the embedded default (web and worker in one
+process); the answers are uploaded first (not timed). "Ask → ready" is from the POST that
+creates the model to the first GET that finds its version ready, polling every 20 ms: it
+includes waking the worker, reading the answers, the fit, and storing the model. The
+peer is `TETE(random_state=0).fit` on the same answers as arrays, in the same run
+(target: the service within 1.2x of it). Also reported: the worker's wait before the fit
+started, and how fast the answers were read (rows/s).
+
+    .venv/bin/python benchmarks/fit_latency.py [--sizes 100000,1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sklearn.datasets import make_blobs  # noqa: E402
+from sqlalchemy import select  # noqa: E402
+
+from app.auth.service import create_token  # noqa: E402
+from app.core.config import Settings  # noqa: E402
+from app.core.db import unit_of_work  # noqa: E402
+from app.learn import TETE, FeatureOracle, random_triplets  # noqa: E402
+from app.models import Item  # noqa: E402
+from app.training.service import _answers, _cutoff  # noqa: E402
+from tests.support.browser import serve_in_thread  # noqa: E402
+from tests.support.postgres import start_postgres  # noqa: E402
+
+API = "/api/v1"
+ITEMS = 1000
+
+
+def answers(n_answers: int) -> np.ndarray:
+    X, _ = make_blobs(n_samples=ITEMS, centers=5, n_features=5, cluster_std=2.0, random_state=0)
+    oracle = FeatureOracle(X, noise_scale=FeatureOracle(X).scale_for_error(0.1), random_state=0)
+    return random_triplets(ITEMS, n_answers, oracle, random_state=0)
+
+
+def through_the_service(url: str, data_dir: Path, triplets: np.ndarray) -> dict:
+    settings = Settings(
+        database_url=url,
+        data_dir=data_dir,
+        worker_in_process=True,
+        worker_poll_seconds=5.0,
+        rate_limits=False,
+    )
+    with serve_in_thread(settings) as server:
+        sessions = _sessions(url)
+        with unit_of_work(sessions) as session:
+            token = create_token(session=session, researcher_name="bench")
+        client = httpx.Client(
+            base_url=server, headers={"Authorization": f"Bearer {token}"}, timeout=600
+        )
+        project = client.post(f"{API}/projects", json={"name": "fit latency"}).json()["id"]
+        items = "key\n" + "\n".join(f"i{i}" for i in range(ITEMS)) + "\n"
+        client.post(f"{API}/projects/{project}/items", files={"file": ("items.csv", items)})
+        body = "anchor,closer,farther\n" + "\n".join(
+            f"i{a},i{b},i{c}" for a, b, c in triplets.tolist()
+        )
+        stored = client.post(
+            f"{API}/projects/{project}/triplets", files={"file": ("answers.csv", body)}
+        )
+        assert stored.status_code == 201, stored.text
+        # How fast a fit reads them, measured apart.
+        with sessions() as session:
+            began = time.perf_counter()
+            ids = np.array(
+                session.scalars(
+                    select(Item.id).where(Item.project_id == project).order_by(Item.id)
+                ).all()
+            )
+            _, read = _answers(session, project, _cutoff(session, project), ids)
+            read_seconds = time.perf_counter() - began
+        assert len(read) == len(triplets)
+        asked = time.perf_counter()
+        model = client.post(
+            f"{API}/projects/{project}/models",
+            json={"name": "map", "kind": "tete", "params": {}, "auto_refit": False},
+        ).json()
+        started = None
+        while True:
+            state = client.get(f"{API}/projects/{project}/models/{model['id']}").json()
+            latest = state["latest"]
+            if started is None and latest["status"] == "training":
+                started = time.perf_counter()
+            if latest["status"] == "ready":
+                ready = time.perf_counter()
+                break
+            assert latest["status"] in ("queued", "training"), latest
+            time.sleep(0.02)
+        sessions.kw["bind"].dispose()
+        return {
+            "ask_to_ready": ready - asked,
+            "to_start": (started or ready) - asked,
+            "read_rows_per_s": len(triplets) / read_seconds,
+            "loss": state["serving"]["metrics"]["loss"],
+        }
+
+
+def _sessions(url: str):
+    from app.core.db import make_engine, make_session_factory
+
+    return make_session_factory(make_engine(url))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100000,1000000")
+    sizes = [int(size) for size in parser.parse_args().sizes.split(",")]
+    TETE(t=1.0, max_iter=2).fit(np.array([[0, 1, 2]] * 30_000), 3)  # compile before timing
+    postgres = start_postgres()
+    rows = []
+    try:
+        for size in sizes:
+            triplets = answers(size)
+            began = time.perf_counter()
+            library = TETE(random_state=0).fit(triplets, ITEMS)
+            library_seconds = time.perf_counter() - began
+            print(
+                f"{size:,} answers: library fit {library_seconds:.1f} s ({library.loss_})",
+                flush=True,
+            )
+            for database in ("sqlite", "postgresql"):
+                with tempfile.TemporaryDirectory() as folder:
+                    if database == "sqlite":
+                        url = f"sqlite:///{folder}/closer.db"
+                    else:
+                        url = postgres.create_database(f"fit_{size}")
+                    found = through_the_service(url, Path(folder), triplets)
+                print(f"  {database}: {found}", flush=True)
+                rows.append((size, database, library_seconds, found))
+    finally:
+        postgres.stop()
+    print()
+    print(
+        "| answers | database | library fit s | ask → ready s | ratio | worker started after ms | answers read rows/s |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for size, database, library_seconds, found in rows:
+        print(
+            f"| {size:,} | {database} | {library_seconds:.1f} | {found['ask_to_ready']:.1f} | "
+            f"{found['ask_to_ready'] / library_seconds:.2f}x | {1000 * found['to_start']:.0f} | "
+            f"{found['read_rows_per_s']:,.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
