@@ -412,10 +412,11 @@ class TETE(BaseEstimator):
         L-BFGS does better from 1, as cblearn starts).
     candidates : the losses "auto" tries: "t-STE" (t = 1, Student-t kernel), "t-ETE"
         (t = 2), "STE" (Gaussian kernel), "SOE" (a squared hinge on distances, margin
-        0.1), or a temperature between 1 and 3. The first is fitted from scratch; the
-        others continue from its embedding, in the folds and in the final fit alike, so
-        each costs a fraction of a fit. One that is 0.01 worse than the best on the first
-        fold is not tried on the others.
+        0.1), or a temperature between 1 and 3. In each fold the first is fitted from
+        scratch and the others continue from its embedding, so each costs a fraction of
+        a fit; one that is 0.01 worse than the best on the first fold is not tried on the
+        others. The final fit on every triplet continues from the chosen loss's
+        embedding of the last fold.
     dimension_candidates, cv : what n_components="auto" tries; how many folds.
     random_state : seed of the initial embedding and of the folds.
 
@@ -568,18 +569,24 @@ class TETE(BaseEstimator):
         dims, losses = self._grid()
         per_dim = len(losses) if losses else 1
         folds = self._folds(len(triplets), len(dims) * per_dim)
-        self.planned_steps_ = (len(dims) * per_dim * len(folds) + min(per_dim, 2)) * self.max_iter
+        final_fits = 1 if folds else min(per_dim, 2)
+        self.planned_steps_ = (len(dims) * per_dim * len(folds) + final_fits) * self.max_iter
         done = [0]
 
         def counted(step: int, loss: float) -> None:
             if callback is not None:
                 callback(done[0] + step, loss)
 
+        final_start = start
         if folds:
-            chosen = self._cross_validate(
+            chosen, found = self._cross_validate(
                 triplets, weights, n, dims, losses, folds, start, counted, done
             )
             d = self.best_params_["n_components"]
+            # The final fit goes on from the chosen loss's embedding of the last fold (two
+            # thirds of these answers, with this loss): it has little left to learn.
+            final_start = lambda rows, dim, seeded: found.copy()  # noqa: E731
+            losses = [chosen]
         else:
             d = dims[0]
             chosen = losses[0] if losses else self._fixed_loss(d)
@@ -594,7 +601,14 @@ class TETE(BaseEstimator):
             )
         path = [chosen] if not losses or chosen == losses[0] else [losses[0], chosen]
         for loss, Y, curve, converged in self._path(
-            triplets, weights, n, d, path, start, check_random_state(self.random_state), counted
+            triplets,
+            weights,
+            n,
+            d,
+            path,
+            final_start,
+            check_random_state(self.random_state),
+            counted,
         ):
             done[0] += len(curve)
         self.embedding_, self.loss_curve_, self.converged_ = Y, curve, converged
@@ -626,6 +640,7 @@ class TETE(BaseEstimator):
         errors = np.full((len(candidates), len(folds)), np.nan)
         seconds = np.zeros(len(candidates))
         alive = set(range(len(candidates)))
+        latest: dict[int, np.ndarray] = {}  # each candidate's embedding in its last fold
         for fold, (fit_rows, held_rows) in enumerate(folds):
             rng = np.random.default_rng([self._fold_seed(), fold])
             for d in dims:
@@ -650,6 +665,7 @@ class TETE(BaseEstimator):
                     row = candidates.index((d, loss))
                     if row in alive:
                         errors[row, fold] = _violated_share(Y, triplets[held_rows])
+                        latest[row] = Y
                     seconds[row] += time.perf_counter() - began
                     began = time.perf_counter()
             if fold == 0:
@@ -702,7 +718,7 @@ class TETE(BaseEstimator):
             + ")"
             + (f"; {pruned} left after the first fold, {PRUNE_MARGIN} behind" if pruned else "")
         )
-        return loss
+        return loss, latest[best]
 
     def fit_transform(self, triplets, n_items: int | None = None, sample_weight=None):
         return self.fit(triplets, n_items, sample_weight).embedding_
