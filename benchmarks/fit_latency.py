@@ -81,7 +81,7 @@ def through_the_service(url: str, data_dir: Path, triplets: np.ndarray) -> dict:
                     select(Item.id).where(Item.project_id == project).order_by(Item.id)
                 ).all()
             )
-            _, read = _answers(session, project, _cutoff(session, project), ids)
+            _, read, _ = _answers(session, project, _cutoff(session, project), ids)
             read_seconds = time.perf_counter() - began
         assert len(read) == len(triplets)
         asked = time.perf_counter()

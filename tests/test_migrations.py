@@ -76,6 +76,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0009",
             "0010",
             "0011",
+            "0012",
         ]
     finally:
         engine.dispose()

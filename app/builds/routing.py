@@ -136,6 +136,7 @@ def _answers_about(session: Session, prediction: Prediction, every, order):
         Triplet.id > prediction.answers_cursor,
         Triplet.id <= bound,
         Triplet.anchor_id.in_(prediction.item_ids),
+        Triplet.is_test.is_(False),
     )
     excluded = scheduling.excluded_rater_ids(session, prediction.project_id)
     if excluded:

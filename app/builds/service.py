@@ -101,8 +101,9 @@ def answers_after(
     bound = committed_bound(session, project_id)
     if bound is None:  # writers kept the log busy: nothing new can be read safely now
         return np.empty((0, 3), np.int64), cursor
+    # The researcher's test split measures models; it never grows a tree.
     query = select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
-        Triplet.project_id == project_id, Triplet.id <= bound
+        Triplet.project_id == project_id, Triplet.id <= bound, Triplet.is_test.is_(False)
     )
     excluded = scheduling.excluded_rater_ids(session, project_id)
     if excluded:

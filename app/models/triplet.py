@@ -65,6 +65,8 @@ class Triplet(Base):
     created_at: Mapped[datetime] = mapped_column(
         Timestamp, default=utcnow, server_default=func.current_timestamp()
     )
+    # Uploaded as the researcher's test split: never fitted, every model measured on it.
+    is_test: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class Upload(Base):

@@ -49,6 +49,8 @@ class Snapshot:
     answers: np.ndarray
     answer_ids: np.ndarray  # the triplet id of each answer, ascending
     cutoff: int
+    # The researcher's test split (positions), never fitted: every model is measured on it.
+    test_answers: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
     regression: bool = False
     dissimilarity: np.ndarray | None = None  # SMERF's D over `dissimilarity_items`
     dissimilarity_items: np.ndarray | None = None
@@ -494,6 +496,27 @@ def fit_disdf(
     metrics.update(_test_metrics(snapshot, predictions))
     _answer_agreement(snapshot, fitted, metrics, seed)
     return Outcome(fitted, metrics, answers_used=0, heldout=metrics.get("answers_checked", 0))
+
+
+def measure_on_test_split(
+    snapshot: Snapshot, fitted: Fitted, metrics: dict[str, Any], seed: int = 0, most: int = 20_000
+) -> None:
+    """Triplet error on the researcher's test split (answers no fit ever sees), among the
+    items the model places, on a seeded sample of at most `most`: for every model with
+    distances, beside its own held-out measure."""
+    if fitted.kind not in ("tete", "smerf", "disdf") or not len(snapshot.test_answers):
+        return
+    covered = np.zeros(len(snapshot.item_ids), bool)
+    covered[fitted.candidates()] = True
+    answers = snapshot.test_answers[covered[snapshot.test_answers].all(axis=1)]
+    if len(answers) > most:
+        answers = answers[np.random.default_rng(seed).choice(len(answers), most, replace=False)]
+    metrics["test_answers"] = len(answers)
+    if not len(answers):
+        return
+    near = fitted.pair_distances(answers[:, 0], answers[:, 1])
+    far = fitted.pair_distances(answers[:, 0], answers[:, 2])
+    metrics["test_triplet_error"] = float(np.mean((near > far) + 0.5 * (near == far)))
 
 
 FITTERS: dict[str, Callable[[Snapshot, dict[str, Any], Fitted | None, Progress], Outcome]] = {

@@ -36,7 +36,7 @@ from app.models import (
 from app.models._types import utcnow
 from app.scheduling.service import excluded_rater_ids
 from app.training.fitted import Fitted
-from app.training.fitting import FITTERS, CannotFit, Snapshot
+from app.training.fitting import FITTERS, CannotFit, Snapshot, measure_on_test_split
 from app.training.schemas import ModelCreate, checked_params
 from app.triplets.log import answer_columns, committed_bound, readable_bound
 from app.worker import queue
@@ -337,7 +337,7 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
             if row.features is not None:
                 features[position] = decode_features(row.features)
     cutoff = _cutoff(session, project.id)
-    answer_ids, answers = _answers(session, project.id, cutoff, item_ids)
+    answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids)
     snap = Snapshot(
         item_ids=item_ids,
         keys=[row.key for row in rows],
@@ -347,6 +347,7 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
         features=features,
         answers=answers,
         answer_ids=answer_ids,
+        test_answers=test_answers,
         cutoff=cutoff,
         regression=project.label_type is LabelType.regression,
     )
@@ -368,22 +369,24 @@ def _cutoff(session: Session, project_id: int) -> int:
 
 def _answers(
     session: Session, project_id: int, cutoff: int, item_ids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The answers a fit uses, as (ids, positions of anchor, closer, farther): excluded
-    raters' answers and answers about items deleted since are left out."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The answers a fit uses, as (ids, positions of anchor, closer, farther), and the
+    researcher's test split as positions: excluded raters' answers and answers about
+    items deleted since are left out."""
     columns = answer_columns(session, project_id, cutoff)
     excluded = excluded_rater_ids(session, project_id)
-    keep = ~np.isin(columns["rater"], list(excluded)) if excluded else slice(None)
-    block = np.stack(
-        [columns["anchor_id"][keep], columns["closer_id"][keep], columns["farther_id"][keep]],
-        axis=1,
+    keep = (
+        ~np.isin(columns["rater"], list(excluded))
+        if excluded
+        else np.ones(len(columns["id"]), bool)
     )
-    ids = columns["id"][keep]
-    if not len(ids) or not len(item_ids):
-        return np.empty(0, np.int64), np.empty((0, 3), np.int64)
+    block = np.stack([columns["anchor_id"], columns["closer_id"], columns["farther_id"]], axis=1)
+    if not len(item_ids):
+        return np.empty(0, np.int64), np.empty((0, 3), np.int64), np.empty((0, 3), np.int64)
     positions = np.minimum(np.searchsorted(item_ids, block), len(item_ids) - 1)
-    known = (item_ids[positions] == block).all(axis=1)
-    return ids[known], positions[known]
+    keep &= (item_ids[positions] == block).all(axis=1)
+    test = columns["is_test"] == 1
+    return columns["id"][keep & ~test], positions[keep & ~test], positions[keep & test]
 
 
 def _add_dissimilarity(session: Session, model: LearnedModel, snap: Snapshot) -> None:
@@ -485,6 +488,7 @@ def fit_version(
     except (CannotFit, ValueError) as exc:  # the library refused this data or these params
         _fail(session, version_id, str(exc))
         raise FitProblem(str(exc)) from exc
+    measure_on_test_split(snap, outcome.fitted, outcome.metrics, params.get("random_state", 0))
     progress(0.96, "storing the model")
     fitted = outcome.fitted
     fitted.n_answers = len(snap.answers)
@@ -559,6 +563,7 @@ def answers_since(session: Session, project_id: int, after: int) -> int:
                 Triplet.project_id == project_id,
                 Triplet.id > after,
                 Triplet.id <= readable_bound(session, project_id),
+                Triplet.is_test.is_(False),
             )
         )
         or 0

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
@@ -53,12 +53,20 @@ def upload_triplets(
     format: Annotated[
         FileFormat | None, Query(description="Defaults to the file's extension")
     ] = None,
+    split: Annotated[
+        Literal["train", "test"],
+        Query(
+            description="'test': the file is the researcher's test split, never fitted, every "
+            "model measured on it (a `split` column decides per row)"
+        ),
+    ] = "train",
 ):
     """Add existing triplets by item key, all or nothing.
 
     CSV columns `anchor`, `closer`, `farther` (the anchor is closer to `closer`), and
-    optionally `source`, `rater`, `response_time_ms`, `created_at` (as exported). JSON: an
-    array of `[anchor, closer, farther]` lists or of objects with those fields.
+    optionally `source`, `rater`, `response_time_ms`, `created_at` (as exported), `split`
+    (`train` or `test`). JSON: an array of `[anchor, closer, farther]` lists or of objects
+    with those fields.
     """
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     result = service.ingest_triplets(
@@ -69,6 +77,7 @@ def upload_triplets(
         requested_format=format,
         idempotency_key=idempotency_key,
         on_error=on_error,
+        split=split,
     )
     return upload_response(result, response)
 

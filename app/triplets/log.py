@@ -93,17 +93,19 @@ def committed_bound(session: Session, project_id: int) -> int | None:
 # (int16) and per field its length (int32, always 8 here: no NULLs) and value (int64),
 # all big-endian, and a 2-byte trailer.
 _COPY_HEADER = 19
-_ANSWER_COLUMNS = ("id", "anchor_id", "closer_id", "farther_id", "rater")
+_ANSWER_COLUMNS = ("id", "anchor_id", "closer_id", "farther_id", "rater", "is_test")
 
 
 def answer_columns(session: Session, project_id: int, cutoff: int) -> dict[str, np.ndarray]:
     """The project's answers with ids up to `cutoff`, in id order, as int64 columns (id,
-    anchor_id, closer_id, farther_id, and rater: 0 for answers without a rater), read
+    anchor_id, closer_id, farther_id, rater: 0 for answers without a rater, and is_test:
+    1 for the researcher's test split), read
     in the session's transaction straight from the driver: a fit reads millions of rows,
     and building a Python row for each cost most of a fit's waiting time."""
     query = (
         "SELECT CAST(id AS BIGINT), CAST(anchor_id AS BIGINT), CAST(closer_id AS BIGINT), "
-        "CAST(farther_id AS BIGINT), CAST(COALESCE(rater_id, 0) AS BIGINT) FROM triplets "
+        "CAST(farther_id AS BIGINT), CAST(COALESCE(rater_id, 0) AS BIGINT), "
+        "CAST(CASE WHEN is_test THEN 1 ELSE 0 END AS BIGINT) FROM triplets "
         f"WHERE project_id = {int(project_id)} AND id <= {int(cutoff)} ORDER BY id"
     )
     driver = session.connection().connection.driver_connection

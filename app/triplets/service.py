@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, String, func, literal, or_, select, type_coerce
+from sqlalchemy import Engine, String, case, func, literal, or_, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
@@ -34,8 +34,9 @@ from app.uploads.service import UploadResult, find_replay, open_upload
 
 TRIPLET_FORMATS = (FileFormat.csv, FileFormat.json)
 ROLES = ("anchor", "closer", "farther")
-OPTIONAL_COLUMNS = ("source", "rater", "response_time_ms", "created_at")
+OPTIONAL_COLUMNS = ("source", "rater", "response_time_ms", "created_at", "split")
 EXPORT_COLUMNS = ROLES + OPTIONAL_COLUMNS
+SPLITS = ("train", "test")
 _BATCH = 20_000
 _CHUNK_BYTES = 256 * 1024
 
@@ -58,7 +59,12 @@ class _RowParser:
         extras: tuple[str, ...],
         file: str,
         problems: ProblemCollector,
+        split: str = "train",
     ) -> None:
+        # A test split given for the whole file is stored on every row, as a column would.
+        self._default_test = split == "test"
+        if self._default_test and "split" not in extras:
+            extras = (*extras, "split")
         self._appended = tuple(name for name in extras if name in _APPENDED_COLUMNS)
         writer = TripletWriter(
             session, project.id, tuple(_APPENDED_COLUMNS[n] for n in self._appended), upload
@@ -87,6 +93,7 @@ class _RowParser:
             "rater": self._rater,
             "response_time_ms": self._response_time,
             "created_at": self._created_at,
+            "split": self._split,
         }
 
     def _bad(self, row: int, column: str | None, message: str) -> None:
@@ -127,8 +134,8 @@ class _RowParser:
             return None
         if not self.extras:
             return (*self._head, a, c, f, *self._tail)
-        values = {}
-        for name, raw in zip(self.extras, extra_values, strict=True):
+        values = {"split": self._default_test}
+        for name, raw in zip(self.extras, extra_values, strict=False):
             value = self._parse_extra[name](row, raw)
             if value is _INVALID:
                 return None
@@ -176,6 +183,14 @@ class _RowParser:
             self._raters[external_id] = rater.id
         return self._raters[external_id]
 
+    def _split(self, row: int, raw: Any) -> Any:
+        if raw in ("", None):
+            return self._default_test
+        if raw not in SPLITS:
+            self._bad(row, "split", f"'{echo(raw)}' is not train or test")
+            return _INVALID
+        return raw == "test"
+
     def _response_time(self, row: int, raw: Any) -> Any:
         if raw in ("", None):
             return None
@@ -202,7 +217,11 @@ class _RowParser:
 
 _INVALID = object()
 # Optional columns stored after the fixed ones, with their column names in the table.
-_APPENDED_COLUMNS = {"rater": "rater_id", "response_time_ms": "response_time_ms"}
+_APPENDED_COLUMNS = {
+    "rater": "rater_id",
+    "response_time_ms": "response_time_ms",
+    "split": "is_test",
+}
 
 
 def _ingest_csv(
@@ -302,10 +321,13 @@ def ingest_triplets(
     requested_format: FileFormat | None,
     idempotency_key: str | None,
     on_error: str = "reject",
+    split: str = "train",
 ) -> UploadResult:
     """Stream the file into the table in committed chunks and publish it at the end; on
     any problem, take out what was committed, so the upload changes nothing (with
-    on_error="skip", a row with a problem is left out and listed instead)."""
+    on_error="skip", a row with a problem is left out and listed instead). `split`
+    "test" stores the file as the researcher's test split (a `split` column decides per
+    row)."""
     replay = find_replay(
         session=session, project=project, kind=UploadKind.triplets, idempotency_key=idempotency_key
     )
@@ -329,6 +351,7 @@ def ingest_triplets(
             extras=extras,
             file=upload.name,
             problems=problems,
+            split=split,
         )
 
     ingest = _ingest_csv if fmt is FileFormat.csv else _ingest_json
@@ -401,6 +424,7 @@ def _export_select(
             safe(Rater.external_id),
             Triplet.response_time_ms,
             type_coerce(created, String),
+            case((Triplet.is_test, literal("test")), else_=literal("train")),
         )
         .join(anchor, anchor.id == Triplet.anchor_id)
         .join(closer, closer.id == Triplet.closer_id)

@@ -1,0 +1,29 @@
+"""Triplets a researcher uploads as a test split: never fitted, every model measured on
+them (`triplets.is_test`). Adding a column with a constant default rewrites no rows on
+PostgreSQL 11+ nor on SQLite, so this is instant on a log of millions of answers.
+
+Revision ID: 0012
+Revises: 0011
+Create Date: 2026-11-24
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0012"
+down_revision: str | None = "0011"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.add_column(
+        "triplets", sa.Column("is_test", sa.Boolean(), nullable=False, server_default=sa.false())
+    )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("triplets") as batch:
+        batch.drop_column("is_test")
