@@ -30,6 +30,7 @@ from sklearn.datasets import make_blobs  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
 from app.auth.service import create_token  # noqa: E402
+from app.core import migrations  # noqa: E402
 from app.core.config import Settings  # noqa: E402
 from app.core.db import unit_of_work  # noqa: E402
 from app.learn import TETE, FeatureOracle, random_triplets  # noqa: E402
@@ -56,6 +57,7 @@ def through_the_service(url: str, data_dir: Path, triplets: np.ndarray) -> dict:
         worker_poll_seconds=5.0,
         rate_limits=False,
     )
+    migrations.upgrade(url)  # as `closer serve` does first
     with serve_in_thread(settings) as server:
         sessions = _sessions(url)
         with unit_of_work(sessions) as session:

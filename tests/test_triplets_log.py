@@ -57,7 +57,7 @@ def test_a_write_in_flight_holds_the_readers_bound_back(make_database_url):
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_answer_columns_read_what_the_orm_reads(make_database_url, backend):
     """The driver-level reader fits use gives the rows an ORM query gives: in id order, up
-    to the cut-off, only the project's own, with 0 where an answer has no rater."""
+    to the cut-off, only the project's own, the test split apart, excluded raters out."""
     import numpy as np
     from sqlalchemy import select
 
@@ -83,39 +83,39 @@ def test_answer_columns_read_what_the_orm_reads(make_database_url, backend):
                     "farther_id": int(rng.integers(1, 1000)),
                     "source": TripletSource.rater,
                     "rater_id": None if rng.random() < 0.3 else int(rng.integers(1, 50)),
+                    "is_test": bool(rng.random() < 0.1),
                 }
                 for _ in range(5000)
             ]
             session.execute(insert(Triplet), rows)
+        columns = (Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
         with sessions() as session:
-            everything = session.execute(
-                select(Triplet.id, Triplet.project_id).order_by(Triplet.id)
-            ).all()
+            everything = session.execute(select(Triplet.id).order_by(Triplet.id)).all()
             cutoff = everything[3000].id
             for project_id in ids:
-                expected = session.execute(
-                    select(
-                        Triplet.id,
-                        Triplet.anchor_id,
-                        Triplet.closer_id,
-                        Triplet.farther_id,
-                        Triplet.rater_id,
+                for test_split, excluded in ((False, ()), (True, ()), (False, (3, 7, 11))):
+                    query = select(*columns).where(
+                        Triplet.project_id == project_id,
+                        Triplet.id <= cutoff,
+                        Triplet.is_test.is_(test_split),
                     )
-                    .where(Triplet.project_id == project_id, Triplet.id <= cutoff)
-                    .order_by(Triplet.id)
-                ).all()
-                columns = answer_columns(session, project_id, cutoff)
-                assert len(expected) > 1000
-                got = list(
-                    zip(
-                        *(columns[name].tolist() for name in ("id", "anchor_id", "closer_id")),
-                        columns["farther_id"].tolist(),
-                        columns["rater"].tolist(),
-                        strict=True,
+                    if excluded:
+                        query = query.where(
+                            Triplet.rater_id.is_(None) | Triplet.rater_id.not_in(excluded)
+                        )
+                    expected = session.execute(query.order_by(Triplet.id)).all()
+                    found = answer_columns(
+                        session,
+                        project_id,
+                        cutoff,
+                        test_split=test_split,
+                        excluded_raters=excluded,
                     )
-                )
-                assert got == [(*row[:4], row[4] or 0) for row in expected]
-                assert all(column.dtype == np.int64 for column in columns.values())
+                    assert len(expected) > 50
+                    names = ("id", "anchor_id", "closer_id", "farther_id")
+                    got = list(zip(*(found[name].tolist() for name in names), strict=True))
+                    assert got == [tuple(row) for row in expected]
+                    assert all(column.dtype == np.int64 for column in found.values())
             assert all(len(c) == 0 for c in answer_columns(session, ids[0], 0).values())
     finally:
         engine.dispose()

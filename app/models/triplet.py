@@ -41,6 +41,14 @@ class Triplet(Base):
             postgresql_where=text("rater_id IS NOT NULL"),
             sqlite_where=text("rater_id IS NOT NULL"),
         ),
+        # The researcher's test split, found without reading the rest of the log.
+        Index(
+            "ix_triplets_test_split",
+            "project_id",
+            "id",
+            postgresql_where=text("is_test"),
+            sqlite_where=text("is_test"),
+        ),
         Index(
             "uq_triplets_project_id_idempotency_key",
             "project_id",

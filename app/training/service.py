@@ -373,20 +373,23 @@ def _answers(
     """The answers a fit uses, as (ids, positions of anchor, closer, farther), and the
     researcher's test split as positions: excluded raters' answers and answers about
     items deleted since are left out."""
-    columns = answer_columns(session, project_id, cutoff)
     excluded = excluded_rater_ids(session, project_id)
-    keep = (
-        ~np.isin(columns["rater"], list(excluded))
-        if excluded
-        else np.ones(len(columns["id"]), bool)
-    )
-    block = np.stack([columns["anchor_id"], columns["closer_id"], columns["farther_id"]], axis=1)
-    if not len(item_ids):
-        return np.empty(0, np.int64), np.empty((0, 3), np.int64), np.empty((0, 3), np.int64)
-    positions = np.minimum(np.searchsorted(item_ids, block), len(item_ids) - 1)
-    keep &= (item_ids[positions] == block).all(axis=1)
-    test = columns["is_test"] == 1
-    return columns["id"][keep & ~test], positions[keep & ~test], positions[keep & test]
+    found = []
+    for test_split in (False, True):
+        columns = answer_columns(
+            session, project_id, cutoff, test_split=test_split, excluded_raters=excluded
+        )
+        block = np.stack(
+            [columns["anchor_id"], columns["closer_id"], columns["farther_id"]], axis=1
+        )
+        if not len(item_ids):
+            found.append((columns["id"][:0], np.empty((0, 3), np.int64)))
+            continue
+        positions = np.minimum(np.searchsorted(item_ids, block), len(item_ids) - 1)
+        known = (item_ids[positions] == block).all(axis=1)
+        found.append((columns["id"][known], positions[known]))
+    (ids, answers), (_, test) = found
+    return ids, answers, test
 
 
 def _add_dissimilarity(session: Session, model: LearnedModel, snap: Snapshot) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Collection
 
 import numpy as np
 from sqlalchemy import ColumnElement, func, select, text
@@ -93,20 +94,33 @@ def committed_bound(session: Session, project_id: int) -> int | None:
 # (int16) and per field its length (int32, always 8 here: no NULLs) and value (int64),
 # all big-endian, and a 2-byte trailer.
 _COPY_HEADER = 19
-_ANSWER_COLUMNS = ("id", "anchor_id", "closer_id", "farther_id", "rater", "is_test")
+_ANSWER_COLUMNS = ("id", "anchor_id", "closer_id", "farther_id")
 
 
-def answer_columns(session: Session, project_id: int, cutoff: int) -> dict[str, np.ndarray]:
+def answer_columns(
+    session: Session,
+    project_id: int,
+    cutoff: int,
+    *,
+    test_split: bool = False,
+    excluded_raters: Collection[int] = (),
+) -> dict[str, np.ndarray]:
     """The project's answers with ids up to `cutoff`, in id order, as int64 columns (id,
-    anchor_id, closer_id, farther_id, rater: 0 for answers without a rater, and is_test:
-    1 for the researcher's test split), read
-    in the session's transaction straight from the driver: a fit reads millions of rows,
-    and building a Python row for each cost most of a fit's waiting time."""
+    anchor_id, closer_id, farther_id), read in the session's transaction straight from
+    the driver: a fit reads millions of rows, and a Python row for each cost most of a
+    fit's wait. The researcher's test split with `test_split` (an index of its own finds
+    it), the other answers without, less those of `excluded_raters`."""
+    where = [
+        f"project_id = {int(project_id)}",
+        f"id <= {int(cutoff)}",
+        "is_test" if test_split else "NOT is_test",
+    ]
+    if excluded_raters:
+        listed = ", ".join(str(int(rater)) for rater in excluded_raters)
+        where.append(f"(rater_id IS NULL OR rater_id NOT IN ({listed}))")
     query = (
         "SELECT CAST(id AS BIGINT), CAST(anchor_id AS BIGINT), CAST(closer_id AS BIGINT), "
-        "CAST(farther_id AS BIGINT), CAST(COALESCE(rater_id, 0) AS BIGINT), "
-        "CAST(CASE WHEN is_test THEN 1 ELSE 0 END AS BIGINT) FROM triplets "
-        f"WHERE project_id = {int(project_id)} AND id <= {int(cutoff)} ORDER BY id"
+        f"CAST(farther_id AS BIGINT) FROM triplets WHERE {' AND '.join(where)} ORDER BY id"
     )
     driver = session.connection().connection.driver_connection
     if _is_postgres(session):

@@ -22,8 +22,17 @@ def upgrade() -> None:
     op.add_column(
         "triplets", sa.Column("is_test", sa.Boolean(), nullable=False, server_default=sa.false())
     )
+    # A partial index: empty until a test split is uploaded, and then only its rows.
+    op.create_index(
+        "ix_triplets_test_split",
+        "triplets",
+        ["project_id", "id"],
+        postgresql_where=sa.text("is_test"),
+        sqlite_where=sa.text("is_test"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_triplets_test_split", table_name="triplets")
     with op.batch_alter_table("triplets") as batch:
         batch.drop_column("is_test")
