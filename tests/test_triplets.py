@@ -63,6 +63,7 @@ class TestUpload:
             "rater": "p-17",
             "response_time_ms": 812,
             "created_at": "2026-01-02T03:04:05.000000+00:00",
+            "split": "train",
         }
 
     @pytest.mark.parametrize(
@@ -205,7 +206,7 @@ class TestExport:
 
     def test_empty_project_exports_header_or_empty_array(self, client, auth, pid):
         assert export(client, auth, pid).text == (
-            "anchor,closer,farther,source,rater,response_time_ms,created_at\n"
+            "anchor,closer,farther,source,rater,response_time_ms,created_at,split\n"
         )
         assert export(client, auth, pid, "json").json() == []
 

@@ -74,7 +74,7 @@ class Triplet(Base):
         Timestamp, default=utcnow, server_default=func.current_timestamp()
     )
     # Uploaded as the researcher's test split: never fitted, every model measured on it.
-    is_test: Mapped[bool] = mapped_column(default=False, server_default=false())
+    is_test: Mapped[bool] = mapped_column(server_default=false())
 
 
 class Upload(Base):
