@@ -67,6 +67,7 @@ def upload(
     settings: SettingsDep,
     researcher: WorkspaceResearcher,
     on_error: Annotated[Literal["reject", "skip"], Form()] = "reject",
+    split: Annotated[Literal["train", "test"], Form()] = "train",
     idempotency_key: Annotated[str | None, Header(max_length=100)] = None,
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -92,6 +93,7 @@ def upload(
                 requested_format=None,
                 idempotency_key=idempotency_key,
                 on_error=on_error,
+                split=split,
             )
     except InvalidUpload as rejected:
         roll_back(session)

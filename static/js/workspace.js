@@ -177,6 +177,8 @@ function uploadForms(root) {
       body.append("file", file);
       const skip = form.querySelector("input[name=on_error]");
       if (skip && skip.checked) body.append("on_error", "skip");
+      const split = form.querySelector("input[name=split]");
+      if (split && split.checked) body.append("split", "test");
       request.send(body);
     });
   }

@@ -395,6 +395,17 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
         httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).json()["triplet_count"]
         == 3
     )
+    # A test split: stored, and marked so in the export.
+    held = tmp_path / "held-out.csv"
+    held.write_text("anchor,closer,farther\ntriangle,square,circle\n")
+    triplets_form.locator("input[type=file]").set_input_files(held)
+    triplets_form.get_by_label("A test split").check()
+    triplets_form.get_by_role("button", name="Upload triplets").click()
+    expect(triplets_form.locator(".success")).to_contain_text("Stored 1 triplets")
+    exported = httpx.get(
+        f"{server}{API}/projects/{project_id}/triplets/export?format=json", headers=bearer
+    ).json()
+    assert [row["split"] for row in exported] == ["train"] * 3 + ["test"]
     page.set_viewport_size(PHONE)
     page.screenshot(path=str(shots / "workspace-uploads-phone.png"), full_page=True)
     page.set_viewport_size(DESKTOP)
