@@ -248,7 +248,14 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             json={
                 "name": "long",
                 "kind": "tete",
-                "params": {"n_components": 3, "max_iter": 20_000, "tol": 0},
+                # Every one of 20,000 steps: no stopping rule may end it early.
+                "params": {
+                    "n_components": 3,
+                    "t": 2.0,
+                    "max_iter": 20_000,
+                    "tol": 0,
+                    "n_iter_no_change": None,
+                },
                 "auto_refit": False,
             },
         ).json()
