@@ -119,3 +119,69 @@ def test_answer_columns_read_what_the_orm_reads(make_database_url, backend):
             assert all(len(c) == 0 for c in answer_columns(session, ids[0], 0).values())
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_answers_about_the_projects_items_map_to_positions(make_database_url, backend):
+    """What a fit gets: positions of known items, in id order, the test split apart; an
+    answer naming an item deleted since (below or above the project's ids) is left out."""
+    import numpy as np
+    from sqlalchemy import select
+
+    from app.models import Item
+    from app.training.service import _answers
+
+    url = make_database_url(backend, "positions")
+    migrations.upgrade(url)
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    rng = np.random.default_rng(1)
+    try:
+        with unit_of_work(sessions) as session:
+            owner = Researcher(name="r")
+            session.add(owner)
+            session.flush()
+            project = Project(owner_id=owner.id, name="p")
+            session.add(project)
+            session.flush()
+            items = [Item(project_id=project.id, key=f"k{i}") for i in range(50)]
+            session.add_all(items)
+            session.flush()
+            ids = np.array(sorted(item.id for item in items))
+            gone = [int(ids[0]) - 1, int(ids[-1]) + 7]  # items deleted since
+            chosen = ids[rng.integers(0, 50, (3000, 3))]
+            chosen[::97, 1] = gone[0]
+            chosen[5::101, 2] = gone[1]
+            test = rng.random(3000) < 0.1
+            session.execute(
+                insert(Triplet),
+                [
+                    {
+                        "project_id": project.id,
+                        "anchor_id": int(a),
+                        "closer_id": int(c),
+                        "farther_id": int(f),
+                        "source": TripletSource.upload,
+                        "is_test": bool(t),
+                    }
+                    for (a, c, f), t in zip(chosen, test, strict=True)
+                ],
+            )
+            project_id = project.id
+        with sessions() as session:
+            stored = np.array(
+                session.execute(
+                    select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
+                    .where(Triplet.project_id == project_id)
+                    .order_by(Triplet.id)
+                ).all()
+            )
+            answer_ids, answers, held = _answers(session, project_id, int(stored[-1, 0]), ids)
+        known = np.isin(stored[:, 1:], ids).all(axis=1)
+        assert (~known).sum() > 40
+        expected = np.searchsorted(ids, stored[:, 1:])
+        assert np.array_equal(answer_ids, stored[known & ~test, 0])
+        assert np.array_equal(answers, expected[known & ~test])
+        assert np.array_equal(held, expected[known & test])
+    finally:
+        engine.dispose()

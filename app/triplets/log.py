@@ -28,7 +28,7 @@ import numpy as np
 from sqlalchemy import ColumnElement, func, select, text
 from sqlalchemy.orm import Session
 
-from app.models import Triplet, Upload
+from app.models import Item, Triplet, Upload
 
 LOG_LOCK = 0x7121  # the advisory-lock namespace of the triplets log
 TRIES = 20
@@ -109,7 +109,8 @@ def answer_columns(
     anchor_id, closer_id, farther_id), read in the session's transaction straight from
     the driver: a fit reads millions of rows, and a Python row for each cost most of a
     fit's wait. The researcher's test split with `test_split` (an index of its own finds
-    it), the other answers without, less those of `excluded_raters`."""
+    it), the other answers without, less those of `excluded_raters`. On SQLite an item id
+    that no item of the project has may come back as another such id."""
     where = [
         f"project_id = {int(project_id)}",
         f"id <= {int(cutoff)}",
@@ -118,12 +119,14 @@ def answer_columns(
     if excluded_raters:
         listed = ", ".join(str(int(rater)) for rater in excluded_raters)
         where.append(f"(rater_id IS NULL OR rater_id NOT IN ({listed}))")
-    query = (
-        "SELECT CAST(id AS BIGINT), CAST(anchor_id AS BIGINT), CAST(closer_id AS BIGINT), "
-        f"CAST(farther_id AS BIGINT) FROM triplets WHERE {' AND '.join(where)} ORDER BY id"
-    )
+    condition = " AND ".join(where)
     driver = session.connection().connection.driver_connection
     if _is_postgres(session):
+        # Binary COPY sends each value at its column's width: make every one 8 bytes.
+        query = (
+            "SELECT id::int8, anchor_id::int8, closer_id::int8, farther_id::int8 "
+            f"FROM triplets WHERE {condition} ORDER BY id"
+        )
         buffer = bytearray()
         with driver.cursor() as cursor:
             with cursor.copy(f"COPY ({query}) TO STDOUT (FORMAT BINARY)") as copy:
@@ -135,7 +138,45 @@ def answer_columns(
         body = memoryview(buffer)[_COPY_HEADER : len(buffer) - 2]
         rows = np.frombuffer(body, dtype=np.dtype(row))
         return {name: rows[name].astype(np.int64) for name in _ANSWER_COLUMNS}
-    cursor = driver.execute(query)
-    flat = np.fromiter(itertools.chain.from_iterable(cursor), dtype=np.int64)
-    flat = flat.reshape(-1, len(_ANSWER_COLUMNS))
-    return {name: flat[:, column] for column, name in enumerate(_ANSWER_COLUMNS)}
+    packing = _packing(session, project_id)
+    if packing is None:
+        cursor = driver.execute(
+            f"SELECT id, anchor_id, closer_id, farther_id FROM triplets WHERE {condition} "
+            "ORDER BY id"
+        )
+        flat = np.fromiter(itertools.chain.from_iterable(cursor), dtype=np.int64)
+        flat = flat.reshape(-1, len(_ANSWER_COLUMNS))
+        return {name: flat[:, column] for column, name in enumerate(_ANSWER_COLUMNS)}
+    # SQLite hands each value to Python as an object of its own: three item ids packed
+    # into one integer (as offsets from the project's lowest item id, 21 bits each) read
+    # a fifth faster. An id outside the project's range (an item deleted since) comes
+    # back as one no item has.
+    low, high = packing
+    inside = " AND ".join(f"{role} BETWEEN {low} AND {high}" for role in _ROLES)
+    packed = (
+        f"CASE WHEN {inside} THEN ((anchor_id - {low}) << 42) | ((closer_id - {low}) << 21)"
+        f" | (farther_id - {low}) ELSE -1 END"
+    )
+    cursor = driver.execute(f"SELECT id, {packed} FROM triplets WHERE {condition} ORDER BY id")
+    flat = np.fromiter(itertools.chain.from_iterable(cursor), dtype=np.int64).reshape(-1, 2)
+    mask = (1 << 21) - 1
+    columns = {"id": flat[:, 0]}
+    outside = flat[:, 1] < 0
+    for role, shift in zip(_ROLES, (42, 21, 0), strict=True):
+        ids = ((flat[:, 1] >> shift) & mask) + low
+        ids[outside] = low - 1
+        columns[role] = ids
+    return columns
+
+
+_ROLES = ("anchor_id", "closer_id", "farther_id")
+
+
+def _packing(session: Session, project_id: int) -> tuple[int, int] | None:
+    """The project's lowest and highest item id, where 21 bits hold their difference."""
+    low, high = session.execute(
+        select(func.min(Item.id), func.max(Item.id)).where(Item.project_id == project_id)
+    ).one()
+    if low is None or high - low >= 1 << 21:
+        return None
+    return int(low), int(high)
