@@ -80,11 +80,34 @@ def through_the_service(url: str, data_dir: Path, triplets: np.ndarray) -> dict:
             stderr=subprocess.DEVNULL,
         )
     try:
+        if worker is not None:
+            _wait_until_listening(url)
         return _ask(settings, url, triplets)
     finally:
         if worker is not None:
             worker.terminate()
             worker.wait(timeout=30)
+
+
+def _wait_until_listening(url: str, seconds: float = 60.0) -> None:
+    """Until the worker process has started and listens for new jobs (its imports take a
+    second or two), as a deployed worker long has."""
+    from sqlalchemy import text
+
+    engine = _sessions(url).kw["bind"]
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            with engine.connect() as connection:
+                listening = connection.scalar(
+                    text("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'")
+                )
+            if listening:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the worker process did not start listening")
+    finally:
+        engine.dispose()
 
 
 def _ask(settings: Settings, url: str, triplets: np.ndarray) -> dict:
