@@ -569,8 +569,7 @@ class TETE(BaseEstimator):
         dims, losses = self._grid()
         per_dim = len(losses) if losses else 1
         folds = self._folds(len(triplets), len(dims) * per_dim)
-        final_fits = 1 if folds else min(per_dim, 2)
-        self.planned_steps_ = (len(dims) * per_dim * len(folds) + final_fits) * self.max_iter
+        self.planned_steps_ = (len(dims) * per_dim * len(folds) + 1) * self.max_iter
         done = [0]
 
         def counted(step: int, loss: float) -> None:
@@ -586,7 +585,6 @@ class TETE(BaseEstimator):
             # The final fit goes on from the chosen loss's embedding of the last fold (two
             # thirds of these answers, with this loss): it has little left to learn.
             final_start = lambda rows, dim, seeded: found.copy()  # noqa: E731
-            losses = [chosen]
         else:
             d = dims[0]
             chosen = losses[0] if losses else self._fixed_loss(d)
@@ -599,23 +597,20 @@ class TETE(BaseEstimator):
                 else f"{chosen[0]}, {d}-D: too few triplets ({len(triplets)}) to "
                 f"cross-validate a choice in {self.cv} folds"
             )
-        path = [chosen] if not losses or chosen == losses[0] else [losses[0], chosen]
-        for loss, Y, curve, converged in self._path(
+        Y, curve, converged = self._optimise(
+            final_start(n, d, check_random_state(self.random_state)),
             triplets,
             weights,
-            n,
-            d,
-            path,
-            final_start,
-            check_random_state(self.random_state),
+            np.ones(n),
+            float(n),
+            chosen,
             counted,
-        ):
-            done[0] += len(curve)
+        )
         self.embedding_, self.loss_curve_, self.converged_ = Y, curve, converged
         self.n_iter_ = len(curve)
         self.n_components_ = int(d)
-        self.loss_, self._loss_code = loss[0], loss
-        self.t_ = None if loss[2] == HINGE else float(loss[1])
+        self.loss_, self._loss_code = chosen[0], chosen
+        self.t_ = None if chosen[2] == HINGE else float(chosen[1])
         return self
 
     def _folds(self, n_triplets: int, n_candidates: int) -> list:
