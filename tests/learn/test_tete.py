@@ -6,7 +6,16 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from app.learn import triplet_error
-from app.learn.tete import TETE, _loss_and_gradient, default_t, feature_triplets
+from app.learn.tete import (
+    HINGE,
+    PARALLEL_FROM,
+    SOE_MARGIN,
+    TETE,
+    _loss_and_gradient,
+    default_t,
+    feature_triplets,
+    loss_and_gradient,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +54,37 @@ def test_gradient_matches_finite_differences(t, kernel_t):
             )
             numeric[i, j] = (up - down) / 2e-6
     assert np.allclose(gradient, numeric, atol=1e-5 * np.abs(gradient).max())
+
+
+@pytest.mark.parametrize(
+    ("t", "kernel"),
+    [(1.0, 2.0), (1.5, 2.0), (2.0, 2.0), (1.0, 1.0), (SOE_MARGIN, HINGE)],
+    ids=["t-STE", "t=1.5", "t-ETE", "STE", "SOE"],
+)
+@pytest.mark.parametrize("n_triplets", [120, PARALLEL_FROM + 10])
+def test_every_loss_pass_matches_finite_differences(t, kernel, n_triplets):
+    """The passes fits run (the Student-t one, STE's, SOE's hinge; serial, and split over
+    threads above PARALLEL_FROM triplets) give the gradient of the loss they return."""
+    rng = np.random.default_rng(3)
+    Y = rng.normal(size=(15, 2))
+    triplets = np.array([rng.choice(15, 3, replace=False) for _ in range(n_triplets)])
+    weights = rng.random(n_triplets)
+    movable = np.ones(15, bool)
+    gradient = np.zeros_like(Y)
+    loss_and_gradient(Y, triplets, weights, t, kernel, gradient, movable)
+    numeric = np.zeros_like(Y)
+    for i in range(15):
+        for j in range(2):
+            step = np.zeros_like(Y)
+            step[i, j] = 1e-6
+            up = loss_and_gradient(
+                Y + step, triplets, weights, t, kernel, np.zeros_like(Y), movable
+            )
+            down = loss_and_gradient(
+                Y - step, triplets, weights, t, kernel, np.zeros_like(Y), movable
+            )
+            numeric[i, j] = (up - down) / 2e-6
+    assert np.allclose(gradient, numeric, atol=1e-4 * np.abs(gradient).max())
 
 
 def test_t_equal_one_is_t_ste():
