@@ -33,7 +33,7 @@ from app.models import (
     TripletSource,
 )
 from app.scheduling import service as scheduling
-from app.triplets.log import committed_bound, hold_append_lock
+from app.triplets.log import committed_bound, hold_append_lock, item_positions
 
 
 class _Forests:
@@ -142,9 +142,7 @@ def _answers_about(session: Session, prediction: Prediction, every, order):
     if excluded:
         query = query.where(Triplet.rater_id.is_(None) | Triplet.rater_id.not_in(excluded))
     rows = np.array(session.execute(query).all(), dtype=np.int64).reshape(-1, 3)
-    sorted_ids = every[order]
-    at = np.minimum(np.searchsorted(sorted_ids, rows), len(sorted_ids) - 1)
-    known = (sorted_ids[at] == rows).all(axis=1)
+    at, known = item_positions(every[order], rows)
     return order[at[known]], max(bound, prediction.answers_cursor)
 
 

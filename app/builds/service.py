@@ -22,7 +22,7 @@ from app.learn import CompRF, CompRFBuilder
 from app.learn.comprf import query_keys, unpack_query_keys
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
 from app.scheduling import service as scheduling
-from app.triplets.log import committed_bound, readable_bound
+from app.triplets.log import committed_bound, item_positions, readable_bound
 
 ANSWER_BATCH = 200_000
 FINAL = (BuildStatus.cancelled, BuildStatus.complete)
@@ -117,10 +117,8 @@ def answers_after(
             break
         block = np.array(rows, dtype=np.int64)
         cursor = int(block[-1, 0])
-        answers = block[:, 1:]
-        positions = np.searchsorted(ids, answers)
-        known = (positions < len(ids)) & (ids[np.minimum(positions, len(ids) - 1)] == answers)
-        batches.append(positions[known.all(axis=1)])
+        positions, known = item_positions(ids, block[:, 1:])
+        batches.append(positions[known])
         if len(rows) < ANSWER_BATCH:
             break
     answers = np.concatenate(batches) if batches else np.empty((0, 3), np.int64)
