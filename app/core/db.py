@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -49,6 +50,12 @@ def make_engine(
         event.listen(engine, "connect", _sqlite_configurer(sqlite_busy_seconds))
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow)
+
+
+def libpq_conninfo(url: str | URL) -> str:
+    """What psycopg connects with, for connections of our own beside the engine's pool
+    (the answer function's, a worker's LISTEN): the URL less SQLAlchemy's driver name."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

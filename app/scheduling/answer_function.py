@@ -19,8 +19,8 @@ from datetime import datetime
 import numpy as np
 import psycopg
 from psycopg_pool import AsyncConnectionPool
-from sqlalchemy.engine import make_url
 
+from app.core.db import libpq_conninfo
 from app.models import Choice
 from app.scheduling.service import RANDOM_DRAWS
 
@@ -56,8 +56,7 @@ class AnswerFunction:
     """A pool of autocommit connections and the call itself."""
 
     def __init__(self, database_url: str, size: int) -> None:
-        url = make_url(database_url).set(drivername="postgresql")
-        self.conninfo = url.render_as_string(hide_password=False)
+        self.conninfo = libpq_conninfo(database_url)
         self.size = size
         self.pool: AsyncConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -14,8 +14,10 @@ import logging
 import threading
 
 from sqlalchemy import event, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
+
+from app.core.db import libpq_conninfo
 
 log = logging.getLogger("closer.worker")
 CHANNEL = "closer_jobs"
@@ -63,9 +65,7 @@ class Listener:
     rings the bell at each notification; it reconnects after an outage."""
 
     def __init__(self, engine: Engine, bell: Bell = BELL) -> None:
-        self.url = (
-            make_url(engine.url).set(drivername="postgresql").render_as_string(hide_password=False)
-        )
+        self.url = libpq_conninfo(engine.url)
         self.bell = bell
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="closer-listen", daemon=True)
