@@ -432,19 +432,27 @@ def _answer_agreement(
     answers = snapshot.answers
     if snapshot.measure_on is not None:
         answers = answers[snapshot.measure_on]
-    if not len(answers):
-        return
-    has = np.zeros(len(snapshot.item_ids), bool)
-    has[fitted.featured] = True
-    answers = answers[has[answers].all(axis=1)]
+    error, checked = _distance_error(fitted, answers, seed, most)
+    if checked:
+        metrics["heldout_triplet_error"] = error
+        metrics["answers_checked"] = checked
+
+
+def _distance_error(
+    fitted: Fitted, answers: np.ndarray, seed: int, most: int
+) -> tuple[float | None, int]:
+    """Triplet error of the model's distances on the answers among the items it places,
+    on a seeded sample of at most `most`, and how many answers that was."""
+    covered = np.zeros(len(fitted.item_ids), bool)
+    covered[fitted.candidates()] = True
+    answers = answers[covered[answers].all(axis=1)]
     if len(answers) > most:
         answers = answers[np.random.default_rng(seed).choice(len(answers), most, replace=False)]
     if not len(answers):
-        return
+        return None, 0
     near = fitted.pair_distances(answers[:, 0], answers[:, 1])
     far = fitted.pair_distances(answers[:, 0], answers[:, 2])
-    metrics["heldout_triplet_error"] = float(np.mean((near > far) + 0.5 * (near == far)))
-    metrics["answers_checked"] = len(answers)
+    return float(np.mean((near > far) + 0.5 * (near == far))), len(answers)
 
 
 def fit_disdf(
@@ -506,17 +514,9 @@ def measure_on_test_split(
     distances, beside its own held-out measure."""
     if fitted.kind not in ("tete", "smerf", "disdf") or not len(snapshot.test_answers):
         return
-    covered = np.zeros(len(snapshot.item_ids), bool)
-    covered[fitted.candidates()] = True
-    answers = snapshot.test_answers[covered[snapshot.test_answers].all(axis=1)]
-    if len(answers) > most:
-        answers = answers[np.random.default_rng(seed).choice(len(answers), most, replace=False)]
-    metrics["test_answers"] = len(answers)
-    if not len(answers):
-        return
-    near = fitted.pair_distances(answers[:, 0], answers[:, 1])
-    far = fitted.pair_distances(answers[:, 0], answers[:, 2])
-    metrics["test_triplet_error"] = float(np.mean((near > far) + 0.5 * (near == far)))
+    error, metrics["test_answers"] = _distance_error(fitted, snapshot.test_answers, seed, most)
+    if error is not None:
+        metrics["test_triplet_error"] = error
 
 
 FITTERS: dict[str, Callable[[Snapshot, dict[str, Any], Fitted | None, Progress], Outcome]] = {
