@@ -465,6 +465,7 @@ def fit_version(
     session.commit()
     progress(0.0, "reading the answers")
 
+    began = time.perf_counter()
     try:
         snap = snapshot(session, project, model)
     except ServiceError as exc:
@@ -480,6 +481,8 @@ def fit_version(
     warm_source = previous_version.id if previous is not None else None
     params = dict(version.params)
     session.rollback()  # no transaction (nor snapshot) stays open through the fit
+    seconds = {"reading": time.perf_counter() - began}
+    began = time.perf_counter()
     try:
         outcome = FITTERS[model.kind.value](
             snap,
@@ -491,11 +494,15 @@ def fit_version(
         _fail(session, version_id, str(exc))
         raise FitProblem(str(exc)) from exc
     measure_on_test_split(snap, outcome.fitted, outcome.metrics, params.get("random_state", 0))
+    seconds["fitting"] = time.perf_counter() - began
+    began = time.perf_counter()
     progress(0.96, "storing the model")
     fitted = outcome.fitted
     fitted.n_answers = len(snap.answers)
     fitted.cutoff = snap.cutoff
     blob = fitted.dumps()
+    seconds["storing"] = time.perf_counter() - began  # the commit below aside
+    outcome.metrics["seconds"] = {stage: round(value, 3) for stage, value in seconds.items()}
     version = session.get(ModelVersion, version_id)
     version.status = VersionStatus.ready
     version.artifact = blob
