@@ -88,15 +88,22 @@ class FeatureOracle:
             return np.sqrt(found)
         return found
 
-    def scale_for_error(self, error: float, n_samples: int = 20_000) -> float:
+    def scale_for_error(self, error: float, n_samples: int = 20_000, queries=None) -> float:
         """The ``noise_scale`` at which random questions are answered wrongly at rate
-        `error` (for instance 0.1), measured on a seeded sample of random triplets."""
+        `error` (for instance 0.1), measured on a seeded sample of random triplets, or on
+        the given `queries` (questions chosen otherwise, say near neighbours against
+        farther items, are harder or easier than random ones)."""
         if not 0.0 < error < 0.5:
             raise ValueError(f"error must be in (0, 0.5); got {error}")
-        rng = np.random.default_rng(0)
-        sample = rng.integers(0, self.n_items, (n_samples, 3))
-        sample = sample[(sample[:, 0] != sample[:, 1]) & (sample[:, 0] != sample[:, 2])]
-        sample = sample[sample[:, 1] != sample[:, 2]]
+        if queries is not None:
+            sample = check_triplets(queries, self.n_items, name="queries")
+            if len(sample) == 0:
+                raise ValueError("queries is empty")
+        else:
+            rng = np.random.default_rng(0)
+            sample = rng.integers(0, self.n_items, (n_samples, 3))
+            sample = sample[(sample[:, 0] != sample[:, 1]) & (sample[:, 0] != sample[:, 2])]
+            sample = sample[sample[:, 1] != sample[:, 2]]
         margin = np.abs(
             self.distance(sample[:, 0], sample[:, 2]) - self.distance(sample[:, 0], sample[:, 1])
         )

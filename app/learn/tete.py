@@ -75,18 +75,6 @@ def _tempered_rows(Y, triplets, weights, t, k, gradient, movable, start, stop):
             continue
         d_ap, d_aq = _squared_distances(Y, a, p, q)
         w = weights[row]
-        if k == 1.0 and t == 1.0:
-            # STE: log(1 + e^x) of x = d_ap - d_aq, and its slope, the logistic of x.
-            x = d_ap - d_aq
-            if x > 0.0:
-                total += w * (x + np.log1p(np.exp(-x)))
-                c = w / (1.0 + np.exp(-x))
-            else:
-                e = np.exp(x)
-                total += w * np.log1p(e)
-                c = w * e / (1.0 + e)
-            _scatter(Y, gradient, a, p, q, 2.0 * c, -2.0 * c)
-            continue
         if k == 1.0:
             log_q_ap, log_q_aq = -d_ap, -d_aq
         else:
@@ -168,10 +156,31 @@ def _hinge_rows(Y, triplets, weights, margin, gradient, movable, start, stop):
     return total
 
 
+@njit(cache=True, nogil=True, fastmath=True)
+def _gaussian_rows(Y, triplets, weights, gradient, movable, start, stop):
+    """STE (Gaussian kernel, t = 1): log(1 + e^x) of x = d_ap - d_aq and its slope, the
+    logistic of x, from one exponential of -|x| (at most 1: nothing overflows)."""
+    total = 0.0
+    for row in range(start, stop):
+        a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
+        if not (movable[a] or movable[p] or movable[q]):
+            continue
+        d_ap, d_aq = _squared_distances(Y, a, p, q)
+        w = weights[row]
+        x = d_ap - d_aq
+        e = np.exp(-abs(x))
+        total += w * (max(x, 0.0) + np.log1p(e))
+        c = w / (1.0 + e) if x > 0.0 else w * e / (1.0 + e)
+        _scatter(Y, gradient, a, p, q, 2.0 * c, -2.0 * c)
+    return total
+
+
 @njit(cache=True, nogil=True)
 def _rows(Y, triplets, weights, t, k, gradient, movable, start, stop):
     if k == 2.0:
         return _student_rows(Y, triplets, weights, t, gradient, movable, start, stop)
+    if k == 1.0 and t == 1.0:
+        return _gaussian_rows(Y, triplets, weights, gradient, movable, start, stop)
     if k == HINGE:
         return _hinge_rows(Y, triplets, weights, t, gradient, movable, start, stop)
     return _tempered_rows(Y, triplets, weights, t, k, gradient, movable, start, stop)

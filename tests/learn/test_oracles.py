@@ -60,6 +60,25 @@ class TestFeatureOracle:
         again = FeatureOracle(features, noise_scale=scale, random_state=3).answer(queries)
         assert np.array_equal(human, again)
 
+    def test_the_scale_can_be_set_on_the_questions_asked(self):
+        """Near neighbours against farther items are easier than random questions: a
+        scale set on random ones errs less on them; set on them, at the asked rate."""
+        from app.learn.tete import feature_triplets
+
+        rng = np.random.default_rng(1)
+        features = rng.normal(size=(300, 2))
+        questions, _ = feature_triplets(features, n_inliers=10, n_outliers=10, gamma=0)
+        truth = FeatureOracle(features)
+        for scale, expected in (
+            (truth.scale_for_error(0.1), (0.0, 0.07)),
+            (truth.scale_for_error(0.1, queries=questions), (0.09, 0.11)),
+        ):
+            human = FeatureOracle(features, noise_scale=scale, random_state=3).answer(questions)
+            wrong = np.mean(human[:, 1] != truth.answer(questions)[:, 1])
+            assert expected[0] < wrong < expected[1], (scale, wrong)
+        with pytest.raises(ValueError, match="queries is empty"):
+            truth.scale_for_error(0.1, queries=np.empty((0, 3), np.int64))
+
     @pytest.mark.parametrize(
         ("kwargs", "message"),
         [

@@ -87,6 +87,22 @@ def test_every_loss_pass_matches_finite_differences(t, kernel, n_triplets):
     assert np.allclose(gradient, numeric, atol=1e-4 * np.abs(gradient).max())
 
 
+@pytest.mark.parametrize(("t", "kernel"), [(1.0, 2.0), (1.5, 2.0), (2.0, 2.0), (1.0, 1.0)])
+def test_the_fast_passes_agree_with_the_general_one(t, kernel):
+    """The Student-t and STE passes are shortcuts of the general tempered loss (any t and
+    kernel tail, in log space): the same loss and gradient, far pairs included."""
+    rng = np.random.default_rng(4)
+    Y = rng.normal(size=(40, 2)) * 3.0
+    triplets = np.array([rng.choice(40, 3, replace=False) for _ in range(500)])
+    weights = rng.random(500)
+    movable = np.ones(40, bool)
+    general, fast = np.zeros_like(Y), np.zeros_like(Y)
+    expected = _loss_and_gradient(Y, triplets, weights, t, kernel, general, movable)
+    found = loss_and_gradient(Y, triplets, weights, t, kernel, fast, movable)
+    assert np.isclose(found, expected, rtol=1e-9)
+    assert np.allclose(fast, general, rtol=1e-9, atol=1e-12)
+
+
 def test_t_equal_one_is_t_ste():
     """At t = 1 the loss is t-STE's: minus the log-probability of each triplet under the
     Student-t kernel, computed here independently."""
