@@ -9,6 +9,13 @@ from app.learn.comprf import CompRF, CompRFBuilder, CompRFRouter
 from app.learn.disdf import DisDF
 from app.learn.metrics import triplet_error
 from app.learn.oracles import FeatureOracle
+from app.learn.samplers import (
+    EmbeddingSampler,
+    LabellingSampler,
+    PlacementSampler,
+    SamplerState,
+    UniformSampler,
+)
 from app.learn.smerf import (
     SMERF,
     SMERFOracle,
@@ -28,9 +35,14 @@ __all__ = [
     "CompRFBuilder",
     "CompRFRouter",
     "DisDF",
+    "EmbeddingSampler",
     "FeatureOracle",
+    "LabellingSampler",
+    "PlacementSampler",
     "SMERFOracle",
+    "SamplerState",
     "TripletBoost",
+    "UniformSampler",
     "check_triplets",
     "dissimilarity_from_adjacency",
     "dissimilarity_from_embedding",

@@ -57,7 +57,8 @@ class TETEParams(_Params):
     t: Annotated[float | Literal["auto"] | None, _number_or_auto(1, 3, False, nullable=True)] = (
         Field(
             default="auto",
-            description="Loss temperature: 'auto' chooses among 1 (t-STE), 1.5 and 2 (t-ETE) by "
+            description="Loss temperature: 'auto' chooses the loss among t-STE (t = 1), t = 1.5, "
+            "t-ETE (t = 2), STE (Gaussian kernel) and SOE (a hinge on distances) by "
             "cross-validated held-out triplet error; a number fixes it; None is the authors' "
             "default for the dimension",
         )
