@@ -77,6 +77,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0010",
             "0011",
             "0012",
+            "0013",
         ]
     finally:
         engine.dispose()

@@ -232,13 +232,19 @@ class LabellingSampler:
         priority = (1.0 - margin) / np.sqrt(1.0 + asked)
         queries, scores = [], []
         members = [labelled[codes == c] for c in range(len(classes))]
+        # Enough pairs per item to fill n (the nearest may have been answered already),
+        # the first preferred.
+        per_item = max(3, -(-n // len(wanted)))
         for row, x in enumerate(wanted):
-            # A few pairs per item, the first preferred: the nearest may be answered.
-            for attempt in range(3):
-                j = self._representative(members[first[row]], x, Y if usable else None, rng)
-                k = self._representative(members[second[row]], x, Y if usable else None, rng)
+            for attempt in range(per_item):
+                j = self._representative(
+                    members[first[row]], x, Y if usable else None, rng, per_item
+                )
+                k = self._representative(
+                    members[second[row]], x, Y if usable else None, rng, per_item
+                )
                 queries.append((x, j, k))
-                scores.append(priority[row] * (1.0 - 0.01 * attempt))
+                scores.append(priority[row] * (1.0 - 0.01 * attempt / per_item))
             near = np.concatenate([members[first[row]], members[second[row]]])
             near = near[(near != j) & (near != k)]
             if len(near) == 0:
@@ -271,14 +277,14 @@ class LabellingSampler:
         return proba / proba.sum(axis=1, keepdims=True)
 
     @staticmethod
-    def _representative(members, x, Y, rng) -> int:
-        """The class member nearest to x (one of the three nearest, for variety), or a
-        random member without an embedding."""
+    def _representative(members, x, Y, rng, among: int) -> int:
+        """A class member near x (one of the `among` nearest, for variety), or a random
+        member without an embedding."""
         members = members[members != x]
         if Y is None:
             return int(rng.choice(members))
         distance = ((Y[members] - Y[x]) ** 2).sum(axis=1)
-        nearest = members[np.argsort(distance)[:3]]
+        nearest = members[np.argsort(distance)[:among]]
         return int(rng.choice(nearest))
 
 

@@ -70,6 +70,11 @@ class Project(Base):
     min_attention_accuracy: Mapped[float | None] = mapped_column(Float)
     min_majority_agreement: Mapped[float | None] = mapped_column(Float)
     quality_min_answers: Mapped[int] = mapped_column(default=5)
+    # How the questions the samplers propose are split by purpose (relative shares;
+    # all null: chosen from the project's models and items, see app/scheduling/proposals.py).
+    labelling_share: Mapped[float | None] = mapped_column(Float)
+    embedding_share: Mapped[float | None] = mapped_column(Float)
+    placement_share: Mapped[float | None] = mapped_column(Float)
     # Rises with every change of the rating settings, so processes that keep a copy of
     # them know when it is stale.
     settings_version: Mapped[int] = mapped_column(default=0)

@@ -18,6 +18,7 @@ class Purpose(IntEnum):
     majority = 2  # a further answer for a query's majority (or a tie breaker)
     random = 3  # a random triplet for the passive learners
     attention = 4  # a check with a known answer: the anchor is one of the candidates
+    proposal = 5  # a sampler's question (labelling, embedding, placement): after the rest
 
 
 class SlotState(StrEnum):

@@ -74,6 +74,26 @@ class RatingSettings(BaseModel):
     attention_rate: float = Field(
         default=0.05, ge=0, le=1, description="Share of attention checks (known answers)"
     )
+    labelling_share: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Of the questions the samplers propose (after CompRF's needs), the share "
+        "that decides wanted labels; all three shares null: chosen from the project's models "
+        "and items",
+    )
+    embedding_share: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Of the samplers' questions, the share asked where the embedding is least sure",
+    )
+    placement_share: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Of the samplers' questions, the share that places items new to the embedding",
+    )
     lease_seconds: int = Field(
         default=120, ge=5, le=86_400, description="How long a served query stays reserved"
     )
@@ -103,6 +123,9 @@ class RatingSettingsUpdate(RequestModel):
     no_more_work_url: str | None = Field(default=None, max_length=500, pattern=r"^https?://")
     random_share: float | None = Field(default=None, ge=0, le=1)
     attention_rate: float | None = Field(default=None, ge=0, le=1)
+    labelling_share: float | None = Field(default=None, ge=0, le=1)
+    embedding_share: float | None = Field(default=None, ge=0, le=1)
+    placement_share: float | None = Field(default=None, ge=0, le=1)
     lease_seconds: int | None = Field(default=None, ge=5, le=86_400)
     min_attention_accuracy: float | None = Field(default=None, ge=0, le=1)
     min_majority_agreement: float | None = Field(default=None, ge=0, le=1)

@@ -70,6 +70,9 @@ NULLABLE_RATING_SETTINGS = {
     "no_more_work_url",
     "min_attention_accuracy",
     "min_majority_agreement",
+    "labelling_share",
+    "embedding_share",
+    "placement_share",
 }
 
 

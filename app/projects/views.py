@@ -141,6 +141,13 @@ SETTINGS_SECTIONS = [
             ("random_share", "Share of random triplets", "share"),
             ("attention_rate", "Share of attention checks", "share"),
             ("lease_seconds", "Seconds a served query stays reserved", "integer"),
+            (
+                "labelling_share",
+                "Proposed questions: share for labelling (all empty: automatic)",
+                "share",
+            ),
+            ("embedding_share", "Proposed questions: share for the embedding", "share"),
+            ("placement_share", "Proposed questions: share for placing new items", "share"),
         ],
     ),
     (

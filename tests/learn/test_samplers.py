@@ -126,11 +126,14 @@ def test_the_labelling_sampler_asks_between_the_two_likeliest_classes():
 
 def test_labelling_answers_label_the_wanted_items_better_than_as_many_uniform_ones():
     """kNN in a t-STE map of 300 items in 5 clusters (one in five unlabelled), human-like
-    noise: 2,500 answers, the last 1,000 from the labelling sampler or uniform."""
-    X, labels = clusters(seed=2)
+    noise, a small budget: 1,000 answers, the last 400 from the labelling sampler (in
+    four rounds, each from the map refitted) or uniform, from crowds that err alike. (Where
+    the clusters overlap in the truth, no question can do better than the truth's own
+    neighbours, and the two come out alike.)"""
+    X, labels = clusters(seed=2, apart=True)
     n = len(X)
-    oracle = FeatureOracle(X, noise_scale=FeatureOracle(X).scale_for_error(0.1), random_state=3)
-    start = random_triplets(n, 1500, oracle, random_state=4)
+    scale = FeatureOracle(X).scale_for_error(0.1)
+    start = random_triplets(n, 600, FeatureOracle(X, random_state=0), random_state=4)
     named = np.array([f"c{label}" for label in labels], dtype=object)
     wanted = np.random.default_rng(5).choice(n, n // 5, replace=False)
     named[wanted] = None
@@ -143,20 +146,18 @@ def test_labelling_answers_label_the_wanted_items_better_than_as_many_uniform_on
         votes = np.array([np.bincount(labels[row], minlength=5).argmax() for row in nearest])
         return np.mean(votes == labels[wanted]), Y
 
-    _, Y = accuracy(start)
-    answers = {"labelling": start, "uniform": start}
-    for round_ in range(4):
-        for name, sampler in (
-            ("labelling", LabellingSampler(random_state=round_)),
-            ("uniform", UniformSampler(random_state=round_)),
-        ):
-            state = SamplerState(n, answers[name], embedding=Y, labels=named, wanted=wanted)
-            asked = sampler.propose(250, state).queries
-            answers[name] = np.vstack([answers[name], oracle.answer(asked)])
-        _, Y = accuracy(answers["labelling"])
-    labelling, _ = accuracy(answers["labelling"])
-    uniform, _ = accuracy(answers["uniform"])
-    assert labelling > uniform + 0.05, (labelling, uniform)
+    found = {}
+    for name, make in (("labelling", LabellingSampler), ("uniform", UniformSampler)):
+        crowd = FeatureOracle(X, noise_scale=scale, random_state=3)
+        answers = start
+        _, Y = accuracy(answers)
+        for round_ in range(4):
+            state = SamplerState(n, answers, embedding=Y, labels=named, wanted=wanted)
+            asked = make(random_state=round_).propose(100, state).queries
+            answers = np.vstack([answers, crowd.answer(asked)])
+            _, Y = accuracy(answers)
+        found[name] = accuracy(answers)[0]
+    assert found["labelling"] > found["uniform"] + 0.15, found
 
 
 def test_placement_locates_new_items_with_fewer_answers_than_uniform_questions():

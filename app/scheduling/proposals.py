@@ -1,0 +1,286 @@
+"""Proposals: the questions the samplers (app/learn/samplers.py) choose where the models
+learn most, queued for raters as slots of purpose `proposal`.
+
+The queue serves slots in priority order, so proposals come after what CompRF's builds
+and routed predictions wait for, and the project's `random_share` of uniformly random
+questions (the unbiased answers held-out metrics need) is drawn before the queue is
+looked at: the answer path is unchanged, one database call on PostgreSQL. The worker
+refreshes a project's proposals from its newest fitted models: when a refit made them
+stale (they are replaced, leased ones aside) and when fewer than REFILL_BELOW are left.
+The purposes are interleaved in the queue by the project's shares (`labelling_share`,
+`embedding_share`, `placement_share`; all null: chosen from its models and items).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.orm import Session
+
+from app.learn import (
+    EmbeddingSampler,
+    LabellingSampler,
+    PlacementSampler,
+    SamplerState,
+)
+from app.models import (
+    Item,
+    LearnedModel,
+    ModelKind,
+    ModelVersion,
+    Project,
+    Purpose,
+    QuerySlot,
+    SlotState,
+    Split,
+    VersionStatus,
+)
+from app.models._types import utcnow
+from app.scheduling.service import IS_OPEN
+from app.training.fitted import Fitted
+from app.training.service import load_fitted, newest_ready
+from app.triplets.log import answer_columns, item_positions, newest_id
+
+BATCH = 300  # proposals queued at a time
+REFILL_BELOW = 100
+PURPOSES = ("labelling", "embedding", "placement")
+# The proposal's purpose, kept in its slot's query key (the high bits).
+PURPOSE_CODE = {name: code for code, name in enumerate(PURPOSES, start=1)}
+KEY_BITS = 40
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    added: int
+    withdrawn: int
+    shares: dict[str, float]
+
+
+def _is_proposal():
+    return QuerySlot.priority == int(Purpose.proposal)
+
+
+def newest_embedding(session: Session, project_id: int) -> tuple[ModelVersion, Fitted] | None:
+    """The project's most recently fitted t-ETE version, and its artifact."""
+    newest = None
+    for model in session.scalars(
+        select(LearnedModel).where(
+            LearnedModel.project_id == project_id, LearnedModel.kind == ModelKind.tete
+        )
+    ):
+        version = newest_ready(session, model.id)
+        if version is not None and (newest is None or version.fitted_at > newest.fitted_at):
+            newest = version
+    if newest is None:
+        return None
+    return newest, load_fitted(session, newest.id)
+
+
+def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.ndarray]:
+    """What the samplers see of a project now, and its item ids by position."""
+    rows = session.execute(
+        select(Item.id, Item.label, Item.split)
+        .where(Item.project_id == project.id)
+        .order_by(Item.id)
+    ).all()
+    item_ids = np.fromiter((row.id for row in rows), np.int64, len(rows))
+    labels = np.array([row.label for row in rows], dtype=object)
+    wanted = np.flatnonzero(
+        np.array([row.label is None or row.split is Split.test for row in rows], dtype=bool)
+    )
+    columns = answer_columns(session, project.id, newest_id(session, project.id))
+    block = np.stack([columns["anchor_id"], columns["closer_id"], columns["farther_id"]], axis=1)
+    positions, known = item_positions(item_ids, block)
+    state = {
+        "n_items": len(item_ids),
+        "answers": positions[known],
+        "labels": labels,
+        "wanted": wanted,
+    }
+    found = newest_embedding(session, project.id)
+    if found is not None:
+        _, fitted = found
+        d = fitted.coordinates.shape[1]
+        embedding = np.zeros((len(item_ids), d))
+        placed = np.zeros(len(item_ids), bool)
+        where = np.minimum(np.searchsorted(fitted.item_ids, item_ids), len(fitted.item_ids) - 1)
+        present = fitted.item_ids[where] == item_ids
+        answered = np.zeros(len(fitted.item_ids), bool)
+        answered[fitted.candidates()] = True
+        placed[present] = answered[where[present]]
+        embedding[present] = fitted.coordinates[where[present]]
+        state.update(embedding=embedding, placed=placed, new_items=np.flatnonzero(~placed))
+    return SamplerState(**state), item_ids
+
+
+def shares(project: Project, state: SamplerState) -> dict[str, float]:
+    """The purposes' shares of the proposals: the project's own where it set any (unset
+    ones count as 0), else from what it has: labelling where labels are wanted and some
+    are known, placement where items have no place in the embedding yet, and embedding
+    quality wherever there is an embedding."""
+    explicit = {name: getattr(project, f"{name}_share") for name in PURPOSES}
+    if any(value is not None for value in explicit.values()):
+        weights = {name: value or 0.0 for name, value in explicit.items()}
+    else:
+        classes = {label for label in state.labels[state.labelled()]}
+        has_map = state.embedding is not None
+        weights = {
+            "labelling": 2.0 if len(state.wanted) and len(classes) >= 2 else 0.0,
+            "embedding": 1.0 if has_map else 0.0,
+            "placement": 1.0 if has_map and len(state.new_items) else 0.0,
+        }
+    total = sum(weights.values())
+    return {name: (value / total if total else 0.0) for name, value in weights.items()}
+
+
+def refresh(session: Session, project: Project, seed: int | None = None) -> Refreshed:
+    """Replace the project's open proposals (those not leased) by fresh ones."""
+    state, item_ids = sampler_state(session, project)
+    wanted_shares = shares(project, state)
+    now = utcnow()
+    withdrawn = session.execute(
+        update(QuerySlot)
+        .where(
+            QuerySlot.project_id == project.id,
+            _is_proposal(),
+            IS_OPEN,
+            (QuerySlot.lease_expires_at.is_(None)) | (QuerySlot.lease_expires_at < now),
+        )
+        .values(state=SlotState.withdrawn)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    samplers = {
+        "labelling": LabellingSampler(random_state=seed),
+        "embedding": EmbeddingSampler(random_state=seed),
+        "placement": PlacementSampler(random_state=seed),
+    }
+    wanted = {name: round(BATCH * share) for name, share in wanted_shares.items()}
+    found = {
+        name: samplers[name].propose(count, state).queries
+        for name, count in wanted.items()
+        if count
+    }
+    # A purpose with fewer good questions than its share (few wanted labels, say) leaves
+    # the rest to those that filled theirs.
+    short = BATCH - sum(len(queries) for queries in found.values())
+    full = [name for name, queries in found.items() if len(queries) == wanted[name]]
+    for name in full:
+        if short <= 0:
+            break
+        more = samplers[name].propose(wanted[name] + short, state).queries
+        short -= len(more) - len(found[name])
+        found[name] = more
+    ranked = []  # (place in the interleaved queue, purpose, query)
+    for name, queries in found.items():
+        for rank, query in enumerate(queries):
+            # Spread each purpose evenly along the queue: the k-th of n at (k + ½)/n.
+            ranked.append(((rank + 0.5) / len(queries), PURPOSE_CODE[name], query))
+    ranked.sort(key=lambda entry: (entry[0], entry[1]))
+    rows = [
+        {
+            "project_id": project.id,
+            "priority": int(Purpose.proposal),
+            "query_key": (code << KEY_BITS) | number,
+            "anchor_id": int(item_ids[query[0]]),
+            "lo_id": int(item_ids[query[1]]),
+            "hi_id": int(item_ids[query[2]]),
+            "state": SlotState.open,
+            "created_at": now,
+        }
+        for number, (_, code, query) in enumerate(ranked)
+    ]
+    if rows:
+        session.execute(insert(QuerySlot), rows)
+    return Refreshed(len(rows), withdrawn, wanted_shares)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a project's proposals stand: its newest fit, its settings' version, its
+    newest proposal and how many are open."""
+
+    project_id: int
+    fitted_at: object
+    settings_version: int
+    proposed_at: object | None
+    open_count: int
+
+
+def standings(session: Session) -> list[Standing]:
+    """Every project with a fitted t-ETE or TripletBoost model (three grouped queries)."""
+    fitted = dict(
+        session.execute(
+            select(LearnedModel.project_id, func.max(ModelVersion.fitted_at))
+            .join(ModelVersion, ModelVersion.model_id == LearnedModel.id)
+            .where(
+                ModelVersion.status == VersionStatus.ready,
+                LearnedModel.kind.in_([ModelKind.tete, ModelKind.tripletboost]),
+            )
+            .group_by(LearnedModel.project_id)
+        ).all()
+    )
+    if not fitted:
+        return []
+    made = dict(
+        session.execute(
+            select(QuerySlot.project_id, func.max(QuerySlot.created_at))
+            .where(_is_proposal(), QuerySlot.project_id.in_(list(fitted)))
+            .group_by(QuerySlot.project_id)
+        ).all()
+    )
+    left = dict(
+        session.execute(
+            select(QuerySlot.project_id, func.count())
+            .where(_is_proposal(), IS_OPEN, QuerySlot.project_id.in_(list(fitted)))
+            .group_by(QuerySlot.project_id)
+        ).all()
+    )
+    versions = dict(
+        session.execute(
+            select(Project.id, Project.settings_version).where(Project.id.in_(list(fitted)))
+        ).all()
+    )
+    return [
+        Standing(
+            project_id,
+            _naive(fitted_at),
+            versions[project_id],
+            _naive(made.get(project_id)),
+            left.get(project_id, 0),
+        )
+        for project_id, fitted_at in sorted(fitted.items())
+        if project_id in versions
+    ]
+
+
+class Refresher:
+    """Decides which projects' proposals to refresh, remembering (in the worker) what it
+    last did for each: after a fit or a change of the settings (the shares) always,
+    when they run low only where the last refresh queued any (a project whose samplers
+    have nothing to ask is not read again until something changes)."""
+
+    def __init__(self) -> None:
+        # project: (the fit and settings used, proposals queued)
+        self.last: dict[int, tuple[tuple, int]] = {}
+
+    def due(self, standing: Standing) -> bool:
+        used, made = self.last.get(standing.project_id, (None, 0))
+        if used != (standing.fitted_at, standing.settings_version):
+            stale = standing.proposed_at is None or standing.proposed_at < standing.fitted_at
+            return stale or used is not None or standing.open_count < REFILL_BELOW
+        return made > 0 and standing.open_count < REFILL_BELOW
+
+    def run(self, session: Session, standing: Standing) -> Refreshed:
+        project = session.get(Project, standing.project_id)
+        done = refresh(session, project)
+        self.last[standing.project_id] = (
+            (standing.fitted_at, standing.settings_version),
+            done.added,
+        )
+        return done
+
+
+def _naive(moment):
+    return moment.replace(tzinfo=None) if moment is not None and moment.tzinfo else moment

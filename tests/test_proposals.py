@@ -1,0 +1,190 @@
+"""Proposals on both databases: after a fit the worker queues the samplers' questions,
+mixed by the project's shares; raters are served them after CompRF's needs and the
+random share; a refit or a change of the shares replaces the stale ones."""
+
+from __future__ import annotations
+
+import pytest
+from sklearn.datasets import make_blobs
+from sqlalchemy import select
+
+from app.learn import FeatureOracle, random_triplets
+from app.models import Assignment, Purpose, QuerySlot, SlotState
+from app.scheduling import jobs as scheduling_jobs
+from app.scheduling.proposals import BATCH, KEY_BITS, PURPOSES, Refresher
+from app.worker.loop import Worker
+
+API = "/api/v1"
+
+
+@pytest.fixture
+def labelled_project(client, auth, project):
+    """90 items in 3 blobs: 60 labelled, 30 whose label is wanted (15 test, 15
+    unlabelled); 3,000 answers."""
+    X, y = make_blobs(n_samples=90, centers=3, n_features=4, random_state=3)
+    lines = ["key,label,split"]
+    for i in range(90):
+        label, split = (
+            (y[i], "train") if i < 60 else (y[i], "test") if i < 75 else ("", "unlabelled")
+        )
+        lines.append(f"b{i},{label},{split}")
+    response = client.post(
+        f"{API}/projects/{project['id']}/items",
+        headers=auth,
+        files={"file": ("items.csv", "\n".join(lines))},
+    )
+    assert response.status_code == 201, response.text
+    answers = random_triplets(90, 3000, FeatureOracle(X), random_state=0)
+    body = "anchor,closer,farther\n" + "\n".join(f"b{a},b{c},b{f}" for a, c, f in answers)
+    response = client.post(
+        f"{API}/projects/{project['id']}/triplets",
+        headers=auth,
+        files={"file": ("answers.csv", body)},
+    )
+    assert response.status_code == 201, response.text
+    return project["id"], X, y
+
+
+def _fit(app, client, auth, project_id):
+    response = client.post(
+        f"{API}/projects/{project_id}/models",
+        headers=auth,
+        json={"name": "map", "kind": "tete", "params": {"t": 1.0}, "auto_refit": False},
+    )
+    assert response.status_code == 201, response.text
+    Worker(app.state.session_factory).run(until_idle=True)
+    return response.json()["id"]
+
+
+def _open_proposals(app, project_id):
+    with app.state.session_factory() as session:
+        return session.scalars(
+            select(QuerySlot)
+            .where(
+                QuerySlot.project_id == project_id,
+                QuerySlot.priority == int(Purpose.proposal),
+                QuerySlot.state == SlotState.open,
+            )
+            .order_by(QuerySlot.id)
+        ).all()
+
+
+def _purpose(slot) -> str:
+    return PURPOSES[(slot.query_key >> KEY_BITS) - 1]
+
+
+def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
+    app, client, auth, labelled_project, monkeypatch
+):
+    project_id, _, y = labelled_project
+    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    sessions = app.state.session_factory
+    scheduling_jobs.refresh_proposals(sessions)
+    assert _open_proposals(app, project_id) == []  # no model fitted yet: nothing to ask
+
+    _fit(app, client, auth, project_id)
+    scheduling_jobs.refresh_proposals(sessions)
+    slots = _open_proposals(app, project_id)
+    assert len(slots) == BATCH
+    purposes = [_purpose(slot) for slot in slots]
+    # Automatic shares: labels are wanted (2 parts), the embedding (1 part); every item
+    # has answers, so none needs placing. The queue mixes them all along.
+    assert purposes.count("labelling") == 200 and purposes.count("embedding") == 100
+    assert 15 <= purposes[:30].count("labelling") <= 25
+    keys = _keys_by_id(app, project_id)
+    wanted = {f"b{i}" for i in range(60, 90)}
+    labelling_anchors = [keys[s.anchor_id] for s in slots if _purpose(s) == "labelling"]
+    assert sum(anchor in wanted for anchor in labelling_anchors) >= 0.6 * len(labelling_anchors)
+    for slot in slots:
+        if _purpose(slot) == "labelling":  # asked between two classes
+            assert y[int(keys[slot.lo_id][1:])] != y[int(keys[slot.hi_id][1:])]
+
+    # Nothing stale, plenty left: the next rounds change nothing.
+    scheduling_jobs.refresh_proposals(sessions)
+    assert [slot.id for slot in _open_proposals(app, project_id)] == [s.id for s in slots]
+
+    # A rater with no random share and no checks gets the queue's first proposal.
+    settings = client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={"random_share": 0, "attention_rate": 0},
+    )
+    assert settings.status_code == 200, settings.text
+    slug = settings.json()["public_slug"]
+    joined = client.post(f"{API}/rate/{slug}/raters", json={})
+    token = {"X-Rater-Token": joined.json()["rater_token"]}
+    state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    first = slots[0]
+    with sessions() as session:
+        served = session.get(Assignment, state["comparison"]["query_id"])
+        assert served.purpose == int(Purpose.proposal) and served.slot_id == first.id
+    before = client.get(f"{API}/projects/{project_id}", headers=auth).json()
+    answered = client.post(
+        f"{API}/rate/{slug}/answers",
+        headers=token,
+        json={"query_id": served.id, "choice": "left"},
+    )
+    assert answered.status_code == 200, answered.text
+    with sessions() as session:
+        assert session.get(QuerySlot, first.id).state == SlotState.answered
+        # The answer served next comes from the queue too (the one call on PostgreSQL).
+        following = session.get(Assignment, answered.json()["comparison"]["query_id"])
+        assert following.purpose == int(Purpose.proposal)
+    after = client.get(f"{API}/projects/{project_id}", headers=auth).json()
+    assert after["triplet_count"] == before["triplet_count"] + 1
+
+    # New shares replace the open proposals (the leased one stays with its rater).
+    client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={"embedding_share": 1.0},
+    )
+    scheduling_jobs.refresh_proposals(sessions)
+    fresh = _open_proposals(app, project_id)
+    leased = [slot for slot in fresh if slot.lease_rater_id is not None]
+    assert len(leased) == 1 and leased[0].id == following.slot_id
+    assert {_purpose(slot) for slot in fresh if slot not in leased} == {"embedding"}
+    assert len(fresh) == BATCH + 1
+
+
+def test_a_refit_replaces_stale_proposals_and_new_items_get_placed(
+    app, client, auth, labelled_project, monkeypatch
+):
+    project_id, _, _ = labelled_project
+    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    sessions = app.state.session_factory
+    model_id = _fit(app, client, auth, project_id)
+    scheduling_jobs.refresh_proposals(sessions)
+    first = {slot.id for slot in _open_proposals(app, project_id)}
+    # Ten new items, unknown to the embedding until its next fit.
+    lines = ["key,label,split"] + [f"n{i},,unlabelled" for i in range(10)]
+    response = client.post(
+        f"{API}/projects/{project_id}/items",
+        headers=auth,
+        files={"file": ("new.csv", "\n".join(lines))},
+    )
+    assert response.status_code == 201, response.text
+    train = client.post(f"{API}/projects/{project_id}/models/{model_id}/train", headers=auth)
+    assert train.status_code == 202, train.text
+    Worker(sessions).run(until_idle=True)
+    scheduling_jobs.refresh_proposals(sessions)
+    second = _open_proposals(app, project_id)
+    assert first.isdisjoint(slot.id for slot in second)
+    keys = _keys_by_id(app, project_id)
+    placing = [slot for slot in second if _purpose(slot) == "placement"]
+    assert placing and all(keys[slot.anchor_id].startswith("n") for slot in placing)
+    assert {keys[slot.anchor_id] for slot in placing} == {f"n{i}" for i in range(10)}
+    with sessions() as session:
+        withdrawn = session.scalars(
+            select(QuerySlot.state).where(QuerySlot.id.in_(list(first)))
+        ).all()
+    assert set(withdrawn) == {SlotState.withdrawn}
+
+
+def _keys_by_id(app, project_id):
+    from app.models import Item
+
+    with app.state.session_factory() as session:
+        return dict(
+            session.execute(select(Item.id, Item.key).where(Item.project_id == project_id)).all()
+        )
