@@ -212,6 +212,9 @@ class LabellingSampler:
         wanted = state.wanted if state.wanted is not None else np.empty(0, np.int64)
         if len(wanted) == 0 or len(labelled) < 2:
             return Proposal(np.empty((0, 3), np.int64), np.empty(0))
+        if len(wanted) > 4 * n:  # bounded work: the least asked (ties at random) first
+            asked = state.answer_counts()[wanted] + rng.random_sample(len(wanted))
+            wanted = np.sort(wanted[np.argsort(asked)[: 4 * n]])
         Y = state.embedding
         usable = Y is not None
         if usable:  # references must have a place in the map
@@ -261,8 +264,9 @@ class LabellingSampler:
     def _class_proba(self, Y, wanted, labelled, codes, n_classes, placed) -> np.ndarray:
         proba = np.zeros((len(wanted), n_classes))
         k = min(self.n_neighbors, len(labelled))
-        for start in range(0, len(wanted), 512):  # bounded memory: 512 rows at a time
-            block = wanted[start : start + 512]
+        rows = max(1, 2_000_000 // (len(labelled) * Y.shape[1]))  # ~16 MB of distances
+        for start in range(0, len(wanted), rows):
+            block = wanted[start : start + rows]
             distance = ((Y[block, None, :] - Y[None, labelled, :]) ** 2).sum(axis=2)
             nearest = np.argpartition(distance, k - 1, axis=1)[:, :k]
             weight = 1.0 / (np.sqrt(np.take_along_axis(distance, nearest, axis=1)) + 1e-9)
@@ -315,6 +319,8 @@ class PlacementSampler:
             return Proposal(np.empty((0, 3), np.int64), np.empty(0))
         references = self._spread(Y, known, rng)
         asked = state.answer_counts()
+        if len(new) > n:  # bounded work: the least asked new items (ties at random)
+            new = new[np.argsort(asked[new] + rng.random_sample(len(new)))[:n]]
         per_item = max(1, -(-n // len(new)))
         queries, scores = [], []
         scale = np.sqrt(((Y[known] - Y[known].mean(axis=0)) ** 2).sum(axis=1).mean()) + 1e-12

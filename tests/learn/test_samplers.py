@@ -202,6 +202,37 @@ def test_placement_locates_new_items_with_fewer_answers_than_uniform_questions()
     assert placed_error(chosen) < placed_error(uniform) - 0.02
 
 
+def test_large_projects_bound_the_work_to_the_least_asked_items():
+    """With thousands of wanted or new items, a round looks at 4n wanted (n new) items,
+    the least asked first, never at all of them."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    Y = rng.normal(size=(n, 2))
+    labels = np.array([f"c{c}" for c in rng.integers(0, 4, n)], dtype=object)
+    wanted = np.arange(1000, 3000)
+    labels[wanted] = None
+    answers = random_triplets(n, 20_000, FeatureOracle(Y), random_state=1)
+    placed = np.ones(n, bool)
+    placed[2500:] = False
+    state = SamplerState(
+        n,
+        answers,
+        embedding=Y,
+        placed=placed,
+        labels=labels,
+        wanted=wanted,
+        new_items=np.arange(2000, 3000),
+    )
+    counts = state.answer_counts()
+    asked = LabellingSampler(random_state=0).propose(50, state).queries
+    anchors = np.unique(asked[:, 0][np.isin(asked[:, 0], wanted)])
+    assert len(anchors) <= 200
+    assert counts[anchors].max() <= np.sort(counts[wanted])[200]
+    placing = PlacementSampler(random_state=0).propose(30, state).queries
+    assert len(np.unique(placing[:, 0])) <= 30
+    assert counts[placing[:, 0]].max() <= np.sort(counts[2000:])[30]
+
+
 def test_bad_states_say_what_is_wrong():
     with pytest.raises(ValueError, match="n_items must be at least 3"):
         SamplerState(n_items=2)
