@@ -425,10 +425,18 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     expect(page.get_by_role("alert")).to_contain_text("random_share + attention_rate")
     page.get_by_label("Share of attention checks").fill("0.1")
     page.get_by_label("Offer “Can’t tell”").check()
+    # The samplers' shares: empty is automatic, a share above 1 is refused on its field.
+    page.get_by_label("Proposed questions: share for labelling").fill("0.7")
+    page.get_by_label("Proposed questions: share for the embedding").fill("1.5")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.locator("#embedding_share-error")).to_be_visible()
+    page.get_by_label("Proposed questions: share for the embedding").fill("0.3")
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("Saved")).to_be_visible()
     page.screenshot(path=str(shots / "workspace-settings-desktop.png"), full_page=True)
     rating = httpx.get(f"{server}{API}/projects/{project_id}/rating", headers=bearer).json()
+    assert rating["labelling_share"] == 0.7 and rating["embedding_share"] == 0.3
+    assert rating["placement_share"] is None
     assert rating["answers_per_rater"] == 25 and rating["allow_cant_tell"] is True
     assert rating["random_share"] == 0.7 and rating["attention_rate"] == 0.1
     assert rating["completion_url"] == "https://app.prolific.com/submissions/complete"
