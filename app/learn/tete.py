@@ -212,6 +212,10 @@ def _parallel(Y, triplets, weights, t, k, gradient, movable, chunks):
 
 # Below this many triplets a pass is too short for threads to pay.
 PARALLEL_FROM = 20_000
+# A candidate's fit in a fold (ranking only) stops after this many steps: on planted
+# answers under both noise models the choice came out the same (errors within 0.0003)
+# for half the gradient passes where SOE or t-STE crept on to max_iter.
+QUICK_MAX_ITER = 250
 
 
 def loss_and_gradient(Y, triplets, weights, t, k, gradient, movable) -> float:
@@ -423,8 +427,8 @@ class TETE(BaseEstimator):
         (t = 2), "STE" (Gaussian kernel), "SOE" (a squared hinge on distances, margin
         0.1), or a temperature between 1 and 3. In each fold the first is fitted from
         scratch and the others continue from its embedding, so each costs a fraction of
-        a fit; one that is 0.01 worse than the best on the first fold is not tried on the
-        others. The final fit on every triplet continues from the chosen loss's
+        a fit (at most 250 steps a fold); one that is 0.01 worse than the best on the first
+        fold is not tried on the others. The final fit on every triplet continues from the chosen loss's
         embedding of the last fold.
     dimension_candidates, cv : what n_components="auto" tries; how many folds.
     random_state : seed of the initial embedding and of the folds.
@@ -478,13 +482,15 @@ class TETE(BaseEstimator):
     def _optimise(
         self, Y, triplets, weights, movable, step_scale, loss, callback=None, quick=False
     ):
-        """`quick`: for ranking candidates in the folds, half the error-based patience."""
+        """`quick`: for ranking candidates in the folds, half the error-based patience
+        and at most QUICK_MAX_ITER steps."""
         _, t, k = loss
         no_change = self.n_iter_no_change
         if quick and no_change:
             no_change = max(no_change // 2, 50)
         if self.optimizer == "lbfgs":
             return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter, callback)
+        most = min(self.max_iter, QUICK_MAX_ITER) if quick else self.max_iter
         return _descend(
             Y,
             triplets,
@@ -492,7 +498,7 @@ class TETE(BaseEstimator):
             t,
             k,
             movable,
-            self.max_iter,
+            most,
             self.patience,
             self.tol,
             step_scale,
@@ -578,7 +584,10 @@ class TETE(BaseEstimator):
         dims, losses = self._grid()
         per_dim = len(losses) if losses else 1
         folds = self._folds(len(triplets), len(dims) * per_dim)
-        self.planned_steps_ = (len(dims) * per_dim * len(folds) + 1) * self.max_iter
+        quick_steps = (
+            self.max_iter if self.optimizer == "lbfgs" else min(self.max_iter, QUICK_MAX_ITER)
+        )
+        self.planned_steps_ = len(dims) * per_dim * len(folds) * quick_steps + self.max_iter
         done = [0]
 
         def counted(step: int, loss: float) -> None:
