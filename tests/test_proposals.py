@@ -9,7 +9,7 @@ from sklearn.datasets import make_blobs
 from sqlalchemy import select
 
 from app.learn import FeatureOracle, random_triplets
-from app.models import Assignment, Purpose, QuerySlot, SlotState
+from app.models import Assignment, Purpose, QuerySlot, SlotState, Triplet
 from app.scheduling import jobs as scheduling_jobs
 from app.scheduling.proposals import BATCH, KEY_BITS, PURPOSES, Refresher
 from app.worker.loop import Worker
@@ -179,6 +179,56 @@ def test_a_refit_replaces_stale_proposals_and_new_items_get_placed(
             select(QuerySlot.state).where(QuerySlot.id.in_(list(first)))
         ).all()
     assert set(withdrawn) == {SlotState.withdrawn}
+
+
+def test_with_boosted_classifiers_the_labelling_questions_form_a_panel(
+    app, client, auth, labelled_project, monkeypatch
+):
+    """TripletBoost learns a reference pair only from labelled items that answered it:
+    each pair proposed is asked of many labelled items of every class (teachers first)
+    and of every wanted item."""
+    project_id, _, y = labelled_project
+    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    sessions = app.state.session_factory
+    response = client.post(
+        f"{API}/projects/{project_id}/models",
+        headers=auth,
+        json={"name": "boost", "kind": "tripletboost", "auto_refit": False},
+    )
+    assert response.status_code == 201, response.text
+    Worker(sessions).run(until_idle=True)
+    scheduling_jobs.refresh_proposals(sessions)
+    slots = _open_proposals(app, project_id)
+    assert slots and {_purpose(slot) for slot in slots} == {"labelling"}
+    keys = _keys_by_id(app, project_id)
+    label = {item_id: y[int(key[1:])] for item_id, key in keys.items()}
+    wanted = {item_id for item_id, key in keys.items() if int(key[1:]) >= 60}
+    pairs = {}
+    for slot in slots:
+        pairs.setdefault((slot.lo_id, slot.hi_id), []).append(slot.anchor_id)
+    # One pair for each two of the three classes, each asked of 48 teachers, then of
+    # the 30 wanted items.
+    assert sorted(tuple(sorted((label[lo], label[hi]))) for lo, hi in pairs) == [
+        (0, 1),
+        (0, 2),
+        (1, 2),
+    ]
+    with sessions() as session:
+        answered = {
+            (anchor, min(closer, farther), max(closer, farther))
+            for anchor, closer, farther in session.execute(
+                select(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
+                    Triplet.project_id == project_id
+                )
+            )
+        }
+    for (lo, hi), anchors in pairs.items():
+        teachers = [anchor for anchor in anchors if anchor not in wanted]
+        assert len(teachers) == 48 and {label[t] for t in teachers} == {0, 1, 2}
+        # (less any wanted item the random answers already asked about this pair)
+        assert set(anchors) - set(teachers) == {x for x in wanted if (x, lo, hi) not in answered}
+    served_first = [slot.anchor_id for slot in slots[: len(slots) // 3]]
+    assert wanted.isdisjoint(served_first)
 
 
 def _keys_by_id(app, project_id):

@@ -12,6 +12,7 @@ from app.learn.oracles import FeatureOracle
 from app.learn.samplers import (
     EmbeddingSampler,
     LabellingSampler,
+    PanelLabellingSampler,
     PlacementSampler,
     SamplerState,
     UniformSampler,
@@ -38,6 +39,7 @@ __all__ = [
     "EmbeddingSampler",
     "FeatureOracle",
     "LabellingSampler",
+    "PanelLabellingSampler",
     "PlacementSampler",
     "SMERFOracle",
     "SamplerState",

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from app.learn import (
     EmbeddingSampler,
     LabellingSampler,
+    PanelLabellingSampler,
     PlacementSampler,
     SamplerState,
 )
@@ -62,13 +63,14 @@ def _is_proposal():
     return QuerySlot.priority == int(Purpose.proposal)
 
 
-def newest_embedding(session: Session, project_id: int) -> tuple[ModelVersion, Fitted] | None:
-    """The project's most recently fitted t-ETE version, and its artifact."""
+def newest_fitted(
+    session: Session, project_id: int, kind: ModelKind
+) -> tuple[ModelVersion, Fitted] | None:
+    """The project's most recently fitted version of a model of this kind, and its
+    artifact."""
     newest = None
     for model in session.scalars(
-        select(LearnedModel).where(
-            LearnedModel.project_id == project_id, LearnedModel.kind == ModelKind.tete
-        )
+        select(LearnedModel).where(LearnedModel.project_id == project_id, LearnedModel.kind == kind)
     ):
         version = newest_ready(session, model.id)
         if version is not None and (newest is None or version.fitted_at > newest.fitted_at):
@@ -76,6 +78,12 @@ def newest_embedding(session: Session, project_id: int) -> tuple[ModelVersion, F
     if newest is None:
         return None
     return newest, load_fitted(session, newest.id)
+
+
+def _by_position(fitted: Fitted, item_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of the project's items is among the fitted ones, and whether it is."""
+    where = np.minimum(np.searchsorted(fitted.item_ids, item_ids), len(fitted.item_ids) - 1)
+    return where, fitted.item_ids[where] == item_ids
 
 
 def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.ndarray]:
@@ -99,19 +107,27 @@ def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.
         "labels": labels,
         "wanted": wanted,
     }
-    found = newest_embedding(session, project.id)
+    found = newest_fitted(session, project.id, ModelKind.tete)
     if found is not None:
         _, fitted = found
-        d = fitted.coordinates.shape[1]
-        embedding = np.zeros((len(item_ids), d))
+        embedding = np.zeros((len(item_ids), fitted.coordinates.shape[1]))
         placed = np.zeros(len(item_ids), bool)
-        where = np.minimum(np.searchsorted(fitted.item_ids, item_ids), len(fitted.item_ids) - 1)
-        present = fitted.item_ids[where] == item_ids
+        where, present = _by_position(fitted, item_ids)
         answered = np.zeros(len(fitted.item_ids), bool)
         answered[fitted.candidates()] = True
         placed[present] = answered[where[present]]
         embedding[present] = fitted.coordinates[where[present]]
         state.update(embedding=embedding, placed=placed, new_items=np.flatnonzero(~placed))
+    # What the boosted classifiers believe of each item: the labelling sampler asks where
+    # they are torn between classes.
+    found = newest_fitted(session, project.id, ModelKind.tripletboost)
+    if found is not None and found[1].predictions is not None:
+        _, fitted = found
+        predictions = fitted.predictions
+        proba = np.full((len(item_ids), len(predictions.classes)), np.nan)
+        where, present = _by_position(fitted, item_ids)
+        proba[present] = predictions.proba[where[present]]
+        state.update(classes=predictions.classes.astype(str), class_proba=proba)
     return SamplerState(**state), item_ids
 
 
@@ -152,7 +168,14 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
         .execution_options(synchronize_session=False)
     ).rowcount
     samplers = {
-        "labelling": LabellingSampler(random_state=seed),
+        # Boosted classifiers learn a reference pair only from the many labelled items
+        # that answered it: they get a panel of pairs; an embedding's kNN, pairs near
+        # each item.
+        "labelling": (
+            PanelLabellingSampler(random_state=seed)
+            if state.class_proba is not None
+            else LabellingSampler(random_state=seed)
+        ),
         "embedding": EmbeddingSampler(random_state=seed),
         "placement": PlacementSampler(random_state=seed),
     }

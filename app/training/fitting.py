@@ -124,7 +124,7 @@ def fit_tripletboost(
     if not len(answers):
         raise CannotFit("TripletBoost needs answers; the project has none yet")
     seed = params.get("random_state", 0)
-    n_iter = params.get("n_iter", 10_000)
+    n_iter = params.get("n_iter", 100_000)
     everyone = np.arange(len(snapshot.item_ids))
     metrics: dict[str, Any] = {}
     splitter = _folds(labels, params.get("cv_folds", 3), seed)

@@ -24,7 +24,7 @@ class _Params(RequestModel):
 
 
 class TripletBoostParams(_Params):
-    n_iter: int = Field(default=10_000, ge=1, le=2_000_000, description="Boosting rounds")
+    n_iter: int = Field(default=100_000, ge=1, le=2_000_000, description="Boosting rounds")
     cv_folds: int = Field(
         default=3, ge=0, le=10, description="Folds of the cross-validated accuracy (0: none)"
     )
