@@ -4,14 +4,17 @@ random share; a refit or a change of the shares replaces the stale ones."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from sklearn.datasets import make_blobs
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.learn import FeatureOracle, random_triplets
-from app.models import Assignment, Purpose, QuerySlot, SlotState, Triplet
+from app.models import Assignment, Purpose, QuerySlot, Rater, SlotState, Triplet
+from app.models._types import utcnow
 from app.scheduling import jobs as scheduling_jobs
-from app.scheduling.proposals import BATCH, KEY_BITS, PURPOSES, Refresher
+from app.scheduling.proposals import BATCH, KEY_BITS, PURPOSES, REFILL_BELOW, Refresher
 from app.worker.loop import Worker
 
 API = "/api/v1"
@@ -89,7 +92,9 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
     purposes = [_purpose(slot) for slot in slots]
     # Automatic shares: labels are wanted (2 parts), the embedding (1 part); every item
     # has answers, so none needs placing. The queue mixes them all along.
-    assert purposes.count("labelling") == 200 and purposes.count("embedding") == 100
+    labelling = round(BATCH * 2 / 3)
+    assert purposes.count("labelling") == labelling
+    assert purposes.count("embedding") == BATCH - labelling
     assert 15 <= purposes[:30].count("labelling") <= 25
     keys = _keys_by_id(app, project_id)
     wanted = {f"b{i}" for i in range(60, 90)}
@@ -179,6 +184,34 @@ def test_a_refit_replaces_stale_proposals_and_new_items_get_placed(
             select(QuerySlot.state).where(QuerySlot.id.in_(list(first)))
         ).all()
     assert set(withdrawn) == {SlotState.withdrawn}
+
+
+def test_proposals_held_by_raters_who_walked_away_do_not_count_as_left(
+    app, client, auth, labelled_project, monkeypatch
+):
+    """A lease keeps its slot until it expires (a closed tab, a bot on the public link):
+    the queue is topped up when the slots free to serve run low, not all open ones."""
+    project_id, _, _ = labelled_project
+    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    sessions = app.state.session_factory
+    _fit(app, client, auth, project_id)
+    scheduling_jobs.refresh_proposals(sessions)
+    slots = _open_proposals(app, project_id)
+    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    assert client.post(f"{API}/rate/{slug}/raters", json={}).status_code == 201
+    with sessions() as session:
+        rater_id = session.scalar(select(Rater.id).order_by(Rater.id.desc()).limit(1))
+        held = [slot.id for slot in slots[: BATCH - REFILL_BELOW + 1]]
+        session.execute(
+            update(QuerySlot)
+            .where(QuerySlot.id.in_(held))
+            .values(lease_rater_id=rater_id, lease_expires_at=utcnow() + timedelta(minutes=10))
+        )
+        session.commit()
+    scheduling_jobs.refresh_proposals(sessions)
+    now_open = _open_proposals(app, project_id)
+    assert len(now_open) == len(held) + BATCH  # the held ones stay with their raters
+    assert set(held) <= {slot.id for slot in now_open}
 
 
 def test_with_boosted_classifiers_the_labelling_questions_form_a_panel(

@@ -9,7 +9,7 @@ from app.core.db import unit_of_work
 from app.scheduling import proposals
 from app.worker.loop import periodic
 
-PROPOSE_SECONDS = 5.0
+PROPOSE_SECONDS = 1.0  # a busy study drains a batch of proposals in seconds
 
 log = logging.getLogger(__name__)
 REFRESHER = proposals.Refresher()

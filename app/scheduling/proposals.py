@@ -44,8 +44,11 @@ from app.training.fitted import Fitted
 from app.training.service import load_fitted, newest_ready
 from app.triplets.log import answer_columns, item_positions, newest_id
 
-BATCH = 300  # proposals queued at a time
-REFILL_BELOW = 100
+# Proposals queued at a time: enough to last through a refit (the worker refreshes them
+# only between fits; a queue run dry serves random questions), few enough to be
+# replaced cheaply (~0.1 s per 1,000) when the next fit makes them stale.
+BATCH = 1000
+REFILL_BELOW = 400
 PURPOSES = ("labelling", "embedding", "placement")
 # The proposal's purpose, kept in its slot's query key (the high bits).
 PURPOSE_CODE = {name: code for code, name in enumerate(PURPOSES, start=1)}
@@ -57,6 +60,11 @@ class Refreshed:
     added: int
     withdrawn: int
     shares: dict[str, float]
+
+
+def _free(now):
+    """Open slots no rater holds (never leased, or the lease ran out)."""
+    return (QuerySlot.lease_expires_at.is_(None)) | (QuerySlot.lease_expires_at < now)
 
 
 def _is_proposal():
@@ -162,7 +170,7 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
             QuerySlot.project_id == project.id,
             _is_proposal(),
             IS_OPEN,
-            (QuerySlot.lease_expires_at.is_(None)) | (QuerySlot.lease_expires_at < now),
+            _free(now),
         )
         .values(state=SlotState.withdrawn)
         .execution_options(synchronize_session=False)
@@ -222,7 +230,7 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
 @dataclass(frozen=True)
 class Standing:
     """Where a project's proposals stand: its newest fit, its settings' version, its
-    newest proposal and how many are open."""
+    newest proposal and how many are open and free to serve."""
 
     project_id: int
     fitted_at: object
@@ -253,10 +261,17 @@ def standings(session: Session) -> list[Standing]:
             .group_by(QuerySlot.project_id)
         ).all()
     )
+    # Only slots a rater can still be served count as left: a lease held by someone who
+    # walked away (a closed tab, a bot on the public link) keeps its slot until it expires.
     left = dict(
         session.execute(
             select(QuerySlot.project_id, func.count())
-            .where(_is_proposal(), IS_OPEN, QuerySlot.project_id.in_(list(fitted)))
+            .where(
+                _is_proposal(),
+                IS_OPEN,
+                _free(utcnow()),
+                QuerySlot.project_id.in_(list(fitted)),
+            )
             .group_by(QuerySlot.project_id)
         ).all()
     )

@@ -365,11 +365,7 @@ def _every_query(ids: np.ndarray, attention: bool):
         if attention:
             yield from ((anchor, min(anchor, o), max(anchor, o)) for o in others)
         else:
-            yield from (
-                (anchor, lo, hi)
-                for at, lo in enumerate(others)
-                for hi in others[at + 1 :]
-            )
+            yield from ((anchor, lo, hi) for at, lo in enumerate(others) for hi in others[at + 1 :])
 
 
 def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | None = None):
