@@ -46,22 +46,13 @@ from app.demo.service import digits_archive  # noqa: E402
 from app.models import Project  # noqa: E402
 from app.scheduling import proposals  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
+from tests.support.crowd import wait_for  # noqa: E402
 from tests.support.postgres import start_postgres  # noqa: E402
 from tests.support.service import ServiceProcesses  # noqa: E402
 
 API = "/api/v1"
 N_ITEMS, N_UNLABELLED = 300, 60
 ROUND = 250  # answers per round: under a batch of proposals (proposals.BATCH)
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise RuntimeError(f"timed out waiting for {what}")
 
 
 def settled(http, project: int, models: dict[str, int], sessions, proposing: bool) -> bool:
@@ -134,7 +125,7 @@ def run_arm(service, http, token, sessions, arm: str, seed: int, budget: int, no
                     60,
                     "proposals",
                 )
-            except RuntimeError:
+            except TimeoutError:
                 pass  # the samplers have nothing more to ask now: random questions
     # A last fit on every answer, as a researcher would ask before reading the labels.
     for model_id in models.values():

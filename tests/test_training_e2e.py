@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 
 import httpx
 import numpy as np
@@ -25,6 +24,7 @@ from app.demo.service import digits_archive
 from app.learn import TETE, TripletBoost
 from app.models import Item, Job, JobStatus, Triplet
 from app.simulate import run_crowd
+from tests.support.crowd import wait_for
 from tests.support.service import ServiceProcesses
 
 API = "/api/v1"
@@ -39,16 +39,6 @@ def database(make_database_url):
     engine = make_engine(url)
     yield url, make_session_factory(engine)
     engine.dispose()
-
-
-def _wait(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(database, tmp_path):
@@ -116,14 +106,14 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             assert report.answers == ANSWERS // 5, report.summary()
             if round_number < 3:
                 for kind, model_id in models.items():
-                    _wait(
+                    wait_for(
                         lambda m=model_id, n=round_number + 1: refitted(m, n),
                         120,
                         f"{kind}'s refit after round {round_number + 1}",
                     )
 
         for kind, model_id in models.items():
-            versions = _wait(lambda m=model_id: refitted(m, 3), 600, f"{kind} to refit")
+            versions = wait_for(lambda m=model_id: refitted(m, 3), 600, f"{kind} to refit")
             assert all(v["trigger"] == "answers grew" for v in versions)
             totals = [v["answers_count"] + v["heldout_count"] for v in reversed(versions)]
             assert totals[0] >= 4000 and totals == sorted(totals) and totals[-1] > 10_000
@@ -134,7 +124,7 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             for kind, model_id in models.items()
         }
         for kind, model_id in models.items():
-            _wait(
+            wait_for(
                 lambda m=model_id, k=kind: (
                     http.get(f"{API}/projects/{project}/models/{m}").json()["serving"]["number"]
                     == versions[k]["number"]
@@ -266,12 +256,12 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
                 job = session.get(Job, job_id)
                 return job if job.status is JobStatus.running and job.progress > 0.05 else None
 
-        job = _wait(running_job, 120, "the long fit to start")
+        job = wait_for(running_job, 120, "the long fit to start")
         pid = int(job.locked_by.split(":")[1])
         victim = next(process for process in service.workers if process.pid == pid)
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait()
-        _wait(
+        wait_for(
             lambda: http.get(f"{API}/projects/{project}/models/{big['id']}").json()["serving"],
             600,
             "the long fit to finish on the other worker",

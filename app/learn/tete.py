@@ -428,8 +428,8 @@ class TETE(BaseEstimator):
         0.1), or a temperature between 1 and 3. In each fold the first is fitted from
         scratch and the others continue from its embedding, so each costs a fraction of
         a fit (at most 250 steps a fold); one that is 0.01 worse than the best on the first
-        fold is not tried on the others. The final fit on every triplet continues from the chosen loss's
-        embedding of the last fold.
+        fold is not tried on the others. The final fit on every triplet continues from the
+        chosen loss's embedding of the last fold.
     dimension_candidates, cv : what n_components="auto" tries; how many folds.
     random_state : seed of the initial embedding and of the folds.
 

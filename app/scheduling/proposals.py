@@ -142,16 +142,21 @@ def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.
 def shares(project: Project, state: SamplerState) -> dict[str, float]:
     """The purposes' shares of the proposals: the project's own where it set any (unset
     ones count as 0), else from what it has: labelling where labels are wanted and some
-    are known, placement where items have no place in the embedding yet, and embedding
-    quality wherever there is an embedding."""
+    are known (4 parts where a TripletBoost model has fitted, 2 else), embedding
+    quality wherever there is an embedding (1 part), placement where items have no place
+    in it yet (1 part)."""
     explicit = {name: getattr(project, f"{name}_share") for name in PURPOSES}
     if any(value is not None for value in explicit.values()):
         weights = {name: value or 0.0 for name, value in explicit.items()}
     else:
         classes = {label for label in state.labels[state.labelled()]}
         has_map = state.embedding is not None
+        labels_wanted = len(state.wanted) and len(classes) >= 2
+        # Boosted classifiers need a panel of pairs asked of many items before they say
+        # anything about a wanted item: most of the time goes there.
+        boosting = state.class_proba is not None
         weights = {
-            "labelling": 2.0 if len(state.wanted) and len(classes) >= 2 else 0.0,
+            "labelling": (4.0 if boosting else 2.0) if labels_wanted else 0.0,
             "embedding": 1.0 if has_map else 0.0,
             "placement": 1.0 if has_map and len(state.new_items) else 0.0,
         }

@@ -87,9 +87,13 @@ def acknowledged_storage(
     return stored_twice, len(expected - set(counts)) + len(unanswered)
 
 
-def _wait_for(condition, timeout: float, what: str) -> None:
+def wait_for(condition, timeout: float, what: str):
+    """The first true value of `condition()`, polled until `timeout` seconds pass."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while True:
+        value = condition()
+        if value:
+            return value
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(0.2)
@@ -153,7 +157,7 @@ def crowd_build(
             progress_every=0.5,
         )
         for at in kill_at:
-            _wait_for(
+            wait_for(
                 lambda at=at: (seen and seen[-1].answers >= at) or not runner.is_alive(),
                 timeout,
                 f"{at} answers",
