@@ -94,7 +94,22 @@ def run_arm(service, http, token, sessions, arm: str, seed: int, budget: int, no
         )
         response.raise_for_status()
         models[kind] = response.json()["id"]
-    latencies, started = [], time.perf_counter()
+    items = http.get(f"{API}/projects/{project}/items/export", params={"format": "json"}).json()
+    asked = [item["key"] for item in items if item.get("split") == "unlabelled"]
+    _, y = load_digits(return_X_y=True)
+    truth = np.array([str(y[int(key.split("-")[1])]) for key in asked], dtype=object)
+
+    def served(kind: str) -> tuple[float, float]:
+        """The serving version's accuracy over the unlabelled digits, and coverage."""
+        response = http.post(
+            f"{API}/projects/{project}/models/{models[kind]}/predict", json={"items": asked}
+        )
+        if response.status_code == 409:  # no version ready yet
+            return 0.0, 0.0
+        labels = np.array([row["label"] for row in response.json()["predictions"]], dtype=object)
+        return float(np.mean(labels == truth)), float(np.mean(labels != None))  # noqa: E711
+
+    latencies, started, curve = [], time.perf_counter(), []
     for round_number in range(budget // ROUND):
         report = asyncio.run(
             run_crowd(
@@ -127,22 +142,22 @@ def run_arm(service, http, token, sessions, arm: str, seed: int, budget: int, no
                 )
             except TimeoutError:
                 pass  # the samplers have nothing more to ask now: random questions
+        answered = (round_number + 1) * ROUND
+        if answered % (budget // 4) == 0:  # as the researcher sees it, without a refit asked
+            curve.append((answered, served("tripletboost")[0], served("tete")[0]))
     # A last fit on every answer, as a researcher would ask before reading the labels.
     for model_id in models.values():
         http.post(f"{API}/projects/{project}/models/{model_id}/train").raise_for_status()
     wait_for(lambda: settled(http, project, models, sessions, False), 600, f"{arm}: the last fits")
     seconds = time.perf_counter() - started
-    items = http.get(f"{API}/projects/{project}/items/export", params={"format": "json"}).json()
-    asked = [item["key"] for item in items if item.get("split") == "unlabelled"]
-    _, y = load_digits(return_X_y=True)
-    truth = np.array([str(y[int(key.split("-")[1])]) for key in asked], dtype=object)
-    found = {"seconds": seconds, "latencies": np.array(latencies) * 1000, "project": project}
-    for kind, model_id in models.items():
-        body = http.post(
-            f"{API}/projects/{project}/models/{model_id}/predict", json={"items": asked}
-        ).json()
-        labels = np.array([row["label"] for row in body["predictions"]], dtype=object)
-        found[kind] = (float(np.mean(labels == truth)), float(np.mean(labels != None)))  # noqa: E711
+    found = {
+        "seconds": seconds,
+        "latencies": np.array(latencies) * 1000,
+        "project": project,
+        "curve": curve,
+    }
+    for kind in models:
+        found[kind] = served(kind)
     return found, models
 
 
@@ -251,6 +266,10 @@ def main() -> None:
     for arm in ("samplers", "uniform"):
         boost = [found["tripletboost"][0] for _, a, found in results if a == arm]
         print(f"mean TripletBoost accuracy, {arm}: {np.mean(boost):.3f}")
+    print("\nServed accuracy as the answers arrived (TripletBoost / t-ETE + kNN, auto refits):")
+    for seed, arm, found in results:
+        points = ", ".join(f"{n:,}: {b:.2f} / {t:.2f}" for n, b, t in found["curve"])
+        print(f"  seed {seed} {arm}: {points}")
     if load is not None:
         print(
             f"\n{args.raters} raters at once during a refit and refresh: {load['answers']} answers,"
