@@ -41,7 +41,7 @@ from app.learn import FeatureOracle
 from app.learn.triplets import random_triplets
 from app.simulate import run_crowd
 from tests.support.postgres import start_postgres
-from tests.support.service import ServiceProcesses, database_with_token
+from tests.support.service import ServiceProcesses, database_with_token, digits_study
 
 N_ITEMS, N_LABELLED, N_CLASSES = 10_000, 8_000, 10
 

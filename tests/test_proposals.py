@@ -11,10 +11,19 @@ from sklearn.datasets import make_blobs
 from sqlalchemy import select, update
 
 from app.learn import FeatureOracle, random_triplets
-from app.models import Assignment, Purpose, QuerySlot, Rater, SlotState, Triplet
+from app.models import (
+    Assignment,
+    ModelVersion,
+    Purpose,
+    QuerySlot,
+    Rater,
+    SlotState,
+    Triplet,
+)
 from app.models._types import utcnow
 from app.scheduling import jobs as scheduling_jobs
 from app.scheduling.proposals import BATCH, KEY_BITS, PURPOSES, REFILL_BELOW, Refresher
+from app.training.service import load_fitted
 from app.worker.loop import Worker
 
 API = "/api/v1"
@@ -212,6 +221,74 @@ def test_proposals_held_by_raters_who_walked_away_do_not_count_as_left(
     now_open = _open_proposals(app, project_id)
     assert len(now_open) == len(held) + BATCH  # the held ones stay with their raters
     assert set(held) <= {slot.id for slot in now_open}
+
+
+def test_held_out_errors_are_measured_on_answers_to_random_questions_only(
+    app, client, auth, labelled_project, monkeypatch
+):
+    """An answer to a proposal is marked adaptive (the Python scheduler on SQLite, the
+    answer function on PostgreSQL), a random one is not; a t-ETE fit holds out only
+    unmarked answers and says so."""
+    project_id, _, _ = labelled_project
+    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    sessions = app.state.session_factory
+    model_id = _fit(app, client, auth, project_id)
+    scheduling_jobs.refresh_proposals(sessions)
+    marked = {}
+    for share in (1.0, 0.0):  # all random, then all from the queue
+        settings = client.patch(
+            f"{API}/projects/{project_id}/rating",
+            headers=auth,
+            json={"random_share": share, "attention_rate": 0},
+        )
+        slug = settings.json()["public_slug"]
+        joined = client.post(f"{API}/rate/{slug}/raters", json={}).json()
+        token = {"X-Rater-Token": joined["rater_token"]}
+        query = client.get(f"{API}/rate/{slug}/next", headers=token).json()["comparison"]
+        response = client.post(
+            f"{API}/rate/{slug}/answers",
+            headers=token,
+            json={"query_id": query["query_id"], "choice": "left"},
+        )
+        assert response.status_code == 200, response.text
+        with sessions() as session:
+            purpose = session.get(Assignment, query["query_id"]).purpose
+            marked[Purpose(purpose).name] = session.scalar(
+                select(Triplet.adaptive).where(Triplet.query_id == query["query_id"])
+            )
+    assert marked == {"random": False, "proposal": True}
+
+    # A thousand earlier answers marked as if a build had asked them.
+    with sessions() as session:
+        first = session.scalars(
+            select(Triplet.id).where(Triplet.project_id == project_id).order_by(Triplet.id)
+        ).all()[:1000]
+        session.execute(update(Triplet).where(Triplet.id.in_(first)).values(adaptive=True))
+        session.commit()
+    train = client.post(f"{API}/projects/{project_id}/models/{model_id}/train", headers=auth)
+    assert train.status_code == 202, train.text
+    Worker(sessions).run(until_idle=True)
+    version = client.get(f"{API}/projects/{project_id}/models/{model_id}", headers=auth).json()[
+        "serving"
+    ]
+    assert version["metrics"]["adaptive_answers"] == 1001
+    assert version["heldout_count"] == round(0.1 * (3002 - 1001))
+    assert (
+        "held-out errors on the 2001 answers to uniformly random questions" in (version["message"])
+    )
+    with sessions() as session:
+        version_id = session.scalar(
+            select(ModelVersion.id).where(
+                ModelVersion.model_id == model_id, ModelVersion.number == version["number"]
+            )
+        )
+        held = load_fitted(session, version_id).heldout_answer_ids
+        adaptive = set(
+            session.scalars(
+                select(Triplet.id).where(Triplet.project_id == project_id, Triplet.adaptive)
+            )
+        )
+    assert len(held) and adaptive.isdisjoint(held.tolist())
 
 
 def test_with_boosted_classifiers_the_labelling_questions_form_a_panel(

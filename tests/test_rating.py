@@ -14,6 +14,7 @@ from app.builds.jobs import sweep
 from app.core.db import unit_of_work
 from app.learn import CompRF, FeatureOracle
 from app.models import (
+    ADAPTIVE_PURPOSES,
     Assignment,
     Job,
     Purpose,
@@ -586,6 +587,8 @@ class TestAnswerFunction:
                 ids[comparison[other]["key"]],
             )
             assert row.rater_id == rater_row.id and row.source is TripletSource.rater
+            assert row.adaptive == (served[query_id].purpose in ADAPTIVE_PURPOSES)
+        assert {row.adaptive for row in stored.values()} == {True, False}  # build and random
         assert rater_row.answers == 60
         assert rater_row.attention_passed + rater_row.attention_failed == len(checks)
         queue_answers = sum(

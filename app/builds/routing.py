@@ -262,6 +262,7 @@ def add_answers(
                 "closer_id": ids[closer],
                 "farther_id": ids[farther],
                 "source": TripletSource.oracle,
+                "adaptive": True,  # a routing step's question
             }
         )
     hold_append_lock(session, prediction.project_id)

@@ -539,7 +539,13 @@ class TETE(BaseEstimator):
             yield loss, Y, curve, converged
 
     def fit(
-        self, triplets, n_items: int | None = None, sample_weight=None, init=None, callback=None
+        self,
+        triplets,
+        n_items: int | None = None,
+        sample_weight=None,
+        init=None,
+        callback=None,
+        unbiased=None,
     ) -> TETE:
         """Embed items ``0..n_items-1`` so that the triplets hold as far as possible.
 
@@ -547,7 +553,10 @@ class TETE(BaseEstimator):
         fit's with rows for new items (a dimension "auto" tries of another size starts
         afresh); `callback(step, loss)` is called after every step, counting on through
         the cross-validation and the final fit (at most `planned_steps_`); an exception
-        it raises stops the fit."""
+        it raises stops the fit. `unbiased` (one flag per triplet, default all) marks the
+        answers to questions drawn uniformly at random: the cross-validation holds out
+        and measures only these, and always fits the others (questions chosen adaptively
+        lean towards hard ones: an error measured on them is biased)."""
         _check_fit_params(
             self.n_components,
             self.t,
@@ -562,6 +571,13 @@ class TETE(BaseEstimator):
             raise ValueError("triplets is empty")
         n = int(triplets.max()) + 1 if n_items is None else int(n_items)
         weights = _check_weights(sample_weight, len(triplets))
+        if unbiased is not None:
+            unbiased = np.asarray(unbiased)
+            if unbiased.shape != (len(triplets),) or unbiased.dtype != bool:
+                raise ValueError(
+                    f"unbiased must be one boolean per triplet ({len(triplets)}); "
+                    f"got {unbiased.dtype} of shape {unbiased.shape}"
+                )
         if not isinstance(self.init_scale, Real) or self.init_scale <= 0:
             raise ValueError(f"init_scale must be positive; got {self.init_scale!r}")
         if init is not None:
@@ -583,7 +599,7 @@ class TETE(BaseEstimator):
 
         dims, losses = self._grid()
         per_dim = len(losses) if losses else 1
-        folds = self._folds(len(triplets), len(dims) * per_dim)
+        folds = self._folds(len(triplets), len(dims) * per_dim, unbiased)
         quick_steps = (
             self.max_iter if self.optimizer == "lbfgs" else min(self.max_iter, QUICK_MAX_ITER)
         )
@@ -612,7 +628,7 @@ class TETE(BaseEstimator):
             self.selection_ = (
                 f"{chosen[0]}, {d}-D: as given"
                 if len(dims) * per_dim == 1
-                else f"{chosen[0]}, {d}-D: too few triplets ({len(triplets)}) to "
+                else f"{chosen[0]}, {d}-D: too few {_measurable(unbiased, len(triplets))} to "
                 f"cross-validate a choice in {self.cv} folds"
             )
         Y, curve, converged = self._optimise(
@@ -631,17 +647,26 @@ class TETE(BaseEstimator):
         self.t_ = None if chosen[2] == HINGE else float(chosen[1])
         return self
 
-    def _folds(self, n_triplets: int, n_candidates: int) -> list:
+    def _folds(self, n_triplets: int, n_candidates: int, unbiased=None) -> list:
         """The cross-validation folds, where there is a choice to make and enough
-        triplets to make it (10 a fold at least)."""
+        triplets to make it (10 a fold at least): (fit rows, held-out rows), the held-out
+        rows drawn from the `unbiased` ones only."""
         if n_candidates == 1:
             return []
         if not isinstance(self.cv, Integral) or self.cv < 2:
             raise ValueError(f"cv must be an integer >= 2; got {self.cv!r}")
-        if n_triplets < 10 * self.cv:
+        eligible = np.arange(n_triplets) if unbiased is None else np.flatnonzero(unbiased)
+        if len(eligible) < 10 * self.cv:
             return []
         splitter = KFold(n_splits=self.cv, shuffle=True, random_state=self._fold_seed())
-        return list(splitter.split(np.empty((n_triplets, 1))))
+        folds = list(splitter.split(np.empty((len(eligible), 1))))
+        if len(eligible) == n_triplets:
+            return folds
+        every = np.arange(n_triplets)
+        return [
+            (np.setdiff1d(every, eligible[held], assume_unique=True), eligible[held])
+            for _, held in folds
+        ]
 
     def _fold_seed(self) -> int:
         seed = self.random_state
@@ -762,6 +787,12 @@ class TETE(BaseEstimator):
         """Share of `triplets` the embedding satisfies."""
         check_is_fitted(self, "embedding_")
         return 1.0 - triplet_error(self.embedding_, triplets)
+
+
+def _measurable(unbiased, n_triplets: int) -> str:
+    if unbiased is None:
+        return f"triplets ({n_triplets})"
+    return f"answers to uniformly random questions ({int(unbiased.sum())} of {n_triplets})"
 
 
 def _check_weights(sample_weight, n_triplets: int) -> np.ndarray:

@@ -7,6 +7,7 @@ from app.models.job import Job, JobStatus
 from app.models.learned import LearnedModel, ModelKind, ModelVersion, VersionStatus
 from app.models.project import LabelType, Project
 from app.models.queue import (
+    ADAPTIVE_PURPOSES,
     Assignment,
     Choice,
     Prediction,
@@ -21,6 +22,7 @@ from app.models.tally import AnswerTally, AnswerTallyCursor
 from app.models.triplet import Triplet, TripletSource, Upload, UploadKind
 
 __all__ = [
+    "ADAPTIVE_PURPOSES",
     "AnswerTally",
     "AnswerTallyCursor",
     "ApiToken",

@@ -21,6 +21,11 @@ class Purpose(IntEnum):
     proposal = 5  # a sampler's question (labelling, embedding, placement): after the rest
 
 
+# Questions a scheduler chose for what they would teach, not uniformly at random: their
+# answers are fitted but never held out to measure a model (migration 0014 marks them).
+ADAPTIVE_PURPOSES = frozenset({Purpose.routing, Purpose.build, Purpose.majority, Purpose.proposal})
+
+
 class SlotState(StrEnum):
     open = "open"
     answered = "answered"

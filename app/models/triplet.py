@@ -49,6 +49,14 @@ class Triplet(Base):
             postgresql_where=text("is_test"),
             sqlite_where=text("is_test"),
         ),
+        # Answers to adaptively chosen questions: a fit reads their ids alone.
+        Index(
+            "ix_triplets_project_id_adaptive",
+            "project_id",
+            "id",
+            postgresql_where=text("adaptive"),
+            sqlite_where=text("adaptive"),
+        ),
         Index(
             "uq_triplets_project_id_idempotency_key",
             "project_id",
@@ -75,6 +83,9 @@ class Triplet(Base):
     )
     # Uploaded as the researcher's test split: never fitted, every model measured on it.
     is_test: Mapped[bool] = mapped_column(server_default=false())
+    # An answer to a question chosen for what it would teach (ADAPTIVE_PURPOSES): such
+    # questions lean towards hard ones, so held-out errors are measured on the others.
+    adaptive: Mapped[bool] = mapped_column(server_default=false())
 
 
 class Upload(Base):

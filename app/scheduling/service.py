@@ -31,6 +31,7 @@ from app.core.db import FastStatement
 from app.core.errors import NotFound, ServiceError
 from app.core.fields import INT8_MAX
 from app.models import (
+    ADAPTIVE_PURPOSES,
     Assignment,
     Choice,
     Item,
@@ -199,6 +200,7 @@ _STORE_TRIPLET = FastStatement(
         query_id=bindparam("assignment"),
         response_time_ms=bindparam("elapsed"),
         created_at=NOW,
+        adaptive=bindparam("adaptive"),
     )
 )
 _SERVE = FastStatement(
@@ -534,6 +536,7 @@ def submit_answer(
             "closer": closer,
             "farther": farther,
             "elapsed": response_time_ms,
+            "adaptive": answered.purpose in ADAPTIVE_PURPOSES,
         },
     )
 

@@ -51,6 +51,8 @@ class Snapshot:
     cutoff: int
     # The researcher's test split (positions), never fitted: every model is measured on it.
     test_answers: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
+    # Per answer: to a question chosen adaptively (fitted, never held out to measure).
+    adaptive: np.ndarray | None = None
     regression: bool = False
     dissimilarity: np.ndarray | None = None  # SMERF's D over `dissimilarity_items`
     dissimilarity_items: np.ndarray | None = None
@@ -199,11 +201,17 @@ def _can_boost_on(
 # -- t-ETE ---------------------------------------------------------------------------------
 
 
-def heldout_split(n_answers: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """A seeded split of the answers: (fit rows, held-out rows)."""
+def heldout_split(
+    n_answers: int, share: float, seed: int, unbiased: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded split of the answers: (fit rows, held-out rows), a `share` of the
+    `unbiased` ones (default all) held out."""
     order = np.random.default_rng(seed).permutation(n_answers)
-    n_heldout = round(share * n_answers) if n_answers >= 10 else 0
-    return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
+    if unbiased is not None:
+        order = order[unbiased[order]]
+    n_heldout = round(share * len(order)) if len(order) >= 10 else 0
+    held = np.sort(order[:n_heldout])
+    return np.setdiff1d(np.arange(n_answers), held, assume_unique=True), held
 
 
 def fit_tete(
@@ -227,7 +235,9 @@ def fit_tete(
     chooses = "auto" in (model.t, model.n_components)
     share = params.get("heldout_share")
     share = (0.0 if chooses else 0.1) if share is None else share
-    fit_rows, held_rows = heldout_split(len(answers), share, seed)
+    # Held-out errors are measured on answers to uniformly random questions only.
+    unbiased = None if snapshot.adaptive is None else ~snapshot.adaptive
+    fit_rows, held_rows = heldout_split(len(answers), share, seed, unbiased)
     init = None
     notes = []
     if previous is not None and previous.kind == "tete" and params.get("warm_start", True):
@@ -247,7 +257,13 @@ def fit_tete(
         stage = "choosing by cross-validation, then fitting" if chooses else "fitting"
         progress(min(number / planned, 1.0), f"{stage}: step {number} of at most {planned}")
 
-    model.fit(answers[fit_rows], n_items=n, init=init, callback=step)
+    model.fit(
+        answers[fit_rows],
+        n_items=n,
+        init=init,
+        callback=step,
+        unbiased=None if unbiased is None else unbiased[fit_rows],
+    )
     embedding = model.embedding_
     metrics: dict[str, Any] = {
         "training_triplet_error": triplet_error(embedding, answers[fit_rows]),
@@ -291,6 +307,14 @@ def fit_tete(
         metrics["heldout_triplet_error"] = metrics["cv_triplet_error"]
     answered = np.unique(answers[fit_rows])
     metrics["items_answered"] = len(answered)
+    if unbiased is not None and not unbiased.all():
+        adaptive = int((~unbiased).sum())
+        metrics["adaptive_answers"] = adaptive
+        notes.append(
+            f"held-out errors on the {len(answers) - adaptive} answers to uniformly random "
+            f"questions; the {adaptive} to adaptively chosen ones (builds, proposals) are "
+            "fitted only"
+        )
     fitted = Fitted(
         kind="tete",
         item_ids=snapshot.item_ids,

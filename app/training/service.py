@@ -338,6 +338,14 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
                 features[position] = decode_features(row.features)
     cutoff = _cutoff(session, project.id)
     answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids)
+    adaptive_ids = np.fromiter(
+        session.scalars(
+            select(Triplet.id).where(
+                Triplet.project_id == project.id, Triplet.adaptive, Triplet.id <= cutoff
+            )
+        ),
+        np.int64,
+    )
     snap = Snapshot(
         item_ids=item_ids,
         keys=[row.key for row in rows],
@@ -348,11 +356,22 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
         answers=answers,
         answer_ids=answer_ids,
         test_answers=test_answers,
+        adaptive=_marked(answer_ids, adaptive_ids),
         cutoff=cutoff,
         regression=project.label_type is LabelType.regression,
     )
     _add_dissimilarity(session, model, snap)
     return snap
+
+
+def _marked(answer_ids: np.ndarray, marked_ids: np.ndarray) -> np.ndarray:
+    """Which of the (ascending) answer ids are among `marked_ids`."""
+    if not len(marked_ids) or not len(answer_ids):
+        return np.zeros(len(answer_ids), bool)
+    where = np.minimum(np.searchsorted(answer_ids, marked_ids), len(answer_ids) - 1)
+    marked = np.zeros(len(answer_ids), bool)
+    marked[where[answer_ids[where] == marked_ids]] = True
+    return marked
 
 
 def _cutoff(session: Session, project_id: int) -> int:

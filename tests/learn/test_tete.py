@@ -337,6 +337,51 @@ def test_too_few_answers_to_choose_fall_back_to_the_first_candidate_and_say_so()
     assert fixed.selection_ == "t-ETE, 2-D: as given" and fixed.t_ == 2.0
 
 
+def test_held_out_errors_come_from_the_unbiased_answers_only():
+    """A third of the answers are to the hardest questions of a pool (near ties), as an
+    adaptive sampler would ask: held out, they make the choice's error look worse than
+    the embedding is on fresh random questions; marked, they are only fitted."""
+    from sklearn.datasets import make_blobs
+
+    from app.learn import FeatureOracle, random_queries
+
+    X, _ = make_blobs(n_samples=200, centers=3, n_features=4, cluster_std=2.0, random_state=0)
+    scale = FeatureOracle(X).scale_for_error(0.1)
+    crowd = FeatureOracle(X, noise_scale=scale, random_state=0)
+    uniform = crowd.answer(random_queries(200, 4_000, random_state=0))
+    pool = random_queries(200, 20_000, random_state=1)
+    margin = np.abs(crowd.distance(pool[:, 0], pool[:, 1]) - crowd.distance(pool[:, 0], pool[:, 2]))
+    hard = crowd.answer(pool[np.argsort(margin)[:2_000]])
+    answers = np.vstack([uniform, hard])
+    unbiased = np.arange(len(answers)) < len(uniform)
+    fresh = FeatureOracle(X, noise_scale=scale, random_state=9).answer(
+        random_queries(200, 5_000, random_state=9)
+    )
+
+    marked = TETE(random_state=0).fit(answers, 200, unbiased=unbiased)
+    mixed = TETE(random_state=0).fit(answers, 200)
+    measured = marked.cv_results_["mean_test_error"][marked.best_index_]
+    # (0.153 measured against 0.139 on fresh questions; mixed in: 0.265 against 0.139)
+    assert abs(measured - triplet_error(marked.embedding_, fresh)) < 0.03
+    biased = mixed.cv_results_["mean_test_error"][mixed.best_index_]
+    assert biased > triplet_error(mixed.embedding_, fresh) + 0.08
+
+    folds = marked._folds(len(answers), 5, unbiased)
+    held = np.concatenate([rows for _, rows in folds])
+    assert np.array_equal(np.sort(held), np.flatnonzero(unbiased))
+    for fit_rows, held_rows in folds:
+        assert np.isin(np.flatnonzero(~unbiased), fit_rows).all()
+        assert len(np.intersect1d(fit_rows, held_rows)) == 0
+    # All unbiased: the same folds, the same fit as without the flags.
+    same = TETE(random_state=0).fit(uniform, 200, unbiased=np.ones(len(uniform), bool))
+    assert np.array_equal(same.embedding_, TETE(random_state=0).fit(uniform, 200).embedding_)
+    few = TETE(random_state=0).fit(answers, 200, unbiased=np.arange(len(answers)) < 20)
+    assert few.cv_results_ is None
+    assert "too few answers to uniformly random questions (20 of 6000)" in few.selection_
+    with pytest.raises(ValueError, match="unbiased must be one boolean per triplet"):
+        TETE().fit(answers, 200, unbiased=np.ones(3, bool))
+
+
 def test_auto_is_reproducible_and_reports_progress_across_every_fit():
     train, _ = _crowd("uniform", n_triplets=3_000)
     steps = []
