@@ -64,7 +64,32 @@ class TestUpload:
             "response_time_ms": 812,
             "created_at": "2026-01-02T03:04:05.000000+00:00",
             "split": "train",
+            "adaptive": "false",
         }
+
+    def test_adaptive_answers_travel_through_export_and_upload(self, client, auth, pid):
+        content = (
+            "anchor,closer,farther,adaptive\n"
+            "item0,item1,item2,true\nitem3,item4,item5,false\nitem6,item7,item8,\n"
+        )
+        response = upload(client, auth, pid, "triplets", "t.csv", content)
+        assert response.status_code == 201, response.text
+        exported = export(client, auth, pid, "json").json()
+        assert [row["adaptive"] for row in exported] == ["true", "false", "false"]
+        as_json = [{"anchor": "item0", "closer": "item2", "farther": "item1", "adaptive": True}]
+        response = upload(client, auth, pid, "triplets", "t.json", json.dumps(as_json))
+        assert response.status_code == 201, response.text
+        assert export(client, auth, pid, "json").json()[-1]["adaptive"] == "true"
+        bad = upload(
+            client,
+            auth,
+            pid,
+            "triplets",
+            "bad.csv",
+            "anchor,closer,farther,adaptive\nitem0,item1,item2,maybe\n",
+        )
+        assert bad.status_code == 422
+        assert "row 2, column 'adaptive': 'maybe' is not true or false" in bad.text
 
     @pytest.mark.parametrize(
         ("content", "expected"),
@@ -206,7 +231,7 @@ class TestExport:
 
     def test_empty_project_exports_header_or_empty_array(self, client, auth, pid):
         assert export(client, auth, pid).text == (
-            "anchor,closer,farther,source,rater,response_time_ms,created_at,split\n"
+            "anchor,closer,farther,source,rater,response_time_ms,created_at,split,adaptive\n"
         )
         assert export(client, auth, pid, "json").json() == []
 

@@ -452,11 +452,14 @@ def _answer_agreement(
 ) -> None:
     """Triplet error of the learnt metric on the raters' answers among featured items
     (answers it never saw, neither directly nor through its D: a held-out measure), on a
-    seeded sample of at most `most`."""
-    answers = snapshot.answers
+    seeded sample of at most `most`; answers to adaptively chosen questions are left out
+    (they lean towards hard ones)."""
+    rows = np.arange(len(snapshot.answers))
     if snapshot.measure_on is not None:
-        answers = answers[snapshot.measure_on]
-    error, checked = _distance_error(fitted, answers, seed, most)
+        rows = snapshot.measure_on
+    if snapshot.adaptive is not None:
+        rows = rows[~snapshot.adaptive[rows]]
+    error, checked = _distance_error(fitted, snapshot.answers[rows], seed, most)
     if checked:
         metrics["heldout_triplet_error"] = error
         metrics["answers_checked"] = checked

@@ -34,7 +34,7 @@ from app.uploads.service import UploadResult, find_replay, open_upload
 
 TRIPLET_FORMATS = (FileFormat.csv, FileFormat.json)
 ROLES = ("anchor", "closer", "farther")
-OPTIONAL_COLUMNS = ("source", "rater", "response_time_ms", "created_at", "split")
+OPTIONAL_COLUMNS = ("source", "rater", "response_time_ms", "created_at", "split", "adaptive")
 EXPORT_COLUMNS = ROLES + OPTIONAL_COLUMNS
 SPLITS = ("train", "test")
 _BATCH = 20_000
@@ -94,6 +94,7 @@ class _RowParser:
             "response_time_ms": self._response_time,
             "created_at": self._created_at,
             "split": self._split,
+            "adaptive": self._adaptive,
         }
 
     def _bad(self, row: int, column: str | None, message: str) -> None:
@@ -191,6 +192,16 @@ class _RowParser:
             return _INVALID
         return raw == "test"
 
+    def _adaptive(self, row: int, raw: Any) -> Any:
+        if raw in ("", None):
+            return False
+        if isinstance(raw, bool):
+            return raw
+        if raw not in ("true", "false"):
+            self._bad(row, "adaptive", f"'{echo(raw)}' is not true or false")
+            return _INVALID
+        return raw == "true"
+
     def _response_time(self, row: int, raw: Any) -> Any:
         if raw in ("", None):
             return None
@@ -221,6 +232,7 @@ _APPENDED_COLUMNS = {
     "rater": "rater_id",
     "response_time_ms": "response_time_ms",
     "split": "is_test",
+    "adaptive": "adaptive",
 }
 
 
@@ -425,6 +437,7 @@ def _export_select(
             Triplet.response_time_ms,
             type_coerce(created, String),
             case((Triplet.is_test, literal("test")), else_=literal("train")),
+            case((Triplet.adaptive, literal("true")), else_=literal("false")),
         )
         .join(anchor, anchor.id == Triplet.anchor_id)
         .join(closer, closer.id == Triplet.closer_id)
