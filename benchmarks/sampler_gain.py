@@ -1,0 +1,155 @@
+"""The samplers against uniform questions, in the library (issue 17): crowds that err as
+people do (on near ties, 10 % of random questions wrong), rounds of 1,000 answers, each
+round's questions chosen from the models refitted on the answers so far. The peer, in
+the same run, is the same crowd asked uniformly random questions.
+
+- Labelling: 300 of scikit-learn's digits, 60 unlabelled; `PanelLabellingSampler` with
+  TripletBoost (defaults) refitted each round; served accuracy over the 60 (no label
+  counts as wrong) and coverage at 5,000, 10,000 and 20,000 answers.
+- Embedding: `EmbeddingSampler` with a t-STE map refitted each round (300 ms of steps),
+  the default t-ETE model fitted at checkpoints; held-out triplet error on 20,000 fresh
+  answers from the same crowd, on 300 planted points in the plane (a map can hold them)
+  and on 300 digits in 2-D (it cannot: a floor near 0.25); the answers the sampler needs
+  to reach uniform's error at 20,000.
+
+Over HTTP, with the service's mix of purposes: `labelling_crowd.py`.
+
+    .venv/bin/python benchmarks/sampler_gain.py [--seeds 6] [--budget 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+
+from app.learn import (  # noqa: E402
+    TETE,
+    EmbeddingSampler,
+    FeatureOracle,
+    PanelLabellingSampler,
+    SamplerState,
+    TripletBoost,
+    random_queries,
+    triplet_error,
+)
+
+ROUND = 1000
+
+
+def digits(seed: int, n: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    X, y = load_digits(return_X_y=True)
+    chosen = np.random.default_rng(seed).choice(len(X), n, replace=False)
+    return X[chosen], y[chosen].astype(str)
+
+
+def human_crowd(X: np.ndarray, seed: int) -> FeatureOracle:
+    return FeatureOracle(X, noise_scale=FeatureOracle(X).scale_for_error(0.1), random_state=seed)
+
+
+def labelling(seed: int, budget: int, sampled: bool) -> dict[int, tuple[float, float]]:
+    X, y = digits(seed)
+    n = len(X)
+    wanted = np.random.default_rng(seed).choice(n, 60, replace=False)
+    train = np.setdiff1d(np.arange(n), wanted)
+    labels = y.astype(object)
+    labels[wanted] = None
+    crowd = human_crowd(X, seed)
+    answers = crowd.answer(random_queries(n, ROUND, random_state=seed))
+    found, state_extra = {}, {}
+    while True:
+        model = TripletBoost(random_state=0).fit(answers, train, y[train])
+        if len(answers) in (5000, 10000, budget):
+            predicted = model.predict(answers, wanted)
+            spoke = np.array([label is not None for label in predicted])
+            found[len(answers)] = (float(np.mean(predicted == y[wanted])), float(spoke.mean()))
+        if len(answers) >= budget:
+            return found
+        if sampled:
+            proba = np.full((n, len(model.classes_)), np.nan)
+            proba[wanted] = model.predict_proba(answers, wanted)
+            state_extra = {"classes": model.classes_, "class_proba": proba}
+            state = SamplerState(n, answers, labels=labels, wanted=wanted, **state_extra)
+            asked = PanelLabellingSampler(random_state=len(answers)).propose(ROUND, state).queries
+        else:
+            asked = random_queries(n, ROUND, random_state=seed * 7919 + len(answers))
+        answers = np.vstack([answers, crowd.answer(asked)])
+
+
+def embedding(X: np.ndarray, seed: int, budget: int, sampled: bool) -> dict[int, float]:
+    n = len(X)
+    crowd = human_crowd(X, seed)
+    fresh = human_crowd(X, seed + 1000).answer(random_queries(n, 20_000, random_state=seed + 1))
+    answers = crowd.answer(random_queries(n, ROUND, random_state=seed))
+    errors = {}
+    while True:
+        if len(answers) % 2000 == 0 or len(answers) >= budget:
+            fitted = TETE(random_state=0).fit(answers, n_items=n)
+            errors[len(answers)] = triplet_error(fitted.embedding_, fresh)
+        if len(answers) >= budget:
+            return errors
+        if sampled:
+            Y = TETE(t=1.0, max_iter=300, random_state=0).fit(answers, n_items=n).embedding_
+            state = SamplerState(n, answers, embedding=Y)
+            asked = EmbeddingSampler(random_state=len(answers)).propose(ROUND, state).queries
+        else:
+            asked = random_queries(n, ROUND, random_state=seed * 7919 + len(answers))
+        answers = np.vstack([answers, crowd.answer(asked)])
+
+
+def answers_to_reach(errors: dict[int, float], target: float) -> int | None:
+    reached = [count for count, error in sorted(errors.items()) if error <= target]
+    return reached[0] if reached else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument("--budget", type=int, default=20_000)
+    args = parser.parse_args()
+
+    print(f"Labelling 60 of 300 digits, TripletBoost, {args.seeds} crowds (human-like noise 10 %)")
+    print(f"| crowd | questions | 5,000 acc / cov | 10,000 acc / cov | {args.budget:,} acc / cov |")
+    print("| --- | --- | --- | --- | --- |")
+    final = {"panel": [], "uniform": []}
+    for seed in range(args.seeds):
+        for name, sampled in (("panel", True), ("uniform", False)):
+            found = labelling(seed, args.budget, sampled)
+            final[name].append(found[args.budget][0])
+            cells = " | ".join(f"{acc:.2f} / {cov:.2f}" for acc, cov in found.values())
+            print(f"| {seed} | {name} | {cells} |", flush=True)
+    for name, values in final.items():
+        print(f"mean accuracy at {args.budget:,}, {name}: {np.mean(values):.3f}")
+
+    print(f"\nEmbedding: held-out error on fresh answers, {min(args.seeds, 3)} crowds")
+    print(
+        "| data | crowd | questions | errors at 2,000 steps of answers | answers to reach "
+        f"uniform's error at {args.budget:,} |"
+    )
+    print("| --- | --- | --- | --- | --- |")
+    sets = {
+        "planted plane": lambda seed: np.random.default_rng(seed).normal(size=(300, 2)),
+        "digits (2-D map)": lambda seed: digits(seed)[0],
+    }
+    for data, make in sets.items():
+        for seed in range(min(args.seeds, 3)):
+            X = make(seed)
+            uniform = embedding(X, seed, args.budget, False)
+            chosen = embedding(X, seed, args.budget, True)
+            target = uniform[args.budget]
+            needed = answers_to_reach(chosen, target)
+            ratio = f"{needed:,} ({needed / args.budget:.2f}x)" if needed else "not reached"
+            for name, errors in (("uniform", uniform), ("sampler", chosen)):
+                curve = ", ".join(f"{error:.3f}" for _, error in sorted(errors.items()))
+                cell = ratio if name == "sampler" else ""
+                print(f"| {data} | {seed} | {name} | {curve} | {cell} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
