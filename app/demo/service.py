@@ -160,7 +160,7 @@ def _add_demo_models(session: Session, project: Project) -> None:
     existing = {model.name for model in training.list_models(session=session, project=project)}
     for name, kind, params, min_answers in (
         ("digits map (t-ETE, 2-d)", ModelKind.tete, {"n_components": 2, "max_iter": 300}, 200),
-        ("TripletBoost", ModelKind.tripletboost, {"n_iter": 5000, "cv_folds": 3}, 500),
+        ("TripletBoost", ModelKind.tripletboost, {"cv_folds": 3}, 500),
     ):
         if name in existing:
             continue
