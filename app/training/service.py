@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -711,3 +712,53 @@ def learning_curve(*, session: Session, model: LearnedModel) -> list[dict[str, A
             if isinstance(value, int | float):
                 series.setdefault(name, []).append([version.answers_count, float(value)])
     return [{"name": name, "points": points} for name, points in series.items()]
+
+
+@dataclass(frozen=True)
+class LabellingStanding:
+    """How well one model labels items now (its newest ready version), on the
+    researcher's test split and by cross-validation over the labelled items: accuracy
+    among the items it labels, and the share it labels."""
+
+    model: LearnedModel
+    answers: int
+    test: tuple[float, float] | None
+    cv: tuple[float, float] | None
+
+    def right(self, measure: str) -> float | None:
+        """The share of all measured items labelled right (accuracy x coverage): a model
+        that labels few items well does not beat one that labels all of them."""
+        found = getattr(self, measure)
+        return None if found is None else found[0] * found[1]
+
+
+def labelling_standings(
+    *, session: Session, project: Project
+) -> tuple[list[LabellingStanding], LabellingStanding | None, str | None]:
+    """Every model whose newest ready version labels items, and the one that labels
+    best now: on the test split where every such model was measured on it, else by
+    cross-validation (None where fewer than two models can be compared)."""
+    standings = []
+    for model in list_models(session=session, project=project):
+        version = newest_ready(session, model.id)
+        if version is None:
+            continue
+        metrics = version.metrics or {}
+        found = {}
+        for measure in ("test", "cv", "leave_one_out"):
+            entry = metrics.get(measure)
+            if isinstance(entry, dict) and entry.get("accuracy") is not None:
+                found[measure] = (float(entry["accuracy"]), float(entry.get("coverage") or 1.0))
+        if found:
+            standings.append(
+                LabellingStanding(
+                    model,
+                    version.answers_count,
+                    found.get("test"),
+                    found.get("cv") or found.get("leave_one_out"),
+                )
+            )
+    for measure in ("test", "cv"):
+        if len(standings) >= 2 and all(s.right(measure) is not None for s in standings):
+            return standings, max(standings, key=lambda s: s.right(measure)), measure
+    return standings, None, None

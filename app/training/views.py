@@ -63,7 +63,9 @@ def _models_page(
     status_code: int = 200,
 ) -> HTMLResponse:
     cards = _model_cards(session, project)
+    standings, best, measure = service.labelling_standings(session=session, project=project)
     context = {
+        "labelling": {"standings": standings, "best": best, "measure": measure},
         "researcher": researcher,
         "project": project,
         "tab": "models",

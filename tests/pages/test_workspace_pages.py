@@ -38,6 +38,19 @@ def sign_in(page, server: str, email: str = "ada@lab.example", password: str = P
     page.get_by_role("button", name="Sign in").click()
 
 
+def a_project_in_the_browser(app, browser, server: str, name: str):
+    """Signed in, a project created from the projects page: the page, the project's id
+    and an API bearer header for the same researcher."""
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in(page, server)
+    page.get_by_label("Name", exact=True).fill(name)
+    page.get_by_role("button", name="Create project").click()
+    project_id = int(page.url.rsplit("/", 1)[1])
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="ada@lab.example")
+    return page, project_id, {"Authorization": f"Bearer {token}"}
+
+
 def point_on_scatter(page, index: int) -> tuple[float, float]:
     """Where the embedding page draws point `index` of its first series, on the screen."""
     found = page.evaluate(
@@ -280,7 +293,10 @@ def test_hostile_names_and_texts_render_as_text_on_every_page(
     page.goto(f"{server}/projects/{pid}/raters")
     expect(page.get_by_text("<script>alert(3)</script>")).to_be_visible()
     page.goto(f"{server}/projects/{pid}/models")
-    expect(page.get_by_text("<svg onload=alert(2)>")).to_be_visible()
+    # As text in its card's heading, and in the labelling table where it labels items.
+    expect(page.locator(".model h3", has_text="<svg onload=alert(2)>")).to_be_visible()
+    named = page.get_by_text("<svg onload=alert(2)>", exact=True)
+    expect(named.first).to_be_visible()
     page.goto(f"{server}/projects/{pid}/uploads")
     expect(page.get_by_text("<i>f</i>.csv")).to_be_visible()
 
@@ -342,14 +358,7 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     app, server, browser, researcher, tmp_path
 ):
     shots = screenshots_dir(tmp_path)
-    page = browser.new_page(viewport=DESKTOP)
-    sign_in(page, server)
-    page.get_by_label("Name", exact=True).fill("Shapes")
-    page.get_by_role("button", name="Create project").click()
-    project_id = int(page.url.rsplit("/", 1)[1])
-    with unit_of_work(app.state.session_factory) as session:
-        token = create_token(session=session, researcher_name="ada@lab.example")
-    bearer = {"Authorization": f"Bearer {token}"}
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Shapes")
 
     # Items with two mistakes: each is listed with its row and column, nothing stored.
     page.get_by_role("link", name="Uploads").click()
@@ -680,14 +689,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
 def test_a_project_is_downloaded_whole_and_created_again_in_two_clicks(
     app, server, browser, researcher, tmp_path
 ):
-    page = browser.new_page(viewport=DESKTOP)
-    sign_in(page, server)
-    page.get_by_label("Name", exact=True).fill("Pilot")
-    page.get_by_role("button", name="Create project").click()
-    project_id = int(page.url.rsplit("/", 1)[1])
-    with unit_of_work(app.state.session_factory) as session:
-        token = create_token(session=session, researcher_name="ada@lab.example")
-    bearer = {"Authorization": f"Bearer {token}"}
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Pilot")
     items = "key,label\n" + "\n".join(f"k{i},{i % 2}" for i in range(6))
     httpx.post(
         f"{server}{API}/projects/{project_id}/items",
@@ -729,14 +731,7 @@ def test_a_project_is_downloaded_whole_and_created_again_in_two_clicks(
 def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
     app, server, browser, researcher
 ):
-    page = browser.new_page(viewport=DESKTOP)
-    sign_in(page, server)
-    page.get_by_label("Name", exact=True).fill("Controls")
-    page.get_by_role("button", name="Create project").click()
-    project_id = int(page.url.rsplit("/", 1)[1])
-    with unit_of_work(app.state.session_factory) as session:
-        token = create_token(session=session, researcher_name="ada@lab.example")
-    bearer = {"Authorization": f"Bearer {token}"}
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Controls")
     assert (
         httpx.post(
             f"{server}{API}/projects/{project_id}/items",
@@ -775,3 +770,49 @@ def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
     expect(page.locator(".model", has_text="bad")).to_contain_text("cancelled")
     models = httpx.get(f"{server}{API}/projects/{project_id}/models", headers=bearer).json()
     assert models[0]["latest"]["status"] == "cancelled"
+
+
+def test_the_models_page_says_which_model_labels_best(app, server, browser, researcher, tmp_path):
+    """Two models fitted on the same answers: the page ranks them by the share of the
+    test split each labels right (an item left unlabelled counts as wrong)."""
+    import numpy as np
+
+    from app.learn import FeatureOracle, random_triplets
+    from app.worker.loop import Worker
+
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Which labels")
+    items = _clusters_csv(60)
+    points = np.array(
+        [[float(v) for v in line.split(",")[3].split()] for line in items.split("\n")[1:-1]]
+    )
+    answers = random_triplets(60, 3000, FeatureOracle(points), random_state=0)
+    body = "anchor,closer,farther\n" + "\n".join(f"p{a},p{c},p{f}" for a, c, f in answers)
+    for what, filename, content in (("items", "points.csv", items), ("triplets", "t.csv", body)):
+        response = httpx.post(
+            f"{server}{API}/projects/{project_id}/{what}",
+            headers=bearer,
+            files={"file": (filename, content)},
+        )
+        assert response.status_code == 201, response.text
+    for name, kind in (("boost", "tripletboost"), ("map", "tete")):
+        created = httpx.post(
+            f"{server}{API}/projects/{project_id}/models",
+            headers=bearer,
+            json={"name": name, "kind": kind, "auto_refit": False},
+        )
+        assert created.status_code == 201, created.text
+    Worker(app.state.session_factory).run(until_idle=True)
+    served = {
+        model["name"]: model["serving"]["metrics"]["test"]
+        for model in httpx.get(f"{server}{API}/projects/{project_id}/models", headers=bearer).json()
+    }
+    right = {name: found["accuracy"] * found["coverage"] for name, found in served.items()}
+    best = max(right, key=right.get)
+
+    page.get_by_role("link", name="Models").click()
+    card = page.locator(".labelling")
+    expect(card).to_contain_text(f"Now: {best}, labelling {100 * right[best]:.0f}% of the items")
+    expect(card.locator("tr.chosen")).to_contain_text(best)
+    for name in right:
+        expect(card.locator("tr", has_text=name)).to_contain_text(f"{100 * right[name]:.0f}% /")
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "models-labelling.png"), full_page=True)
