@@ -55,6 +55,7 @@ class SamplerState:
     classes: np.ndarray | None = None
     class_proba: np.ndarray | None = None
     _asked: np.ndarray | None = field(default=None, init=False, repr=False)
+    _counts: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.n_items < 3:
@@ -94,8 +95,20 @@ class SamplerState:
                 setattr(self, name, value)
 
     def answer_counts(self) -> np.ndarray:
-        """How many answers each item took part in."""
-        return np.bincount(self.answers.ravel(), minlength=self.n_items)
+        """How many answers each item took part in (counted once a state: every sampler
+        of a round asks; read-only)."""
+        if self._counts is None:
+            self._counts = np.bincount(self.answers.ravel(), minlength=self.n_items)
+            self._counts.flags.writeable = False
+        return self._counts
+
+    def least_asked(self, items: np.ndarray, most: int, rng) -> np.ndarray:
+        """At most `most` of `items`, those with the fewest answers (ties at random): a
+        sampler's bounded work on a large project."""
+        if len(items) <= most:
+            return items
+        asked = self.answer_counts()[items] + rng.random_sample(len(items))
+        return items[np.argsort(asked)[:most]]
 
     def unasked(self, queries: np.ndarray) -> np.ndarray:
         """Which of `queries` (anchor, p, q with p < q) no answer holds yet."""
@@ -264,9 +277,7 @@ class LabellingSampler:
         wanted = state.wanted if state.wanted is not None else np.empty(0, np.int64)
         if len(wanted) == 0 or len(labelled) < 2:
             return Proposal(np.empty((0, 3), np.int64), np.empty(0))
-        if len(wanted) > 4 * n:  # bounded work: the least asked (ties at random) first
-            asked = state.answer_counts()[wanted] + rng.random_sample(len(wanted))
-            wanted = np.sort(wanted[np.argsort(asked)[: 4 * n]])
+        wanted = np.sort(state.least_asked(wanted, 4 * n, rng))
         Y = state.embedding
         usable = Y is not None
         if usable:  # references must have a place in the map
@@ -367,9 +378,7 @@ class PanelLabellingSampler:
         classes, codes = np.unique(state.labels[labelled].astype(str), return_inverse=True)
         if len(classes) < 2:
             return empty
-        if len(wanted) > 4 * n:  # bounded work: the least asked (ties at random) first
-            asked = state.answer_counts()[wanted] + rng.random_sample(len(wanted))
-            wanted = np.sort(wanted[np.argsort(asked)[: 4 * n]])
+        wanted = np.sort(state.least_asked(wanted, 4 * n, rng))
         code_of = np.full(state.n_items, -1)
         code_of[labelled] = codes
         proba = self._proba(state, wanted, labelled, codes, classes)
@@ -406,16 +415,14 @@ class PanelLabellingSampler:
                 queries.append((teacher, j, k))
                 scores.append(tier + 0.5 + 0.49 * weight)
 
-        def ask_wanted(j: int, k: int, a: int, b: int, tier: float) -> int:
+        def ask_wanted(j: int, k: int, a: int, b: int, tier: float) -> None:
             rows = np.flatnonzero(torn[:, a, b])
             if not len(rows):
-                return 0
+                return
             triples = np.stack([wanted[rows], np.full(len(rows), j), np.full(len(rows), k)], 1)
-            fresh = state.unasked(_ordered(triples))
-            for row in rows[fresh]:
+            for row in rows[state.unasked(_ordered(triples))]:
                 queries.append((wanted[row], j, k))
                 scores.append(tier + 0.49 * priority[row])
-            return int(fresh.sum())
 
         total_demand = demand.sum() + 1e-12
         for (j, k), count in panel.items():
@@ -543,8 +550,7 @@ class PlacementSampler:
             return Proposal(np.empty((0, 3), np.int64), np.empty(0))
         references = self._spread(Y, known, rng)
         asked = state.answer_counts()
-        if len(new) > n:  # bounded work: the least asked new items (ties at random)
-            new = new[np.argsort(asked[new] + rng.random_sample(len(new)))[:n]]
+        new = state.least_asked(new, n, rng)
         per_item = max(1, -(-n // len(new)))
         queries, scores = [], []
         scale = np.sqrt(((Y[known] - Y[known].mean(axis=0)) ** 2).sum(axis=1).mean()) + 1e-12

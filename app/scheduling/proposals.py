@@ -39,7 +39,7 @@ from app.models import (
     VersionStatus,
 )
 from app.models._types import utcnow
-from app.scheduling.service import IS_OPEN
+from app.scheduling.service import IS_OPEN, lease_free
 from app.training.fitted import Fitted
 from app.training.service import load_fitted, newest_ready
 from app.triplets.log import answer_columns, item_positions, newest_id
@@ -60,11 +60,6 @@ class Refreshed:
     added: int
     withdrawn: int
     shares: dict[str, float]
-
-
-def _free(now):
-    """Open slots no rater holds (never leased, or the lease ran out)."""
-    return (QuerySlot.lease_expires_at.is_(None)) | (QuerySlot.lease_expires_at < now)
 
 
 def _is_proposal():
@@ -90,8 +85,8 @@ def newest_fitted(
 
 def _by_position(fitted: Fitted, item_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where each of the project's items is among the fitted ones, and whether it is."""
-    where = np.minimum(np.searchsorted(fitted.item_ids, item_ids), len(fitted.item_ids) - 1)
-    return where, fitted.item_ids[where] == item_ids
+    positions, present = item_positions(fitted.item_ids, item_ids[:, None])
+    return positions[:, 0], present
 
 
 def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.ndarray]:
@@ -175,7 +170,7 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
             QuerySlot.project_id == project.id,
             _is_proposal(),
             IS_OPEN,
-            _free(now),
+            lease_free(now),
         )
         .values(state=SlotState.withdrawn)
         .execution_options(synchronize_session=False)
@@ -274,7 +269,7 @@ def standings(session: Session) -> list[Standing]:
             .where(
                 _is_proposal(),
                 IS_OPEN,
-                _free(utcnow()),
+                lease_free(utcnow()),
                 QuerySlot.project_id.in_(list(fitted)),
             )
             .group_by(QuerySlot.project_id)

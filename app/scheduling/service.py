@@ -118,7 +118,8 @@ item_ids = _ItemIds()
 IS_OPEN = QuerySlot.state == literal_column("'open'")
 
 
-def _lease_free(now):
+def lease_free(now):
+    """Open slots no rater holds: never leased, or the lease ran out."""
     return or_(QuerySlot.lease_expires_at.is_(None), QuerySlot.lease_expires_at < now)
 
 
@@ -236,7 +237,7 @@ def _lease_statement(postgres: bool):
         .where(
             QuerySlot.project_id == bindparam("project"),
             IS_OPEN,
-            _lease_free(NOW),
+            lease_free(NOW),
             ~seen,
         )
         .order_by(QuerySlot.priority, QuerySlot.id)

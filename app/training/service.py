@@ -357,22 +357,12 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
         answers=answers,
         answer_ids=answer_ids,
         test_answers=test_answers,
-        adaptive=_marked(answer_ids, adaptive_ids),
+        adaptive=np.isin(answer_ids, adaptive_ids),
         cutoff=cutoff,
         regression=project.label_type is LabelType.regression,
     )
     _add_dissimilarity(session, model, snap)
     return snap
-
-
-def _marked(answer_ids: np.ndarray, marked_ids: np.ndarray) -> np.ndarray:
-    """Which of the (ascending) answer ids are among `marked_ids`."""
-    if not len(marked_ids) or not len(answer_ids):
-        return np.zeros(len(answer_ids), bool)
-    where = np.minimum(np.searchsorted(answer_ids, marked_ids), len(answer_ids) - 1)
-    marked = np.zeros(len(answer_ids), bool)
-    marked[where[answer_ids[where] == marked_ids]] = True
-    return marked
 
 
 def _cutoff(session: Session, project_id: int) -> int:
