@@ -64,16 +64,19 @@ def settled(http, project: int, models: dict[str, int], sessions, proposing: boo
             return False
     if not proposing:
         return True
-    with sessions() as session:
-        standing = next((s for s in proposals.standings(session) if s.project_id == project), None)
+    standing = standing_of(sessions, project)
     return standing is None or (
         standing.proposed_at is not None and standing.proposed_at >= standing.fitted_at
     )
 
 
-def topped_up(sessions, project: int) -> bool:
+def standing_of(sessions, project: int) -> proposals.Standing | None:
     with sessions() as session:
-        standing = next((s for s in proposals.standings(session) if s.project_id == project), None)
+        return next((s for s in proposals.standings(session) if s.project_id == project), None)
+
+
+def topped_up(sessions, project: int) -> bool:
+    standing = standing_of(sessions, project)
     return standing is not None and standing.open_count >= proposals.REFILL_BELOW
 
 

@@ -45,9 +45,8 @@ def _module(name: str, file: str):
 
 def answer_function_of_0007() -> str:
     """closer_answer() as migration 0007 left it."""
-    of_0005 = _module("closer_migration_0005", "0005_answer_function.py").ANSWER_FUNCTION
     of_0007 = _module("closer_migration_0007", "0007_rater_sessions.py")
-    return of_0005.replace(of_0007._BY_RATER, of_0007._BY_SESSION)
+    return of_0007._answer_function_of_0005().replace(of_0007._BY_RATER, of_0007._BY_SESSION)
 
 
 def answer_function() -> str:
