@@ -289,6 +289,8 @@ def fit_tete(
             ],
             "chosen": {"loss": model.loss_, "n_components": int(model.n_components_)},
             "folds": int(model.cv),
+            # fewer where the first fold left one candidate standing
+            "folds_run": int(results["folds_tried"].max()),
             "why": model.selection_,
         }
         metrics["cv_triplet_error"] = float(results["mean_test_error"][best])
