@@ -2,11 +2,12 @@
 16): a t-ETE model with default parameters (the loss chosen by cross-validation) over
 100,000 and 1,000,000 answers, on SQLite and PostgreSQL.
 
-The service runs as `closer serve` does on the embedded default (SQLite: web and worker
-in one process) and as deployed on PostgreSQL (a `closer worker` process beside the web
-server); the answers are uploaded first (not timed). "Ask → ready" is from the POST that
-creates the model to the first GET that finds its version ready, polling every 0.1 s: it
-includes waking the worker, reading the answers, the fit, and storing the model. The
+The service runs as `closer serve` in a process of its own, on the embedded default
+(SQLite: web and worker in one process) and as deployed on PostgreSQL (a `closer worker`
+process beside the web server); the answers are uploaded first (not timed). "Ask →
+ready" is from the POST that creates the model to the first GET that finds its version
+ready, polling every 0.1 s: it includes waking the worker, reading the answers, the fit,
+and storing the model. The
 peer is `TETE(random_state=0).fit` on the same answers as arrays, in the same run but in
 a process of its own (target: the service within 1.2x of it). Each figure is the median
 of three (three models asked one after another; three library fits). Also reported: the
@@ -20,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,13 +38,12 @@ from sqlalchemy import select  # noqa: E402
 
 from app.auth.service import create_token  # noqa: E402
 from app.core import migrations  # noqa: E402
-from app.core.config import Settings  # noqa: E402
 from app.core.db import unit_of_work  # noqa: E402
 from app.learn import TETE, FeatureOracle, random_triplets  # noqa: E402
 from app.models import Item, Job  # noqa: E402
 from app.training.service import _answers, _cutoff  # noqa: E402
-from tests.support.browser import serve_in_thread  # noqa: E402
 from tests.support.postgres import start_postgres  # noqa: E402
+from tests.support.service import ServiceProcesses  # noqa: E402
 
 API = "/api/v1"
 ITEMS = 1000
@@ -60,40 +58,30 @@ def answers(n_answers: int) -> np.ndarray:
 
 
 def through_the_service(url: str, data_dir: Path, triplets: np.ndarray) -> dict:
-    """On SQLite the worker runs in the web process (the embedded default); on PostgreSQL
-    in a process of its own (`closer worker`), as deployed."""
+    """`closer serve` in a process of its own, as its users run it: on SQLite with the
+    worker in the web process (the embedded default), on PostgreSQL beside a `closer
+    worker` process, as deployed. The worker polls only every 5 s: a fit that starts
+    sooner was woken by the job itself."""
     embedded = url.startswith("sqlite")
-    settings = Settings(
-        database_url=url,
-        data_dir=data_dir,
-        worker_in_process=embedded,
-        worker_poll_seconds=5.0,
-        rate_limits=False,
+    migrations.upgrade(url)
+    service = ServiceProcesses(
+        url, data_dir, web_processes=1, workers=0 if embedded else 1, log_dir=data_dir / "logs"
     )
-    migrations.upgrade(url)  # as `closer serve` does first
-    worker = None
-    if not embedded:
-        environment = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("CLOSER_")},
-            "DATABASE_URL": url,
-            "CLOSER_DATA_DIR": str(data_dir),
+    service.env.update(
+        {
+            "CLOSER_WORKER_IN_PROCESS": "true" if embedded else "false",
             "CLOSER_WORKER_POLL_SECONDS": "5",
-            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+            "CLOSER_RATE_LIMITS": "false",
         }
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "worker"],
-            env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    )
     try:
-        if worker is not None:
+        service.start_web()
+        service.start_workers()
+        if not embedded:
             _wait_until_listening(url)
-        return _ask(settings, url, triplets)
+        return _ask(service.url, url, triplets)
     finally:
-        if worker is not None:
-            worker.terminate()
-            worker.wait(timeout=30)
+        service.stop()
 
 
 def _wait_until_listening(url: str, seconds: float = 60.0) -> None:
@@ -117,46 +105,43 @@ def _wait_until_listening(url: str, seconds: float = 60.0) -> None:
         engine.dispose()
 
 
-def _ask(settings: Settings, url: str, triplets: np.ndarray) -> dict:
-    with serve_in_thread(settings) as server:
-        sessions = _sessions(url)
-        with unit_of_work(sessions) as session:
-            token = create_token(session=session, researcher_name="bench")
-        client = httpx.Client(
-            base_url=server, headers={"Authorization": f"Bearer {token}"}, timeout=600
+def _ask(server: str, url: str, triplets: np.ndarray) -> dict:
+    sessions = _sessions(url)
+    with unit_of_work(sessions) as session:
+        token = create_token(session=session, researcher_name="bench")
+    client = httpx.Client(
+        base_url=server, headers={"Authorization": f"Bearer {token}"}, timeout=600
+    )
+    project = client.post(f"{API}/projects", json={"name": "fit latency"}).json()["id"]
+    items = "key\n" + "\n".join(f"i{i}" for i in range(ITEMS)) + "\n"
+    client.post(f"{API}/projects/{project}/items", files={"file": ("items.csv", items)})
+    body = "anchor,closer,farther\n" + "\n".join(f"i{a},i{b},i{c}" for a, b, c in triplets.tolist())
+    stored = client.post(
+        f"{API}/projects/{project}/triplets", files={"file": ("answers.csv", body)}
+    )
+    assert stored.status_code == 201, stored.text
+    # How fast a fit reads them, measured apart.
+    with sessions() as session:
+        began = time.perf_counter()
+        ids = np.array(
+            session.scalars(
+                select(Item.id).where(Item.project_id == project).order_by(Item.id)
+            ).all()
         )
-        project = client.post(f"{API}/projects", json={"name": "fit latency"}).json()["id"]
-        items = "key\n" + "\n".join(f"i{i}" for i in range(ITEMS)) + "\n"
-        client.post(f"{API}/projects/{project}/items", files={"file": ("items.csv", items)})
-        body = "anchor,closer,farther\n" + "\n".join(
-            f"i{a},i{b},i{c}" for a, b, c in triplets.tolist()
-        )
-        stored = client.post(
-            f"{API}/projects/{project}/triplets", files={"file": ("answers.csv", body)}
-        )
-        assert stored.status_code == 201, stored.text
-        # How fast a fit reads them, measured apart.
-        with sessions() as session:
-            began = time.perf_counter()
-            ids = np.array(
-                session.scalars(
-                    select(Item.id).where(Item.project_id == project).order_by(Item.id)
-                ).all()
-            )
-            _, read, _ = _answers(session, project, _cutoff(session, project), ids)
-            read_seconds = time.perf_counter() - began
-        assert len(read) == len(triplets)
-        runs = [_ask_once(client, sessions, project, number) for number in range(REPEATS)]
-        sessions.kw["bind"].dispose()
-        return {
-            "ask_to_ready": statistics.median(run["ask_to_ready"] for run in runs),
-            "runs": [round(run["ask_to_ready"], 2) for run in runs],
-            "to_start": statistics.median(run["to_start"] for run in runs),
-            "read_rows_per_s": len(triplets) / read_seconds,
-            "loss": runs[-1]["loss"],
-            "steps": runs[-1]["steps"],
-            "worker_seconds": runs[-1]["worker_seconds"],
-        }
+        _, read, _ = _answers(session, project, _cutoff(session, project), ids)
+        read_seconds = time.perf_counter() - began
+    assert len(read) == len(triplets)
+    runs = [_ask_once(client, sessions, project, number) for number in range(REPEATS)]
+    sessions.kw["bind"].dispose()
+    return {
+        "ask_to_ready": statistics.median(run["ask_to_ready"] for run in runs),
+        "runs": [round(run["ask_to_ready"], 2) for run in runs],
+        "to_start": statistics.median(run["to_start"] for run in runs),
+        "read_rows_per_s": len(triplets) / read_seconds,
+        "loss": runs[-1]["loss"],
+        "steps": runs[-1]["steps"],
+        "worker_seconds": runs[-1]["worker_seconds"],
+    }
 
 
 def _ask_once(client: httpx.Client, sessions, project: int, number: int) -> dict:

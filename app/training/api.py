@@ -37,6 +37,7 @@ def version_out(session: Session, version: ModelVersion | None) -> VersionOut | 
 
 
 def model_out(session: Session, model: LearnedModel) -> ModelOut:
+    latest, serving = service.latest_and_serving(session, model.id)
     return ModelOut(
         id=model.id,
         project_id=model.project_id,
@@ -48,8 +49,8 @@ def model_out(session: Session, model: LearnedModel) -> ModelOut:
         min_answers=model.min_answers,
         build_id=model.build_id,
         created_at=model.created_at,
-        serving=version_out(session, service.newest_ready(session, model.id)),
-        latest=version_out(session, service.latest_version(session, model.id)),
+        serving=version_out(session, serving),
+        latest=version_out(session, latest),
     )
 
 

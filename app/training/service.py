@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound, ServiceError
@@ -235,6 +235,32 @@ def latest_version(session: Session, model_id: int) -> ModelVersion | None:
         .order_by(ModelVersion.number.desc())
         .limit(1)
     )
+
+
+def latest_and_serving(
+    session: Session, model_id: int
+) -> tuple[ModelVersion | None, ModelVersion | None]:
+    """The newest version and the newest ready one, read in one statement: read apart, a
+    fit that finishes between the two reads (PostgreSQL reads each statement afresh) shows
+    its version ready as the latest while nothing serves."""
+    numbers = select(func.max(ModelVersion.number)).where(ModelVersion.model_id == model_id)
+    rows = session.scalars(
+        select(ModelVersion)
+        .where(
+            ModelVersion.model_id == model_id,
+            or_(
+                ModelVersion.number == numbers.scalar_subquery(),
+                ModelVersion.number
+                == numbers.where(ModelVersion.status == VersionStatus.ready).scalar_subquery(),
+            ),
+        )
+        .execution_options(populate_existing=True)
+    ).all()
+    if not rows:
+        return None, None
+    latest = max(rows, key=lambda version: version.number)
+    ready = [version for version in rows if version.status == VersionStatus.ready]
+    return latest, max(ready, key=lambda version: version.number) if ready else None
 
 
 def newest_ready(session: Session, model_id: int) -> ModelVersion | None:
