@@ -22,17 +22,32 @@ from app.models import (
 )
 from app.models._types import utcnow
 from app.scheduling import jobs as scheduling_jobs
-from app.scheduling.proposals import BATCH, KEY_BITS, PURPOSES, REFILL_BELOW, Refresher
+from app.scheduling.proposals import (
+    BATCH,
+    KEY_BITS,
+    PURPOSES,
+    RATED_WITHIN,
+    REFILL_BELOW,
+    Refresher,
+)
 from app.training.service import load_fitted
 from app.worker.loop import Worker
 
 API = "/api/v1"
 
 
+def _someone_rates(client, auth, project_id) -> dict[str, str]:
+    """A rater joins the project's public link: its rater token header."""
+    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    joined = client.post(f"{API}/rate/{slug}/raters", json={})
+    assert joined.status_code == 201, joined.text
+    return {"X-Rater-Token": joined.json()["rater_token"]}
+
+
 @pytest.fixture
 def labelled_project(client, auth, project):
     """90 items in 3 blobs: 60 labelled, 30 whose label is wanted (15 test, 15
-    unlabelled); 3,000 answers."""
+    unlabelled); 3,000 answers, and a rater who just joined."""
     X, y = make_blobs(n_samples=90, centers=3, n_features=4, random_state=3)
     lines = ["key,label,split"]
     for i in range(90):
@@ -54,6 +69,7 @@ def labelled_project(client, auth, project):
         files={"file": ("answers.csv", body)},
     )
     assert response.status_code == 201, response.text
+    _someone_rates(client, auth, project["id"])
     return project["id"], X, y
 
 
@@ -159,6 +175,30 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
     assert len(leased) == 1 and leased[0].id == following.slot_id
     assert {_purpose(slot) for slot in fresh if slot not in leased} == {"embedding"}
     assert len(fresh) == BATCH + 1
+
+
+def test_proposals_wait_for_someone_to_rate(app, client, auth, labelled_project, monkeypatch):
+    """A refresh reads every answer: the worker makes proposals only for projects a rater
+    joined or answered in the last ten minutes, and starts as soon as one does."""
+    project_id, _, _ = labelled_project
+    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    sessions = app.state.session_factory
+    with sessions() as session:  # the rater who joined did so eleven minutes ago
+        session.execute(
+            update(Rater)
+            .where(Rater.project_id == project_id)
+            .values(last_seen_at=utcnow() - RATED_WITHIN - timedelta(minutes=1))
+        )
+        session.commit()
+    _fit(app, client, auth, project_id)
+    scheduling_jobs.refresh_proposals(sessions)
+    assert _open_proposals(app, project_id) == []
+    scheduling_jobs.refresh_proposals(sessions)
+    assert _open_proposals(app, project_id) == []
+
+    _someone_rates(client, auth, project_id)
+    scheduling_jobs.refresh_proposals(sessions)
+    assert len(_open_proposals(app, project_id)) == BATCH
 
 
 def test_a_refit_replaces_stale_proposals_and_new_items_get_placed(

@@ -1,5 +1,6 @@
 """The worker's side of the scheduler: keep each project's proposals (the samplers'
-questions, app/scheduling/proposals.py) fresh after every fit and topped up."""
+questions, app/scheduling/proposals.py) fresh after every fit and topped up, while
+someone rates."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def refresh_proposals(sessions) -> None:
             continue
         with unit_of_work(sessions) as session:
             done = REFRESHER.run(session, standing)
+        if done is None:
+            continue
         log.info(
             "project %d: %d proposals queued, %d stale ones withdrawn (shares %s)",
             standing.project_id,

@@ -6,14 +6,18 @@ and routed predictions wait for, and the project's `random_share` of uniformly r
 questions (the unbiased answers held-out metrics need) is drawn before the queue is
 looked at: the answer path is unchanged, one database call on PostgreSQL. The worker
 refreshes a project's proposals from its newest fitted models: when a refit made them
-stale (they are replaced, leased ones aside) and when fewer than REFILL_BELOW are left.
-The purposes are interleaved in the queue by the project's shares (`labelling_share`,
-`embedding_share`, `placement_share`; all null: chosen from its models and items).
+stale (they are replaced, leased ones aside) and when fewer than REFILL_BELOW are left,
+for projects someone rated in the last RATED_WITHIN (a refresh reads every answer: a
+project nobody rates costs the worker nothing, and its first rater's join or answer
+starts it within a second). The purposes are interleaved in the queue by the project's
+shares (`labelling_share`, `embedding_share`, `placement_share`; all null: chosen from
+its models and items).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 from sqlalchemy import func, insert, select, update
@@ -34,6 +38,7 @@ from app.models import (
     Project,
     Purpose,
     QuerySlot,
+    Rater,
     SlotState,
     Split,
     VersionStatus,
@@ -49,6 +54,7 @@ from app.triplets.log import answer_columns, item_positions, newest_id
 # replaced cheaply (~0.1 s per 1,000) when the next fit makes them stale.
 BATCH = 1000
 REFILL_BELOW = 400
+RATED_WITHIN = timedelta(minutes=10)
 PURPOSES = ("labelling", "embedding", "placement")
 # The proposal's purpose, kept in its slot's query key (the high bits).
 PURPOSE_CODE = {name: code for code, name in enumerate(PURPOSES, start=1)}
@@ -310,7 +316,10 @@ class Refresher:
             return stale or used is not None or standing.open_count < REFILL_BELOW
         return made > 0 and standing.open_count < REFILL_BELOW
 
-    def run(self, session: Session, standing: Standing) -> Refreshed:
+    def run(self, session: Session, standing: Standing) -> Refreshed | None:
+        """None where nobody rated the project lately: it stays due until someone does."""
+        if not being_rated(session, standing.project_id):
+            return None
         project = session.get(Project, standing.project_id)
         done = refresh(session, project)
         self.last[standing.project_id] = (
@@ -318,6 +327,22 @@ class Refresher:
             done.added,
         )
         return done
+
+
+def being_rated(session: Session, project_id: int) -> bool:
+    """Whether a rater joined or answered in the last RATED_WITHIN."""
+    return bool(
+        session.scalar(
+            select(
+                select(Rater.id)
+                .where(
+                    Rater.project_id == project_id,
+                    Rater.last_seen_at >= utcnow() - RATED_WITHIN,
+                )
+                .exists()
+            )
+        )
+    )
 
 
 def _naive(moment):
