@@ -258,11 +258,12 @@ PARALLEL_FROM = 20_000
 QUICK_MAX_ITER = 250
 
 
-def loss_and_gradient(Y, triplets, weights, t, k, gradient, movable) -> float:
+def loss_and_gradient(Y, triplets, weights, t, k, gradient, movable, threads=True) -> float:
     """Total loss; its gradient goes into `gradient` (rows with `movable` only). k is
-    the kernel's tail (2: Student-t, 1: Gaussian) or HINGE (SOE's loss, margin t)."""
+    the kernel's tail (2: Student-t, 1: Gaussian) or HINGE (SOE's loss, margin t).
+    `threads=False` keeps to the calling thread (see TETE.place)."""
     chunks = get_num_threads()
-    if chunks > 1 and len(triplets) >= PARALLEL_FROM:
+    if threads and chunks > 1 and len(triplets) >= PARALLEL_FROM:
         return _parallel(Y, triplets, weights, t, k, gradient, movable, chunks)
     return _serial(Y, triplets, weights, t, k, gradient, movable)
 
@@ -309,6 +310,7 @@ def _descend(
     callback=None,
     n_iter_no_change=None,
     watch=None,
+    threads=True,
 ):
     """The authors' optimiser: full-batch steps of eta·n/m, eta ×1.01 after a step that
     lowered the loss and ×0.5 after one that did not; keeps the best embedding. Stops
@@ -332,7 +334,7 @@ def _descend(
         watch = watch[:: max(1, len(watch) // CHECK_ROWS)]
         best_error, best_error_step = np.inf, 0
     for _ in range(max_iter):
-        loss = loss_and_gradient(Y, triplets, weights, t, k, gradient, movable_rows)
+        loss = loss_and_gradient(Y, triplets, weights, t, k, gradient, movable_rows, threads)
         curve.append(loss)
         if callback is not None:
             callback(len(curve), loss)
@@ -360,7 +362,7 @@ def _descend(
     return best_Y, np.array(curve), False
 
 
-def _lbfgs(Y, triplets, weights, t, k, movable, max_iter, callback=None):
+def _lbfgs(Y, triplets, weights, t, k, movable, max_iter, callback=None, threads=True):
     """L-BFGS on the same loss: fewer, better steps than the fixed rule."""
     from scipy.optimize import minimize
 
@@ -370,7 +372,9 @@ def _lbfgs(Y, triplets, weights, t, k, movable, max_iter, callback=None):
     curve = []
 
     def objective(flat):
-        loss = loss_and_gradient(flat.reshape(shape), triplets, weights, t, k, gradient, rows)
+        loss = loss_and_gradient(
+            flat.reshape(shape), triplets, weights, t, k, gradient, rows, threads
+        )
         curve.append(loss)
         if callback is not None:
             callback(len(curve), loss)
@@ -496,9 +500,9 @@ class TETE(BaseEstimator):
         pruned), "mean_test_error", "std_test_error", "rank_test_error", "folds_tried",
         "mean_fit_time".
     best_params_, best_index_, selection_ : the choice, and a sentence saying why.
-    loss_curve_ : training loss at each step of the final fit (the first loss's steps,
-        then the chosen one's, where they differ).
-    n_iter_ : steps taken in the final fit.
+    loss_curve_ : training loss at each step of the final fit's chosen loss (after at
+        most 250 steps of the first loss, where they differ).
+    n_iter_ : steps the chosen loss took in the final fit.
     converged_ : whether the final fit stopped because it settled (False: it ran out of
         `max_iter` steps while still improving).
     """
@@ -534,16 +538,25 @@ class TETE(BaseEstimator):
         self.random_state = random_state
 
     def _optimise(
-        self, Y, triplets, weights, movable, step_scale, loss, callback=None, quick=False
+        self,
+        Y,
+        triplets,
+        weights,
+        movable,
+        step_scale,
+        loss,
+        callback=None,
+        quick=False,
+        threads=True,
     ):
         """`quick`: for ranking candidates in the folds, half the error-based patience
-        and at most QUICK_MAX_ITER steps."""
+        and at most QUICK_MAX_ITER steps. `threads=False`: every pass in this thread."""
         _, t, k = loss
         no_change = self.n_iter_no_change
         if quick and no_change:
             no_change = max(no_change // 2, 50)
         if self.optimizer == "lbfgs":
-            return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter, callback)
+            return _lbfgs(Y, triplets, weights, t, k, movable, self.max_iter, callback, threads)
         most = min(self.max_iter, QUICK_MAX_ITER) if quick else self.max_iter
         return _descend(
             Y,
@@ -558,6 +571,7 @@ class TETE(BaseEstimator):
             step_scale,
             callback,
             no_change,
+            threads=threads,
         )
 
     def _grid(self) -> tuple[tuple[int, ...], list | None]:
@@ -687,19 +701,16 @@ class TETE(BaseEstimator):
         # folded (planted, neighbour questions: 1.3 % held-out error against 1.0 %).
         Y = start(n, d, check_random_state(self.random_state))
         base = losses[0] if losses else chosen
-        curves = []
         if base != chosen:
             Y, curve, _ = self._optimise(
                 Y, triplets, weights, np.ones(n), float(n), base, counted, quick=True
             )
             done[0] += len(curve)
-            curves.append(curve)
         Y, curve, converged = self._optimise(
             Y, triplets, weights, np.ones(n), float(n), chosen, counted
         )
-        curves.append(curve)
-        self.embedding_, self.loss_curve_, self.converged_ = Y, np.concatenate(curves), converged
-        self.n_iter_ = len(self.loss_curve_)
+        self.embedding_, self.loss_curve_, self.converged_ = Y, curve, converged
+        self.n_iter_ = len(curve)
         self.n_components_ = int(d)
         self.loss_, self._loss_code = chosen[0], chosen
         self.t_ = None if chosen[2] == HINGE else float(chosen[1])
@@ -846,8 +857,11 @@ class TETE(BaseEstimator):
                 Y[new] = self.embedding_[closer].mean(axis=0)
         movable = np.zeros(n + n_new)
         movable[n:] = 1.0
+        # Placing runs where it is asked (a web request): never with the threads of a
+        # parallel pass. numba's OpenMP layer keeps a thread team per calling thread,
+        # and with a second team on 2 cores every fit in the worker ran twice as long.
         placed, _, _ = self._optimise(
-            Y, triplets, weights, movable, float(max(n_new, 1)), self._loss_code
+            Y, triplets, weights, movable, float(max(n_new, 1)), self._loss_code, threads=False
         )
         return placed[n:]
 

@@ -172,6 +172,30 @@ def test_new_items_are_placed_from_their_own_triplets(planted):
     )
 
 
+def test_placing_keeps_to_the_calling_thread(planted, monkeypatch):
+    """Placement runs in web requests: even with more than PARALLEL_FROM answers it never
+    starts a parallel pass (a second OpenMP thread team slows every fit in the worker)."""
+    from numba import get_num_threads
+
+    import app.learn.tete as tete
+
+    if get_num_threads() < 2:
+        pytest.skip("one CPU: no pass runs in parallel")
+    Y, train, _, _, _ = planted
+    model = TETE(t=2.0, random_state=0, max_iter=50).fit(train, 300)
+    rng = np.random.default_rng(5)
+    known = np.array([rng.choice(300, 2, replace=False) for _ in range(PARALLEL_FROM + 1000)])
+    answers = np.column_stack([rng.integers(300, 302, size=len(known)), known])
+
+    def no_threads(*args):
+        raise AssertionError("a parallel pass while placing")
+
+    monkeypatch.setattr(tete, "_parallel", no_threads)
+    assert model.place(answers, n_new=2).shape == (2, 2)
+    with pytest.raises(AssertionError, match="parallel pass"):  # the fit would use them
+        TETE(t=2.0, max_iter=2, random_state=0).fit(answers, 302)
+
+
 def test_feature_triplets_and_weights():
     X = np.random.default_rng(4).normal(size=(100, 5))
     triplets, weights = feature_triplets(X, n_inliers=5, n_outliers=3, gamma=0.01, random_state=0)
