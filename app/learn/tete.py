@@ -747,9 +747,11 @@ class TETE(BaseEstimator):
         errors = np.full((len(candidates), len(folds)), np.nan)
         seconds = np.zeros(len(candidates))
         alive = set(range(len(candidates)))
-        wrong: dict[int, np.ndarray] = {}  # what each got wrong of this fold's held-out answers
         for fold, (fit_rows, held_rows) in enumerate(folds):
             rng = np.random.default_rng([self._fold_seed(), fold])
+            fitted_on, fit_weights = triplets[fit_rows], weights[fit_rows]
+            held = triplets[held_rows]
+            wrong: dict[int, np.ndarray] = {}  # what each got wrong of the held-out answers
             for d in dims:
                 # The first loss of a dimension is its base: fitted while any is alive.
                 tried = [loss for loss in per_dim[d] if candidates.index((d, loss)) in alive]
@@ -758,8 +760,8 @@ class TETE(BaseEstimator):
                 path = [per_dim[d][0]] + [loss for loss in tried if loss != per_dim[d][0]]
                 began = time.perf_counter()
                 for loss, Y, curve, _ in self._path(
-                    triplets[fit_rows],
-                    weights[fit_rows],
+                    fitted_on,
+                    fit_weights,
                     n,
                     d,
                     path,
@@ -771,7 +773,7 @@ class TETE(BaseEstimator):
                     done[0] += len(curve)
                     row = candidates.index((d, loss))
                     if row in alive:
-                        wrong[row] = _violations(Y, triplets[held_rows])
+                        wrong[row] = _violations(Y, held)
                         errors[row, fold] = wrong[row].mean()
                     seconds[row] += time.perf_counter() - began
                     began = time.perf_counter()
@@ -779,7 +781,6 @@ class TETE(BaseEstimator):
                 alive = _survivors(errors[:, 0], wrong)
                 if len(alive) == 1:
                     break
-            wrong.clear()
         tried_folds = np.sum(~np.isnan(errors), axis=1)
         run = int(tried_folds.max())
         mean = np.nanmean(errors, axis=1)
