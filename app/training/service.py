@@ -39,7 +39,13 @@ from app.scheduling.service import excluded_rater_ids
 from app.training.fitted import Fitted
 from app.training.fitting import FITTERS, CannotFit, Snapshot, measure_on_test_split
 from app.training.schemas import ModelCreate, checked_params
-from app.triplets.log import answer_columns, committed_bound, item_positions, readable_bound
+from app.triplets.log import (
+    adaptive_ids,
+    answer_columns,
+    committed_bound,
+    item_positions,
+    readable_bound,
+)
 from app.worker import queue
 
 TRAIN_JOB = "train_model"
@@ -365,14 +371,6 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
                 features[position] = decode_features(row.features)
     cutoff = _cutoff(session, project.id)
     answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids)
-    adaptive_ids = np.fromiter(
-        session.scalars(
-            select(Triplet.id).where(
-                Triplet.project_id == project.id, Triplet.adaptive, Triplet.id <= cutoff
-            )
-        ),
-        np.int64,
-    )
     snap = Snapshot(
         item_ids=item_ids,
         keys=[row.key for row in rows],
@@ -383,7 +381,7 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
         answers=answers,
         answer_ids=answer_ids,
         test_answers=test_answers,
-        adaptive=np.isin(answer_ids, adaptive_ids),
+        adaptive=np.isin(answer_ids, adaptive_ids(session, project.id, cutoff)),
         cutoff=cutoff,
         regression=project.label_type is LabelType.regression,
     )
