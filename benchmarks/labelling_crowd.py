@@ -12,7 +12,10 @@ Arms:
 
 - samplers: the project's defaults (10 % of questions uniformly random, the rest the
   samplers' proposals, shares chosen from the models);
-- uniform (the peer): every question uniformly random (`random_share` 1).
+- uniform (the peer): every question uniformly random (`random_share` 1);
+- comprf: CompRF at the same budget, on its own questions (it learns from no others): a
+  build over the labelled digits with as many trees as the budget pays for (counted with
+  the library first), then the unlabelled digits routed through the forest by the crowd.
 
 Reported per arm: the served TripletBoost and t-ETE (kNN in the map) labels of the 60
 unlabelled digits (accuracy over all 60, coverage), the answers' p50/p99 latency, and
@@ -21,6 +24,7 @@ samplers' project at once while a refit and a proposal refresh run: the answer p
 p99 under that load.
 
     .venv/bin/python benchmarks/labelling_crowd.py [--answers 20000] [--seeds 0,1]
+        [--arms samplers,uniform,comprf]
 """
 
 from __future__ import annotations
@@ -38,12 +42,14 @@ sys.path.insert(0, str(REPO))
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
+from sqlalchemy import func, select  # noqa: E402
 
 from app.auth.service import create_token  # noqa: E402
 from app.core import migrations  # noqa: E402
 from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
 from app.demo.service import digits_archive  # noqa: E402
-from app.models import Project  # noqa: E402
+from app.learn import CompRF, FeatureOracle  # noqa: E402
+from app.models import Assignment, Project, Purpose  # noqa: E402
 from app.scheduling import proposals  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
 from tests.support.crowd import wait_for  # noqa: E402
@@ -164,6 +170,95 @@ def run_arm(service, http, token, sessions, arm: str, seed: int, budget: int, no
     return found, models
 
 
+def comprf_trees(
+    keys: list[str], unlabelled: list[str], budget: int, noise: float, seed: int
+) -> int:
+    """The trees a budget pays for: one tree's build over the labelled digits and the
+    routing of the unlabelled ones through it, counted with the library on the same
+    digits (one answer a query, human-like noise)."""
+    X, y = load_digits(return_X_y=True)
+    rows = [int(key.split("-")[1]) for key in keys + unlabelled]
+    scale = FeatureOracle(X[rows]).scale_for_error(noise)
+    oracle = FeatureOracle(X[rows], noise_scale=scale, random_state=seed)
+    train = np.arange(len(keys))
+    forest = CompRF(n_trees=3, random_state=seed).fit(train, y[rows][train].astype(str), oracle)
+    built = oracle.n_answered_
+    forest.predict(np.arange(len(keys), len(rows)), oracle)
+    per_tree = oracle.n_answered_ / 3
+    print(
+        f"  CompRF: {built / 3:.0f} answers a tree to build, "
+        f"{(oracle.n_answered_ - built) / 3:.0f} to route the unlabelled digits through it",
+        flush=True,
+    )
+    return max(1, int(budget // per_tree))
+
+
+def answers_by_purpose(sessions, project: int) -> dict[str, int]:
+    with sessions() as session:
+        rows = session.execute(
+            select(Assignment.purpose, func.count())
+            .where(Assignment.project_id == project, Assignment.answered_at.is_not(None))
+            .group_by(Assignment.purpose)
+        ).all()
+    return {Purpose(purpose).name: count for purpose, count in rows}
+
+
+def run_comprf_arm(service, http, token, sessions, seed: int, budget: int, noise: float) -> dict:
+    """CompRF at the same budget: a build over the labelled digits with as many trees
+    as the budget pays for, then the unlabelled digits routed down it, both answered by
+    the same simulated crowd (its own questions: CompRF cannot learn from the others)."""
+    project = http.post(f"{API}/projects", json={"name": f"digits-comprf-{seed}"}).json()["id"]
+    archive = digits_archive(N_ITEMS, 0, random_state=seed, n_unlabelled=N_UNLABELLED)
+    http.post(
+        f"{API}/projects/{project}/items", files={"file": ("d.zip", archive)}
+    ).raise_for_status()
+    # No model learns from uniformly random answers here: every answer goes to CompRF.
+    settings = {"answers_per_rater": 100_000, "attention_rate": 0.0, "random_share": 0.0}
+    http.patch(f"{API}/projects/{project}/rating", json=settings).raise_for_status()
+    items = http.get(f"{API}/projects/{project}/items/export", params={"format": "json"}).json()
+    labelled = [item["key"] for item in items if item.get("split") == "train"]
+    asked = [item["key"] for item in items if item.get("split") == "unlabelled"]
+    trees = comprf_trees(labelled, asked, budget, noise, seed)
+    build = http.post(
+        f"{API}/projects/{project}/builds", json={"n_trees": trees, "random_state": seed}
+    )
+    build.raise_for_status()
+    started = time.perf_counter()
+    crowd = {
+        "url": service.url,
+        "project_id": project,
+        "token": token,
+        "raters": 10,
+        "think_time": 0,
+        "noise": noise,
+        "noise_model": "human",
+    }
+    building = asyncio.run(run_crowd(**crowd, build_id=build.json()["id"], seed=seed * 1000))
+    prediction = http.post(
+        f"{API}/projects/{project}/builds/{build.json()['id']}/predictions",
+        json={"items": asked},
+    )
+    prediction.raise_for_status()
+    path = f"{API}/projects/{project}/predictions/{prediction.json()['id']}"
+    routing = asyncio.run(
+        run_crowd(**crowd, prediction_id=prediction.json()["id"], seed=seed * 1000 + 1)
+    )
+    result = wait_for(lambda: http.get(path).json()["result"], 120, "CompRF's routing to finish")
+    _, y = load_digits(return_X_y=True)
+    truth = np.array([str(y[int(key.split("-")[1])]) for key in asked], dtype=object)
+    labels = np.array([result.get(key, {}).get("label") for key in asked], dtype=object)
+    return {
+        "purposes": answers_by_purpose(sessions, project),
+        "trees": trees,
+        "build_status": building.build_status,
+        "answers": building.answers + routing.answers,
+        "build_answers": building.answers,
+        "seconds": time.perf_counter() - started,
+        "comprf": (float(np.mean(labels == truth)), float(np.mean(labels != None))),  # noqa: E711
+        "latencies": np.array(building.latencies + routing.latencies) * 1000,
+    }
+
+
 def proposing_cost(sessions, project: int, repeats: int = 3) -> float:
     """Seconds per 1,000 proposals: the worker's refresh (read the answers and models,
     run the samplers, queue them), timed here on the project as it stands, rolled back."""
@@ -205,11 +300,12 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--raters", type=int, default=300, help="for the load test (0: none)")
+    parser.add_argument("--arms", default="samplers,uniform,comprf")
     args = parser.parse_args()
 
     server = start_postgres()
     folder = Path(tempfile.mkdtemp(prefix="closer-labelling-"))
-    results = []
+    results, comprf_rows = [], []
     try:
         url = server.create_database("labelling_bench")
         migrations.upgrade(url)
@@ -224,7 +320,20 @@ def main() -> None:
             )
             load = None
             for seed in (int(s) for s in args.seeds.split(",")):
-                for arm in ("samplers", "uniform"):
+                for arm in args.arms.split(","):
+                    if arm == "comprf":
+                        found = run_comprf_arm(
+                            service, http, token, sessions, seed, args.answers, args.noise
+                        )
+                        comprf_rows.append((seed, found))
+                        print(
+                            f"seed {seed} comprf   {found['trees']} trees, build"
+                            f" {found['build_status']}, {found['answers']:,} answers: acc"
+                            f" {found['comprf'][0]:.2f} cov {found['comprf'][1]:.2f}"
+                            f" | {found['seconds']:.0f} s",
+                            flush=True,
+                        )
+                        continue
                     found, models = run_arm(
                         service, http, token, sessions, arm, seed, args.answers, args.noise
                     )
@@ -268,7 +377,28 @@ def main() -> None:
         )
     for arm in ("samplers", "uniform"):
         boost = [found["tripletboost"][0] for _, a, found in results if a == arm]
-        print(f"mean TripletBoost accuracy, {arm}: {np.mean(boost):.3f}")
+        if boost:
+            print(f"mean TripletBoost accuracy, {arm}: {np.mean(boost):.3f}")
+    if comprf_rows:
+        print(
+            "\nCompRF at the same budget (its own questions: a build over the 240 labelled"
+            " digits, then the 60 routed through it; one answer a question)"
+        )
+        print(
+            "| seed | trees | CompRF's answers (build + majority / routing) | random answers"
+            " while the worker grew the trees | acc | cov | answer p50 / p99 ms |"
+        )
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for seed, found in comprf_rows:
+            lat, purposes = found["latencies"], found["purposes"]
+            built = purposes.get("build", 0) + purposes.get("majority", 0)
+            routed = purposes.get("routing", 0)
+            print(
+                f"| {seed} | {found['trees']} | {built + routed:,} ({built:,} / {routed:,})"
+                f" | {purposes.get('random', 0):,} | {found['comprf'][0]:.2f}"
+                f" | {found['comprf'][1]:.2f} | {np.percentile(lat, 50):.0f} /"
+                f" {np.percentile(lat, 99):.0f} |"
+            )
     print("\nServed accuracy as the answers arrived (TripletBoost / t-ETE + kNN, auto refits):")
     for seed, arm, found in results:
         points = ", ".join(f"{n:,}: {b:.2f} / {t:.2f}" for n, b, t in found["curve"])
