@@ -3,9 +3,12 @@ people do (on near ties, 10 % of random questions wrong), rounds of 1,000 answer
 round's questions chosen from the models refitted on the answers so far. The peer, in
 the same run, is the same crowd asked uniformly random questions.
 
-- Labelling: 300 of scikit-learn's digits, 60 unlabelled; `PanelLabellingSampler` with
-  TripletBoost (defaults) refitted each round; served accuracy over the 60 (no label
-  counts as wrong) and coverage at 5,000, 10,000 and 20,000 answers.
+- Labelling: 300 of scikit-learn's digits, 60 unlabelled; `ForestLabellingSampler` (the
+  service's, with a TripletBoost model) against `PanelLabellingSampler` (TripletBoost
+  refitted each round for its class shares), with all of each round's answers theirs
+  or 72 % (the service's labelling share; the rest uniform); served accuracy of
+  TripletBoost (defaults) over the 60 (no label counts as wrong) and coverage at 5,000,
+  10,000 and 20,000 answers.
 - Embedding: `EmbeddingSampler` with a t-STE map refitted each round (300 ms of steps),
   the default t-ETE model fitted at checkpoints; held-out triplet error on 20,000 fresh
   answers from the same crowd, on 300 planted points in the plane (a map can hold them)
@@ -15,6 +18,7 @@ the same run, is the same crowd asked uniformly random questions.
 Over HTTP, with the service's mix of purposes: `labelling_crowd.py`.
 
     .venv/bin/python benchmarks/sampler_gain.py [--seeds 6] [--budget 20000]
+        [--labelling-shares 1,0.72] [--skip-embedding]
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from app.learn import (  # noqa: E402
     TETE,
     EmbeddingSampler,
     FeatureOracle,
+    ForestLabellingSampler,
     PanelLabellingSampler,
     SamplerState,
     TripletBoost,
@@ -53,7 +58,10 @@ def human_crowd(X: np.ndarray, seed: int) -> FeatureOracle:
     return FeatureOracle(X, noise_scale=FeatureOracle(X).scale_for_error(0.1), random_state=seed)
 
 
-def labelling(seed: int, budget: int, sampled: bool) -> dict[int, tuple[float, float]]:
+def labelling(seed: int, budget: int, questions: str, share: float) -> dict[int, tuple]:
+    """Served accuracy and coverage over the wanted digits at 5,000, 10,000 and `budget`
+    answers; each round `share` of the answers go to the `questions` ("trees", "panel"
+    or "uniform"), the rest are uniformly random (the service's mix: 72 %)."""
     X, y = digits(seed)
     n = len(X)
     wanted = np.random.default_rng(seed).choice(n, 60, replace=False)
@@ -62,24 +70,31 @@ def labelling(seed: int, budget: int, sampled: bool) -> dict[int, tuple[float, f
     labels[wanted] = None
     crowd = human_crowd(X, seed)
     answers = crowd.answer(random_queries(n, ROUND, random_state=seed))
-    found, state_extra = {}, {}
+    found = {}
     while True:
-        model = TripletBoost(random_state=0).fit(answers, train, y[train])
+        model = None
+        if questions == "panel" or len(answers) in (5000, 10000, budget):
+            model = TripletBoost(random_state=0).fit(answers, train, y[train])
         if len(answers) in (5000, 10000, budget):
             predicted = model.predict(answers, wanted)
             spoke = np.array([label is not None for label in predicted])
             found[len(answers)] = (float(np.mean(predicted == y[wanted])), float(spoke.mean()))
         if len(answers) >= budget:
             return found
-        if sampled:
+        chosen = round(share * ROUND) if questions != "uniform" else 0
+        state = SamplerState(n, answers, labels=labels, wanted=wanted)
+        if questions == "panel":
             proba = np.full((n, len(model.classes_)), np.nan)
             proba[wanted] = model.predict_proba(answers, wanted)
-            state_extra = {"classes": model.classes_, "class_proba": proba}
-            state = SamplerState(n, answers, labels=labels, wanted=wanted, **state_extra)
-            asked = PanelLabellingSampler(random_state=len(answers)).propose(ROUND, state).queries
+            state = SamplerState(
+                n, answers, labels=labels, wanted=wanted, classes=model.classes_, class_proba=proba
+            )
+            sampler = PanelLabellingSampler(random_state=len(answers))
         else:
-            asked = random_queries(n, ROUND, random_state=seed * 7919 + len(answers))
-        answers = np.vstack([answers, crowd.answer(asked)])
+            sampler = ForestLabellingSampler(random_state=len(answers))
+        asked = sampler.propose(chosen, state).queries if chosen else np.empty((0, 3), np.int64)
+        rest = random_queries(n, ROUND - len(asked), random_state=seed * 7919 + len(answers))
+        answers = np.vstack([answers, crowd.answer(np.vstack([asked, rest]))])
 
 
 def embedding(X: np.ndarray, seed: int, budget: int, sampled: bool) -> dict[int, float]:
@@ -112,21 +127,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--budget", type=int, default=20_000)
+    parser.add_argument(
+        "--labelling-shares", default="1,0.72", help="the samplers' share of each round"
+    )
+    parser.add_argument("--skip-embedding", action="store_true")
     args = parser.parse_args()
 
+    shares = [float(share) for share in args.labelling_shares.split(",")]
     print(f"Labelling 60 of 300 digits, TripletBoost, {args.seeds} crowds (human-like noise 10 %)")
-    print(f"| crowd | questions | 5,000 acc / cov | 10,000 acc / cov | {args.budget:,} acc / cov |")
-    print("| --- | --- | --- | --- | --- |")
-    final = {"panel": [], "uniform": []}
+    print(
+        "| crowd | questions | share | 5,000 acc / cov | 10,000 acc / cov "
+        f"| {args.budget:,} acc / cov |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
+    arms = [(name, share) for share in shares for name in ("trees", "panel")] + [("uniform", 0)]
+    final = {arm: [] for arm in arms}
     for seed in range(args.seeds):
-        for name, sampled in (("panel", True), ("uniform", False)):
-            found = labelling(seed, args.budget, sampled)
-            final[name].append(found[args.budget][0])
+        for name, share in arms:
+            found = labelling(seed, args.budget, name, share)
+            final[name, share].append(found[args.budget][0])
             cells = " | ".join(f"{acc:.2f} / {cov:.2f}" for acc, cov in found.values())
-            print(f"| {seed} | {name} | {cells} |", flush=True)
-    for name, values in final.items():
-        print(f"mean accuracy at {args.budget:,}, {name}: {np.mean(values):.3f}")
+            print(f"| {seed} | {name} | {share:.0%} | {cells} |", flush=True)
+    for (name, share), values in final.items():
+        print(f"mean accuracy at {args.budget:,}, {name} {share:.0%}: {np.mean(values):.3f}")
 
+    if args.skip_embedding:
+        return
     print(f"\nEmbedding: held-out error on fresh answers, {min(args.seeds, 3)} crowds")
     print(
         "| data | crowd | questions | errors at 2,000 steps of answers | answers to reach "

@@ -331,12 +331,12 @@ def test_held_out_errors_are_measured_on_answers_to_random_questions_only(
     assert len(held) and adaptive.isdisjoint(held.tolist())
 
 
-def test_with_boosted_classifiers_the_labelling_questions_form_a_panel(
+def test_with_boosted_classifiers_the_labelling_questions_grow_comparison_trees(
     app, client, auth, labelled_project, monkeypatch
 ):
     """TripletBoost learns a reference pair only from labelled items that answered it:
-    each pair proposed is asked of many labelled items of every class (teachers first)
-    and of every wanted item."""
+    each pair proposed is a tree node's two pivots of different classes, asked of every
+    labelled item and of every wanted item, the wanted items' questions first."""
     project_id, _, y = labelled_project
     monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
     sessions = app.state.session_factory
@@ -353,16 +353,10 @@ def test_with_boosted_classifiers_the_labelling_questions_form_a_panel(
     keys = _keys_by_id(app, project_id)
     label = {item_id: y[int(key[1:])] for item_id, key in keys.items()}
     wanted = {item_id for item_id, key in keys.items() if int(key[1:]) >= 60}
+    labelled = set(keys) - wanted
     pairs = {}
     for slot in slots:
         pairs.setdefault((slot.lo_id, slot.hi_id), []).append(slot.anchor_id)
-    # One pair for each two of the three classes, each asked of 48 teachers, then of
-    # the 30 wanted items.
-    assert sorted(tuple(sorted((label[lo], label[hi]))) for lo, hi in pairs) == [
-        (0, 1),
-        (0, 2),
-        (1, 2),
-    ]
     with sessions() as session:
         answered = {
             (anchor, min(closer, farther), max(closer, farther))
@@ -372,13 +366,22 @@ def test_with_boosted_classifiers_the_labelling_questions_form_a_panel(
                 )
             )
         }
-    for (lo, hi), anchors in pairs.items():
-        teachers = [anchor for anchor in anchors if anchor not in wanted]
-        assert len(teachers) == 48 and {label[t] for t in teachers} == {0, 1, 2}
-        # (less any wanted item the random answers already asked about this pair)
-        assert set(anchors) - set(teachers) == {x for x in wanted if (x, lo, hi) not in answered}
-    served_first = [slot.anchor_id for slot in slots[: len(slots) // 3]]
-    assert wanted.isdisjoint(served_first)
+    # Nothing answered yet about the trees: a batch of 1,000 holds the roots of several
+    # trees, each asked of every wanted item and every labelled item but its pivots
+    # (less what the random answers already asked); the batch ends within the last
+    # tree's labelled items.
+    assert len(pairs) >= 5
+    for number, (lo, hi) in enumerate(pairs):
+        assert {lo, hi} <= labelled and label[lo] != label[hi]
+        expected = {x for x in keys if x not in (lo, hi) and (x, lo, hi) not in answered}
+        assert set(pairs[lo, hi]) & wanted == expected & wanted
+        assert len(pairs[lo, hi]) == len(set(pairs[lo, hi]))
+        if number < len(pairs) - 1:
+            assert set(pairs[lo, hi]) == expected
+    # The wanted items' questions first: they are what a prediction reads.
+    is_wanted = [slot.anchor_id in wanted for slot in slots]
+    riders = sum(is_wanted)
+    assert riders >= 5 * 25 and all(is_wanted[:riders]) and not any(is_wanted[riders:])
 
 
 def _keys_by_id(app, project_id):

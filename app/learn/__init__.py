@@ -11,6 +11,7 @@ from app.learn.metrics import triplet_error
 from app.learn.oracles import FeatureOracle
 from app.learn.samplers import (
     EmbeddingSampler,
+    ForestLabellingSampler,
     LabellingSampler,
     PanelLabellingSampler,
     PlacementSampler,
@@ -38,6 +39,7 @@ __all__ = [
     "DisDF",
     "EmbeddingSampler",
     "FeatureOracle",
+    "ForestLabellingSampler",
     "LabellingSampler",
     "PanelLabellingSampler",
     "PlacementSampler",

@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 
 from app.learn import (
     EmbeddingSampler,
+    ForestLabellingSampler,
     LabellingSampler,
-    PanelLabellingSampler,
     PlacementSampler,
     SamplerState,
 )
@@ -153,7 +153,7 @@ def shares(project: Project, state: SamplerState) -> dict[str, float]:
         classes = {label for label in state.labels[state.labelled()]}
         has_map = state.embedding is not None
         labels_wanted = len(state.wanted) and len(classes) >= 2
-        # Boosted classifiers need a panel of pairs asked of many items before they say
+        # Boosted classifiers need reference pairs asked of many items before they say
         # anything about a wanted item: most of the time goes there.
         boosting = state.class_proba is not None
         weights = {
@@ -183,10 +183,11 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
     ).rowcount
     samplers = {
         # Boosted classifiers learn a reference pair only from the many labelled items
-        # that answered it: they get a panel of pairs; an embedding's kNN, pairs near
-        # each item.
+        # that answered it: they get comparison trees' pairs, asked of the labelled
+        # members and of the wanted items riding down them; an embedding's kNN, pairs
+        # near each item.
         "labelling": (
-            PanelLabellingSampler(random_state=seed)
+            ForestLabellingSampler(random_state=seed)
             if state.class_proba is not None
             else LabellingSampler(random_state=seed)
         ),
