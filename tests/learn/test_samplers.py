@@ -288,6 +288,23 @@ def test_the_wanted_items_ride_down_comparison_trees_towards_their_own_class():
     assert np.array_equal(again, queries)
 
 
+def test_a_refresh_reads_a_bounded_number_of_answers():
+    """Trees open one after another while questions are wanted, until the answers read
+    reach `max_replayed`: a refresh on a project with millions of answers stays bounded."""
+    X, labels = clusters(apart=True)
+    n = len(X)
+    named = named_labels(labels)
+    named[:30] = None
+    answers = random_triplets(n, 5000, FeatureOracle(X), random_state=0)
+    state = SamplerState(n, answers, labels=named, wanted=np.arange(30))
+
+    def pairs(sampler) -> int:
+        return len(np.unique(sampler.propose(100_000, state).queries[:, 1:], axis=0))
+
+    assert pairs(ForestLabellingSampler(max_trees=5)) == 5  # one root pair a tree
+    assert pairs(ForestLabellingSampler(max_trees=5, max_replayed=0)) == 1
+
+
 def test_comparison_trees_label_the_wanted_items_by_boosting_far_better_than_uniform():
     """TripletBoost (defaults) on 300 items in 5 overlapping clusters, one in five
     wanted, human-like noise at 10 %: 4,000 answers in four rounds from the trees or
