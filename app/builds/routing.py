@@ -12,6 +12,7 @@ item's label and class shares.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import insert, select, update
@@ -218,6 +219,61 @@ def pending_by_key(*, session: Session, prediction: Prediction) -> list[dict]:
         router.add_answers(held)
     queries, needed = router.pending_queries(return_needed=True)
     return builds.queries_by_key(session, every[queries], needed)
+
+
+@dataclass(frozen=True)
+class TestRouting:
+    """How a build's forest labels the researcher's test split: by the newest complete
+    prediction that routed test items (accuracy among the test items it routed, and the
+    share of the test items it routed), with the answers the build and that routing read."""
+
+    accuracy: float
+    coverage: float
+    answers: int
+    prediction_id: int
+
+
+def newest_prediction(session: Session, build_id: int) -> Prediction | None:
+    return session.scalars(
+        select(Prediction)
+        .where(Prediction.build_id == build_id, Prediction.status != PredictionStatus.cancelled)
+        .order_by(Prediction.id.desc())
+        .limit(1)
+    ).first()
+
+
+def test_routing(*, session: Session, build: Build) -> TestRouting | None:
+    """The forest measured on the test split, or None where no complete prediction
+    routed a labelled test item."""
+    truth = dict(
+        session.execute(
+            select(Item.id, Item.label).where(
+                Item.project_id == build.project_id,
+                Item.split == Split.test,
+                Item.label.is_not(None),
+            )
+        ).all()
+    )
+    if not truth:
+        return None
+    completed = session.scalars(
+        select(Prediction)
+        .where(Prediction.build_id == build.id, Prediction.status == PredictionStatus.complete)
+        .order_by(Prediction.id.desc())
+    )
+    for prediction in completed:
+        routed = [item for item in prediction.item_ids if item in truth]
+        if not routed:
+            continue
+        keys = dict(session.execute(select(Item.id, Item.key).where(Item.id.in_(routed))).all())
+        right = [prediction.result[keys[item]]["label"] == str(truth[item]) for item in routed]
+        return TestRouting(
+            accuracy=float(np.mean(right)),
+            coverage=len(routed) / len(truth),
+            answers=build.queries_answered + len(prediction.answers) // (3 * 8),
+            prediction_id=prediction.id,
+        )
+    return None
 
 
 def get_prediction(*, session: Session, project: Project, prediction_id: int) -> Prediction:

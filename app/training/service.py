@@ -17,6 +17,7 @@ import numpy as np
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.builds import routing
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.items.service import decode_features
 from app.learn import dissimilarity_from_embedding
@@ -29,6 +30,8 @@ from app.models import (
     LearnedModel,
     ModelKind,
     ModelVersion,
+    Prediction,
+    PredictionStatus,
     Project,
     Split,
     Triplet,
@@ -291,6 +294,21 @@ def _new_version(session: Session, model: LearnedModel, trigger: str) -> ModelVe
     session.add(version)
     session.flush()
     return version
+
+
+def route_wanted_items(*, session: Session, project: Project, model: LearnedModel) -> Prediction:
+    """A CompRF model labels the project's test and unlabelled items by routing them down
+    its forest, its questions asked of raters first; a routing already under way is
+    returned instead of starting a second."""
+    if model.kind is not ModelKind.comprf:
+        raise Conflict(f"model {model.id} is not a CompRF forest: it labels items without routing")
+    build = session.get(Build, model.build_id) if model.build_id else None
+    if build is None:
+        raise NotFound(f"model {model.id}'s build no longer exists")
+    under_way = routing.newest_prediction(session, build.id)
+    if under_way is not None and under_way.status is PredictionStatus.routing:
+        return under_way
+    return routing.start_prediction(session=session, project=project, build=build, keys=None)
 
 
 def request_training(*, session: Session, model: LearnedModel, trigger: str) -> ModelVersion:
@@ -746,6 +764,17 @@ class LabellingStanding:
         return None if found is None else found[0] * found[1]
 
 
+def _forest_on_test_split(session: Session, model: LearnedModel) -> LabellingStanding | None:
+    """A CompRF forest labels an item by routing it, with questions to raters: it is
+    measured by its newest complete routing of the test split, never cross-validated
+    (its training items hold no answers to route them down trees that left them out)."""
+    build = session.get(Build, model.build_id) if model.build_id else None
+    routed = routing.test_routing(session=session, build=build) if build else None
+    if routed is None:
+        return None
+    return LabellingStanding(model, routed.answers, (routed.accuracy, routed.coverage), None)
+
+
 def labelling_standings(
     *, session: Session, project: Project
 ) -> tuple[list[LabellingStanding], LabellingStanding | None, str | None]:
@@ -756,6 +785,11 @@ def labelling_standings(
     for model in list_models(session=session, project=project):
         version = newest_ready(session, model.id)
         if version is None:
+            continue
+        if model.kind is ModelKind.comprf:
+            routed = _forest_on_test_split(session, model)
+            if routed is not None:
+                standings.append(routed)
             continue
         metrics = version.metrics or {}
         found = {}

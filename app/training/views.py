@@ -9,6 +9,7 @@ import json
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from app.builds.routing import newest_prediction
 from app.builds.service import list_builds
 from app.core.db import roll_back
 from app.core.deps import SessionDep, WorkspaceResearcher
@@ -18,7 +19,7 @@ from app.core.forms import read_form
 from app.core.pages import render as page
 from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
-from app.models import ModelKind, VersionStatus
+from app.models import ModelKind, PredictionStatus, VersionStatus
 from app.projects.service import get_project
 from app.training import service
 from app.training.schemas import PARAMS, ModelCreate
@@ -40,9 +41,13 @@ def _model_cards(session, project) -> list[dict]:
         versions = service.versions(session=session, model=model)
         latest = versions[0] if versions else None
         progress = service.version_progress(session, latest) if latest is not None else None
+        routed = None
+        if model.kind is ModelKind.comprf and model.build_id is not None:
+            routed = newest_prediction(session, model.build_id)
         cards.append(
             {
                 "model": model,
+                "routing": routed,
                 "versions": versions,
                 "latest": latest,
                 "progress": progress,
@@ -70,7 +75,11 @@ def _models_page(
         "project": project,
         "tab": "models",
         "cards": cards,
-        "live": any(card["latest"] and card["latest"].status in UNFINISHED for card in cards),
+        "live": any(
+            (card["latest"] and card["latest"].status in UNFINISHED)
+            or (card["routing"] and card["routing"].status is PredictionStatus.routing)
+            for card in cards
+        ),
         "kinds": KIND_NAMES,
         "builds": list_builds(session=session, project=project),
         "defaults": {
@@ -157,8 +166,12 @@ def model_action(
         service.request_training(session=session, model=model, trigger="manual")
     elif action == "cancel":
         service.cancel_training(session=session, model=model)
+    elif action == "label":
+        service.route_wanted_items(session=session, project=project, model=model)
     else:
-        raise ServiceError(f"a model can be trained or cancelled, not '{action[:20]}'")
+        raise ServiceError(
+            f"a model can be trained, cancelled or asked to label, not '{action[:20]}'"
+        )
     return RedirectResponse(
         request.url_for("models_page", project_id=project_id).path, status_code=303
     )

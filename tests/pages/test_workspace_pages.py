@@ -772,11 +772,34 @@ def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
     assert models[0]["latest"]["status"] == "cancelled"
 
 
-def test_the_models_page_says_which_model_labels_best(app, server, browser, researcher, tmp_path):
-    """Two models fitted on the same answers: the page ranks them by the share of the
-    test split each labels right (an item left unlabelled counts as wrong)."""
+def _answer_by_oracle(server, bearer, project_id, queries_path, oracle, post_path) -> int:
+    """Answer every query a build or a routing asks (by item key) with the oracle, until
+    it asks none; returns the number of answers sent."""
     import numpy as np
 
+    sent = 0
+    for _ in range(60):
+        queries = httpx.get(f"{server}{API}/projects/{project_id}/{queries_path}", headers=bearer)
+        if not queries.json():
+            return sent
+        rows = []
+        for query in queries.json():
+            a, p, q = (int(query[role][1:]) for role in ("anchor", "left", "right"))
+            rows.append([f"p{i}" for i in oracle.answer(np.array([[a, p, q]]))[0]])
+        response = post_path(rows)
+        assert response.status_code in (200, 201), response.text
+        sent += len(rows)
+    raise AssertionError(f"{queries_path} still asks after 60 rounds")
+
+
+def test_the_models_page_says_which_model_labels_best(app, server, browser, researcher, tmp_path):
+    """Three models on the same project: the page ranks them by the share of the test
+    split each labels right (an item left unlabelled counts as wrong); a CompRF forest
+    joins once the researcher has it label the test split by routing, from its card."""
+    import numpy as np
+
+    from app.builds.jobs import sweep
+    from app.builds.routing import newest_prediction
     from app.learn import FeatureOracle, random_triplets
     from app.worker.loop import Worker
 
@@ -807,9 +830,69 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
         for model in httpx.get(f"{server}{API}/projects/{project_id}/models", headers=bearer).json()
     }
     right = {name: found["accuracy"] * found["coverage"] for name, found in served.items()}
+
+    # A two-tree forest over the training items, its questions answered by the oracle.
+    oracle = FeatureOracle(points)
+    build = httpx.post(
+        f"{server}{API}/projects/{project_id}/builds",
+        headers=bearer,
+        json={"n_trees": 2, "random_state": 0},
+    ).json()
+
+    def upload(rows):
+        response = httpx.post(
+            f"{server}{API}/projects/{project_id}/triplets",
+            headers=bearer,
+            files={"file": ("answers.json", json.dumps(rows))},
+        )
+        sweep(app.state.session_factory)
+        Worker(app.state.session_factory).run(until_idle=True)
+        return response
+
+    _answer_by_oracle(
+        server, bearer, project_id, f"builds/{build['id']}/queries?limit=100000", oracle, upload
+    )
+    forest = httpx.post(
+        f"{server}{API}/projects/{project_id}/models",
+        headers=bearer,
+        json={"name": "forest", "kind": "comprf", "build_id": build["id"]},
+    )
+    assert forest.status_code == 201, forest.text
+    page.get_by_role("link", name="Models").click()
+    forest_card = page.locator(".model", has_text="forest")
+    expect(forest_card.get_by_role("button", name="Train now")).to_have_count(0)
+    expect(page.locator(".labelling tr", has_text="forest")).to_have_count(0)
+    forest_card.get_by_role("button", name="Label test and unlabelled items").click()
+    expect(page.locator(".model", has_text="forest")).to_contain_text("items labelled")
+    with unit_of_work(app.state.session_factory) as session:
+        prediction_id = newest_prediction(session, build["id"]).id
+
+    def answer_routing(rows):
+        return httpx.post(
+            f"{server}{API}/projects/{project_id}/predictions/{prediction_id}/answers",
+            headers=bearer,
+            json={"answers": rows},
+        )
+
+    _answer_by_oracle(
+        server,
+        bearer,
+        project_id,
+        f"predictions/{prediction_id}/queries",
+        oracle,
+        answer_routing,
+    )
+    labels = httpx.get(
+        f"{server}{API}/projects/{project_id}/predictions/{prediction_id}", headers=bearer
+    ).json()
+    assert labels["status"] == "complete"
+    truth = {f"p{i}": name for i, name in enumerate(["red", "green", "blue"] * 20)}
+    tested = [f"p{i}" for i in range(51, 60)]
+    right["forest"] = float(np.mean([labels["result"][k]["label"] == truth[k] for k in tested]))
     best = max(right, key=right.get)
 
-    page.get_by_role("link", name="Models").click()
+    page.reload()
+    expect(page.locator(".model", has_text="forest")).to_contain_text("Labelled 9 test")
     card = page.locator(".labelling")
     expect(card).to_contain_text(f"Now: {best}, labelling {100 * right[best]:.0f}% of the items")
     expect(card.locator("tr.chosen")).to_contain_text(best)
