@@ -5,6 +5,7 @@ routing), or by raters, who get routing queries before anything else."""
 from __future__ import annotations
 
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -44,10 +45,15 @@ def finished_build(app, client, auth, project, blobs):
     build = client.post(
         f"{API}/projects/{project_id}/builds", headers=auth, json={"n_trees": 3, "random_state": 1}
     ).json()
-    oracle = answering_oracle(X, keys)
+    answer_build(app, client, auth, project_id, build["id"], answering_oracle(X, keys))
+    return project_id, build["id"], keys
+
+
+def answer_build(app, client, auth, project_id: int, build_id: int, oracle) -> None:
+    """Answer a build's queries through the API until it completes."""
     for _ in range(60):
         queries = client.get(
-            f"{API}/projects/{project_id}/builds/{build['id']}/queries?limit=100000", headers=auth
+            f"{API}/projects/{project_id}/builds/{build_id}/queries?limit=100000", headers=auth
         ).json()
         if not queries:
             break
@@ -63,9 +69,8 @@ def finished_build(app, client, auth, project, blobs):
         )
         sweep(app.state.session_factory)
         Worker(app.state.session_factory).run(until_idle=True)
-    state = client.get(f"{API}/projects/{project_id}/builds/{build['id']}", headers=auth).json()
+    state = client.get(f"{API}/projects/{project_id}/builds/{build_id}", headers=auth).json()
     assert state["status"] == "complete"
-    return project_id, build["id"], keys
 
 
 def answering_oracle(X, keys):
@@ -285,3 +290,74 @@ def test_raters_answers_complete_a_routing_prediction(app, client, auth, finishe
     positions = [len(training), len(training) + 1, training.index(ids["p3"])]
     expected = forest.predict(np.array(positions), FeatureOracle(X[order]))
     assert [result["result"][key]["label"] for key in wanted] == list(expected)
+
+
+def test_a_forests_labels_download_once_routed_and_even_splits_are_ties(
+    app, client, auth, finished_build, blobs
+):
+    """A CompRF model's predictions download holds its newest complete routing; an item
+    whose trees disagree evenly gets no label, its tied classes listed, in the routing
+    and in the download."""
+    project_id, _, keys = finished_build
+    X, _ = blobs
+    build_id = client.post(
+        f"{API}/projects/{project_id}/builds", headers=auth, json={"n_trees": 2, "random_state": 3}
+    ).json()["id"]
+    answer_build(app, client, auth, project_id, build_id, answering_oracle(X, keys))
+    model = client.post(
+        f"{API}/projects/{project_id}/models",
+        headers=auth,
+        json={"name": "forest", "kind": "comprf", "build_id": build_id},
+    ).json()
+    export = f"{API}/projects/{project_id}/models/{model['id']}/predictions/export"
+    early = client.get(export, headers=auth)
+    assert early.status_code == 409 and "labelled nothing yet" in early.json()["detail"]
+
+    # Answers by a rule unrelated to the items (a checksum's parity: a coin that lands
+    # the same way on every run) send an item to leaves that need not agree across the
+    # two trees: over 20 items, some land in two classes, one per tree.
+    wanted = keys[50:70]
+    started = client.post(
+        f"{API}/projects/{project_id}/models/{model['id']}/predict",
+        headers=auth,
+        json={"items": wanted, "ask_raters": False},
+    ).json()
+    base = f"{API}/projects/{project_id}/predictions/{started['prediction']['id']}"
+    for _ in range(40):
+        queries = client.get(f"{base}/queries", headers=auth).json()
+        if not queries:
+            break
+        picked = [
+            [q["anchor"], q["left"], q["right"]]
+            if zlib.crc32(f"{q['anchor']} {q['left']} {q['right']}".encode()) % 2
+            else [q["anchor"], q["right"], q["left"]]
+            for q in queries
+        ]
+        assert client.post(f"{base}/answers", headers=auth, json={"answers": picked}).is_success
+    routed = client.get(base, headers=auth).json()
+    assert routed["status"] == "complete"
+    result = routed["result"]
+    for found in result.values():
+        top = max(found["proba"].values())
+        leaders = sorted(c for c, p in found["proba"].items() if abs(p - top) < 1e-9)
+        if len(leaders) > 1:
+            assert found["label"] is None and sorted(found["tied"]) == leaders
+        else:
+            assert found["label"] == leaders[0] and found["tied"] is None
+    assert any(found["label"] is None for found in result.values())
+
+    table = client.get(export, headers=auth)
+    assert table.status_code == 200 and "attachment" in table.headers["content-disposition"]
+    lines = table.text.splitlines()
+    assert lines[0] == "key,label,probability,support,tied" and len(lines) == 1 + len(wanted)
+    for line in lines[1:]:
+        key, label, probability, support, tied = line.split(",")
+        found = result[key]
+        assert label == (found["label"] or "") and support == "2"
+        assert tied == " | ".join(found["tied"] or [])
+        if label:
+            assert float(probability) == pytest.approx(found["proba"][label], rel=1e-5)
+    listed = client.get(export, headers=auth, params={"format": "json"}).json()
+    assert {row["key"]: row["label"] for row in listed} == {
+        key: found["label"] for key, found in result.items()
+    }

@@ -147,6 +147,17 @@ def _answers_about(session: Session, prediction: Prediction, every, order):
     return order[at[known]], max(bound, prediction.answers_cursor)
 
 
+def _labelled(classes: np.ndarray, proba: np.ndarray) -> dict:
+    """An item's label from its class shares over the trees' leaves; where two or more
+    classes share the top share (trees that disagree evenly) there is no label, and the
+    tied classes are listed instead."""
+    top = np.isclose(proba, proba.max(), rtol=1e-12, atol=1e-12)
+    shares = {str(c): float(p) for c, p in zip(classes, proba, strict=True)}
+    if top.sum() > 1:
+        return {"label": None, "tied": [str(c) for c in classes[top]], "proba": shares}
+    return {"label": str(classes[np.argmax(proba)]), "tied": None, "proba": shares}
+
+
 def step(*, session: Session, prediction: Prediction) -> Prediction:
     if prediction.status is not PredictionStatus.routing:
         return prediction
@@ -162,17 +173,13 @@ def step(*, session: Session, prediction: Prediction) -> Prediction:
     values = {"answers": answers.tobytes(), "answers_cursor": cursor}
     if router.is_complete:
         proba = forest.proba_from_leaves(router.leaves())
-        labels = forest.classes_[np.argmax(proba, axis=1)]
         keys = dict(
             session.execute(select(Item.id, Item.key).where(Item.id.in_(prediction.item_ids))).all()
         )
         values["status"] = PredictionStatus.complete
         values["result"] = {
-            keys[item]: {
-                "label": str(label),
-                "proba": {str(c): float(p) for c, p in zip(forest.classes_, row, strict=True)},
-            }
-            for item, label, row in zip(prediction.item_ids, labels, proba, strict=True)
+            keys[item]: _labelled(forest.classes_, row)
+            for item, row in zip(prediction.item_ids, proba, strict=True)
         }
         values["progress"] = {"queries_pending": 0, "items": len(new), "items_done": len(new)}
         scheduling.withdraw_slots(session=session, prediction_id=prediction.id)
@@ -224,8 +231,9 @@ def pending_by_key(*, session: Session, prediction: Prediction) -> list[dict]:
 @dataclass(frozen=True)
 class TestRouting:
     """How a build's forest labels the researcher's test split: by the newest complete
-    prediction that routed test items (accuracy among the test items it routed, and the
-    share of the test items it routed), with the answers the build and that routing read."""
+    prediction that routed test items (accuracy among the test items it gave a label, and
+    the share of all test items it gave one: an unrouted or tied item has none), with
+    the answers the build and that routing read."""
 
     accuracy: float
     coverage: float
@@ -233,13 +241,26 @@ class TestRouting:
     prediction_id: int
 
 
-def newest_prediction(session: Session, build_id: int) -> Prediction | None:
+def newest_prediction(
+    session: Session, build_id: int, *, complete: bool = False
+) -> Prediction | None:
+    """The build's newest prediction that was not cancelled (or that completed)."""
+    wanted = (
+        Prediction.status == PredictionStatus.complete
+        if complete
+        else Prediction.status != PredictionStatus.cancelled
+    )
     return session.scalars(
         select(Prediction)
-        .where(Prediction.build_id == build_id, Prediction.status != PredictionStatus.cancelled)
+        .where(Prediction.build_id == build_id, wanted)
         .order_by(Prediction.id.desc())
         .limit(1)
     ).first()
+
+
+# Where a client routes a few items at a time, the newest routing of test items may sit
+# behind many others; the standings look no further back than this.
+_NEWEST_SEARCHED = 50
 
 
 def test_routing(*, session: Session, build: Build) -> TestRouting | None:
@@ -260,16 +281,19 @@ def test_routing(*, session: Session, build: Build) -> TestRouting | None:
         select(Prediction)
         .where(Prediction.build_id == build.id, Prediction.status == PredictionStatus.complete)
         .order_by(Prediction.id.desc())
+        .limit(_NEWEST_SEARCHED)
     )
     for prediction in completed:
         routed = [item for item in prediction.item_ids if item in truth]
         if not routed:
             continue
         keys = dict(session.execute(select(Item.id, Item.key).where(Item.id.in_(routed))).all())
-        right = [prediction.result[keys[item]]["label"] == str(truth[item]) for item in routed]
+        said = [prediction.result[keys[item]]["label"] for item in routed]
+        right = [label == str(truth[item]) for label, item in zip(said, routed, strict=True)]
+        spoke = sum(label is not None for label in said)
         return TestRouting(
-            accuracy=float(np.mean(right)),
-            coverage=len(routed) / len(truth),
+            accuracy=sum(right) / spoke if spoke else 0.0,
+            coverage=spoke / len(truth),
             answers=build.queries_answered + len(prediction.answers) // (3 * 8),
             prediction_id=prediction.id,
         )

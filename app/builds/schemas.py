@@ -82,7 +82,13 @@ class PredictionProgress(BaseModel):
 
 
 class ItemPrediction(BaseModel):
-    label: str
+    label: str | None = Field(
+        description="The class with the largest share of the trees' leaves; null where "
+        "classes tie for it (see tied)"
+    )
+    tied: list[str] | None = Field(
+        default=None, description="The classes sharing the top share, where they tie"
+    )
     proba: dict[str, float]
 
 

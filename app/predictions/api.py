@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from app.builds import routing
 from app.builds.schemas import PredictionOut
 from app.core.deps import CurrentResearcher, SessionDep
-from app.core.errors import NotFound, ServiceError
+from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import Build, ModelKind
@@ -152,14 +152,28 @@ def export_predictions(
     format: Annotated[Literal["json", "csv"], Query()] = "csv",
     version: Annotated[RowId | None, Query()] = None,
 ):
-    """The serving version's label for every item it knows, as a download."""
+    """The serving version's label for every item it knows, as a download; for a CompRF
+    forest, the labels of its newest complete routing (the items it routed)."""
     _, model = _model(session, researcher, project_id, model_id)
+    media_type = "application/json" if format == "json" else "text/csv; charset=utf-8"
     if model.kind is ModelKind.comprf:
-        raise ServiceError(
-            "a CompRF forest predicts by routing items through raters: POST …/predict"
+        build = session.get(Build, model.build_id) if model.build_id else None
+        routed = routing.newest_prediction(session, build.id, complete=True) if build else None
+        if routed is None:
+            raise Conflict(
+                f"model {model.id} has labelled nothing yet: a CompRF forest labels items by "
+                "routing them through raters (the Models page's 'Label test and unlabelled "
+                "items', or POST …/predict), and its newest complete routing is exported"
+            )
+        return Response(
+            service.export_routed(routed, int(build.params.get("n_trees", 0)), format),
+            media_type=media_type,
+            headers={
+                "Content-Disposition": f'attachment; filename="model-{model.id}-'
+                f'routing-{routed.id}-predictions.{format}"'
+            },
         )
     served = service.serving(session, model, version)
-    media_type = "application/json" if format == "json" else "text/csv; charset=utf-8"
     return Response(
         service.export_predictions(served, format),
         media_type=media_type,

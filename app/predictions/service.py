@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.spreadsheets import spreadsheet_safe
-from app.models import LearnedModel, ModelKind, ModelVersion, VersionStatus
+from app.models import LearnedModel, ModelKind, ModelVersion, Prediction, VersionStatus
 from app.training import service as training
 from app.training.fitted import Fitted, ItemPredictions
 from app.training.fitting import boost_predictions
@@ -170,7 +170,27 @@ def export_predictions(served: Served, fmt: str) -> bytes:
     """Every item the version knows, with its predicted label (none where the top
     classes tie: then the tied classes, separated by " | "), that label's probability
     and the support behind it."""
-    rows = predict_known(served, list(served.fitted.keys))
+    return _export(predict_known(served, list(served.fitted.keys)), fmt)
+
+
+def export_routed(prediction: Prediction, trees: int, fmt: str) -> bytes:
+    """A CompRF routing's labels in the same columns: each item's support is the number
+    of trees it was routed down."""
+    rows = [
+        {
+            "key": key,
+            "label": found["label"],
+            "tied": found.get("tied"),
+            "probabilities": found["proba"],
+            "support": trees,
+            "known": True,
+        }
+        for key, found in (prediction.result or {}).items()
+    ]
+    return _export(rows, fmt)
+
+
+def _export(rows: list[dict[str, Any]], fmt: str) -> bytes:
     if fmt == "json":
         return json.dumps(rows, ensure_ascii=False).encode()
     text = io.StringIO()
@@ -339,8 +359,7 @@ def _covered(fitted: Fitted, positions: np.ndarray, keys: list[str], where: str)
     lacking = [key for key, position in zip(keys, positions, strict=True) if not has[position]]
     if lacking:
         reason = (
-            "had no answers when this version was fitted, so they have no place in the "
-            "embedding"
+            "had no answers when this version was fitted, so they have no place in the embedding"
             if fitted.kind == "tete"
             else "have no features"
         )

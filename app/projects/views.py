@@ -252,6 +252,7 @@ def downloads_page(
 ):
     """Links to the API's streamed exports: answers (filtered), items, and each model's
     embedding and predictions."""
+    from app.builds.routing import newest_prediction
     from app.training.service import list_models, newest_ready
 
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
@@ -259,6 +260,11 @@ def downloads_page(
         (model, newest_ready(session, model.id))
         for model in list_models(session=session, project=project)
     ]
+    routed = {
+        model.id: newest_prediction(session, model.build_id, complete=True)
+        for model, _ in models
+        if model.build_id is not None
+    }
     return page(
         request,
         "projects/downloads.html",
@@ -267,6 +273,7 @@ def downloads_page(
             "project": project,
             "tab": "downloads",
             "models": models,
+            "routed": routed,
             "sources": [source.value for source in TripletSource],
         },
     )

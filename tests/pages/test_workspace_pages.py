@@ -899,3 +899,11 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
     for name in right:
         expect(card.locator("tr", has_text=name)).to_contain_text(f"{100 * right[name]:.0f}% /")
     page.screenshot(path=str(screenshots_dir(tmp_path) / "models-labelling.png"), full_page=True)
+
+    # The forest's labels download beside the other models' predictions.
+    page.get_by_role("link", name="Downloads").click()
+    expect(page.get_by_text("The labels of its newest routing (9 items)")).to_be_visible()
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Predictions CSV").last.click()
+    rows = Path(download.value.path()).read_text().splitlines()
+    assert rows[0].startswith("key,label") and len(rows) == 1 + 9
