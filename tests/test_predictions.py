@@ -361,3 +361,41 @@ def test_a_forests_labels_download_once_routed_and_even_splits_are_ties(
     assert {row["key"]: row["label"] for row in listed} == {
         key: found["label"] for key, found in result.items()
     }
+
+
+def test_a_build_that_takes_a_deleted_builds_id_routes_with_its_own_forest(
+    app, client, auth, finished_build, blobs
+):
+    """SQLite gives a new row the id of the newest deleted one: a project deleted with
+    its build, then a new build, must not be routed with the forest this process kept
+    for the deleted one."""
+    project_id, build_id, keys = finished_build
+    X, y = blobs
+    first = client.post(
+        f"{API}/projects/{project_id}/builds/{build_id}/predictions",
+        headers=auth,
+        json={"items": keys[:5]},
+    ).json()
+    assert first["status"] == "complete"  # training items: routed by the build's answers
+    assert client.delete(f"{API}/projects/{project_id}", headers=auth).status_code == 204
+
+    renamed = {0: "zero", 1: "one", 2: "two"}
+    rows = ["key,label,features"] + [
+        f"{keys[i]},{renamed[y[i]] if i < 50 else ''},{X[i, 0]} {X[i, 1]}" for i in range(len(X))
+    ]
+    again = client.post(f"{API}/projects", json={"name": "again"}, headers=auth).json()["id"]
+    uploaded = client.post(
+        f"{API}/projects/{again}/items", headers=auth, files={"file": ("b.csv", "\n".join(rows))}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    build = client.post(
+        f"{API}/projects/{again}/builds", headers=auth, json={"n_trees": 3, "random_state": 1}
+    ).json()
+    answer_build(app, client, auth, again, build["id"], answering_oracle(X, keys))
+    second = client.post(
+        f"{API}/projects/{again}/builds/{build['id']}/predictions",
+        headers=auth,
+        json={"items": keys[:5]},
+    ).json()
+    assert second["status"] == "complete"
+    assert {found["label"] for found in second["result"].values()} <= set(renamed.values())

@@ -42,16 +42,18 @@ class _Forests:
 
     def __init__(self, most: int = 4) -> None:
         self.most = most
-        self._forests: dict[int, CompRF] = {}
+        # Keyed by id and creation time together: SQLite reuses the ids of deleted rows.
+        self._forests: dict[tuple, CompRF] = {}
         self._lock = threading.Lock()
 
     def get(self, build: Build) -> CompRF:
+        key = (build.id, build.created_at)
         with self._lock:
-            found = self._forests.get(build.id)
+            found = self._forests.get(key)
         if found is None:
             found = builds.forest(build)
             with self._lock:
-                self._forests[build.id] = found
+                self._forests[key] = found
                 while len(self._forests) > self.most:
                     self._forests.pop(next(iter(self._forests)))
         return found

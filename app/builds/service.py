@@ -154,12 +154,17 @@ class _WarmBuilds:
         self.most = most
         self.full_sync_seconds = full_sync_seconds
         self.save_seconds = save_seconds
-        self._builds: dict[int, _Warm] = {}
+        # Keyed by id and creation time together: SQLite reuses the ids of deleted rows.
+        self._builds: dict[tuple, _Warm] = {}
         self._lock = threading.Lock()
+
+    @staticmethod
+    def key(build: Build) -> tuple:
+        return build.id, build.created_at
 
     def take(self, build: Build) -> _Warm | None:
         with self._lock:
-            warm = self._builds.pop(build.id, None)
+            warm = self._builds.pop(self.key(build), None)
         saved = (build.version, build.answers_cursor)
         if warm is None or (warm.saved_version, warm.saved_cursor) != saved:
             return None
@@ -168,7 +173,7 @@ class _WarmBuilds:
     def peek_cursor(self, build: Build) -> int:
         """How far this process has read the build's answers (saved or not)."""
         with self._lock:
-            warm = self._builds.get(build.id)
+            warm = self._builds.get(self.key(build))
         if warm is None or warm.saved_version != build.version:
             return build.answers_cursor
         return warm.cursor
@@ -181,9 +186,9 @@ class _WarmBuilds:
     def save_due(self, warm: _Warm | None) -> bool:
         return warm is None or time.monotonic() - warm.saved_at > self.save_seconds
 
-    def keep(self, build_id: int, warm: _Warm) -> None:
+    def keep(self, build: Build, warm: _Warm) -> None:
         with self._lock:
-            self._builds[build_id] = warm
+            self._builds[self.key(build)] = warm
             while len(self._builds) > self.most:
                 self._builds.pop(next(iter(self._builds)))
 
@@ -226,7 +231,7 @@ def step(*, session: Session, build: Build) -> int:
     wanted = _sync_queue(session, build, builder, None if full else warm.wanted)
     if wanted is not None:
         _warm.keep(
-            build.id,
+            build,
             _Warm(
                 saved_version=build.version,
                 saved_cursor=build.answers_cursor,
