@@ -177,15 +177,27 @@ def test_the_time_to_answer_runs_from_when_the_comparison_appears(app, server, s
     page.get_by_role("button", name="Start").click()
     until(page, "window.htmx !== undefined")
     page.evaluate("htmx.config.defaultSettleDelay = 400")  # a slow settle, to make it plain
-    thought, at_once = [], []
+    # When each comparison entered the page and when each key reached it, by the page's
+    # own clock: on a busy machine a key can reach the page hundreds of milliseconds
+    # after Playwright sent it, and that wait is the rater's time too.
+    page.evaluate(
+        """() => {
+            window.swappedAt = []; window.keyedAt = [];
+            document.addEventListener("htmx:afterSwap", () => swappedAt.push(performance.now()));
+            document.addEventListener("keydown", () => keyedAt.push(performance.now()), true);
+        }"""
+    )
+    thought, at_once, expected = [], [], {}
     for _ in range(3):
         first = current_query(page)
         page.wait_for_timeout(700)  # thinks about this one
         page.keyboard.press("ArrowLeft")
         _new_comparison(page, first)
         second = current_query(page)
+        appeared = page.evaluate("swappedAt.at(-1)")
         page.keyboard.press("ArrowRight")  # and answers the next at once
         _new_comparison(page, second)
+        expected[int(second)] = page.evaluate("keyedAt.at(-1)") - appeared
         thought.append(int(first))
         at_once.append(int(second))
     with app.state.session_factory() as session:
@@ -195,7 +207,10 @@ def test_the_time_to_answer_runs_from_when_the_comparison_appears(app, server, s
             )
         )
     assert all(700 <= times[query] < 3000 for query in thought), times
-    assert all(0 < times[query] < 300 for query in at_once), times
+    # Timed from the moment the comparison appeared to the key: not from the one before
+    # (700 ms more), not from htmx settling it (up to 400 ms less), never 0.
+    for query in at_once:
+        assert times[query] > 0 and abs(times[query] - expected[query]) < 50, (times, expected)
 
 
 SCREENS = {
@@ -370,7 +385,9 @@ def test_the_page_rides_out_a_database_restart(browser, tmp_path):
         page.get_by_role("button", name="Start").click()
         until(page, "window.htmx !== undefined")
         for number in range(3):
-            answer_and_wait(page, page.locator("#comparison button.candidate").nth(number % 2).click)
+            answer_and_wait(
+                page, page.locator("#comparison button.candidate").nth(number % 2).click
+            )
         held = current_query(page)
         database.crash()
         page.locator("#comparison button.candidate").first.click()
@@ -384,7 +401,9 @@ def test_the_page_rides_out_a_database_restart(browser, tmp_path):
         )
         expect(page.locator("#connection")).to_be_hidden()
         for number in range(2):
-            answer_and_wait(page, page.locator("#comparison button.candidate").nth(number % 2).click)
+            answer_and_wait(
+                page, page.locator("#comparison button.candidate").nth(number % 2).click
+            )
         assert "Something went wrong" not in page.content()
         context.close()
         engine = create_engine(url)
