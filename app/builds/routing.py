@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.builds import service as builds
@@ -62,6 +62,18 @@ class _Forests:
 _forests = _Forests()
 
 
+def _wanted_items(project_id: int) -> tuple:
+    """What a prediction routes unless told which: every test and unlabelled item."""
+    return (
+        Item.project_id == project_id,
+        (Item.split == Split.test) | (Item.split == Split.unlabelled),
+    )
+
+
+def wanted_item_count(session: Session, project_id: int) -> int:
+    return session.scalar(select(func.count()).select_from(Item).where(*_wanted_items(project_id)))
+
+
 def start_prediction(
     *,
     session: Session,
@@ -79,12 +91,7 @@ def start_prediction(
         )
     if keys is None:
         ids = session.scalars(
-            select(Item.id)
-            .where(
-                Item.project_id == project.id,
-                (Item.split == Split.test) | (Item.split == Split.unlabelled),
-            )
-            .order_by(Item.id)
+            select(Item.id).where(*_wanted_items(project.id)).order_by(Item.id)
         ).all()
     else:
         if not keys:

@@ -9,7 +9,7 @@ import json
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.builds.routing import newest_prediction
+from app.builds.routing import newest_prediction, wanted_item_count
 from app.builds.service import list_builds
 from app.core.db import roll_back
 from app.core.deps import SessionDep, WorkspaceResearcher
@@ -75,6 +75,11 @@ def _models_page(
         "project": project,
         "tab": "models",
         "cards": cards,
+        "wanted_items": (
+            wanted_item_count(session, project.id)
+            if any(card["model"].kind is ModelKind.comprf for card in cards)
+            else 0
+        ),
         "live": any(
             (card["latest"] and card["latest"].status in UNFINISHED)
             or (card["routing"] and card["routing"].status is PredictionStatus.routing)

@@ -792,13 +792,47 @@ def _answer_by_oracle(server, bearer, project_id, queries_path, oracle, post_pat
     raise AssertionError(f"{queries_path} still asks after 60 rounds")
 
 
+def _a_forest_model(app, server, bearer, project_id, oracle, n_trees: int) -> int:
+    """A CompRF build over the project's training items, its questions answered by the
+    oracle through the API and folded in by the worker, and a model "forest" on it;
+    returns the build's id."""
+    from app.builds.jobs import sweep
+    from app.worker.loop import Worker
+
+    build = httpx.post(
+        f"{server}{API}/projects/{project_id}/builds",
+        headers=bearer,
+        json={"n_trees": n_trees, "random_state": 0},
+    ).json()
+
+    def upload(rows):
+        response = httpx.post(
+            f"{server}{API}/projects/{project_id}/triplets",
+            headers=bearer,
+            files={"file": ("answers.json", json.dumps(rows))},
+        )
+        sweep(app.state.session_factory)
+        Worker(app.state.session_factory).run(until_idle=True)
+        return response
+
+    _answer_by_oracle(
+        server, bearer, project_id, f"builds/{build['id']}/queries?limit=100000", oracle, upload
+    )
+    forest = httpx.post(
+        f"{server}{API}/projects/{project_id}/models",
+        headers=bearer,
+        json={"name": "forest", "kind": "comprf", "build_id": build["id"]},
+    )
+    assert forest.status_code == 201, forest.text
+    return build["id"]
+
+
 def test_the_models_page_says_which_model_labels_best(app, server, browser, researcher, tmp_path):
     """Three models on the same project: the page ranks them by the share of the test
     split each labels right (an item left unlabelled counts as wrong); a CompRF forest
     joins once the researcher has it label the test split by routing, from its card."""
     import numpy as np
 
-    from app.builds.jobs import sweep
     from app.builds.routing import newest_prediction
     from app.learn import FeatureOracle, random_triplets
     from app.worker.loop import Worker
@@ -833,31 +867,7 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
 
     # A two-tree forest over the training items, its questions answered by the oracle.
     oracle = FeatureOracle(points)
-    build = httpx.post(
-        f"{server}{API}/projects/{project_id}/builds",
-        headers=bearer,
-        json={"n_trees": 2, "random_state": 0},
-    ).json()
-
-    def upload(rows):
-        response = httpx.post(
-            f"{server}{API}/projects/{project_id}/triplets",
-            headers=bearer,
-            files={"file": ("answers.json", json.dumps(rows))},
-        )
-        sweep(app.state.session_factory)
-        Worker(app.state.session_factory).run(until_idle=True)
-        return response
-
-    _answer_by_oracle(
-        server, bearer, project_id, f"builds/{build['id']}/queries?limit=100000", oracle, upload
-    )
-    forest = httpx.post(
-        f"{server}{API}/projects/{project_id}/models",
-        headers=bearer,
-        json={"name": "forest", "kind": "comprf", "build_id": build["id"]},
-    )
-    assert forest.status_code == 201, forest.text
+    build_id = _a_forest_model(app, server, bearer, project_id, oracle, n_trees=2)
     page.get_by_role("link", name="Models").click()
     forest_card = page.locator(".model", has_text="forest")
     expect(forest_card.get_by_role("button", name="Train now")).to_have_count(0)
@@ -865,7 +875,7 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
     forest_card.get_by_role("button", name="Label test and unlabelled items").click()
     expect(page.locator(".model", has_text="forest")).to_contain_text("items labelled")
     with unit_of_work(app.state.session_factory) as session:
-        prediction_id = newest_prediction(session, build["id"]).id
+        prediction_id = newest_prediction(session, build_id).id
 
     def answer_routing(rows):
         return httpx.post(
@@ -907,3 +917,28 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
         page.get_by_role("link", name="Predictions CSV").last.click()
     rows = Path(download.value.path()).read_text().splitlines()
     assert rows[0].startswith("key,label") and len(rows) == 1 + 9
+
+
+def test_a_forest_with_nothing_to_label_says_so_instead_of_offering_to(
+    app, server, browser, researcher
+):
+    import numpy as np
+
+    from app.learn import FeatureOracle
+
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "All labelled")
+    items = _clusters_csv(30).replace(",test,", ",train,")
+    points = np.array(
+        [[float(v) for v in line.split(",")[3].split()] for line in items.split("\n")[1:-1]]
+    )
+    uploaded = httpx.post(
+        f"{server}{API}/projects/{project_id}/items",
+        headers=bearer,
+        files={"file": ("points.csv", items)},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    _a_forest_model(app, server, bearer, project_id, FeatureOracle(points), n_trees=1)
+    page.get_by_role("link", name="Models").click()
+    card = page.locator(".model", has_text="forest")
+    expect(card).to_contain_text("no test or unlabelled items for the forest to label")
+    expect(card.get_by_role("button")).to_have_count(0)
