@@ -39,6 +39,7 @@ from app.raters.views import researcher_pages as rater_pages
 from app.raters.views import router as rating_pages
 from app.scheduling.answer_function import AnswerFunction
 from app.scheduling.api import router as rating_router
+from app.training.api import labelling_router
 from app.training.api import router as models_router
 from app.training.service import TRAIN_JOB
 from app.training.views import router as model_pages
@@ -123,14 +124,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.images = ImageStore(settings.media_dir)
     app.state.rater_tokens = RaterTokens(settings.effective_secret_key)
     app.state.workspace_cookies = WorkspaceCookies(settings.effective_secret_key)
+
     def verify_token(token: str) -> bool:
         with unit_of_work(app.state.session_factory) as session:
             cookie = token.removeprefix(SESSION_COOKIE + "=")
             if cookie != token:
                 key = app.state.workspace_cookies.session_key(cookie)
                 return (
-                    key is not None
-                    and web_session_researcher(session=session, key=key) is not None
+                    key is not None and web_session_researcher(session=session, key=key) is not None
                 )
             return authenticate(session=session, token=token) is not None
 
@@ -200,7 +201,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def _error_page(request: Request, exc: ServiceError) -> HTMLResponse:
         return templates.TemplateResponse(
-            request, "error.html", {"message": exc.detail, "status": exc.status_code},
+            request,
+            "error.html",
+            {"message": exc.detail, "status": exc.status_code},
             status_code=exc.status_code,
         )
 
@@ -215,6 +218,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         builds_router,
         predictions_router,
         models_router,
+        labelling_router,
         serving_router,
         raters_router,
     ):

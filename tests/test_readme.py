@@ -144,7 +144,13 @@ def test_the_readme_walk_through_runs_verbatim(service, tmp_path):
     assert set(prediction["result"]) == {"p100", "p101", "p102"}
     for found in prediction["result"].values():
         assert found["label"] in ("a", "b", "c") or set(found["tied"]) <= {"a", "b", "c"}
-    table = lines[lines.index("key,label,probability,support,tied") + 1 : -1]
+    header = lines.index("key,label,probability,support,tied")
+    table = lines[header + 1 : -1]
+    # Before it, which model labels the test split best: the forest among them, measured
+    # on the three test items it routed.
+    standings = {row["kind"]: row for row in json.loads(lines[header - 1])["standings"]}
+    assert standings["comprf"]["test"]["coverage"] == pytest.approx(3 / 20)
+    assert "tripletboost" in standings
     assert {row.split(",")[0]: row.split(",")[1] or None for row in table} == {
         key: found["label"] for key, found in prediction["result"].items()
     }

@@ -11,10 +11,23 @@ from app.core.routes import StrictJSONRoute
 from app.models import LearnedModel, ModelVersion
 from app.projects.service import get_project
 from app.training import service
-from app.training.schemas import ModelCreate, ModelOut, ModelUpdate, VersionOut, checked_params
+from app.training.schemas import (
+    LabelledShare,
+    LabellingOut,
+    LabellingStandingOut,
+    ModelCreate,
+    ModelOut,
+    ModelUpdate,
+    VersionOut,
+    checked_params,
+)
 
 router = APIRouter(
     prefix="/projects/{project_id}/models", tags=["models"], route_class=StrictJSONRoute
+)
+# Beside the models, not among them: /models/labelling would read as a model's id.
+labelling_router = APIRouter(
+    prefix="/projects/{project_id}", tags=["models"], route_class=StrictJSONRoute
 )
 
 
@@ -77,6 +90,35 @@ def list_models(project_id: RowId, session: SessionDep, researcher: CurrentResea
     return [
         model_out(session, model) for model in service.list_models(session=session, project=project)
     ]
+
+
+@labelling_router.get("/labelling", response_model=LabellingOut)
+def labelling(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+    """Which model labels best now, as the Models page shows it: each model's accuracy
+    and coverage on the test split and by cross-validation."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    standings, best, measure = service.labelling_standings(session=session, project=project)
+
+    def share(found: tuple[float, float] | None) -> LabelledShare | None:
+        if found is None:
+            return None
+        return LabelledShare(accuracy=found[0], coverage=found[1], right=found[0] * found[1])
+
+    return LabellingOut(
+        standings=[
+            LabellingStandingOut(
+                model_id=standing.model.id,
+                name=standing.model.name,
+                kind=standing.model.kind,
+                answers=standing.answers,
+                test=share(standing.test),
+                cv=share(standing.cv),
+            )
+            for standing in standings
+        ],
+        best_model_id=best.model.id if best is not None else None,
+        measure=measure,
+    )
 
 
 @router.get("/{model_id}", response_model=ModelOut)

@@ -233,3 +233,33 @@ class ModelOut(BaseModel):
     created_at: datetime
     serving: VersionOut | None = Field(description="The newest ready version: it serves")
     latest: VersionOut | None = Field(description="The newest version, in any state")
+
+
+class LabelledShare(BaseModel):
+    accuracy: float = Field(description="Among the items the model gave a label")
+    coverage: float = Field(description="The share of the measured items given a label")
+    right: float = Field(
+        description="The share of all measured items labelled right (accuracy x coverage): "
+        "an item left without a label counts as wrong"
+    )
+
+
+class LabellingStandingOut(BaseModel):
+    model_id: int
+    name: str
+    kind: ModelKind
+    answers: int = Field(description="The answers its newest fit (or build and routing) used")
+    test: LabelledShare | None = Field(description="On the researcher's test split")
+    cv: LabelledShare | None = Field(description="Cross-validated over the labelled items")
+
+
+class LabellingOut(BaseModel):
+    standings: list[LabellingStandingOut] = Field(
+        description="Every model whose newest ready version labels items (a CompRF model "
+        "once a routing of the test split is complete)"
+    )
+    best_model_id: int | None = Field(
+        description="The model that labels the most items right now, on `measure`; null "
+        "where fewer than two models are measured alike"
+    )
+    measure: Literal["test", "cv"] | None

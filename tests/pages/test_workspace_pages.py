@@ -903,6 +903,13 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
 
     page.reload()
     expect(page.locator(".model", has_text="forest")).to_contain_text("Labelled 9 test")
+    # REST clients get the same standings.
+    standings = httpx.get(f"{server}{API}/projects/{project_id}/labelling", headers=bearer).json()
+    assert standings["measure"] == "test"
+    by_name = {row["name"]: row for row in standings["standings"]}
+    assert {name: row["test"]["right"] for name, row in by_name.items()} == pytest.approx(right)
+    assert by_name["forest"]["cv"] is None and by_name["forest"]["kind"] == "comprf"
+    assert standings["best_model_id"] == by_name[best]["model_id"]
     card = page.locator(".labelling")
     expect(card).to_contain_text(f"Now: {best}, labelling {100 * right[best]:.0f}% of the items")
     expect(card.locator("tr.chosen")).to_contain_text(best)
