@@ -238,7 +238,7 @@ def pending_by_key(*, session: Session, prediction: Prediction) -> list[dict]:
 
 
 @dataclass(frozen=True)
-class TestRouting:
+class RoutedTestSplit:
     """How a build's forest labels the researcher's test split: by the newest complete
     prediction that routed test items (accuracy among the test items it gave a label, and
     the share of all test items it gave one: an unrouted or tied item has none), with
@@ -272,7 +272,7 @@ def newest_prediction(
 _NEWEST_SEARCHED = 50
 
 
-def test_routing(*, session: Session, build: Build) -> TestRouting | None:
+def routing_of_test_split(*, session: Session, build: Build) -> RoutedTestSplit | None:
     """The forest measured on the test split, or None where no complete prediction
     routed a labelled test item."""
     truth = dict(
@@ -300,7 +300,7 @@ def test_routing(*, session: Session, build: Build) -> TestRouting | None:
         said = [prediction.result[keys[item]]["label"] for item in routed]
         right = [label == str(truth[item]) for label, item in zip(said, routed, strict=True)]
         spoke = sum(label is not None for label in said)
-        return TestRouting(
+        return RoutedTestSplit(
             accuracy=sum(right) / spoke if spoke else 0.0,
             coverage=spoke / len(truth),
             answers=build.queries_answered + len(prediction.answers) // (3 * 8),

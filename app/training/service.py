@@ -769,7 +769,7 @@ def _forest_on_test_split(session: Session, model: LearnedModel) -> LabellingSta
     measured by its newest complete routing of the test split, never cross-validated
     (its training items hold no answers to route them down trees that left them out)."""
     build = session.get(Build, model.build_id) if model.build_id else None
-    routed = routing.test_routing(session=session, build=build) if build else None
+    routed = routing.routing_of_test_split(session=session, build=build) if build else None
     if routed is None:
         return None
     return LabellingStanding(model, routed.answers, (routed.accuracy, routed.coverage), None)
