@@ -13,7 +13,7 @@ from app.core.deps import CurrentResearcher, SessionDep
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
-from app.models import Build, ModelKind
+from app.models import ModelKind
 from app.predictions import service
 from app.predictions.schemas import (
     DistancesOut,
@@ -24,7 +24,7 @@ from app.predictions.schemas import (
     RoutingStarted,
 )
 from app.projects.service import get_project
-from app.training.service import get_model
+from app.training.service import build_of, get_model
 
 router = APIRouter(
     prefix="/projects/{project_id}/models/{model_id}",
@@ -64,7 +64,7 @@ def predict(
                 "new_items: a CompRF forest routes only items in the project; add them as "
                 "items, then predict them by key"
             )
-        build = session.get(Build, model.build_id) if model.build_id else None
+        build = build_of(session, model)
         if build is None:
             raise NotFound(f"model {model.id}'s build no longer exists")
         prediction = routing.start_prediction(
@@ -157,7 +157,7 @@ def export_predictions(
     _, model = _model(session, researcher, project_id, model_id)
     media_type = "application/json" if format == "json" else "text/csv; charset=utf-8"
     if model.kind is ModelKind.comprf:
-        build = session.get(Build, model.build_id) if model.build_id else None
+        build = build_of(session, model)
         routed = routing.newest_prediction(session, build.id, complete=True) if build else None
         if routed is None:
             raise Conflict(

@@ -296,13 +296,18 @@ def _new_version(session: Session, model: LearnedModel, trigger: str) -> ModelVe
     return version
 
 
+def build_of(session: Session, model: LearnedModel) -> Build | None:
+    """A CompRF model's build (None for other kinds, or once the build is deleted)."""
+    return session.get(Build, model.build_id) if model.build_id else None
+
+
 def route_wanted_items(*, session: Session, project: Project, model: LearnedModel) -> Prediction:
     """A CompRF model labels the project's test and unlabelled items by routing them down
     its forest, its questions asked of raters first; a routing already under way is
     returned instead of starting a second."""
     if model.kind is not ModelKind.comprf:
         raise Conflict(f"model {model.id} is not a CompRF forest: it labels items without routing")
-    build = session.get(Build, model.build_id) if model.build_id else None
+    build = build_of(session, model)
     if build is None:
         raise NotFound(f"model {model.id}'s build no longer exists")
     under_way = routing.newest_prediction(session, build.id)
@@ -706,7 +711,7 @@ def version_progress(session: Session, version: ModelVersion) -> tuple[float, st
         return 1.0, version.message
     if version.trigger == "build":
         model = session.get(LearnedModel, version.model_id)
-        build = session.get(Build, model.build_id) if model.build_id else None
+        build = build_of(session, model)
         if build is None:
             return 0.0, version.message
         shares = build.progress.get("tree_done_share") or []
@@ -768,7 +773,7 @@ def _forest_on_test_split(session: Session, model: LearnedModel) -> LabellingSta
     """A CompRF forest labels an item by routing it, with questions to raters: it is
     measured by its newest complete routing of the test split, never cross-validated
     (its training items hold no answers to route them down trees that left them out)."""
-    build = session.get(Build, model.build_id) if model.build_id else None
+    build = build_of(session, model)
     routed = routing.routing_of_test_split(session=session, build=build) if build else None
     if routed is None:
         return None
