@@ -42,12 +42,11 @@ class _Forests:
 
     def __init__(self, most: int = 4) -> None:
         self.most = most
-        # Keyed by id and creation time together: SQLite reuses the ids of deleted rows.
-        self._forests: dict[tuple, CompRF] = {}
+        self._forests: dict[tuple, CompRF] = {}  # by builds.cache_key
         self._lock = threading.Lock()
 
     def get(self, build: Build) -> CompRF:
-        key = (build.id, build.created_at)
+        key = builds.cache_key(build)
         with self._lock:
             found = self._forests.get(key)
         if found is None:

@@ -140,6 +140,12 @@ class _Warm:
     full_sync_at: float  # when the whole queue was last compared with the build
 
 
+def cache_key(build: Build) -> tuple:
+    """What a process keeps a build's forest or warm state by: its id and creation time
+    together, since SQLite gives a new row the id of the newest deleted one."""
+    return build.id, build.created_at
+
+
 class _WarmBuilds:
     """Builds kept in memory between steps, so a step costs the answers it reads, not a
     reload of the build, a save of its whole state and a scan of its whole queue. The
@@ -154,17 +160,12 @@ class _WarmBuilds:
         self.most = most
         self.full_sync_seconds = full_sync_seconds
         self.save_seconds = save_seconds
-        # Keyed by id and creation time together: SQLite reuses the ids of deleted rows.
-        self._builds: dict[tuple, _Warm] = {}
+        self._builds: dict[tuple, _Warm] = {}  # by cache_key
         self._lock = threading.Lock()
-
-    @staticmethod
-    def key(build: Build) -> tuple:
-        return build.id, build.created_at
 
     def take(self, build: Build) -> _Warm | None:
         with self._lock:
-            warm = self._builds.pop(self.key(build), None)
+            warm = self._builds.pop(cache_key(build), None)
         saved = (build.version, build.answers_cursor)
         if warm is None or (warm.saved_version, warm.saved_cursor) != saved:
             return None
@@ -173,7 +174,7 @@ class _WarmBuilds:
     def peek_cursor(self, build: Build) -> int:
         """How far this process has read the build's answers (saved or not)."""
         with self._lock:
-            warm = self._builds.get(self.key(build))
+            warm = self._builds.get(cache_key(build))
         if warm is None or warm.saved_version != build.version:
             return build.answers_cursor
         return warm.cursor
@@ -188,7 +189,7 @@ class _WarmBuilds:
 
     def keep(self, build: Build, warm: _Warm) -> None:
         with self._lock:
-            self._builds[self.key(build)] = warm
+            self._builds[cache_key(build)] = warm
             while len(self._builds) > self.most:
                 self._builds.pop(next(iter(self._builds)))
 

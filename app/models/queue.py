@@ -4,7 +4,7 @@ from datetime import datetime
 from enum import IntEnum, StrEnum
 
 from sqlalchemy import BigInteger, ForeignKey, Index, Integer, LargeBinary, SmallInteger, text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from app.core.db import Base
 from app.models._types import BigId, JsonValue, Timestamp, string_enum, utcnow
@@ -163,8 +163,9 @@ class Prediction(Base):
     )
     item_ids: Mapped[list[int]] = mapped_column(JsonValue, default=list)
     # The answers about these items read so far (int64 rows of forest positions) and the
-    # id of the last triplet read, as a build keeps them.
-    answers: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
+    # id of the last triplet read, as a build keeps them; loaded only where routing reads
+    # them (pages and lists show a routing's progress and result on every refresh).
+    answers: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False, default=b""))
     answers_cursor: Mapped[int] = mapped_column(BigInteger, default=0)
     progress: Mapped[dict] = mapped_column(JsonValue, default=dict)
     result: Mapped[dict | None] = mapped_column(JsonValue)

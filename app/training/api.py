@@ -99,10 +99,12 @@ def labelling(project_id: RowId, session: SessionDep, researcher: CurrentResearc
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     standings, best, measure = service.labelling_standings(session=session, project=project)
 
-    def share(found: tuple[float, float] | None) -> LabelledShare | None:
+    def share(standing: service.LabellingStanding, measure: str) -> LabelledShare | None:
+        found = getattr(standing, measure)
         if found is None:
             return None
-        return LabelledShare(accuracy=found[0], coverage=found[1], right=found[0] * found[1])
+        accuracy, coverage = found
+        return LabelledShare(accuracy=accuracy, coverage=coverage, right=standing.right(measure))
 
     return LabellingOut(
         standings=[
@@ -111,8 +113,8 @@ def labelling(project_id: RowId, session: SessionDep, researcher: CurrentResearc
                 name=standing.model.name,
                 kind=standing.model.kind,
                 answers=standing.answers,
-                test=share(standing.test),
-                cv=share(standing.cv),
+                test=share(standing, "test"),
+                cv=share(standing, "cv"),
             )
             for standing in standings
         ],
