@@ -301,6 +301,32 @@ def test_tripletboost_predicts_as_the_library_does_and_classifies_new_items(
     assert embedding.status_code == 400 and "no embedding" in embedding.text
 
 
+def test_a_tripletboost_asked_to_warm_start_boosts_its_runs_on_through_a_refit(
+    app, client, auth, blob_project, blobs
+):
+    X, y, keys = blobs
+    project_id, first = blob_project
+    params = {"n_iter": 1000, "n_runs": 4, "cv_folds": 0, "warm_start": True, "random_state": 2}
+    model = _create(client, auth, project_id, name="on", kind="tripletboost", params=params)
+    _run_jobs(app)
+    later = random_triplets(len(X), 1000, FeatureOracle(X), random_state=8)
+    _upload_triplets(client, auth, project_id, later, keys)
+    refit_check(app.state.session_factory)
+    _run_jobs(app)
+    serving = _get(client, auth, project_id, model["id"])["serving"]
+    assert serving["number"] == 2 and "warm start" in serving["message"]
+    assert serving["metrics"]["boosting_rounds"] == 2 * 1000 * 4
+    assert serving["metrics"]["boosted_runs"] == 4
+
+    offline = TripletBoost(n_iter=1000, n_runs=4, random_state=2)
+    offline.fit(first, np.arange(N_TRAIN), y[:N_TRAIN].astype(str)).partial_fit(later)
+    expected = offline.predict(np.concatenate([first, later]), np.arange(N_TRAIN, len(X)))
+    body = _predict(client, auth, project_id, model["id"], items=keys[N_TRAIN:]).json()
+    assert [row["label"] for row in body["predictions"]] == [
+        None if label is None else str(label) for label in expected
+    ]
+
+
 def test_passive_models_refit_as_answers_grow_and_old_versions_stay(
     app, client, auth, blob_project, blobs
 ):
@@ -545,6 +571,13 @@ def test_bad_model_requests_get_clear_errors_and_change_nothing(client, auth, bl
         url, headers=auth, json={"name": "x", "kind": "tete", "params": {"dims": 3}}
     )
     assert extra.status_code == 422 and extra.json()["detail"][0]["loc"][-1] == "dims"
+    endless = client.post(
+        url,
+        headers=auth,
+        json={"name": "x", "kind": "tripletboost", "params": {"n_iter": 2_000_000}},
+    )
+    assert endless.status_code == 422 and endless.json()["detail"][0]["loc"] == ["body", "params"]
+    assert "at most 20,000,000 rounds in all; got 2,000,000 x 20" in endless.text
     no_build = client.post(url, headers=auth, json={"name": "x", "kind": "comprf"})
     assert no_build.status_code == 400 and "build_id" in no_build.text
     assert client.get(url, headers=auth).json() == []

@@ -126,7 +126,8 @@ def fit_tripletboost(
     if not len(answers):
         raise CannotFit("TripletBoost needs answers; the project has none yet")
     seed = params.get("random_state", 0)
-    n_iter = params.get("n_iter", 100_000)
+    # Parameters stored before runs voted had one long run: they keep meaning that.
+    shape = {"n_iter": params.get("n_iter", 100_000), "n_runs": params.get("n_runs", 1)}
     everyone = np.arange(len(snapshot.item_ids))
     metrics: dict[str, Any] = {}
     splitter = _folds(labels, params.get("cv_folds", 3), seed)
@@ -135,7 +136,7 @@ def fit_tripletboost(
         predicted = np.empty(len(train), dtype=object)
         for fold, (fit_rows, held_rows) in enumerate(splitter.split(train, labels)):
             progress(fold / steps, f"cross-validation fold {fold + 1} of {steps - 1}")
-            model = TripletBoost(n_iter=n_iter, random_state=seed)
+            model = TripletBoost(**shape, random_state=seed)
             try:
                 model.fit(answers, train[fit_rows], labels[fit_rows])
             except ValueError:  # no answer among this fold's training items
@@ -144,19 +145,23 @@ def fit_tripletboost(
             predicted[held_rows] = model.predict(answers, train[held_rows])
         metrics["cv"] = {**_accuracy(predicted, labels), "folds": splitter.get_n_splits()}
     progress((steps - 1) / steps, "fitting on every labelled item")
-    warm = params.get("warm_start", True) and _can_boost_on(previous, snapshot, train, labels)
+    warm = params.get("warm_start", True) and _can_boost_on(
+        previous, snapshot, train, labels, shape["n_runs"]
+    )
     try:
         if warm:
             model = previous.estimator
-            model.partial_fit(answers[snapshot.answer_ids > previous.cutoff], n_iter=n_iter)
+            new = answers[snapshot.answer_ids > previous.cutoff]
+            model.partial_fit(new, n_iter=shape["n_iter"])
         else:
-            model = TripletBoost(n_iter=n_iter, random_state=seed).fit(answers, train, labels)
+            model = TripletBoost(**shape, random_state=seed).fit(answers, train, labels)
     except ValueError as exc:
         raise CannotFit(f"TripletBoost: {exc}") from exc
     predictions = boost_predictions(model, answers, everyone)
     metrics.update(_test_metrics(snapshot, predictions))
     metrics["classifiers"] = int(model.n_classifiers_)
-    metrics["boosting_rounds"] = int(model.n_iter_)
+    metrics["boosting_rounds"] = int(model.n_iter_) * model.n_runs
+    metrics["boosted_runs"] = model.n_runs
     fitted = Fitted(
         kind="tripletboost",
         item_ids=snapshot.item_ids,
@@ -185,13 +190,20 @@ def boost_predictions(model: TripletBoost, triplets: np.ndarray, items) -> ItemP
 
 
 def _can_boost_on(
-    previous: Fitted | None, snapshot: Snapshot, train: np.ndarray, labels: np.ndarray
+    previous: Fitted | None,
+    snapshot: Snapshot,
+    train: np.ndarray,
+    labels: np.ndarray,
+    n_runs: int,
 ) -> bool:
-    """Boosting can go on from the last version when it knew the same labelled items and
-    every answer it saw is still in use (no rater excluded since)."""
+    """Boosting can go on from the last version when it knew the same labelled items,
+    every answer it saw is still in use (no rater excluded since) and it has as many runs
+    (one fitted before runs voted has none of its own)."""
     return (
         previous is not None
         and previous.kind == "tripletboost"
+        and getattr(previous.estimator, "n_runs", None) == n_runs
+        and hasattr(previous.estimator, "_run_seeds")
         and np.array_equal(previous.item_ids[previous.train_positions], snapshot.item_ids[train])
         and np.array_equal(previous.train_labels, labels)
         and int((snapshot.answer_ids <= previous.cutoff).sum()) == previous.n_answers

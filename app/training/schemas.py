@@ -10,6 +10,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from app.core.errors import ServiceError
@@ -23,13 +24,37 @@ class _Params(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
 
+MOST_BOOSTING_ROUNDS = 20_000_000
+
+
 class TripletBoostParams(_Params):
-    n_iter: int = Field(default=100_000, ge=1, le=2_000_000, description="Boosting rounds")
+    n_iter: int = Field(default=20_000, ge=1, le=2_000_000, description="Boosting rounds per run")
+    n_runs: int = Field(
+        default=20,
+        ge=1,
+        le=200,
+        description="Boosted runs that vote together, each from uniform weights: steadier "
+        "labels than one long run",
+    )
     cv_folds: int = Field(
         default=3, ge=0, le=10, description="Folds of the cross-validated accuracy (0: none)"
     )
-    warm_start: bool = Field(default=True, description="A refit boosts on from the last fit")
+    warm_start: bool = Field(
+        default=False,
+        description="A refit boosts every run on from the last fit instead of anew: faster on "
+        "millions of answers, but runs that go on through many refits lean on the noisiest "
+        "answers and label worse",
+    )
     random_state: int = Seed
+
+    @model_validator(mode="after")
+    def _rounds_in_all(self) -> TripletBoostParams:
+        if self.n_iter * self.n_runs > MOST_BOOSTING_ROUNDS:
+            raise ValueError(
+                f"n_iter x n_runs must be at most {MOST_BOOSTING_ROUNDS:,} rounds in all; "
+                f"got {self.n_iter:,} x {self.n_runs:,}"
+            )
+        return self
 
 
 def _number_or_auto(low: float, high: float, integral: bool, nullable: bool = False):

@@ -131,6 +131,29 @@ def test_partial_fit_continues_as_answers_arrive(blobs):
     assert np.mean(model.predict(both, test) == y[test]) >= 0.9
 
 
+def test_runs_voting_move_less_with_the_seed_than_one_long_run():
+    """Which pairs one run happens to draw moves its labels; runs voting average that
+    out: on overlapping classes and 20 % flipped answers, two seeds disagree on a third
+    as many items."""
+    X, y = make_blobs(n_samples=150, centers=3, cluster_std=2.5, random_state=0)
+    order = np.random.default_rng(0).permutation(len(X))
+    train, test = order[:100], order[100:]
+    oracle = FeatureOracle(X, noise=0.2, random_state=1)
+    triplets = random_triplets(len(X), all_triplet_count(len(X)) * 3 // 100, oracle, 1)
+
+    def disagreement(**shape):
+        labels = [
+            TripletBoost(**shape, random_state=seed)
+            .fit(triplets, train, y[train])
+            .predict(triplets, test)
+            for seed in range(4)
+        ]
+        return np.mean([np.mean(a != b) for i, a in enumerate(labels) for b in labels[i + 1 :]])
+
+    one_run, voting = disagreement(n_iter=100_000, n_runs=1), disagreement()
+    assert voting < 0.5 * one_run, (voting, one_run)
+
+
 def test_seed_reproduces_and_estimator_habits(blobs):
     X, y, train, test = blobs
     triplets = random_triplets(len(X), 20_000, FeatureOracle(X), random_state=6)
@@ -141,5 +164,7 @@ def test_seed_reproduces_and_estimator_habits(blobs):
         clone(a).predict(triplets, test)
     with pytest.raises(ValueError, match="n_iter"):
         TripletBoost(n_iter=0).fit(triplets, train, y[train])
+    with pytest.raises(ValueError, match="n_runs"):
+        TripletBoost(n_runs=0).fit(triplets, train, y[train])
     with pytest.raises(ValueError, match="one label per item"):
         TripletBoost().fit(triplets, train, y[:3])
