@@ -24,7 +24,11 @@ samplers' project at once while a refit and a proposal refresh run: the answer p
 p99 under that load.
 
     .venv/bin/python benchmarks/labelling_crowd.py [--answers 20000] [--seeds 0,1]
-        [--arms samplers,uniform,comprf]
+        [--arms samplers,uniform,comprf] [--save-answers DIR]
+
+`--save-answers` keeps each arm's answers (`DIR/<arm>-<seed>.npz`: triplets as item
+positions in arrival order, each item's key, label and split), to try a learner offline
+on what the crowd actually answered.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from app.core import migrations  # noqa: E402
 from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
 from app.demo.service import digits_archive  # noqa: E402
 from app.learn import CompRF, FeatureOracle  # noqa: E402
-from app.models import Assignment, Project, Purpose  # noqa: E402
+from app.models import Assignment, Item, Project, Purpose, Triplet  # noqa: E402
 from app.scheduling import proposals  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
 from tests.support.crowd import wait_for  # noqa: E402
@@ -259,6 +263,28 @@ def run_comprf_arm(service, http, token, sessions, seed: int, budget: int, noise
     }
 
 
+def save_answers(sessions, project: int, path: Path) -> None:
+    with sessions() as session:
+        items = session.execute(
+            select(Item.id, Item.key, Item.label, Item.split)
+            .where(Item.project_id == project)
+            .order_by(Item.id)
+        ).all()
+        rows = session.execute(
+            select(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
+            .where(Triplet.project_id == project)
+            .order_by(Triplet.id)
+        ).all()
+    ids = np.array([item.id for item in items])
+    np.savez(
+        path,
+        triplets=np.searchsorted(ids, np.array(rows)),
+        keys=np.array([item.key for item in items]),
+        labels=np.array([item.label or "" for item in items]),
+        splits=np.array([item.split.value for item in items]),
+    )
+
+
 def proposing_cost(sessions, project: int, repeats: int = 3) -> float:
     """Seconds per 1,000 proposals: the worker's refresh (read the answers and models,
     run the samplers, queue them), timed here on the project as it stands, rolled back."""
@@ -301,7 +327,10 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--raters", type=int, default=300, help="for the load test (0: none)")
     parser.add_argument("--arms", default="samplers,uniform,comprf")
+    parser.add_argument("--save-answers", type=Path, help="a folder for each arm's answers")
     args = parser.parse_args()
+    if args.save_answers:
+        args.save_answers.mkdir(parents=True, exist_ok=True)
 
     server = start_postgres()
     folder = Path(tempfile.mkdtemp(prefix="closer-labelling-"))
@@ -344,6 +373,9 @@ def main() -> None:
                                 service, http, token, found["project"], models, args.raters
                             )
                     results.append((seed, arm, found))
+                    if args.save_answers:
+                        path = args.save_answers / f"{arm}-{seed}.npz"
+                        save_answers(sessions, found["project"], path)
                     boost, tete = found["tripletboost"], found["tete"]
                     print(
                         f"seed {seed} {arm:8s} TripletBoost acc {boost[0]:.2f} cov {boost[1]:.2f}"

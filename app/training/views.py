@@ -139,7 +139,8 @@ async def create_model(
         detail = refused.detail
         if isinstance(detail, list):  # the parameters' schema, field by field
             detail = "; ".join(
-                f"{'.'.join(str(p) for p in entry.get('loc', [])[2:])}: {entry.get('msg')}"
+                f"{'.'.join(str(p) for p in entry.get('loc', [])[2:]) or 'params'}: "
+                f"{entry.get('msg')}"
                 for entry in detail
             )
         return _models_page(
