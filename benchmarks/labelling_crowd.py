@@ -53,10 +53,10 @@ from app.core import migrations  # noqa: E402
 from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
 from app.demo.service import digits_archive  # noqa: E402
 from app.learn import CompRF, FeatureOracle  # noqa: E402
-from app.models import Assignment, Item, Project, Purpose, Triplet  # noqa: E402
+from app.models import Assignment, Project, Purpose  # noqa: E402
 from app.scheduling import proposals  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
-from tests.support.crowd import wait_for  # noqa: E402
+from tests.support.crowd import project_answers, wait_for  # noqa: E402
 from tests.support.postgres import start_postgres  # noqa: E402
 from tests.support.service import ServiceProcesses  # noqa: E402
 
@@ -264,24 +264,13 @@ def run_comprf_arm(service, http, token, sessions, seed: int, budget: int, noise
 
 
 def save_answers(sessions, project: int, path: Path) -> None:
-    with sessions() as session:
-        items = session.execute(
-            select(Item.id, Item.key, Item.label, Item.split)
-            .where(Item.project_id == project)
-            .order_by(Item.id)
-        ).all()
-        rows = session.execute(
-            select(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
-            .where(Triplet.project_id == project)
-            .order_by(Triplet.id)
-        ).all()
-    ids = np.array([item.id for item in items])
+    held = project_answers(sessions, project)
     np.savez(
         path,
-        triplets=np.searchsorted(ids, np.array(rows)),
-        keys=np.array([item.key for item in items]),
-        labels=np.array([item.label or "" for item in items]),
-        splits=np.array([item.split.value for item in items]),
+        triplets=held.triplets,
+        keys=np.array([item.key for item in held.items]),
+        labels=np.array([item.label or "" for item in held.items]),
+        splits=np.array([item.split.value for item in held.items]),
     )
 
 

@@ -15,16 +15,15 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 from sklearn.neighbors import KNeighborsClassifier
-from sqlalchemy import select
 
 from app.auth.service import create_token
 from app.core import migrations
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.demo.service import digits_archive
 from app.learn import TETE, TripletBoost
-from app.models import Item, Job, JobStatus, Triplet
+from app.models import Job, JobStatus
 from app.simulate import run_crowd
-from tests.support.crowd import wait_for
+from tests.support.crowd import project_answers, wait_for
 from tests.support.service import ServiceProcesses
 
 API = "/api/v1"
@@ -140,21 +139,8 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             assert version["answers_count"] + version["heldout_count"] == ANSWERS
 
         # Predictions for the unlabelled digits, against the library offline.
-        with sessions() as session:
-            items = session.execute(
-                select(Item.id, Item.key, Item.label, Item.split)
-                .where(Item.project_id == project)
-                .order_by(Item.id)
-            ).all()
-            ids = np.array([row.id for row in items])
-            rows = np.array(
-                session.execute(
-                    select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
-                    .where(Triplet.project_id == project)
-                    .order_by(Triplet.id)
-                ).all()
-            )
-        triplet_ids, triplets = rows[:, 0], np.searchsorted(ids, rows[:, 1:])
+        stored = project_answers(sessions, project)
+        items, triplet_ids, triplets = stored.items, stored.triplet_ids, stored.triplets
         keys = [row.key for row in items]
         train = np.array([row.label is not None and row.split.value == "train" for row in items])
         unlabelled = np.array([row.split.value == "unlabelled" for row in items])

@@ -213,3 +213,31 @@ def crowd_build(
         offline_queries=offline.n_queries_,
         build_queries=build_queries,
     )
+
+
+@dataclass
+class ProjectAnswers:
+    """A project's items (in id order) and its answers as item positions, in arrival
+    order, with their triplet ids."""
+
+    items: list  # rows of (id, key, label, split)
+    triplet_ids: np.ndarray
+    triplets: np.ndarray
+
+
+def project_answers(sessions: sessionmaker[Session], project: int) -> ProjectAnswers:
+    with sessions() as session:
+        items = session.execute(
+            select(Item.id, Item.key, Item.label, Item.split)
+            .where(Item.project_id == project)
+            .order_by(Item.id)
+        ).all()
+        rows = np.array(
+            session.execute(
+                select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id)
+                .where(Triplet.project_id == project)
+                .order_by(Triplet.id)
+            ).all()
+        ).reshape(-1, 4)
+    ids = np.array([row.id for row in items])
+    return ProjectAnswers(items, rows[:, 0], np.searchsorted(ids, rows[:, 1:]))
