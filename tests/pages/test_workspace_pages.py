@@ -762,6 +762,13 @@ def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
     page.get_by_label("Parameters").fill('{"n_components": 0}')
     page.get_by_role("button", name="Create and train").click()
     expect(page.get_by_role("alert")).to_contain_text("n_components")
+    page.get_by_label("Kind").select_option(label="TripletBoost classifier")
+    page.get_by_label("Parameters").fill('{"n_iter": 2000000}')
+    page.get_by_role("button", name="Create and train").click()
+    expect(page.get_by_role("alert")).to_contain_text(
+        "params: Value error, n_iter x n_runs must be at most 20,000,000 rounds in all"
+    )
+    page.get_by_label("Kind").select_option(label="t-ETE embedding")
     page.get_by_label("Parameters").fill('{"n_components": 2}')
     page.get_by_role("button", name="Create and train").click()
     card = page.locator(".model", has_text="bad")
