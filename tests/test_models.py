@@ -577,7 +577,9 @@ def test_bad_model_requests_get_clear_errors_and_change_nothing(client, auth, bl
         json={"name": "x", "kind": "tripletboost", "params": {"n_iter": 2_000_000}},
     )
     assert endless.status_code == 422 and endless.json()["detail"][0]["loc"] == ["body", "params"]
-    assert "at most 20,000,000 rounds in all; got 2,000,000 x 20" in endless.text
+    assert endless.json()["detail"][0]["msg"] == (
+        "n_iter x n_runs must be at most 20,000,000 rounds in all; got 2,000,000 x 20"
+    )
     no_build = client.post(url, headers=auth, json={"name": "x", "kind": "comprf"})
     assert no_build.status_code == 400 and "build_id" in no_build.text
     assert client.get(url, headers=auth).json() == []

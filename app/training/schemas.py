@@ -162,7 +162,8 @@ def checked_params(kind: ModelKind, params: dict[str, Any]) -> dict[str, Any]:
             [
                 {
                     "loc": ["body", "params", *exc_error["loc"]],
-                    "msg": exc_error["msg"],
+                    # pydantic prefixes a validator's own words with its error type
+                    "msg": exc_error["msg"].removeprefix("Value error, "),
                     "type": exc_error["type"],
                 }
                 for exc_error in exc.errors()

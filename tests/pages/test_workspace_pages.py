@@ -766,7 +766,7 @@ def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
     page.get_by_label("Parameters").fill('{"n_iter": 2000000}')
     page.get_by_role("button", name="Create and train").click()
     expect(page.get_by_role("alert")).to_contain_text(
-        "params: Value error, n_iter x n_runs must be at most 20,000,000 rounds in all"
+        "params: n_iter x n_runs must be at most 20,000,000 rounds in all; got 2,000,000 x 20"
     )
     page.get_by_label("Kind").select_option(label="t-ETE embedding")
     page.get_by_label("Parameters").fill('{"n_components": 2}')
