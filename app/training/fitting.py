@@ -203,7 +203,6 @@ def _can_boost_on(
         previous is not None
         and previous.kind == "tripletboost"
         and getattr(previous.estimator, "n_runs", None) == n_runs
-        and hasattr(previous.estimator, "_run_seeds")
         and np.array_equal(previous.item_ids[previous.train_positions], snapshot.item_ids[train])
         and np.array_equal(previous.train_labels, labels)
         and int((snapshot.answer_ids <= previous.cutoff).sum()) == previous.n_answers
