@@ -9,11 +9,12 @@ import time
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
 from app.core.db import unit_of_work
 from app.models import Rater, Triplet, TripletSource, Upload, UploadKind
 from app.models._types import utcnow
+from app.triplets import bulk, tally
 from app.triplets.bulk import TripletWriter
 from app.triplets.jobs import remove_abandoned_uploads
 from app.triplets.log import committed_bound
@@ -165,6 +166,80 @@ def test_the_worker_removes_what_a_crashed_upload_left(app, client, auth, pid):
         assert left == 1  # the answer stays
         assert session.scalar(select(func.count()).select_from(Rater)) == 0
     assert triplet_count(client, auth, pid) == 1
+
+
+def test_workers_racing_to_remove_a_crashed_upload_publish_none_of_it(
+    app, client, auth, pid, monkeypatch
+):
+    """Issue 32, hole 0: every worker looks for abandoned uploads each minute. Two that
+    discarded the same one at once each saw a batch come back short (the other had taken
+    rows), took that for the end and deleted the upload, which published the rest: on
+    PostgreSQL 1.5 M half-imported rows became answers, and tallies counted rows that
+    were deleted a moment later. Now one worker claims it and the others pass."""
+    monkeypatch.setattr(bulk, "DISCARD_BATCH", 100)  # many batches, many chances to race
+    sessions = app.state.session_factory
+    item_ids = _item_ids(sessions, pid)
+    _answer(sessions, pid, item_ids)
+    crashed = [_stage_chunk(sessions, pid, item_ids, 3_000) for _ in range(2)]
+    with unit_of_work(sessions) as session:
+        for upload_id in crashed:
+            session.get(Upload, upload_id).touched_at = utcnow() - timedelta(hours=1)
+    workers = 6
+    start = threading.Barrier(workers)
+    failures = []
+
+    def worker():
+        start.wait()
+        try:
+            remove_abandoned_uploads(sessions)
+            with unit_of_work(sessions) as session:
+                tally.advance(session, pid)  # a tally run straight after, as the worker's
+        except Exception as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Upload)) == 1  # the items'
+        left = session.scalar(select(func.count()).where(Triplet.project_id == pid))
+    assert left == 1  # the answer, and not one row of the crashed uploads
+    with unit_of_work(sessions) as session:
+        tally.advance(session, pid)
+        assert tally.answer_count(session, pid) == 1
+    assert triplet_count(client, auth, pid) == 1
+    assert exported_rows(client, auth, pid) == 1
+    assert failures == []
+
+
+def test_a_discard_that_dies_is_finished_by_a_later_worker(app, client, auth, pid, monkeypatch):
+    """A claimant that stops mid-way leaves the upload pending (its rows unpublished);
+    once its claim is stale another worker finishes the job."""
+    monkeypatch.setattr(bulk, "DISCARD_BATCH", 100)
+    sessions = app.state.session_factory
+    item_ids = _item_ids(sessions, pid)
+    upload_id = _stage_chunk(sessions, pid, item_ids, 1_000)
+    with unit_of_work(sessions) as session:
+        session.get(Upload, upload_id).touched_at = utcnow() - timedelta(hours=1)
+    with sessions() as session:
+        assert bulk.claim_abandoned_upload(session, upload_id)
+        assert not bulk.claim_abandoned_upload(session, upload_id)  # one claimant only
+        session.execute(delete(Triplet).where(Triplet.id.in_(
+            select(Triplet.id).where(Triplet.upload_id == upload_id).limit(400)
+        )))
+        session.commit()  # ... and the claimant's process died here
+    remove_abandoned_uploads(sessions)  # its claim is fresh: nobody else touches it
+    with sessions() as session:
+        assert session.get(Upload, upload_id).pending
+    assert triplet_count(client, auth, pid) == 0
+    with unit_of_work(sessions) as session:
+        session.get(Upload, upload_id).touched_at = utcnow() - timedelta(hours=1)
+    remove_abandoned_uploads(sessions)
+    with sessions() as session:
+        assert session.get(Upload, upload_id) is None
+        assert session.scalar(select(func.count()).where(Triplet.project_id == pid)) == 0
 
 
 def test_answers_get_through_while_a_large_upload_runs(client, auth, pid):

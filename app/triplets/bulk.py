@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session
 
 from app.models import Rater, RaterSession, Triplet, Upload
@@ -102,41 +102,72 @@ class TripletWriter:
         self._driver = self._session.connection().connection.driver_connection
 
 
+def claim_abandoned_upload(session: Session, upload_id: int) -> bool:
+    """Make this process the one that discards an abandoned upload, and commit the claim.
+
+    Several workers look for abandoned uploads at once. Two discarding the same upload
+    each saw a batch come back short (the other had taken rows), took that for the end
+    and deleted the upload, which published whatever rows were left. The claim is a
+    compare-and-set on `touched_at`: exactly one worker moves it from stale to now, and
+    to every other worker the upload then looks alive again for `ABANDONED_AFTER`. The
+    discard renews it with every batch, so a claimant that dies mid-way is followed by
+    another one later, never by a second one at the same time."""
+    now = utcnow()
+    claimed = session.execute(
+        update(Upload)
+        .where(Upload.id == upload_id, Upload.pending, Upload.touched_at < now - ABANDONED_AFTER)
+        .values(touched_at=now)
+    ).rowcount
+    session.commit()
+    return claimed == 1
+
+
 def discard_upload(session: Session, upload_id: int) -> int:
     """Take out an unpublished upload: its rows a chunk per transaction (they are read by
     nobody meanwhile), then the raters it created that nothing else refers to, then the
-    upload itself. Returns the number of rows removed."""
+    upload itself. Returns the number of rows removed.
+
+    The caller must be the upload's only discarder: its writer (a rejected upload) or the
+    worker holding `claim_abandoned_upload`. Even so the upload row goes only once none
+    of its rows is left, since its row is what keeps them unpublished."""
     upload = session.get(Upload, upload_id)
     if upload is None or not upload.pending:
         return 0
+    project_id, created_at, floor = upload.project_id, upload.created_at, upload.first_triplet_id
+    ours = (
+        Triplet.project_id == project_id,
+        Triplet.id >= (floor if floor is not None else 0),
+        Triplet.upload_id == upload_id,
+    )
     removed = 0
-    if upload.first_triplet_id is not None:
-        ours = (
-            Triplet.project_id == upload.project_id,
-            Triplet.id >= upload.first_triplet_id,
-            Triplet.upload_id == upload.id,
-        )
+    if floor is not None:
         while True:
             batch = select(Triplet.id).where(*ours).limit(DISCARD_BATCH)
             count = session.execute(delete(Triplet).where(Triplet.id.in_(batch))).rowcount
+            # Renews the claim: this discard is alive.
+            session.execute(
+                update(Upload).where(Upload.id == upload_id).values(touched_at=utcnow())
+            )
             session.commit()
             removed += count
-            if count < DISCARD_BATCH:
+            if count == 0:  # a short batch is no proof of the end: only an empty one is
                 break
         # Triplets naming a rater created after the upload began come after its floor.
         session.execute(
             delete(Rater).where(
-                Rater.project_id == upload.project_id,
-                Rater.created_at >= upload.created_at,
+                Rater.project_id == project_id,
+                Rater.created_at >= created_at,
                 ~exists().where(RaterSession.rater_id == Rater.id),
                 ~exists().where(
-                    Triplet.project_id == upload.project_id,
-                    Triplet.id >= upload.first_triplet_id,
+                    Triplet.project_id == project_id,
+                    Triplet.id >= floor,
                     Triplet.rater_id == Rater.id,
                 ),
             )
         )
-    session.delete(upload)
+    session.execute(
+        delete(Upload).where(Upload.id == upload_id, Upload.pending, ~exists().where(*ours))
+    )
     session.commit()
     return removed
 
@@ -148,4 +179,3 @@ def abandoned_uploads(session: Session) -> list[int]:
             select(Upload.id).where(Upload.pending, Upload.touched_at < utcnow() - ABANDONED_AFTER)
         )
     )
-

@@ -7,7 +7,7 @@ import logging
 
 from app.core.db import unit_of_work
 from app.triplets import tally
-from app.triplets.bulk import abandoned_uploads, discard_upload
+from app.triplets.bulk import abandoned_uploads, claim_abandoned_upload, discard_upload
 from app.worker.loop import periodic
 
 ABANDONED_CHECK_SECONDS = 60.0
@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 def remove_abandoned_uploads(sessions) -> None:
     with unit_of_work(sessions) as session:
         for upload_id in abandoned_uploads(session):
+            if not claim_abandoned_upload(session, upload_id):
+                continue  # another worker is discarding it
             removed = discard_upload(session, upload_id)
             log.warning(
                 "removed unpublished upload %d (its writer stopped): %d rows", upload_id, removed
