@@ -39,6 +39,7 @@ from app.raters.views import researcher_pages as rater_pages
 from app.raters.views import router as rating_pages
 from app.scheduling.answer_function import AnswerFunction
 from app.scheduling.api import router as rating_router
+from app.scheduling.draws import scheduler_random
 from app.training.api import labelling_router
 from app.training.api import router as models_router
 from app.training.service import TRAIN_JOB
@@ -70,7 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
 
     answer_function = None
-    if engine.dialect.name == "postgresql":
+    if engine.dialect.name == "postgresql" and settings.answer_function:
         answer_function = AnswerFunction(
             settings.resolved_database_url, size=settings.answer_pool_size
         )
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     app.state.answer_function = answer_function
+    app.state.scheduler_random = scheduler_random(settings.scheduler_seed)
     app.state.images = ImageStore(settings.media_dir)
     app.state.rater_tokens = RaterTokens(settings.effective_secret_key)
     app.state.workspace_cookies = WorkspaceCookies(settings.effective_secret_key)

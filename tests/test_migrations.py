@@ -79,6 +79,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0012",
             "0013",
             "0014",
+            "0015",
         ]
     finally:
         engine.dispose()

@@ -84,6 +84,17 @@ class Settings(BaseSettings):
         description="SQLite: how long a request waits for another's write before it is "
         "answered 503 with Retry-After (the rating page sends the answer again)",
     )
+    answer_function: bool = Field(
+        default=True,
+        description="PostgreSQL: take the usual answer in one call of the closer_answer() "
+        "function; off, every answer takes the Python scheduler (the differential test "
+        "compares the two)",
+    )
+    scheduler_seed: int | None = Field(
+        default=None,
+        description="Seed the scheduler's random draws (attention checks, random triplets, "
+        "sides) for a reproducible run; unset, they come from the operating system",
+    )
     answer_pool_size: int = Field(
         default=8,
         ge=1,

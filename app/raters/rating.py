@@ -21,7 +21,8 @@ from app.models._types import utcnow
 from app.raters import quality
 from app.raters import service as raters
 from app.scheduling import service as scheduling
-from app.scheduling.answer_function import Answered, AnswerFunction, draw_candidates
+from app.scheduling.answer_function import Answered, AnswerFunction
+from app.scheduling.draws import Draws
 from app.scheduling.service import ActiveRater
 from app.triplets.log import LOG_LOCK
 
@@ -57,6 +58,12 @@ class RaterState:
     completion_url: str | None
     replayed: bool = False
     out_of_work: bool = False
+
+
+def roll(request) -> Draws:
+    """The random choices of one rater request, drawn once from the app's source: the
+    answer function and the Python path it may hand the request to take the same."""
+    return Draws.roll(request.app.state.scheduler_random)
 
 
 def join(
@@ -124,12 +131,13 @@ def state(
     session: Session,
     project: Project,
     rater: ActiveRater,
+    draws: Draws,
     replayed: bool = False,
     just_answered: bool = False,
 ) -> RaterState:
     """The rater's next comparison (leased to them) and their progress."""
     assignment = scheduling.serve_next(
-        session=session, project=project, rater=rater, just_answered=just_answered
+        session=session, project=project, rater=rater, draws=draws, just_answered=just_answered
     )
     comparison = None if assignment is None else _shown(session, project, assignment)
     return _progress(project, rater.answers, comparison, replayed)
@@ -212,6 +220,7 @@ def answer(
     assignment_id: int,
     choice: Choice,
     response_time_ms: int | None,
+    draws: Draws,
 ) -> RaterState:
     """Record one answer (once, however often it is sent) and serve the next query."""
     outcome = scheduling.submit_answer(
@@ -236,6 +245,7 @@ def answer(
         session=session,
         project=project,
         rater=rater,
+        draws=draws,
         replayed=outcome.replayed,
         just_answered=not outcome.replayed,
     )
@@ -252,10 +262,12 @@ async def answer_quickly(
     assignment_id: int,
     choice: Choice,
     response_time_ms: int | None,
+    draws: Draws,
 ) -> tuple[Project, RaterState] | None:
     """`answer()` in one database call, without a worker thread, where that can be done:
     on PostgreSQL, for the usual answer, in a study this process has served lately.
-    None when the full path must take the request (it has then written nothing)."""
+    None when the full path must take the request (it has then written nothing, and
+    takes the same `draws`)."""
     if function is None or not function.ready or not token:
         return None
     allowed_id = 0 < assignment_id <= scheduling.MAX_QUERY_ID
@@ -272,7 +284,8 @@ async def answer_quickly(
         choice=choice,
         response_time_ms=response_time_ms,
         now=utcnow(),
-        candidates=draw_candidates(item_ids),
+        draws=draws,
+        item_ids=item_ids,
         log_lock=LOG_LOCK,
     )
     if answered is None:
@@ -291,7 +304,7 @@ async def answer_quickly(
         return project, _answered_state(project, answered, cards)
     # A few times a second: a build step to ask for, a card or the study's settings to read.
     return await run_in_threadpool(
-        _finish_quick_answer, sessions, slug, token, answered, build_due, routing_due
+        _finish_quick_answer, sessions, slug, token, answered, build_due, routing_due, draws
     )
 
 
@@ -302,6 +315,7 @@ def _finish_quick_answer(
     answered: Answered,
     build_due: bool,
     routing_due: bool,
+    draws: Draws,
 ) -> tuple[Project, RaterState]:
     with unit_of_work(sessions) as session:
         project = raters.studies.get(session, slug, answered.settings_version)
@@ -317,7 +331,11 @@ def _finish_quick_answer(
             found = raters.authenticate_in_study(session=session, slug=slug, token=token)
             if found is not None:
                 return found[0], state(
-                    session=session, project=found[0], rater=found[1], just_answered=True
+                    session=session,
+                    project=found[0],
+                    rater=found[1],
+                    draws=draws,
+                    just_answered=True,
                 )
         cards = None
         if answered.served is not None:

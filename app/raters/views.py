@@ -115,7 +115,7 @@ def rate_page(slug: str, request: Request, session: SessionDep, project: RatedPr
     rater = _rater(request, session, project)
     if rater is None:
         return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
-    state = rating.state(session=session, project=project, rater=rater)
+    state = rating.state(session=session, project=project, rater=rater, draws=rating.roll(request))
     return _page(request, "rate/rate.html", _comparison_context(project, state, slug))
 
 
@@ -136,6 +136,7 @@ async def answer(
 ):
     token = cookie_rater_token(request)  # (rate limited before routing: ThrottleRaterRoutes)
     elapsed = _milliseconds(response_time_ms)
+    draws = rating.roll(request)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
         sessions=request.app.state.session_factory,
@@ -144,10 +145,11 @@ async def answer(
         assignment_id=query_id,
         choice=choice,
         response_time_ms=elapsed,
+        draws=draws,
     )
     if quick is not None:
         return _answered(request, slug, *quick)
-    return await run_in_threadpool(_answer, slug, request, token, query_id, choice, elapsed)
+    return await run_in_threadpool(_answer, slug, request, token, query_id, choice, elapsed, draws)
 
 
 def _answer(
@@ -157,6 +159,7 @@ def _answer(
     query_id: int,
     choice: Choice,
     elapsed: int | None,
+    draws: rating.Draws,
 ):
     with transaction(request) as session:  # see transaction(): the busiest page route
         found = raters.authenticate_in_study(session=session, slug=slug, token=token)
@@ -175,6 +178,7 @@ def _answer(
             assignment_id=query_id,
             choice=choice,
             response_time_ms=elapsed,
+            draws=draws,
         )
     return _answered(request, slug, project, state)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.core.db import libpq_conninfo
 from app.models import Choice
-from app.scheduling.service import RANDOM_DRAWS
+from app.scheduling.draws import Draws
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +38,6 @@ class Answered:
     build_id: int | None
     prediction_id: int | None
     served: tuple[int, int, int, int] | None  # (assignment id, anchor, left, right)
-
-
-def draw_candidates(item_ids: np.ndarray) -> list[int]:
-    """`RANDOM_DRAWS` random (anchor, p, q) triples of distinct items, flattened, as the Python
-    scheduler draws them; the function keeps the first the rater was never served."""
-    if len(item_ids) < 3:
-        return []
-    picks = []
-    for _ in range(RANDOM_DRAWS):
-        picks += random.sample(range(len(item_ids)), 3)
-    return item_ids[picks].tolist()
 
 
 class AnswerFunction:
@@ -93,10 +81,13 @@ class AnswerFunction:
         choice: Choice,
         response_time_ms: int | None,
         now: datetime,
-        candidates: list[int],
+        draws: Draws,
+        item_ids: np.ndarray,
         log_lock: int,
     ) -> Answered | None:
-        """Record the answer in one call; None when the Python path must handle it."""
+        """Record the answer in one call; None when the Python path must handle it
+        (it has then written nothing, and takes the same `draws`)."""
+        candidates = [item for triple in draws.candidates(item_ids) for item in triple]
         arguments = (
             slug,
             token_hash,
@@ -104,8 +95,8 @@ class AnswerFunction:
             choice.value,
             response_time_ms,
             now,
-            random.random(),
-            random.random() < 0.5,
+            draws.kind,
+            draws.left_is_lo,
             candidates,
             log_lock,
         )

@@ -78,7 +78,12 @@ def next_comparison(slug: str, request: Request, token: RaterToken):
     """The comparison to answer now (the same one until it is answered or its lease ends)."""
     with transaction(request) as session:
         current = find_rater(session, slug, token)
-        state = rating.state(session=session, project=current.project, rater=current.rater)
+        state = rating.state(
+            session=session,
+            project=current.project,
+            rater=current.rater,
+            draws=rating.roll(request),
+        )
     return state_out(request, slug, state)
 
 
@@ -86,6 +91,7 @@ def next_comparison(slug: str, request: Request, token: RaterToken):
 async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: RaterToken):
     """Answer a comparison; a retry of the same query_id stores nothing more. The answer
     holds the next comparison."""
+    draws = rating.roll(request)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
         sessions=request.app.state.session_factory,
@@ -94,13 +100,16 @@ async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: 
         assignment_id=body.query_id,
         choice=body.choice,
         response_time_ms=body.response_time_ms,
+        draws=draws,
     )
     if quick is not None:
         return state_out(request, slug, quick[1])
-    return await run_in_threadpool(_answer, slug, body, request, token)
+    return await run_in_threadpool(_answer, slug, body, request, token, draws)
 
 
-def _answer(slug: str, body: AnswerIn, request: Request, token: str | None) -> RaterStateOut:
+def _answer(
+    slug: str, body: AnswerIn, request: Request, token: str | None, draws: rating.Draws
+) -> RaterStateOut:
     with transaction(request) as session:
         current = find_rater(session, slug, token)
         state = rating.answer(
@@ -110,5 +119,6 @@ def _answer(slug: str, body: AnswerIn, request: Request, token: str | None) -> R
             assignment_id=body.query_id,
             choice=body.choice,
             response_time_ms=body.response_time_ms,
+            draws=draws,
         )
     return state_out(request, slug, state)

@@ -16,7 +16,6 @@ assignment's first.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Iterable
@@ -44,11 +43,10 @@ from app.models import (
     TripletSource,
 )
 from app.models._types import Timestamp, utcnow
+from app.scheduling.draws import Draws
 from app.triplets.log import hold_append_lock
 
 ITEM_CACHE_SECONDS = 30.0
-# Random draws tried for a query the rater was never served, before giving up.
-RANDOM_DRAWS = 8
 # Query ids are the assignments' BIGINT keys.
 MAX_QUERY_ID = INT8_MAX
 
@@ -102,7 +100,9 @@ class _ItemIds:
             return hit
         now = time.monotonic()
         ids = np.array(
-            session.scalars(select(Item.id).where(Item.project_id == project.id)).all(),
+            session.scalars(
+                select(Item.id).where(Item.project_id == project.id).order_by(Item.id)
+            ).all(),
             dtype=np.int64,
         )
         with self._lock:
@@ -307,16 +307,17 @@ def _lease_slot(session: Session, project: Project, rater: ActiveRater, now: dat
     return slot, expires
 
 
-def _draw_unseen(session: Session, rater: ActiveRater, ids: np.ndarray, attention: bool, rng):
-    """A random query (or attention check) the rater has not been served; None if the
-    draws keep hitting seen ones (a rater who has seen nearly everything)."""
+def _draw_unseen(
+    session: Session, rater: ActiveRater, ids: np.ndarray, attention: bool, draws: Draws
+):
+    """A random query (or attention check) the rater has not been served: the first of
+    the drawn candidates, as closer_answer() takes it, else one found by a full search;
+    None once the rater has seen every one the study has."""
     if len(ids) < 3:
         return None
-    for _ in range(RANDOM_DRAWS):
-        anchor, p, q = rng.sample(range(len(ids)), 3)
-        anchor, other = int(ids[anchor]), int(ids[q])
-        first = anchor if attention else int(ids[p])
-        lo, hi = min(first, other), max(first, other)
+    for anchor, p, q in draws.candidates(ids):
+        first = anchor if attention else p
+        lo, hi = min(first, q), max(first, q)
         seen = session.scalar(
             select(Assignment.id).where(
                 Assignment.rater_id == rater.id,
@@ -327,7 +328,7 @@ def _draw_unseen(session: Session, rater: ActiveRater, ids: np.ndarray, attentio
         )
         if seen is None:
             return anchor, lo, hi
-    return _any_unseen(session, rater, ids, attention, rng)
+    return _any_unseen(session, rater, ids, attention, draws.search_rng())
 
 
 # Studies with at most this many distinct queries (about 75 items) are searched whole once
@@ -401,13 +402,14 @@ def serve_next(
     session: Session,
     project: Project,
     rater: ActiveRater,
-    rng: random.Random | None = None,
+    draws: Draws,
     now: datetime | None = None,
     just_answered: bool = False,
 ) -> Served | None:
     """The next query for `rater`, leased to them; None once they are done, or once they
     have been served every query the study has (`is_out_of_work`). The query they hold
-    unanswered comes first, unless they `just_answered` the one they held."""
+    unanswered comes first, unless they `just_answered` the one they held. Every random
+    choice comes from `draws`, as in closer_answer()."""
     if is_complete(project, rater.answers):
         return None
     now = now or utcnow()
@@ -415,30 +417,29 @@ def serve_next(
         held = current_assignment(session=session, rater=rater, now=now)
         if held is not None:
             return Served(held.id, held.anchor_id, held.left_id, held.right_id)
-    rng = rng or random.Random()
-    draw = rng.random()
+    draw = draws.kind
     slot = None
     expires = now + timedelta(seconds=lease_seconds(project, rater))
     ids = item_ids.get(session, project)
     if draw < project.attention_rate:
-        purpose, chosen = Purpose.attention, _draw_unseen(session, rater, ids, True, rng)
+        purpose, chosen = Purpose.attention, _draw_unseen(session, rater, ids, True, draws)
     elif draw < project.attention_rate + project.random_share:
-        purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, rng)
+        purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, draws)
     else:
         slot, expires = _lease_slot(session, project, rater, now)
         if slot is not None:
             purpose, chosen = Purpose(slot.priority), (slot.anchor_id, slot.lo_id, slot.hi_id)
         else:
-            purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, rng)
+            purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, draws)
     # A rater who has seen every check still has random triplets to answer, and the
     # other way round; None only once both are used up (the session then ends).
     if chosen is None:
         purpose = Purpose.random if purpose is Purpose.attention else Purpose.attention
-        chosen = _draw_unseen(session, rater, ids, purpose is Purpose.attention, rng)
+        chosen = _draw_unseen(session, rater, ids, purpose is Purpose.attention, draws)
     if chosen is None:
         return None
     anchor, lo, hi = chosen
-    left_is_lo = rng.random() < 0.5
+    left_is_lo = draws.left_is_lo
     assignment_id = _SERVE.run(
         session,
         {

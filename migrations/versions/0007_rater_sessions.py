@@ -8,7 +8,6 @@ Revises: 0006
 Create Date: 2026-11-23
 """
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,21 +19,10 @@ down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_BY_RATER = """
-      FROM raters r JOIN projects p ON p.id = r.project_id
-     WHERE r.session_hash = p_token_hash AND p.public_slug = p_slug;"""
-_BY_SESSION = """
-      FROM rater_sessions s JOIN raters r ON r.id = s.rater_id
-      JOIN projects p ON p.id = r.project_id
-     WHERE s.token_hash = p_token_hash AND p.public_slug = p_slug;"""
 
-
-def _answer_function_of_0005() -> str:
-    path = Path(__file__).with_name("0005_answer_function.py")
-    spec = importlib.util.spec_from_file_location("closer_migration_0005", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.ANSWER_FUNCTION
+def _answer_function(revision: str) -> str:
+    """closer_answer() as `revision` installed it, frozen."""
+    return (Path(__file__).parent / "sql" / f"closer_answer_{revision}.sql").read_text()
 
 
 def upgrade() -> None:
@@ -61,9 +49,8 @@ def upgrade() -> None:
         batch.drop_constraint(op.f("uq_raters_session_hash"), type_="unique")
         batch.drop_column("session_hash")
     if op.get_bind().dialect.name == "postgresql":
-        function = _answer_function_of_0005()
-        assert _BY_RATER in function
-        op.execute(function.replace(_BY_RATER, _BY_SESSION))
+        # It finds the rater through rater_sessions now.
+        op.execute(_answer_function("0007"))
 
 
 def downgrade() -> None:
@@ -76,6 +63,6 @@ def downgrade() -> None:
         "WHERE s.rater_id = raters.id ORDER BY s.created_at DESC, s.token_hash LIMIT 1)"
     )
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(_answer_function_of_0005())
+        op.execute(_answer_function("0005"))
     op.drop_index(op.f("ix_rater_sessions_rater_id"), table_name="rater_sessions")
     op.drop_table("rater_sessions")

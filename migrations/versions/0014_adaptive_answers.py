@@ -11,7 +11,6 @@ Revises: 0013
 Create Date: 2026-11-24
 """
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,40 +26,11 @@ depends_on: str | Sequence[str] | None = None
 # majority 2, proposal 5.
 ADAPTIVE_CODES = "(0, 1, 2, 5)"
 
-_RETURNING = "RETURNING a.slot_id, a.anchor_id, a.lo_id, a.hi_id, a.left_is_lo INTO given;"
-_INSERT = """        INSERT INTO triplets (project_id, anchor_id, closer_id, farther_id, source, rater_id,
-                              query_id, response_time_ms, created_at)
-        VALUES (who.project_id, given.anchor_id,
-                CASE WHEN chosen_lo THEN given.lo_id ELSE given.hi_id END,
-                CASE WHEN chosen_lo THEN given.hi_id ELSE given.lo_id END,
-                'rater', who.rater_id, p_assignment, p_elapsed, p_now);"""
 
-
-def _module(name: str, file: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(file))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def answer_function_of_0007() -> str:
-    """closer_answer() as migration 0007 left it."""
-    of_0007 = _module("closer_migration_0007", "0007_rater_sessions.py")
-    return of_0007._answer_function_of_0005().replace(of_0007._BY_RATER, of_0007._BY_SESSION)
-
-
-def answer_function() -> str:
-    function = answer_function_of_0007()
-    assert _RETURNING in function and _INSERT in function
-    returning = _RETURNING.replace("a.left_is_lo INTO", "a.left_is_lo, a.purpose INTO")
-    insert = _INSERT.replace(
-        "query_id, response_time_ms, created_at)",
-        "query_id, response_time_ms, created_at,\n                              adaptive)",
-    ).replace(
-        "p_assignment, p_elapsed, p_now);",
-        f"p_assignment, p_elapsed, p_now,\n                given.purpose IN {ADAPTIVE_CODES});",
-    )
-    return function.replace(_RETURNING, returning).replace(_INSERT, insert)
+def _answer_function(revision: str) -> str:
+    """closer_answer() as `revision` installed it, frozen: this one marks the answer's
+    triplet adaptive from its assignment's purpose."""
+    return (Path(__file__).parent / "sql" / f"closer_answer_{revision}.sql").read_text()
 
 
 def upgrade() -> None:
@@ -81,12 +51,12 @@ def upgrade() -> None:
         sqlite_where=sa.text("adaptive"),
     )
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(answer_function())
+        op.execute(_answer_function("0014"))
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(answer_function_of_0007())
+        op.execute(_answer_function("0007"))
     op.drop_index("ix_triplets_project_id_adaptive", table_name="triplets")
     with op.batch_alter_table("triplets") as batch:
         batch.drop_column("adaptive")

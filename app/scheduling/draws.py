@@ -1,0 +1,65 @@
+"""The random choices of one serving, drawn before it starts.
+
+A rater's next query comes from the Python scheduler (SQLite, and every case the
+PostgreSQL answer function hands back) or from `closer_answer()` (the usual answer on
+PostgreSQL). Both take the same `Draws`: whether the rater gets an attention check, a
+random triplet or a queue slot, which side the first item is shown on, and a few
+candidate triples of distinct items, of which each keeps the first the rater was never
+served. Given the same draws and the same rows, the two serve the same query; the
+differential test (tests/test_answer_paths.py) holds them to it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+# Random triples tried for a query the rater was never served, before a full search.
+RANDOM_DRAWS = 8
+
+
+def scheduler_random(seed: int | None) -> random.Random:
+    """The process's source of draws: seeded for a reproducible run, else from the OS."""
+    return random.Random(seed)
+
+
+@dataclass(frozen=True)
+class Draws:
+    """`kind` below the project's attention rate asks a check, below that plus its
+    random share a random triplet, else the queue's first free slot. `picks` are
+    uniforms that `candidates` turns into distinct positions among the project's items,
+    whatever their number; `search_seed` seeds the full search for an unseen query."""
+
+    kind: float
+    left_is_lo: bool
+    picks: tuple[tuple[float, float, float], ...]
+    search_seed: int
+
+    @classmethod
+    def roll(cls, rng: random.Random) -> Draws:
+        kind = rng.random()
+        left_is_lo = rng.random() < 0.5
+        picks = tuple((rng.random(), rng.random(), rng.random()) for _ in range(RANDOM_DRAWS))
+        return cls(kind, left_is_lo, picks, rng.getrandbits(63))
+
+    def candidates(self, item_ids: np.ndarray) -> list[tuple[int, int, int]]:
+        """The drawn (anchor, p, q) triples of distinct items, as ids from `item_ids`
+        (the project's item ids in ascending order); none below three items."""
+        n = len(item_ids)
+        if n < 3:
+            return []
+        triples = []
+        for first, second, third in self.picks:
+            a = min(int(first * n), n - 1)
+            b = min(int(second * (n - 1)), n - 2)
+            b += b >= a
+            c = min(int(third * (n - 2)), n - 3)
+            for taken in sorted((a, b)):
+                c += c >= taken
+            triples.append((int(item_ids[a]), int(item_ids[b]), int(item_ids[c])))
+        return triples
+
+    def search_rng(self) -> random.Random:
+        return random.Random(self.search_seed)

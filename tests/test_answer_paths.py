@@ -1,0 +1,391 @@
+"""The answer path exists twice: `closer_answer()` in PostgreSQL takes the usual answer in
+one call, the Python scheduler takes SQLite and every case the function hands back. Here
+the function's text is held to its one source file and the Python enums, and the same
+seeded scenarios run through both paths (and through SQLite's) must write the same rows
+and give the same responses."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import insert, select, update
+
+from app.auth.service import create_token
+from app.core import migrations
+from app.core.config import Settings
+from app.core.db import unit_of_work
+from app.main import create_app
+from app.models import (
+    ADAPTIVE_PURPOSES,
+    Assignment,
+    Base,
+    Choice,
+    Item,
+    Purpose,
+    QuerySlot,
+    SlotState,
+    TripletSource,
+)
+from app.models._types import utcnow
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE = REPO / "app" / "scheduling" / "closer_answer.sql"
+FROZEN = REPO / "migrations" / "versions" / "sql"
+API = "/api/v1"
+ENUMS = {
+    "Purpose": Purpose,
+    "SlotState": SlotState,
+    "Choice": Choice,
+    "TripletSource": TripletSource,
+}
+
+
+def _sql_literal(value) -> str:
+    return str(int(value)) if isinstance(value, int) else f"'{value}'"
+
+
+def test_every_enum_code_in_the_answer_function_is_the_python_enums():
+    """Each code is marked with its enum (`4 /* Purpose.attention */`) and must equal it;
+    a comparison with a bare code would escape that check, so there is none."""
+    source = SOURCE.read_text()
+    marked = re.findall(r"('\w+'|\d+) /\* (\w+)\.(\w+) \*/", source)
+    assert len(marked) >= 12
+    for literal, enum, member in marked:
+        assert literal == _sql_literal(ENUMS[enum][member]), (literal, enum, member)
+    adaptive = re.findall(r"IN \(([\d, ]+)\) /\* ADAPTIVE_PURPOSES \*/", source)
+    assert [sorted(int(code) for code in codes.split(",")) for codes in adaptive] == [
+        sorted(int(purpose) for purpose in ADAPTIVE_PURPOSES)
+    ]
+    body = source[source.index("$$") :]
+    bare = re.findall(
+        r"(?:purpose|state|p_choice)\s*(?:(?:=|<>|:=)\s*(?:'\w+'|\d+\b)|IN \([\d, ]+\))(?! /\*)",
+        body,
+    )
+    assert bare == [], "mark each enum code with the enum it stands for"
+
+
+def test_the_newest_migration_installs_the_source_file():
+    """Whoever changes the function adds a migration that freezes the new text."""
+    newest = max(FROZEN.glob("closer_answer_*.sql"))
+    assert newest.read_text() == SOURCE.read_text(), (
+        f"{SOURCE.name} changed since {newest.name}: add a migration that installs a "
+        "frozen copy of it"
+    )
+
+
+@pytest.fixture(scope="module")
+def postgres_url(make_database_url):
+    url = make_database_url("postgresql", "answer_paths")
+    migrations.upgrade(url)
+    return url
+
+
+def test_the_installed_function_is_the_source_file(postgres_url):
+    """pg_get_functiondef of the migrated database's function equals that of the source
+    file installed into a schema of its own."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    plain = make_url(postgres_url).set(drivername="postgresql")
+    with psycopg.connect(plain.render_as_string(hide_password=False), autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS from_source CASCADE")
+        conn.execute("CREATE SCHEMA from_source")
+        conn.execute("SET search_path TO from_source")
+        conn.execute(SOURCE.read_text())
+        conn.execute("SET search_path TO public")
+        definitions = dict(
+            conn.execute(
+                "SELECT n.nspname, pg_get_functiondef(f.oid) FROM pg_proc f "
+                "JOIN pg_namespace n ON n.oid = f.pronamespace WHERE f.proname = 'closer_answer'"
+            ).fetchall()
+        )
+        conn.execute("DROP SCHEMA from_source CASCADE")
+    assert set(definitions) == {"public", "from_source"}
+    assert definitions["public"] == definitions["from_source"].replace("from_source.", "public.")
+
+
+# -- the differential test --------------------------------------------------------------
+
+SEED = 20261126
+
+
+@dataclass
+class Run:
+    """What one path did: every response, and every row of the tables answers write."""
+
+    responses: list = field(default_factory=list)
+    rows: dict = field(default_factory=dict)
+
+
+def _settings(url: str, data_dir: Path, answer_function: bool) -> Settings:
+    return Settings(
+        data_dir=data_dir,
+        database_url=url,
+        worker_in_process=False,
+        rate_limits=False,
+        answer_function=answer_function,
+        scheduler_seed=SEED,
+    )
+
+
+def _items(count: int) -> str:
+    return "key,label\n" + "".join(f"i{n:02d},{'ab'[n % 2]}\n" for n in range(count))
+
+
+class Scenario:
+    """A few hundred answers through the public rating API: CompRF build queries with
+    several answers each, a sampler's proposals, random triplets and attention checks,
+    "can't tell", retried answers, leases that expire and late answers to them, a rater
+    excluded by failed checks, completed sessions, and raters of a small study who run
+    out of work."""
+
+    def __init__(self, client: TestClient, app, auth: dict) -> None:
+        self.client, self.app, self.auth = client, app, auth
+        self.rng = np.random.default_rng(SEED)
+        self.responses: list = []
+
+    def project(self, name: str, items: int, **rating) -> tuple[int, str]:
+        pid = self.client.post(f"{API}/projects", json={"name": name}, headers=self.auth).json()[
+            "id"
+        ]
+        uploaded = self.client.post(
+            f"{API}/projects/{pid}/items",
+            headers=self.auth,
+            files={"file": ("items.csv", _items(items))},
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        settings = self.client.patch(f"{API}/projects/{pid}/rating", headers=self.auth, json=rating)
+        assert settings.status_code == 200, settings.text
+        return pid, settings.json()["public_slug"]
+
+    def record(self, response) -> dict:
+        assert response.status_code in (200, 201, 400, 404), response.text
+        body = response.json()
+        body.pop("rater_token", None)
+        self.responses.append((response.status_code, body))
+        return body
+
+    def join(self, slug: str, participant: str) -> dict:
+        joined = self.client.post(f"{API}/rate/{slug}/raters", json={"participant": participant})
+        token = {"X-Rater-Token": joined.json()["rater_token"]}
+        self.record(joined)
+        return token
+
+    def next(self, slug: str, token: dict) -> dict:
+        return self.record(self.client.get(f"{API}/rate/{slug}/next", headers=token))
+
+    def answer(self, slug: str, token: dict, query_id: int, choice: str) -> dict:
+        body = {"query_id": query_id, "choice": choice, "response_time_ms": 700}
+        return self.record(self.client.post(f"{API}/rate/{slug}/answers", headers=token, json=body))
+
+    def choice(self, careless: bool = False) -> str:
+        draw = self.rng.random()
+        if draw < 0.1 and not careless:
+            return "cant_tell"
+        return "left" if draw < 0.55 else "right"
+
+    def expire_leases(self, project_id: int) -> None:
+        """Time passes: every lease of the project runs out."""
+        past = utcnow() - timedelta(hours=1)
+        with unit_of_work(self.app.state.session_factory) as session:
+            session.execute(
+                update(Assignment)
+                .where(Assignment.project_id == project_id, Assignment.answered_at.is_(None))
+                .values(expires_at=past)
+            )
+            session.execute(
+                update(QuerySlot)
+                .where(QuerySlot.project_id == project_id, QuerySlot.lease_expires_at.is_not(None))
+                .values(lease_expires_at=past)
+            )
+
+    def propose(self, project_id: int, count: int) -> None:
+        """A sampler's proposals, as the worker's refresh stores them (priority 5)."""
+        with unit_of_work(self.app.state.session_factory) as session:
+            ids = session.scalars(
+                select(Item.id).where(Item.project_id == project_id).order_by(Item.id)
+            ).all()
+            rows = [
+                {
+                    "project_id": project_id,
+                    "priority": int(Purpose.proposal),
+                    "query_key": n,
+                    "anchor_id": ids[n],
+                    "lo_id": ids[(n + 1) % len(ids)],
+                    "hi_id": ids[(n + 3) % len(ids)],
+                    "state": SlotState.open,
+                    "created_at": utcnow(),
+                }
+                for n in range(count)
+            ]
+            for row in rows:
+                row["lo_id"], row["hi_id"] = sorted((row["lo_id"], row["hi_id"]))
+            session.execute(insert(QuerySlot), rows)
+
+    def play(self) -> None:
+        study, slug = self.project(
+            "study",
+            12,
+            attention_rate=0.15,
+            random_share=0.25,
+            allow_cant_tell=True,
+            answers_per_rater=40,
+            completion_code="STUDY-DONE",
+            min_attention_accuracy=0.8,
+            quality_min_answers=3,
+        )
+        self.propose(study, 6)  # stored before the build's slots: ids not in priority order
+        build = self.client.post(
+            f"{API}/projects/{study}/builds",
+            headers=self.auth,
+            json={"n_trees": 2, "leaf_size": 2, "answers_per_query": 2, "random_state": 0},
+        )
+        assert build.status_code == 201, build.text
+        raters = [self.join(slug, f"p{n}") for n in range(5)]
+        held = {n: self.next(slug, token)["comparison"] for n, token in enumerate(raters)}
+        late: dict[int, int] = {}
+        for turn in range(230):
+            n = turn % len(raters)
+            if held[n] is None:
+                continue
+            if turn in (60, 140):
+                stale = {k: shown["query_id"] for k, shown in held.items() if shown is not None}
+                self.expire_leases(study)
+                for k, token in enumerate(raters):
+                    if k in stale:
+                        held[k] = self.next(slug, token)["comparison"]
+                        late[k] = stale[k]
+            query_id = held[n]["query_id"]
+            choice = self.choice(careless=n == 4)
+            state = self.answer(slug, raters[n], query_id, choice)
+            if turn % 7 == 3:  # the same answer again: a retry, a double click
+                state = self.answer(slug, raters[n], query_id, choice)
+            if n in late:  # the answer to the lease that expired comes in late
+                self.answer(slug, raters[n], late.pop(n), "left")
+            held[n] = state["comparison"]
+        self.answer(slug, raters[0], 10**12, "left")  # a query never served: 404
+
+        small, small_slug = self.project(
+            "small",
+            5,
+            attention_rate=0.2,
+            random_share=0.3,
+            answers_per_rater=0,
+            completion_code="SMALL-DONE",
+        )
+        few = [self.join(small_slug, f"q{n}") for n in range(2)]
+        shown = [self.next(small_slug, token)["comparison"] for token in few]
+        for turn in range(160):
+            n = turn % 2
+            if shown[n] is None:
+                continue
+            # Now and then a "can't tell" this study does not offer: refused (400).
+            state = self.answer(small_slug, few[n], shown[n]["query_id"], self.choice())
+            if "detail" not in state:
+                shown[n] = state["comparison"]
+        assert shown == [None, None]  # both ran out of work
+
+
+def _value(value):
+    if isinstance(value, datetime):
+        return "time"  # when: differs between runs; durations are compared below
+    if isinstance(value, bytes | memoryview):
+        return bytes(value)
+    return value
+
+
+def _rows(app) -> dict:
+    """Every table's rows in id order, with times and secrets blanked (session tokens,
+    public slugs), and each assignment's lease length in seconds."""
+    blank = {"token_hash", "public_slug", "session_hash", "secret_hash"}
+    rows = {}
+    with app.state.session_factory() as session:
+        for table in Base.metadata.sorted_tables:
+            if table.name in ("api_tokens", "researchers", "alembic_version"):
+                continue
+            order = [column for column in table.primary_key.columns]
+            result = session.execute(select(table).order_by(*order)).mappings().all()
+            rows[table.name] = [
+                {key: _value(value) for key, value in row.items() if key not in blank}
+                for row in result
+            ]
+            if any(column.name in blank for column in order):  # ordered by a secret
+                rows[table.name].sort(key=lambda row: sorted(row.items()))
+        rows["lease seconds"] = [
+            round((expires - served).total_seconds())
+            for expires, served in session.execute(
+                select(Assignment.expires_at, Assignment.served_at).order_by(Assignment.id)
+            )
+        ]
+    return rows
+
+
+def _run(url: str, data_dir: Path, answer_function: bool) -> Run:
+    app = create_app(_settings(url, data_dir, answer_function))
+    try:
+        with TestClient(app) as client:
+            with unit_of_work(app.state.session_factory) as session:
+                token = create_token(session=session, researcher_name="alice")
+            scenario = Scenario(client, app, {"Authorization": f"Bearer {token}"})
+            scenario.play()
+            run = Run(responses=scenario.responses, rows=_rows(app))
+            function = app.state.answer_function
+            calls = 0 if function is None else function.pool.get_stats().get("requests_num", 0)
+            run.rows["function calls"] = calls
+    finally:
+        app.state.engine.dispose()
+    return run
+
+
+def _first_difference(one: Run, other: Run) -> str | None:
+    for number, (a, b) in enumerate(zip(one.responses, other.responses, strict=True)):
+        if a != b:
+            return f"response {number}: {a} != {b}"
+    for table in one.rows:
+        if table == "function calls":
+            continue
+        mine, theirs = one.rows[table], other.rows[table]
+        if len(mine) != len(theirs):
+            return f"{table}: {len(mine)} rows != {len(theirs)} rows"
+        for a, b in zip(mine, theirs, strict=True):
+            if a != b:
+                return f"{table}: {a} != {b}"
+    return None
+
+
+def test_the_answer_function_and_the_python_scheduler_write_the_same(
+    make_database_url, tmp_path
+):
+    """The same seeded scenario through closer_answer() (PostgreSQL), the Python path on
+    PostgreSQL (the function turned off) and the Python path on SQLite."""
+    runs = {}
+    for name, backend, function in (
+        ("function", "postgresql", True),
+        ("python", "postgresql", False),
+        ("sqlite", "sqlite", False),
+    ):
+        url = make_database_url(backend, f"paths_{name}")
+        migrations.upgrade(url)
+        runs[name] = _run(url, tmp_path / name, function)
+    function, python, sqlite = runs["function"], runs["python"], runs["sqlite"]
+    # The scenario covered what it claims, and the function took most of the answers.
+    assignments = function.rows["assignments"]
+    purposes = {row["purpose"] for row in assignments}
+    assert purposes == {int(p) for p in Purpose} - {int(Purpose.routing)}, purposes
+    assert {row["choice"] for row in assignments} >= {"left", "right", "cant_tell"}
+    assert any(row["excluded"] for row in function.rows["raters"])
+    assert sum(row["completed_at"] is not None for row in function.rows["raters"]) >= 3
+    assert sum(body.get("out_of_work", False) for _, body in function.responses) == 2
+    assert sum(body.get("replayed", False) for _, body in function.responses) >= 25
+    assert sum(row["answered_at"] is not None for row in assignments) >= 280
+    assert function.rows["function calls"] >= 250
+    assert python.rows["function calls"] == 0
+
+    assert _first_difference(function, python) is None, _first_difference(function, python)
+    assert _first_difference(python, sqlite) is None, _first_difference(python, sqlite)
