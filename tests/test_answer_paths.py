@@ -17,6 +17,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert, select, update
 
 from app.auth.service import create_token
+from app.builds import jobs as build_jobs
+from app.builds.jobs import STEP
 from app.core import migrations
 from app.core.config import Settings
 from app.core.db import unit_of_work
@@ -33,6 +35,7 @@ from app.models import (
     TripletSource,
 )
 from app.models._types import utcnow
+from app.worker.loop import Worker
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "app" / "scheduling" / "closer_answer.sql"
@@ -184,10 +187,16 @@ class Scenario:
         body = {"query_id": query_id, "choice": choice, "response_time_ms": 700}
         return self.record(self.client.post(f"{API}/rate/{slug}/answers", headers=token, json=body))
 
-    def choice(self, careless: bool = False) -> str:
+    def choice(self, shown: dict, careless: bool = False) -> str:
+        """An attention check repeats the anchor on one side: a careful rater picks it,
+        a careless one answers at random (and is excluded for it)."""
         draw = self.rng.random()
-        if draw < 0.1 and not careless:
-            return "cant_tell"
+        if not careless:
+            for side in ("left", "right"):
+                if shown[side]["key"] == shown["anchor"]["key"]:
+                    return side
+            if draw < 0.1:
+                return "cant_tell"
         return "left" if draw < 0.55 else "right"
 
     def expire_leases(self, project_id: int) -> None:
@@ -204,6 +213,10 @@ class Scenario:
                 .where(QuerySlot.project_id == project_id, QuerySlot.lease_expires_at.is_not(None))
                 .values(lease_expires_at=past)
             )
+
+    def build_steps(self) -> None:
+        """The worker folds the answers into the build: its next nodes ask new queries."""
+        Worker(self.app.state.session_factory, kinds=[STEP], upkeep=False).run(until_idle=True)
 
     def propose(self, project_id: int, count: int) -> None:
         """A sampler's proposals, as the worker's refresh stores them (priority 5)."""
@@ -262,7 +275,9 @@ class Scenario:
                         held[k] = self.next(slug, token)["comparison"]
                         late[k] = stale[k]
             query_id = held[n]["query_id"]
-            choice = self.choice(careless=n == 4)
+            if turn % 20 == 19:
+                self.build_steps()
+            choice = self.choice(held[n], careless=n == 4)
             state = self.answer(slug, raters[n], query_id, choice)
             if turn % 7 == 3:  # the same answer again: a retry, a double click
                 state = self.answer(slug, raters[n], query_id, choice)
@@ -286,7 +301,7 @@ class Scenario:
             if shown[n] is None:
                 continue
             # Now and then a "can't tell" this study does not offer: refused (400).
-            state = self.answer(small_slug, few[n], shown[n]["query_id"], self.choice())
+            state = self.answer(small_slug, few[n], shown[n]["query_id"], self.choice(shown[n]))
             if "detail" not in state:
                 shown[n] = state["comparison"]
         assert shown == [None, None]  # both ran out of work
@@ -303,7 +318,7 @@ def _value(value):
 def _rows(app) -> dict:
     """Every table's rows in id order, with times and secrets blanked (session tokens,
     public slugs), and each assignment's lease length in seconds."""
-    blank = {"token_hash", "public_slug", "session_hash", "secret_hash"}
+    blank = {"token_hash", "public_slug", "session_hash", "secret_hash", "locked_by"}
     rows = {}
     with app.state.session_factory() as session:
         for table in Base.metadata.sorted_tables:
@@ -318,7 +333,7 @@ def _rows(app) -> dict:
             if any(column.name in blank for column in order):  # ordered by a secret
                 rows[table.name].sort(key=lambda row: sorted(row.items()))
         rows["lease seconds"] = [
-            round((expires - served).total_seconds())
+            round((expires - served).total_seconds()) if expires > served else "expired"
             for expires, served in session.execute(
                 select(Assignment.expires_at, Assignment.served_at).order_by(Assignment.id)
             )
@@ -360,10 +375,14 @@ def _first_difference(one: Run, other: Run) -> str | None:
 
 
 def test_the_answer_function_and_the_python_scheduler_write_the_same(
-    make_database_url, tmp_path
+    make_database_url, tmp_path, monkeypatch
 ):
     """The same seeded scenario through closer_answer() (PostgreSQL), the Python path on
-    PostgreSQL (the function turned off) and the Python path on SQLite."""
+    PostgreSQL (the function turned off) and the Python path on SQLite. A process asks
+    for a build step at most every half second, which depends on how fast a path runs:
+    here every answer to a build's query asks (one job stays queued either way)."""
+    monkeypatch.setattr(build_jobs, "_recent", build_jobs._Recent(seconds=0))
+    monkeypatch.setattr(build_jobs, "_recent_routing", build_jobs._Recent(seconds=0))
     runs = {}
     for name, backend, function in (
         ("function", "postgresql", True),
@@ -379,7 +398,12 @@ def test_the_answer_function_and_the_python_scheduler_write_the_same(
     purposes = {row["purpose"] for row in assignments}
     assert purposes == {int(p) for p in Purpose} - {int(Purpose.routing)}, purposes
     assert {row["choice"] for row in assignments} >= {"left", "right", "cant_tell"}
-    assert any(row["excluded"] for row in function.rows["raters"])
+    excluded = [row["id"] for row in function.rows["raters"] if row["excluded"]]
+    assert len(excluded) == 1
+    served_to_excluded = [
+        row for row in assignments if row["rater_id"] in excluded and row["slot_id"] is not None
+    ]
+    assert len(served_to_excluded) >= 3  # their answers to queue slots release them
     assert sum(row["completed_at"] is not None for row in function.rows["raters"]) >= 3
     assert sum(body.get("out_of_work", False) for _, body in function.responses) == 2
     assert sum(body.get("replayed", False) for _, body in function.responses) >= 25
