@@ -23,7 +23,16 @@ from app.main import create_app
 from app.models import Base
 from tests.support.postgres import PostgresServer, start_postgres
 
-BACKENDS = ["sqlite", "postgresql"]
+# Every database test runs on both; CLOSER_TEST_BACKENDS=sqlite (scripts/test --fast)
+# runs them on SQLite alone (the answer-path tests still start PostgreSQL).
+BACKENDS = os.environ.get("CLOSER_TEST_BACKENDS", "sqlite,postgresql").split(",")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """A test that drives Chromium is a `browser` test, whatever its module."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
 
 
 def _worker() -> str:

@@ -49,6 +49,7 @@ class TestOwnership:
         assert client.get(f"/api/v1/projects/{project['id']}", headers=admin).status_code == 200
 
 
+@pytest.mark.slow  # two web processes of its own
 def test_a_revoked_token_is_refused_at_once_by_every_web_process(postgres_server, tmp_path):
     """Two web processes on PostgreSQL: the token works on both, `closer revoke-token`
     revokes it, and from the next request on every process answers 401 (each looks

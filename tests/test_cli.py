@@ -13,6 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+# Subprocesses, servers and crowds: the full run only (scripts/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 CLOSER = [sys.executable, "-m", "app.cli"]
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,6 +14,9 @@ import pytest
 from tests.support.crashes import crash_run
 from tests.support.postgres import start_postgres
 
+# Subprocesses, servers and crowds: the full run only (scripts/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def crashable_server():

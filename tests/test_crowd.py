@@ -14,6 +14,9 @@ from app.core import migrations
 from app.core.db import make_engine, make_session_factory
 from tests.support.crowd import crowd_build
 
+# Subprocesses, servers and crowds: the full run only (scripts/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def database(make_database_url):

@@ -11,6 +11,9 @@ from app.core.db import make_engine, make_session_factory, unit_of_work
 from tests.support.fuzz import run_schemathesis, seed
 from tests.support.service import ServiceProcesses
 
+# Subprocesses, servers and crowds: the full run only (scripts/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 SECONDS = 45
 
 

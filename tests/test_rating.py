@@ -446,6 +446,7 @@ class TestQuality:
         assert "majority" in by_name["contrarian"]["exclusion_reason"]
 
 
+@pytest.mark.slow  # a crowd of a few thousand answers
 def test_a_crowd_builds_the_forest_the_library_builds_offline(app, client, auth, study, blobs):
     """Raters answering honestly through the scheduler grow the same forest the library
     builds offline with the same answers; the worker folds them in."""

@@ -22,6 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+# Subprocesses, servers and crowds: the full run only (scripts/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 FIRST, LAST = "## Five minutes with the API", "### Upload formats"
 

@@ -26,6 +26,9 @@ from app.simulate import run_crowd
 from tests.support.crowd import project_answers, wait_for
 from tests.support.service import ServiceProcesses
 
+# Subprocesses, servers and crowds: the full run only (scripts/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 API = "/api/v1"
 N_ITEMS, N_TEST, N_UNLABELLED = 300, 40, 60
 ANSWERS = 20_000

@@ -1,1 +1,1 @@
-from tests.support.browser import browser, server  # noqa: F401 (fixtures)
+from tests.support.browser import browser, chromium, server  # noqa: F401 (fixtures)

@@ -58,12 +58,22 @@ def server(settings):
         yield url
 
 
-@pytest.fixture
-def browser():
+@pytest.fixture(scope="session")
+def chromium():
+    """One Chromium per test process: starting it took about a second a test."""
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The shared Chromium; every page or context a test opens (each a context of its
+    own: cookies, storage and cache) is closed when it ends."""
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
 
 
 def screenshots_dir(tmp_path: Path) -> Path:
