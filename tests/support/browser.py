@@ -58,9 +58,11 @@ def server(settings):
         yield url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
-    """One Chromium per test process: starting it took about a second a test."""
+    """One Chromium per test module: starting it took about a second a test. Not one per
+    session: while Playwright's synchronous API runs, the thread has a running event
+    loop, and a later test's asyncio.run() would refuse to start."""
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         yield launched
