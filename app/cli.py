@@ -234,6 +234,7 @@ def worker(
     import os
     import signal
 
+    import app.jobs  # noqa: F401 (registers every job kind)
     from app.core.db import make_engine, make_session_factory
     from app.worker.loop import Worker
 
@@ -373,14 +374,22 @@ def simulate(
         typer.echo(json.dumps(summary))
         return
     rows = [
-        ("answers stored", f"{summary['answers']} in {summary['seconds']} s "
-         f"({summary['answers_per_second']}/s)"),
+        (
+            "answers stored",
+            f"{summary['answers']} in {summary['seconds']} s ({summary['answers_per_second']}/s)",
+        ),
         ("answer latency", f"p50 {summary['p50_ms']} ms, p99 {summary['p99_ms']} ms"),
-        ("rater sessions", f"{summary['sessions_started']} started: "
-         f"{summary['sessions_completed']} reached the study's answers per rater, "
-         f"{summary['sessions_out_of_work']} ended early (they had seen every query)"),
-        ("sent again", f"{summary['retries']} requests after a network error or a 5xx; "
-         f"{summary['replayed']} answers the server already held (stored once)"),
+        (
+            "rater sessions",
+            f"{summary['sessions_started']} started: "
+            f"{summary['sessions_completed']} reached the study's answers per rater, "
+            f"{summary['sessions_out_of_work']} ended early (they had seen every query)",
+        ),
+        (
+            "sent again",
+            f"{summary['retries']} requests after a network error or a 5xx; "
+            f"{summary['replayed']} answers the server already held (stored once)",
+        ),
         ("rate limited", f"{summary['throttled']} requests waited out a 429 (Retry-After)"),
     ]
     if build is not None:

@@ -1,7 +1,7 @@
 """Every kind of job the workers run: importing this registers their handlers."""
 
+from app.adaptive import jobs as adaptive_jobs  # noqa: F401 (registers its upkeep)
 from app.builds import jobs as build_jobs
-from app.scheduling import jobs as scheduling_jobs  # noqa: F401 (registers its upkeep)
 from app.training import jobs as training_jobs
 from app.triplets import jobs as triplet_jobs  # noqa: F401 (registers its upkeep)
 

@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+import app.jobs  # noqa: F401 (registers every job kind and the workers' upkeep)
 from app.auth.service import authenticate, web_session_researcher
 from app.auth.views import router as auth_pages
 from app.builds.api import predictions as predictions_router
@@ -34,11 +35,11 @@ from app.projects.api import archives as project_archives_router
 from app.projects.api import router as projects_router
 from app.projects.views import router as project_pages
 from app.raters.api import router as raters_router
-from app.raters.views import not_found_page
-from app.raters.views import researcher_pages as rater_pages
-from app.raters.views import router as rating_pages
+from app.raters.views import router as rater_pages
+from app.rating.api import router as rating_router
+from app.rating.views import not_found_page
+from app.rating.views import router as rating_pages
 from app.scheduling.answer_function import AnswerFunction
-from app.scheduling.api import router as rating_router
 from app.scheduling.draws import scheduler_random
 from app.training.api import labelling_router
 from app.training.api import router as models_router

@@ -148,9 +148,7 @@ def main() -> None:
         )
         print(f"  calm:   {calm}", file=sys.stderr)
         abused, joins, answers = asyncio.run(
-            honest_crowd(
-                service.url, project, token, args.raters, args.seconds, 2, slug
-            )
+            honest_crowd(service.url, project, token, args.raters, args.seconds, 2, slug)
         )
         print(f"  abused: {abused}", file=sys.stderr)
         build = http.get(f"{API}/projects/{project}/builds").json()[0]

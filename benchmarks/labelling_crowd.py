@@ -48,13 +48,13 @@ import numpy as np  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 
+from app.adaptive import proposals  # noqa: E402
 from app.auth.service import create_token  # noqa: E402
 from app.core import migrations  # noqa: E402
 from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
 from app.demo.service import digits_archive  # noqa: E402
 from app.learn import CompRF, FeatureOracle  # noqa: E402
 from app.models import Assignment, Project, Purpose  # noqa: E402
-from app.scheduling import proposals  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
 from tests.support.crowd import project_answers, wait_for  # noqa: E402
 from tests.support.postgres import start_postgres  # noqa: E402

@@ -198,10 +198,14 @@ def test_every_route_answers_each_kind_of_caller_as_it_should(app, client, auth,
             if kind == "researcher":
                 # Another researcher learns nothing: 404 as for a project that does not
                 # exist (or the body's 422, the same for every project).
-                others = {404} if (method, path) in BODIES or method in ("GET", "DELETE") else {
-                    404,
-                    422,
-                }
+                others = (
+                    {404}
+                    if (method, path) in BODIES or method in ("GET", "DELETE")
+                    else {
+                        404,
+                        422,
+                    }
+                )
                 checks = (anonymous_status == 401, as_rater == 401, as_other in others)
             elif kind == "own projects":
                 checks = (anonymous_status == 401, as_rater == 401, as_other < 500)

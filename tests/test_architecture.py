@@ -53,3 +53,53 @@ def test_importing_learn_loads_no_web_or_database_package():
         cwd=LEARN.parent.parent,
     ).stdout.strip()
     assert loaded == ""
+
+
+APP = LEARN.parent
+# Where requests come in and the process is put together: they may import any service.
+ROUTE_MODULES = {"api.py", "views.py"}
+
+
+def _package_imports() -> dict[str, dict[str, set[str]]]:
+    """For each package of app/, the other packages its modules import (function-local
+    imports included), with the modules that do; route modules left out."""
+    graph: dict[str, dict[str, set[str]]] = {}
+    for path in APP.rglob("*.py"):
+        parts = path.relative_to(APP).parts
+        if len(parts) < 2 or path.name in ROUTE_MODULES:
+            continue
+        package = parts[0]
+        for name in _imported_modules(path):
+            if name.startswith("app.") and name.split(".")[1] != package:
+                target = name.split(".")[1]
+                graph.setdefault(package, {}).setdefault(target, set()).add(
+                    str(path.relative_to(APP.parent))
+                )
+    return graph
+
+
+def test_the_service_layer_is_acyclic_at_package_level():
+    """Services import only downward: two packages that import each other (even through
+    a function-local import) knot every change in one into the other."""
+    graph = _package_imports()
+    knots = []
+    for package, targets in graph.items():
+        seen, stack = set(), list(targets)
+        while stack:
+            current = stack.pop()
+            if current == package:
+                knots.append(package)
+                break
+            if current not in seen:
+                seen.add(current)
+                stack.extend(graph.get(current, {}))
+    assert not knots, {
+        package: {target: sorted(files) for target, files in graph[package].items()}
+        for package in knots
+    }
+
+
+def test_core_imports_no_domain():
+    """app/core is the ground floor: settings, database, errors, security plumbing."""
+    graph = _package_imports()
+    assert graph.get("core", {}) == {}, graph.get("core")

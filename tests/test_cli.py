@@ -268,8 +268,19 @@ def test_simulate_finds_the_server_by_closer_port_and_reports_plainly(tmp_path, 
     assert "build 99: the server answered 404" in wrong.stderr
 
     result = run(
-        ["simulate", "--project", str(project), "--token", token, "--raters", "1",
-         "--answers", "30", "--think-time", "0"],
+        [
+            "simulate",
+            "--project",
+            str(project),
+            "--token",
+            token,
+            "--raters",
+            "1",
+            "--answers",
+            "30",
+            "--think-time",
+            "0",
+        ],
         cwd=tmp_path,
         env=env,
     )
@@ -320,7 +331,11 @@ def test_researchers_sign_in_by_console_link_by_password_and_tokens_are_revoked(
             form = browser.get("/login").text
             signed_in = browser.post(
                 "/login",
-                data={"email": "ada@lab.example", "password": "a long passphrase", "csrf_token": _csrf(form)},
+                data={
+                    "email": "ada@lab.example",
+                    "password": "a long passphrase",
+                    "csrf_token": _csrf(form),
+                },
             )
             assert signed_in.status_code == 303 and signed_in.headers["location"] == "/"
             assert "Ada@Lab.example".lower() in browser.get("/").text

@@ -46,6 +46,5 @@ def test_no_acknowledged_answer_is_lost_or_doubled_across_ten_crashes(crashable_
     assert run.worker_alive
     # The build read answers after the last crash (or had all it needed).
     assert (
-        run.build_answers_at_end > run.build_answers_before_last
-        or run.build_status == "complete"
+        run.build_answers_at_end > run.build_answers_before_last or run.build_status == "complete"
     ), (run.build_status, run.build_answers_at_end)

@@ -247,9 +247,9 @@ def test_a_malformed_json_upload_is_a_short_422(client, auth, four_items, docume
     response = _upload(client, auth, four_items, "triplets", "t.json", document)
     assert response.status_code == 422 and named in response.text, response.text[:400]
     assert len(response.content) < 1000
-    assert client.get(f"{API}/projects/{four_items['id']}", headers=auth).json()[
-        "triplet_count"
-    ] == 0
+    assert (
+        client.get(f"{API}/projects/{four_items['id']}", headers=auth).json()["triplet_count"] == 0
+    )
 
 
 @pytest.mark.parametrize(

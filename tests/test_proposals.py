@@ -10,6 +10,15 @@ import pytest
 from sklearn.datasets import make_blobs
 from sqlalchemy import select, update
 
+from app.adaptive import jobs as adaptive_jobs
+from app.adaptive.proposals import (
+    BATCH,
+    KEY_BITS,
+    PURPOSES,
+    RATED_WITHIN,
+    REFILL_BELOW,
+    Refresher,
+)
 from app.learn import FeatureOracle, random_triplets
 from app.models import (
     Assignment,
@@ -21,15 +30,6 @@ from app.models import (
     Triplet,
 )
 from app.models._types import utcnow
-from app.scheduling import jobs as scheduling_jobs
-from app.scheduling.proposals import (
-    BATCH,
-    KEY_BITS,
-    PURPOSES,
-    RATED_WITHIN,
-    REFILL_BELOW,
-    Refresher,
-)
 from app.training.service import load_fitted
 from app.worker.loop import Worker
 
@@ -105,13 +105,13 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
     app, client, auth, labelled_project, monkeypatch
 ):
     project_id, _, y = labelled_project
-    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
     sessions = app.state.session_factory
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     assert _open_proposals(app, project_id) == []  # no model fitted yet: nothing to ask
 
     _fit(app, client, auth, project_id)
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     slots = _open_proposals(app, project_id)
     assert len(slots) == BATCH
     purposes = [_purpose(slot) for slot in slots]
@@ -130,7 +130,7 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
             assert y[int(keys[slot.lo_id][1:])] != y[int(keys[slot.hi_id][1:])]
 
     # Nothing stale, plenty left: the next rounds change nothing.
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     assert [slot.id for slot in _open_proposals(app, project_id)] == [s.id for s in slots]
 
     # A rater with no random share and no checks gets the queue's first proposal.
@@ -169,7 +169,7 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
         headers=auth,
         json={"embedding_share": 1.0},
     )
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     fresh = _open_proposals(app, project_id)
     leased = [slot for slot in fresh if slot.lease_rater_id is not None]
     assert len(leased) == 1 and leased[0].id == following.slot_id
@@ -181,7 +181,7 @@ def test_proposals_wait_for_someone_to_rate(app, client, auth, labelled_project,
     """A refresh reads every answer: the worker makes proposals only for projects a rater
     joined or answered in the last ten minutes, and starts as soon as one does."""
     project_id, _, _ = labelled_project
-    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
     sessions = app.state.session_factory
     with sessions() as session:  # the rater who joined did so eleven minutes ago
         session.execute(
@@ -191,13 +191,13 @@ def test_proposals_wait_for_someone_to_rate(app, client, auth, labelled_project,
         )
         session.commit()
     _fit(app, client, auth, project_id)
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     assert _open_proposals(app, project_id) == []
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     assert _open_proposals(app, project_id) == []
 
     _someone_rates(client, auth, project_id)
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     assert len(_open_proposals(app, project_id)) == BATCH
 
 
@@ -205,10 +205,10 @@ def test_a_refit_replaces_stale_proposals_and_new_items_get_placed(
     app, client, auth, labelled_project, monkeypatch
 ):
     project_id, _, _ = labelled_project
-    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
     sessions = app.state.session_factory
     model_id = _fit(app, client, auth, project_id)
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     first = {slot.id for slot in _open_proposals(app, project_id)}
     # Ten new items, unknown to the embedding until its next fit.
     lines = ["key,label,split"] + [f"n{i},,unlabelled" for i in range(10)]
@@ -221,7 +221,7 @@ def test_a_refit_replaces_stale_proposals_and_new_items_get_placed(
     train = client.post(f"{API}/projects/{project_id}/models/{model_id}/train", headers=auth)
     assert train.status_code == 202, train.text
     Worker(sessions).run(until_idle=True)
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     second = _open_proposals(app, project_id)
     assert first.isdisjoint(slot.id for slot in second)
     keys = _keys_by_id(app, project_id)
@@ -241,10 +241,10 @@ def test_proposals_held_by_raters_who_walked_away_do_not_count_as_left(
     """A lease keeps its slot until it expires (a closed tab, a bot on the public link):
     the queue is topped up when the slots free to serve run low, not all open ones."""
     project_id, _, _ = labelled_project
-    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
     sessions = app.state.session_factory
     _fit(app, client, auth, project_id)
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     slots = _open_proposals(app, project_id)
     slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
     assert client.post(f"{API}/rate/{slug}/raters", json={}).status_code == 201
@@ -257,7 +257,7 @@ def test_proposals_held_by_raters_who_walked_away_do_not_count_as_left(
             .values(lease_rater_id=rater_id, lease_expires_at=utcnow() + timedelta(minutes=10))
         )
         session.commit()
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     now_open = _open_proposals(app, project_id)
     assert len(now_open) == len(held) + BATCH  # the held ones stay with their raters
     assert set(held) <= {slot.id for slot in now_open}
@@ -270,10 +270,10 @@ def test_held_out_errors_are_measured_on_answers_to_random_questions_only(
     answer function on PostgreSQL), a random one is not; a t-ETE fit holds out only
     unmarked answers and says so."""
     project_id, _, _ = labelled_project
-    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
     sessions = app.state.session_factory
     model_id = _fit(app, client, auth, project_id)
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     marked = {}
     for share in (1.0, 0.0):  # all random, then all from the queue
         settings = client.patch(
@@ -338,7 +338,7 @@ def test_with_boosted_classifiers_the_labelling_questions_grow_comparison_trees(
     each pair proposed is a tree node's two pivots of different classes, asked of every
     labelled item and of every wanted item, the wanted items' questions first."""
     project_id, _, y = labelled_project
-    monkeypatch.setattr(scheduling_jobs, "REFRESHER", Refresher())
+    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
     sessions = app.state.session_factory
     response = client.post(
         f"{API}/projects/{project_id}/models",
@@ -347,7 +347,7 @@ def test_with_boosted_classifiers_the_labelling_questions_grow_comparison_trees(
     )
     assert response.status_code == 201, response.text
     Worker(sessions).run(until_idle=True)
-    scheduling_jobs.refresh_proposals(sessions)
+    adaptive_jobs.refresh_proposals(sessions)
     slots = _open_proposals(app, project_id)
     assert slots and {_purpose(slot) for slot in slots} == {"labelling"}
     keys = _keys_by_id(app, project_id)

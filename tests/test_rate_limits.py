@@ -110,9 +110,7 @@ def test_joining_leases_nothing_and_a_first_lease_is_short(app, client, auth, st
     state = _first(client, slug, tokens[0])
     assert state["comparison"] is not None
     with app.state.session_factory() as session:
-        slot = session.scalars(
-            select(QuerySlot).where(QuerySlot.lease_rater_id.is_not(None))
-        ).one()
+        slot = session.scalars(select(QuerySlot).where(QuerySlot.lease_rater_id.is_not(None))).one()
         lease = slot.lease_expires_at - before
         assert lease <= timedelta(seconds=FIRST_LEASE_SECONDS + 1)
     answered = client.post(

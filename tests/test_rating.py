@@ -535,7 +535,7 @@ class TestAnswerFunction:
     def test_answers_take_one_call_and_store_what_the_rater_chose(
         self, app, client, auth, study, blobs, monkeypatch
     ):
-        from app.scheduling import api
+        from app.rating import api
 
         full_path = []
         answer_fully = api._answer

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from sqlalchemy import insert
 
 from app.core import migrations

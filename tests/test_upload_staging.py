@@ -124,9 +124,7 @@ def _answer(sessions, pid, item_ids) -> None:
         )
 
 
-def test_an_upload_in_progress_is_read_by_nobody_until_it_is_published(
-    app, client, auth, pid
-):
+def test_an_upload_in_progress_is_read_by_nobody_until_it_is_published(app, client, auth, pid):
     sessions = app.state.session_factory
     item_ids = _item_ids(sessions, pid)
     _answer(sessions, pid, item_ids)
@@ -226,9 +224,11 @@ def test_a_discard_that_dies_is_finished_by_a_later_worker(app, client, auth, pi
     with sessions() as session:
         assert bulk.claim_abandoned_upload(session, upload_id)
         assert not bulk.claim_abandoned_upload(session, upload_id)  # one claimant only
-        session.execute(delete(Triplet).where(Triplet.id.in_(
-            select(Triplet.id).where(Triplet.upload_id == upload_id).limit(400)
-        )))
+        session.execute(
+            delete(Triplet).where(
+                Triplet.id.in_(select(Triplet.id).where(Triplet.upload_id == upload_id).limit(400))
+            )
+        )
         session.commit()  # ... and the claimant's process died here
     remove_abandoned_uploads(sessions)  # its claim is fresh: nobody else touches it
     with sessions() as session:

@@ -270,7 +270,6 @@ def test_a_queued_job_wakes_an_idle_worker_at_once(sessions):
 def test_a_job_queued_by_another_process_wakes_the_worker_on_postgresql(sessions, settings):
     """Another web process queues the job: PostgreSQL's NOTIFY reaches the listening
     worker (SQLite runs its workers in the web process, where the bell rings)."""
-    import time
 
     if not settings.resolved_database_url.startswith("postgresql"):
         pytest.skip("SQLite's workers live in the web process")

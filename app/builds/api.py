@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from app.auth.deps import CurrentResearcher
 from app.builds import jobs, routing, service
 from app.builds.schemas import (
     BuildCreate,
@@ -16,7 +17,7 @@ from app.builds.schemas import (
     PredictionOut,
     RoutingAnswers,
 )
-from app.core.deps import CurrentResearcher, SessionDep
+from app.core.deps import SessionDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import BuildStatus

@@ -7,10 +7,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from app.auth.deps import WorkspaceResearcher
 from app.builds import jobs, service
 from app.builds.schemas import BuildCreate
 from app.core.db import roll_back
-from app.core.deps import SessionDep, WorkspaceResearcher
+from app.core.deps import SessionDep
 from app.core.errors import ServiceError
 from app.core.fields import RowId
 from app.core.forms import read_form

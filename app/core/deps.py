@@ -1,23 +1,21 @@
-"""Request dependencies, as `Annotated` aliases so route signatures read like sentences."""
+"""Request dependencies every domain shares, as `Annotated` aliases so route signatures
+read like sentences: settings, the unit of work, CSRF, where people reach us. Who the
+caller is lives with its domain: researchers in app/auth/deps.py, raters in
+app/rating/deps.py."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import Depends, Header, HTTPException, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from app.auth.service import authenticate, web_session_researcher
 from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.errors import ServiceError
-from app.models import Project, Researcher
-from app.scheduling.service import ActiveRater
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -33,9 +31,6 @@ def get_session(request: Request) -> Iterator[Session]:
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 # scope="function": commit before the response goes out, so a 2xx means the write is durable.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
-
-_bearer = HTTPBearer(auto_error=False, description="A token from `closer create-token`.")
-
 
 SESSION_COOKIE = "closer_session"
 SIGN_IN_NONCE_COOKIE = "closer_sign_in"
@@ -100,112 +95,6 @@ async def check_csrf(request: Request) -> None:
         )
 
 
-_UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
-
-
-def _caller(
-    request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
-) -> tuple[Researcher | None, str | None]:
-    """Who calls, by bearer token (a wrong one is a 401) or else by the workspace's
-    session cookie; and the session key when it was the cookie."""
-    if credentials is not None:
-        researcher = authenticate(session=session, token=credentials.credentials)
-        if researcher is None:
-            raise HTTPException(401, "invalid or revoked token", _UNAUTHORIZED)
-        return researcher, None
-    key = workspace_session_key(request)
-    return (None if key is None else web_session_researcher(session=session, key=key)), key
-
-
-def get_current_researcher(
-    request: Request,
-    session: SessionDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Researcher:
-    """The caller: by bearer token, or by the workspace's session cookie (then a request
-    that changes something must carry the page's X-CSRF-Token header)."""
-    researcher, key = _caller(request, session, credentials)
-    if researcher is None:
-        raise HTTPException(401, "missing 'Authorization: Bearer <token>' header", _UNAUTHORIZED)
-    cookies = request.app.state.workspace_cookies
-    if (
-        key is not None
-        and request.method not in SAFE_METHODS
-        and not cookies.csrf_holds(key, request.headers.get(CSRF_HEADER))
-    ):
-        raise CsrfRefused(
-            "a signed-in browser must send the page's X-CSRF-Token header with this request"
-        )
-    return researcher
-
-
-def get_workspace_researcher(
-    request: Request,
-    session: SessionDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    _csrf: Annotated[None, Depends(check_csrf)],
-) -> Researcher:
-    """The researcher a workspace page is for (signed in by cookie, or a bearer token);
-    a browser that is not signed in is sent to the sign-in page."""
-    researcher, _ = _caller(request, session, credentials)
-    if researcher is None:
-        raise SignInRequired("sign in first")
-    return researcher
-
-
-WorkspaceResearcher = Annotated[Researcher, Depends(get_workspace_researcher)]
-CsrfChecked = Annotated[None, Depends(check_csrf)]
-
-
-CurrentResearcher = Annotated[Researcher, Depends(get_current_researcher)]
-
-
-RATER_COOKIE = "closer_rater"
-
-
-def get_rated_project(session: SessionDep, slug: str) -> Project:
-    from app.raters.service import project_by_slug
-
-    return project_by_slug(session=session, slug=slug)
-
-
-RatedProject = Annotated[Project, Depends(get_rated_project)]
-
-
-@dataclass(frozen=True)
-class RaterSession:
-    project: Project
-    rater: ActiveRater
-
-
-async def get_rater_token(
-    request: Request,
-    x_rater_token: Annotated[str | None, Header(description="From joining the study")] = None,
-) -> str | None:
-    """The rater's session token, from the header or the rating page's cookie, if its
-    signature holds (None otherwise: a made-up token costs no lookup)."""
-    return request.app.state.rater_tokens.verify(x_rater_token or request.cookies.get(RATER_COOKIE))
-
-
-def cookie_rater_token(request: Request) -> str | None:
-    """The rating page's session token, if its signature holds."""
-    return request.app.state.rater_tokens.verify(request.cookies.get(RATER_COOKIE))
-
-
-RaterToken = Annotated[str | None, Depends(get_rater_token)]
-
-
-def find_rater(session: Session, slug: str, token: str | None) -> RaterSession:
-    """The study and its rater, by the rater's session token."""
-    from app.raters.service import authenticate_in_study, project_by_slug
-
-    found = authenticate_in_study(session=session, slug=slug, token=token)
-    if found is None:
-        project_by_slug(session=session, slug=slug)  # an unknown study is a 404
-        raise HTTPException(401, "not joined: open the study's link first (or send X-Rater-Token)")
-    return RaterSession(*found)
-
-
 def public_base_url(request: Request) -> str:
     """Where people reach this service: the configured CLOSER_PUBLIC_URL (required in
     production), else the address this request came to."""
@@ -213,9 +102,9 @@ def public_base_url(request: Request) -> str:
     return configured.rstrip("/") if configured else str(request.base_url).rstrip("/")
 
 
-def public_study_url(request: Request, project: Project) -> str:
+def public_study_url(request: Request, slug: str) -> str:
     """The link raters open: the study's instructions page."""
-    path = request.app.url_path_for("instructions", slug=project.public_slug)
+    path = request.app.url_path_for("instructions", slug=slug)
     return public_base_url(request) + path
 
 

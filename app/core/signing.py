@@ -13,6 +13,8 @@ from itsdangerous import BadSignature, Signer, TimestampSigner
 
 # Longer than any token this service signs; a longer one is not looked at.
 _MAX_PRESENTED = 200
+# The rating page's cookie holding the rater's signed session token.
+RATER_COOKIE = "closer_rater"
 
 
 class RaterTokens:

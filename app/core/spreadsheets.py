@@ -37,6 +37,4 @@ def from_spreadsheet(cell: str) -> str:
 def spreadsheet_safe_sql(column):
     """`spreadsheet_safe` in SQL, the same on PostgreSQL and SQLite."""
     first = func.substr(column, 1, 1)
-    return case(
-        (first.in_(GUARDED_STARTS), literal(QUOTE, String).concat(column)), else_=column
-    )
+    return case((first.in_(GUARDED_STARTS), literal(QUOTE, String).concat(column)), else_=column)

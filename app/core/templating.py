@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from jinja2 import Environment
 
-from app.models._types import utcnow
+from app.core.clock import utcnow
 
 
 def number(value: float | None) -> str:

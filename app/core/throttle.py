@@ -27,9 +27,9 @@ from limits.strategies import MovingWindowRateLimiter
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.core.deps import RATER_COOKIE
 from app.core.errors import ServiceError
 from app.core.limits import ResearcherTokens
+from app.core.signing import RATER_COOKIE
 
 
 class TooManyRequests(ServiceError):

@@ -7,7 +7,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import FileResponse, StreamingResponse
 
-from app.core.deps import CurrentResearcher, SessionDep, SettingsDep
+from app.auth.deps import CurrentResearcher
+from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import NotFound
 from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute

@@ -254,7 +254,5 @@ def read_json_items(upload: UploadedFile, validator: ItemValidator, allow_image:
                 row=index,
                 column=name,
             )
-        if not unknown and not _image_outside_archive(
-            upload, validator, index, entry, allow_image
-        ):
+        if not unknown and not _image_outside_archive(upload, validator, index, entry, allow_image):
             validator.add(index, entry)

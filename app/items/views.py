@@ -7,12 +7,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import func, select
 
-from app.core.deps import SessionDep, WorkspaceResearcher
+from app.auth.deps import WorkspaceResearcher
+from app.core.deps import SessionDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import Item
 from app.projects.service import get_project
-from app.raters.views import media_folder
+from app.rating.deps import media_folder
 
 router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
 CARD_TEXT = 160

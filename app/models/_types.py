@@ -9,6 +9,8 @@ from sqlalchemy import JSON, BigInteger, DateTime, Enum, Integer
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeDecorator
 
+from app.core.clock import utcnow  # noqa: F401 (the models' default timestamps)
+
 # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 JsonValue = JSON().with_variant(JSONB(), "postgresql")
@@ -34,10 +36,6 @@ class UtcDateTime(TypeDecorator):
 
 
 Timestamp = UtcDateTime()
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def string_enum(enum: type[StrEnum], name: str) -> Enum:

@@ -71,7 +71,7 @@ class Project(Base):
     min_majority_agreement: Mapped[float | None] = mapped_column(Float)
     quality_min_answers: Mapped[int] = mapped_column(default=5)
     # How the questions the samplers propose are split by purpose (relative shares;
-    # all null: chosen from the project's models and items, see app/scheduling/proposals.py).
+    # all null: chosen from the project's models and items, see app/adaptive/proposals.py).
     labelling_share: Mapped[float | None] = mapped_column(Float)
     embedding_share: Mapped[float | None] = mapped_column(Float)
     placement_share: Mapped[float | None] = mapped_column(Float)

@@ -59,7 +59,5 @@ class RaterSession(Base):
     __tablename__ = "rater_sessions"
 
     token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
-    rater_id: Mapped[int] = mapped_column(
-        ForeignKey("raters.id", ondelete="CASCADE"), index=True
-    )
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)

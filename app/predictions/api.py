@@ -7,9 +7,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
+from app.auth.deps import CurrentResearcher
 from app.builds import routing
 from app.builds.schemas import PredictionOut
-from app.core.deps import CurrentResearcher, SessionDep
+from app.core.deps import SessionDep
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute

@@ -3,7 +3,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
-from app.core.deps import CurrentResearcher, SessionDep, SettingsDep, public_study_url
+from app.auth.deps import CurrentResearcher
+from app.core.deps import SessionDep, SettingsDep, public_study_url
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects import archive, service
@@ -61,7 +62,7 @@ def _rating_out(request: Request, project) -> RatingOut:
     return RatingOut(
         **RatingSettings.model_validate(project).model_dump(),
         public_slug=project.public_slug,
-        public_url=public_study_url(request, project),
+        public_url=public_study_url(request, project.public_slug),
     )
 
 

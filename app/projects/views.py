@@ -8,8 +8,9 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from app.auth.deps import WorkspaceResearcher
 from app.core.db import roll_back
-from app.core.deps import SessionDep, SettingsDep, WorkspaceResearcher, public_study_url
+from app.core.deps import SessionDep, SettingsDep, public_study_url
 from app.core.errors import InvalidUpload, Problem, ServiceError
 from app.core.fields import RowId
 from app.core.forms import read_form
@@ -19,7 +20,7 @@ from app.core.routes import StrictJSONRoute
 from app.models import LabelType, TripletSource
 from app.projects import archive, service
 from app.projects.schemas import ProjectCreate, RatingSettings, RatingSettingsUpdate
-from app.raters import rating
+from app.rating import service as rating
 from app.uploads.api import as_uploaded
 
 router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
@@ -89,7 +90,7 @@ def project_page(
         "project": project,
         "summary": service.summarize(session=session, project=project),
         "rate": service.answer_rate(session=session, project=project),
-        "study_url": public_study_url(request, project),
+        "study_url": public_study_url(request, project.public_slug),
     }
     return render_page_or_part(
         request, "projects/overview.html", "projects/_overview_figures.html", context

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.core.deps import CurrentResearcher, SessionDep
+from app.auth.deps import CurrentResearcher
+from app.core.deps import SessionDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 from sqlalchemy.orm import Session
 
-from app.core.deps import CurrentResearcher, SessionDep
+from app.auth.deps import CurrentResearcher
+from app.core.deps import SessionDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import LearnedModel, ModelVersion

@@ -9,10 +9,11 @@ import json
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from app.auth.deps import WorkspaceResearcher
 from app.builds.routing import newest_prediction, wanted_item_count
 from app.builds.service import list_builds
 from app.core.db import roll_back
-from app.core.deps import SessionDep, WorkspaceResearcher
+from app.core.deps import SessionDep
 from app.core.errors import ServiceError
 from app.core.fields import RowId
 from app.core.forms import read_form

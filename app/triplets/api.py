@@ -6,7 +6,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
-from app.core.deps import CurrentResearcher, SessionDep, SettingsDep
+from app.auth.deps import CurrentResearcher
+from app.core.deps import SessionDep, SettingsDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import TripletSource

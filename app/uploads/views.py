@@ -10,8 +10,9 @@ from fastapi import APIRouter, Form, Header, Request, UploadFile
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 
+from app.auth.deps import WorkspaceResearcher
 from app.core.db import roll_back
-from app.core.deps import SessionDep, SettingsDep, WorkspaceResearcher
+from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import InvalidUpload, ServiceError
 from app.core.fields import RowId
 from app.core.pages import render as page

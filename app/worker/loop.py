@@ -99,8 +99,10 @@ class Worker:
         self.poll_seconds = poll_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.stale_after = timedelta(seconds=stale_after_seconds)
-        if handlers is None:
-            import app.jobs  # noqa: F401  (registers the job kinds; imported late: they import us)
+        if handlers is None and not HANDLERS:
+            # The domains register their kinds (app/jobs.py imports them all); the worker
+            # sits below them and imports none.
+            raise RuntimeError("no job kinds registered: import app.jobs before starting a worker")
         self.handlers = HANDLERS if handlers is None else handlers
         self.periodic = PERIODIC if handlers is None and upkeep else []
         self.kinds = None if kinds is None else tuple(kinds)

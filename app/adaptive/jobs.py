@@ -1,13 +1,13 @@
 """The worker's side of the scheduler: keep each project's proposals (the samplers'
-questions, app/scheduling/proposals.py) fresh after every fit and topped up, while
+questions, app/adaptive/proposals.py) fresh after every fit and topped up, while
 someone rates."""
 
 from __future__ import annotations
 
 import logging
 
+from app.adaptive import proposals
 from app.core.db import unit_of_work
-from app.scheduling import proposals
 from app.worker.loop import periodic
 
 PROPOSE_SECONDS = 1.0  # a busy study drains a batch of proposals in seconds

@@ -6,12 +6,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from app.core.deps import RaterToken, find_rater, transaction
+from app.core.deps import transaction
 from app.core.routes import StrictJSONRoute
-from app.raters import rating
 from app.raters.service import project_by_slug
-from app.raters.views import media_folder
-from app.scheduling.schemas import (
+from app.rating import service as rating
+from app.rating.deps import RaterToken, find_rater, media_folder
+from app.rating.schemas import (
     AnswerIn,
     ComparisonOut,
     JoinIn,

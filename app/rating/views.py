@@ -1,0 +1,195 @@
+"""The rating pages: a study's instructions, then one comparison after another, swapped
+in by htmx without a page load (and plain form posts where scripts are off)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
+
+from app.core.deps import SessionDep, is_cross_site, is_https, transaction
+from app.core.errors import NotFound, ServiceError
+from app.core.fields import BigRowId
+from app.core.routes import StrictJSONRoute
+from app.core.signing import RATER_COOKIE
+from app.models import Choice, Item
+from app.raters import service as raters
+from app.rating import service as rating
+from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token
+from app.scheduling.service import MAX_RESPONSE_MS
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=StrictJSONRoute)
+COOKIE_DAYS = 30
+
+
+def _templates(request: Request):
+    return request.app.state.templates
+
+
+def _page(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
+    return _templates(request).TemplateResponse(request, name, context, status_code=status_code)
+
+
+def _rater(request: Request, session, project):
+    return raters.authenticate(session=session, project=project, token=cookie_rater_token(request))
+
+
+@router.get("", response_class=HTMLResponse)
+def instructions(slug: str, request: Request, session: SessionDep, project: RatedProject):
+    """The researcher's instructions and a start button; platform ids pass through."""
+    returning = _rater(request, session, project) is not None
+    return _page(
+        request,
+        "rate/instructions.html",
+        {"project": project, "params": dict(request.query_params), "returning": returning},
+    )
+
+
+@router.post("/start")
+async def start(slug: str, request: Request, session: SessionDep, project: RatedProject):
+    form = await request.form()
+    params = {name: str(value) for name, value in form.items()}
+    if is_cross_site(request):
+        # Another site's form would sign this browser in as whoever it names.
+        return _page(
+            request,
+            "rate/instructions.html",
+            {
+                "project": project,
+                "params": params,
+                "returning": False,
+                "error": "This study starts from its own page: press Start here to begin.",
+            },
+            status_code=403,
+        )
+    try:
+        await request.app.state.throttle.join(request, slug)
+        _, token = rating.join(session=session, project=project, params=params)
+    except ServiceError as error:
+        page = _page(
+            request,
+            "rate/instructions.html",
+            {"project": project, "params": params, "returning": False, "error": error.detail},
+            status_code=error.status_code,
+        )
+        page.headers.update(getattr(error, "headers", None) or {})
+        return page
+    response = RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
+    response.set_cookie(
+        RATER_COOKIE,
+        request.app.state.rater_tokens.issue(token),
+        max_age=COOKIE_DAYS * 86_400,
+        path=f"/r/{slug}",
+        httponly=True,
+        samesite="lax",
+        secure=is_https(request),
+    )
+    return response
+
+
+def _comparison_context(project, state: rating.RaterState, slug: str) -> dict:
+    return {"project": project, "state": state, "slug": slug}
+
+
+@router.get("/rate", response_class=HTMLResponse, name="rate_page")
+def rate_page(slug: str, request: Request, session: SessionDep, project: RatedProject):
+    rater = _rater(request, session, project)
+    if rater is None:
+        return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
+    state = rating.state(session=session, project=project, rater=rater, draws=rating.roll(request))
+    return _page(request, "rate/rate.html", _comparison_context(project, state, slug))
+
+
+def _milliseconds(text: str) -> int | None:
+    """The page's own timing, when it is one; anything else is no timing, not an error."""
+    if text.isascii() and text.isdigit() and len(text) <= 9:
+        return int(text) if int(text) <= MAX_RESPONSE_MS else None
+    return None
+
+
+@router.post("/answer", response_class=HTMLResponse)
+async def answer(
+    slug: str,
+    request: Request,
+    query_id: Annotated[BigRowId, Form()],
+    choice: Annotated[Choice, Form()],
+    response_time_ms: Annotated[str, Form()] = "",
+):
+    token = cookie_rater_token(request)  # (rate limited before routing: ThrottleRaterRoutes)
+    elapsed = _milliseconds(response_time_ms)
+    draws = rating.roll(request)
+    quick = await rating.answer_quickly(
+        function=request.app.state.answer_function,
+        sessions=request.app.state.session_factory,
+        slug=slug,
+        token=token,
+        assignment_id=query_id,
+        choice=choice,
+        response_time_ms=elapsed,
+        draws=draws,
+    )
+    if quick is not None:
+        return _answered(request, slug, *quick)
+    return await run_in_threadpool(_answer, slug, request, token, query_id, choice, elapsed, draws)
+
+
+def _answer(
+    slug: str,
+    request: Request,
+    token: str | None,
+    query_id: int,
+    choice: Choice,
+    elapsed: int | None,
+    draws: rating.Draws,
+):
+    with transaction(request) as session:  # see transaction(): the busiest page route
+        found = raters.authenticate_in_study(session=session, slug=slug, token=token)
+        if found is None:
+            project = raters.project_by_slug(session=session, slug=slug)
+            # htmx swaps only 2xx answers in; the message must reach the rater's screen.
+            status_code = 200 if request.headers.get("HX-Request") else 401
+            return _page(
+                request, "rate/_expired.html", {"project": project, "slug": slug}, status_code
+            )
+        project, rater = found
+        state = rating.answer(
+            session=session,
+            project=project,
+            rater=rater,
+            assignment_id=query_id,
+            choice=choice,
+            response_time_ms=elapsed,
+            draws=draws,
+        )
+    return _answered(request, slug, project, state)
+
+
+def _answered(request: Request, slug: str, project, state: rating.RaterState) -> Response:
+    if request.headers.get("HX-Request"):
+        return _page(request, "rate/_comparison.html", _comparison_context(project, state, slug))
+    return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
+
+
+@router.get(MEDIA + "/{filename}", name="rater_media")
+def media(slug: str, filename: str, request: Request, session: SessionDep, project: RatedProject):
+    """An image of this study's items (and of no other project)."""
+    owned = session.scalar(
+        select(Item.image_type)
+        .where(Item.project_id == project.id, Item.image_file == filename)
+        .limit(1)
+    )
+    if owned is None:
+        raise NotFound(f"no image {filename} in this study")
+    path = request.app.state.images.path(project.id, filename)
+    return FileResponse(
+        path,
+        media_type=owned,
+        headers={"Cache-Control": "public, max-age=31536000, immutable"},
+    )
+
+
+def not_found_page(request: Request, exc: NotFound) -> Response:
+    return _page(request, "rate/missing.html", {"message": exc.detail}, status_code=404)
