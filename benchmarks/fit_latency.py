@@ -46,7 +46,7 @@ from app.core import migrations  # noqa: E402
 from app.core.db import unit_of_work  # noqa: E402
 from app.learn import TETE, FeatureOracle, random_triplets  # noqa: E402
 from app.models import Item, Job, ModelVersion, VersionStatus  # noqa: E402
-from app.training.service import _answers, _cutoff  # noqa: E402
+from app.training.runs import _answers, _cutoff  # noqa: E402
 from tests.support.postgres import start_postgres  # noqa: E402
 from tests.support.service import ServiceProcesses  # noqa: E402
 

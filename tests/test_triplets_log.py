@@ -141,7 +141,7 @@ def test_answers_about_the_projects_items_map_to_positions(make_database_url, ba
     from sqlalchemy import select
 
     from app.models import Item
-    from app.training.service import _answers
+    from app.training.runs import _answers
 
     url = make_database_url(backend, "positions")
     migrations.upgrade(url)

@@ -33,6 +33,7 @@ from app.models import (
     Triplet,
     TripletSource,
 )
+from app.scheduling import queue
 from app.scheduling import service as scheduling
 from app.triplets.log import committed_bound, hold_append_lock, item_positions
 
@@ -190,7 +191,7 @@ def step(*, session: Session, prediction: Prediction) -> Prediction:
             for item, row in zip(prediction.item_ids, proba, strict=True)
         }
         values["progress"] = {"queries_pending": 0, "items": len(new), "items_done": len(new)}
-        scheduling.withdraw_slots(session=session, prediction_id=prediction.id)
+        queue.withdraw_slots(session=session, prediction_id=prediction.id)
     else:
         queries, needed = router.pending_queries(return_needed=True)
         waiting_items = len(np.unique(queries[:, 0]))
@@ -200,10 +201,10 @@ def step(*, session: Session, prediction: Prediction) -> Prediction:
             "items_done": len(new) - waiting_items,
         }
         if prediction.ask_raters:
-            scheduling.sync_slots(
+            queue.sync_slots(
                 session=session,
                 project_id=prediction.project_id,
-                wanted=scheduling.Wanted(
+                wanted=queue.Wanted(
                     keys=query_keys(*queries.T),
                     queries=every[queries],
                     needed=needed,

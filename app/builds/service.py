@@ -21,6 +21,7 @@ from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn import CompRF, CompRFBuilder
 from app.learn.comprf import query_keys, unpack_query_keys
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
+from app.scheduling import queue
 from app.scheduling import service as scheduling
 from app.triplets.log import committed_bound, item_positions, readable_bound
 
@@ -256,7 +257,7 @@ def _sync_queue(
     Knowing what it waited for `before`, only the queries whose need changed are
     written. Returns what it waits for now."""
     if build.status is not BuildStatus.running:
-        scheduling.withdraw_slots(session=session, build_id=build.id)
+        queue.withdraw_slots(session=session, build_id=build.id)
         return None
     queries, needed = builder.pending_queries(return_needed=True)
     keys = query_keys(*queries.T)
@@ -275,10 +276,10 @@ def _sync_queue(
         changed_keys = np.concatenate([keys[~same], gone])
         changed_queries = np.concatenate([queries[~same], unpack_query_keys(gone)])
         changed_needed = np.concatenate([needed[~same], np.zeros(len(gone), np.int64)])
-    scheduling.sync_slots(
+    queue.sync_slots(
         session=session,
         project_id=build.project_id,
-        wanted=scheduling.Wanted(
+        wanted=queue.Wanted(
             keys=changed_keys,
             queries=item_ids(build)[changed_queries],
             needed=changed_needed,
@@ -347,7 +348,7 @@ def set_status(*, session: Session, build: Build, status: BuildStatus) -> Build:
     if status is BuildStatus.running:
         step(session=session, build=build)
     else:
-        scheduling.withdraw_slots(session=session, build_id=build.id)
+        queue.withdraw_slots(session=session, build_id=build.id)
     return build
 
 

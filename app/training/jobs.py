@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from app.core.db import unit_of_work
-from app.training import service
+from app.training import runs, service
 from app.worker.loop import JobCancelled, JobContext, JobFailed, handler, periodic
 
 TRAIN = service.TRAIN_JOB
@@ -19,14 +19,14 @@ def train(context: JobContext) -> dict[str, Any]:
     throttled = _Throttle(context)
     with context.sessions() as session:
         try:
-            version = service.fit_version(session, version_id, throttled)
-        except service.FitProblem as exc:
+            version = runs.fit_version(session, version_id, throttled)
+        except runs.FitProblem as exc:
             raise JobFailed(str(exc)) from exc
         except JobCancelled:
-            service.mark_cancelled(session, version_id)
+            runs.mark_cancelled(session, version_id)
             raise
         except Exception as exc:
-            service.mark_attempt_failed(
+            runs.mark_attempt_failed(
                 session,
                 version_id,
                 f"{exc.__class__.__name__}: {exc}",
@@ -62,5 +62,5 @@ def refit_check(sessions) -> None:
     """Queue the refits that growing answers call for; mark CompRF models ready as their
     builds complete."""
     with unit_of_work(sessions) as session:
-        service.refit_due(session)
-        service.follow_builds(session)
+        runs.refit_due(session)
+        runs.follow_builds(session)

@@ -8,45 +8,31 @@ refit by themselves (`refit_due`) once the answers grew by the model's `refit_gr
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from app.builds import routing
 from app.core.errors import Conflict, NotFound, ServiceError
-from app.items.service import decode_features
-from app.learn import dissimilarity_from_embedding
 from app.models import (
     Build,
     BuildStatus,
-    Item,
     Job,
-    LabelType,
     LearnedModel,
     ModelKind,
     ModelVersion,
     Prediction,
     PredictionStatus,
     Project,
-    Split,
-    Triplet,
     VersionStatus,
 )
 from app.models._types import utcnow
-from app.scheduling.service import excluded_rater_ids
 from app.training.fitted import Fitted
-from app.training.fitting import FITTERS, CannotFit, Snapshot, measure_on_test_split
 from app.training.schemas import ModelCreate, checked_params
 from app.triplets.log import (
-    adaptive_ids,
-    answer_columns,
-    committed_bound,
-    item_positions,
     readable_bound,
 )
 from app.worker import queue
@@ -371,118 +357,7 @@ def job_of(session: Session, version: ModelVersion) -> Job | None:
     return session.get(Job, version.job_id) if version.job_id is not None else None
 
 
-# -- the fit, in the worker ----------------------------------------------------------------
-
-
-def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapshot:
-    rows = session.execute(
-        select(Item.id, Item.key, Item.label, Item.split, Item.features)
-        .where(Item.project_id == project.id)
-        .order_by(Item.id)
-    ).all()
-    if not rows:
-        raise ServiceError(f"project {project.id} has no items")
-    item_ids = np.fromiter((row.id for row in rows), np.int64, len(rows))
-    labels = np.array([row.label for row in rows], dtype=object)
-    has_label = np.array([row.label is not None for row in rows])
-    splits = np.array([row.split.value for row in rows])
-    features = None
-    if project.feature_dim:
-        features = np.full((len(rows), project.feature_dim), np.nan)
-        for position, row in enumerate(rows):
-            if row.features is not None:
-                features[position] = decode_features(row.features)
-    cutoff = _cutoff(session, project.id)
-    answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids)
-    snap = Snapshot(
-        item_ids=item_ids,
-        keys=[row.key for row in rows],
-        labels=labels,
-        is_train=has_label & (splits != Split.test.value),
-        is_test=splits == Split.test.value,
-        features=features,
-        answers=answers,
-        answer_ids=answer_ids,
-        test_answers=test_answers,
-        adaptive=np.isin(answer_ids, adaptive_ids(session, project.id, cutoff)),
-        cutoff=cutoff,
-        regression=project.label_type is LabelType.regression,
-    )
-    _add_dissimilarity(session, model, snap)
-    return snap
-
-
-def _cutoff(session: Session, project_id: int) -> int:
-    """The last answer id below which no answer can still appear."""
-    for _ in range(50):
-        bound = committed_bound(session, project_id)
-        if bound is not None:
-            return bound
-        time.sleep(0.1)
-    # Writers kept the log busy for seconds: an answer still in flight below the newest
-    # id joins the next version instead.
-    return readable_bound(session, project_id)
-
-
-def _answers(
-    session: Session, project_id: int, cutoff: int, item_ids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The answers a fit uses, as (ids, positions of anchor, closer, farther), and the
-    researcher's test split as positions: excluded raters' answers and answers about
-    items deleted since are left out."""
-    excluded = excluded_rater_ids(session, project_id)
-    found = []
-    for test_split in (False, True):
-        columns = answer_columns(
-            session, project_id, cutoff, test_split=test_split, excluded_raters=excluded
-        )
-        block = np.stack(
-            [columns["anchor_id"], columns["closer_id"], columns["farther_id"]], axis=1
-        )
-        positions, known = item_positions(item_ids, block)
-        if known.all():  # as nearly always: no copy of millions of rows
-            found.append((columns["id"], positions))
-        else:
-            found.append((columns["id"][known], positions[known]))
-    (ids, answers), (_, test) = found
-    return ids, answers, test
-
-
-def _add_dissimilarity(session: Session, model: LearnedModel, snap: Snapshot) -> None:
-    """SMERF's D where it does not come from labels: a t-ETE model's current embedding,
-    or the matrix the researcher uploaded (over item keys)."""
-    if model.kind is not ModelKind.smerf:
-        return
-    source = model.params.get("dissimilarity", "labels")
-    if source == "embedding":
-        embedding_model = session.get(LearnedModel, model.params["embedding_model_id"])
-        ready = newest_ready(session, embedding_model.id) if embedding_model else None
-        if ready is None:
-            raise ServiceError(
-                f"SMERF's D comes from model {model.params['embedding_model_id']}'s "
-                "embedding, which has no ready version yet"
-            )
-        fitted = load_fitted(session, ready.id)
-        # Only items with answers have a place in the embedding; the answers that placed
-        # them cannot measure SMERF: it is measured on the rest (held out, or newer).
-        answered = fitted.candidates()
-        positions = np.searchsorted(snap.item_ids, fitted.item_ids[answered])
-        positions = np.minimum(positions, len(snap.item_ids) - 1)
-        kept = snap.item_ids[positions] == fitted.item_ids[answered]
-        snap.dissimilarity_items = positions[kept]
-        snap.dissimilarity = dissimilarity_from_embedding(fitted.coordinates[answered[kept]])
-        unseen = snap.answer_ids > fitted.cutoff
-        if fitted.heldout_answer_ids is not None:
-            unseen |= np.isin(snap.answer_ids, fitted.heldout_answer_ids)
-        snap.measure_on = np.flatnonzero(unseen)
-    elif source == "matrix":
-        keys, matrix = unpack_matrix(model.inputs)
-        position_of = {key: i for i, key in enumerate(snap.keys)}
-        missing = [key for key in keys if key not in position_of]
-        if missing:
-            raise ServiceError(f"D names items no longer in the project: {missing[:10]}")
-        snap.dissimilarity_items = np.array([position_of[key] for key in keys], np.int64)
-        snap.dissimilarity = matrix
+# -- stored artifacts, and CompRF models that follow their build -----------------------
 
 
 def pack_matrix(keys: list[str], matrix: np.ndarray) -> bytes:
@@ -504,173 +379,13 @@ def load_fitted(session: Session, version_id: int) -> Fitted:
     return Fitted.loads(blob)
 
 
-class FitProblem(Exception):
-    """The fit cannot succeed on this data; the version records why."""
-
-
-def fit_version(
-    session: Session, version_id: int, progress: Callable[[float, str], None]
-) -> ModelVersion:
-    """Fit one version (the job's body). Safe to run again after a crash: it starts over."""
-    version = session.get(ModelVersion, version_id)
-    if version is None:
-        raise FitProblem(f"model version {version_id} was deleted")
-    model = session.get(LearnedModel, version.model_id)
-    project = session.get(Project, model.project_id)
-    version.status = VersionStatus.training
-    version.message = "reading the answers"
-    session.commit()
-    progress(0.0, "reading the answers")
-
-    began = time.perf_counter()
-    try:
-        snap = snapshot(session, project, model)
-    except ServiceError as exc:
-        _fail(session, version_id, str(exc.detail))
-        raise FitProblem(str(exc.detail)) from exc
-    version.answers_cutoff = snap.cutoff
-    version.n_items = len(snap.item_ids)
-    session.commit()  # hold no transaction open while fitting
-    previous_version = newest_ready(session, model.id)
-    previous = None
-    if previous_version is not None and previous_version.number < version.number:
-        previous = load_fitted(session, previous_version.id)
-    warm_source = previous_version.id if previous is not None else None
-    params = dict(version.params)
-    session.rollback()  # no transaction (nor snapshot) stays open through the fit
-    seconds = {"reading": time.perf_counter() - began}
-    began = time.perf_counter()
-    try:
-        outcome = FITTERS[model.kind.value](
-            snap,
-            params,
-            previous,
-            lambda fraction, message: progress(0.05 + 0.9 * fraction, message),
-        )
-    except (CannotFit, ValueError) as exc:  # the library refused this data or these params
-        _fail(session, version_id, str(exc))
-        raise FitProblem(str(exc)) from exc
-    measure_on_test_split(snap, outcome.fitted, outcome.metrics, params.get("random_state", 0))
-    seconds["fitting"] = time.perf_counter() - began
-    began = time.perf_counter()
-    progress(0.96, "storing the model")
-    fitted = outcome.fitted
-    fitted.n_answers = len(snap.answers)
-    fitted.cutoff = snap.cutoff
-    blob = fitted.dumps()
-    seconds["storing"] = time.perf_counter() - began  # the commit below aside
-    outcome.metrics["seconds"] = {stage: round(value, 3) for stage, value in seconds.items()}
-    version = session.get(ModelVersion, version_id)
-    version.status = VersionStatus.ready
-    version.artifact = blob
-    version.artifact_bytes = len(blob)
-    version.answers_count = outcome.answers_used
-    version.heldout_count = outcome.heldout
-    version.metrics = _json_ready(outcome.metrics)
-    version.warm_start_from = warm_source if outcome.notes else None
-    version.message = "; ".join(outcome.notes) or "fitted"
-    version.fitted_at = utcnow()
-    session.commit()
-    return version
-
-
-def _fail(session: Session, version_id: int, message: str) -> None:
-    session.rollback()
-    session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version_id)
-        .values(status=VersionStatus.failed, message=message)
-    )
-    session.commit()
-
-
-def mark_attempt_failed(session: Session, version_id: int, message: str, final: bool) -> None:
-    """A fit that crashed: failed for good after its last attempt, else queued again."""
-    session.rollback()
-    status = VersionStatus.failed if final else VersionStatus.queued
-    note = message if final else f"{message}; retrying"
-    session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version_id)
-        .values(status=status, message=note)
-    )
-    session.commit()
-
-
-def mark_cancelled(session: Session, version_id: int) -> None:
-    session.rollback()
-    session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
-        .values(status=VersionStatus.cancelled, message="cancelled")
-    )
-    session.commit()
-
-
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(key): _json_ready(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_ready(item) for item in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
-
-
-# -- refits ------------------------------------------------------------------------------
-
-
-def answers_since(session: Session, project_id: int, after: int) -> int:
-    return (
-        session.scalar(
-            select(func.count()).where(
-                Triplet.project_id == project_id,
-                Triplet.id > after,
-                Triplet.id <= readable_bound(session, project_id),
-                Triplet.is_test.is_(False),
-            )
-        )
-        or 0
-    )
-
-
-def refit_due(session: Session) -> list[ModelVersion]:
-    """Queue a fit of every passive model whose answers grew by its share since its last
-    fit (or reached its minimum, before the first)."""
-    queued = []
-    models = session.scalars(
-        select(LearnedModel).where(
-            LearnedModel.auto_refit.is_(True), LearnedModel.kind.in_(PASSIVE)
-        )
-    ).all()
-    for model in models:
-        last = latest_version(session, model.id)
-        if last is not None and last.status in UNFINISHED:
-            continue
-        if last is None:
-            due = answers_since(session, model.project_id, 0) >= model.min_answers
-        else:  # growth since the last fit, whether it succeeded, failed or was cancelled
-            base = last.answers_count + last.heldout_count
-            new = answers_since(session, model.project_id, last.answers_cutoff)
-            due = new > 0 and new >= model.refit_growth * max(base, model.min_answers)
-        if due:
-            queued.append(request_training(session=session, model=model, trigger="answers grew"))
-            session.commit()
-    return queued
-
-
-# -- CompRF: a model that follows its build ------------------------------------------------
-
-
 def _follow_build(session: Session, model: LearnedModel, build: Build) -> None:
     version = _new_version(session, model, "build")
     version.params = {"build_id": build.id, **build.params}
-    _mirror_build(version, build)
+    mirror_build(version, build)
 
 
-def _mirror_build(version: ModelVersion, build: Build) -> None:
+def mirror_build(version: ModelVersion, build: Build) -> None:
     version.answers_cutoff = build.answers_cursor
     version.answers_count = build.queries_answered
     if build.status is BuildStatus.complete:
@@ -687,22 +402,6 @@ def _mirror_build(version: ModelVersion, build: Build) -> None:
     else:
         version.status = VersionStatus.training
         version.message = f"build {build.id} is {build.status.value}"
-
-
-def follow_builds(session: Session) -> None:
-    """Mark CompRF versions ready (or failed) as their builds finish."""
-    rows = session.execute(
-        select(ModelVersion, Build)
-        .join(LearnedModel, LearnedModel.id == ModelVersion.model_id)
-        .join(Build, Build.id == LearnedModel.build_id)
-        .where(
-            LearnedModel.kind == ModelKind.comprf,
-            ModelVersion.status.in_(UNFINISHED),
-        )
-    ).all()
-    for version, build in rows:
-        _mirror_build(version, build)
-    session.commit()
 
 
 def version_progress(session: Session, version: ModelVersion) -> tuple[float, str]:
