@@ -22,6 +22,7 @@ from app.worker.wakeup import BELL, Listener
 
 log = logging.getLogger("closer.worker")
 OUTAGE_WAIT = 2.0  # seconds between tries while the database cannot be reached
+LISTEN_WAIT = 5.0  # seconds a starting worker waits for its PostgreSQL LISTEN to hold
 
 
 class JobCancelled(Exception):
@@ -110,11 +111,16 @@ class Worker:
         self._last_run: dict[Periodic, float] = {}
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()
+        # Set while the worker waits for work (on PostgreSQL, listening for new jobs).
+        self.idle = threading.Event()
 
     def run(self, *, until_idle: bool = False) -> int:
         """Run jobs until stopped (or, with until_idle, until none is left); returns the count."""
         done = 0
         listener = None if until_idle else self._listen()
+        if listener is not None:
+            # A job queued elsewhere before LISTEN holds would wait for the next poll.
+            listener.listening.wait(LISTEN_WAIT)
         try:
             while not self.stopping.is_set():
                 rings = BELL.rings()  # a job queued from here on wakes the wait below
@@ -135,7 +141,9 @@ class Worker:
                     break
                 else:
                     self._upkeep()
+                    self.idle.set()
                     BELL.wait(rings, self.poll_seconds)
+                    self.idle.clear()
         finally:
             if listener is not None:
                 listener.stop()

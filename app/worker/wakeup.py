@@ -68,6 +68,8 @@ class Listener:
         self.url = libpq_conninfo(engine.url)
         self.bell = bell
         self.stopping = threading.Event()
+        # Set once LISTEN holds: from then on no notification is missed.
+        self.listening = threading.Event()
         self.thread = threading.Thread(target=self._run, name="closer-listen", daemon=True)
 
     def start(self) -> Listener:
@@ -84,6 +86,7 @@ class Listener:
             try:
                 with psycopg.connect(self.url, autocommit=True) as connection:
                     connection.execute(f"LISTEN {CHANNEL}")
+                    self.listening.set()
                     while not self.stopping.is_set():
                         for _ in connection.notifies(timeout=1.0, stop_after=1):
                             self.bell.ring()
