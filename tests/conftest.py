@@ -28,11 +28,25 @@ from tests.support.postgres import PostgresServer, start_postgres
 BACKENDS = os.environ.get("CLOSER_TEST_BACKENDS", "sqlite,postgresql").split(",")
 
 
-def pytest_collection_modifyitems(items) -> None:
-    """A test that drives Chromium is a `browser` test, whatever its module."""
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test that drives Chromium is a `browser` test, whatever its module. A
+    `one_database` test (a page's layout, scripts, security policy: nothing the database
+    changes) runs on SQLite only, and the slow tests start first, so that the short ones
+    fill the workers' time around them rather than wait at the end."""
+    once = []
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.get_closest_marker("one_database") and params.get("migrated_url") not in (
+            None,
+            "sqlite",
+        ):
+            once.append(item)
+    if once:
+        config.hook.pytest_deselected(items=once)
+        items[:] = [item for item in items if item not in once]
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _worker() -> str:

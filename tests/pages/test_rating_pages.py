@@ -115,6 +115,7 @@ def test_a_rater_answers_by_mouse_and_keyboard_and_gets_the_completion_code(
         assert stored + checks == 40  # one triplet per answer; checks are not triplets
 
 
+@pytest.mark.one_database  # the page itself: nothing the database changes
 def test_the_rating_page_works_on_a_phone(server, study, browser, tmp_path):
     _, slug = study
     shots = screenshots_dir(tmp_path)
@@ -150,6 +151,7 @@ def test_the_rating_page_works_on_a_phone(server, study, browser, tmp_path):
     context.close()
 
 
+@pytest.mark.one_database  # the page itself: nothing the database changes
 def test_an_unknown_study_link_is_a_page_that_says_so(server, browser):
     page = browser.new_page()
     response = page.goto(f"{server}/r/no-such-study")
@@ -166,6 +168,7 @@ def _new_comparison(page, before: str) -> None:
     )
 
 
+@pytest.mark.one_database  # the page itself: nothing the database changes
 def test_the_time_to_answer_runs_from_when_the_comparison_appears(app, server, study, browser):
     """A rater who answers a comparison the moment it appears is timed from its appearance
     (htmx settles it later: a clock started then had timed such answers from the previous
@@ -230,6 +233,7 @@ SCREENS = {
 }
 
 
+@pytest.mark.one_database  # the page itself: nothing the database changes
 @pytest.mark.parametrize("screen", SCREENS)
 def test_the_whole_comparison_is_above_the_fold(server, study, browser, tmp_path, screen):
     _, slug = study
@@ -264,6 +268,7 @@ def test_the_whole_comparison_is_above_the_fold(server, study, browser, tmp_path
     context.close()
 
 
+@pytest.mark.one_database  # the page itself: nothing the database changes
 def test_the_candidate_under_a_resting_pointer_does_not_look_chosen(server, study, browser):
     _, slug = study
     page = browser.new_page(viewport={"width": 1280, "height": 800})
@@ -285,6 +290,7 @@ def test_the_candidate_under_a_resting_pointer_does_not_look_chosen(server, stud
     expect(candidate).to_have_css("border-color", "rgb(61, 154, 87)")
 
 
+@pytest.mark.one_database  # the page itself: nothing the database changes
 def test_every_page_has_a_favicon(server):
     import httpx
 
@@ -293,6 +299,7 @@ def test_every_page_has_a_favicon(server):
     assert response.headers["content-type"] == "image/vnd.microsoft.icon"
 
 
+@pytest.mark.one_database  # the page itself: nothing the database changes
 def test_the_pages_run_under_a_strict_content_security_policy(server, study, browser):
     """No inline script or style: the rating pages work, and the browser reports no
     violation of the policy every page is sent with."""

@@ -324,6 +324,7 @@ def test_hostile_names_and_texts_render_as_text_on_every_page(
     assert strays == []
 
 
+@pytest.mark.one_database  # the page itself: nothing the database changes
 def test_the_api_docs_work_offline(server, browser, tmp_path):
     page = browser.new_page(viewport=DESKTOP)
     outside: list[str] = []
