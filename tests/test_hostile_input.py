@@ -4,6 +4,7 @@ authenticated, and malformed JSON is a 4xx that repeats little of the input (iss
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -417,3 +418,37 @@ def test_a_token_check_during_a_database_outage_is_no_500():
         raise sqlalchemy.exc.OperationalError("SELECT 1", {}, refused)
 
     assert asyncio.run(ResearcherTokens(database_down)("closer_x")) is False
+
+
+def _signed_in_page_token(client, bearer: dict, path: str) -> str:
+    """Sign the test client in to the workspace (with the API token, as the sign-in form
+    allows) and return the CSRF token of the page at `path`."""
+    found = re.compile(r'name="csrf_token" value="([0-9a-f]+)"')
+    csrf = found.search(client.get("/login").text).group(1)
+    token = bearer["Authorization"].removeprefix("Bearer ")
+    signed_in = client.post(
+        "/login", data={"token": token, "csrf_token": csrf}, follow_redirects=False
+    )
+    assert signed_in.status_code == 303, signed_in.text
+    return found.search(client.get(path).text).group(1)
+
+
+@pytest.mark.parametrize(
+    "params, named",
+    [
+        ("[" * 5000, "nested too deep"),
+        ('{"n_components": 1' + "0" * 5000 + "}", "an integer of 5001 digits is out of range"),
+        ('{"n_components": NaN}', "NaN is not a JSON number"),
+    ],
+)
+def test_the_new_model_form_reads_params_as_the_api_does(client, auth, project, params, named):
+    """Issue 32, hole 9: the form parsed `params` with plain json.loads, so 5,000 nested
+    brackets (RecursionError) or a 5,000-digit integer answered 500. It now reads every
+    form through one helper, which parses JSON as the API parses a body."""
+    models = f"/projects/{project['id']}/models"
+    csrf = _signed_in_page_token(client, auth, models)
+    form = {"csrf_token": csrf, "name": "hostile", "kind": "tete", "params": params}
+    response = client.post(models, data=form)
+    assert response.status_code == 422, response.text[:300]
+    assert named in response.text
+    assert client.get(f"/api/v1/projects/{project['id']}/models", headers=auth).json() == []

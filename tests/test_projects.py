@@ -95,3 +95,30 @@ def test_timestamps_are_utc_on_every_database(client, auth, project):
     assert created.utcoffset() is not None and created.utcoffset().total_seconds() == 0
     fetched = client.get(f"/api/v1/projects/{project['id']}", headers=auth).json()
     assert fetched["created_at"] == project["created_at"]
+
+
+def test_the_rating_settings_are_listed_once():
+    """RatingSettings is the one list: the update schema takes exactly its settings with
+    the same checks, the settings page shows each once, and the projects table has a
+    column for each that may be null exactly where the setting may be."""
+    from app.models import Project
+    from app.projects.schemas import (
+        NULLABLE_RATING_SETTINGS,
+        RatingSettings,
+        RatingSettingsUpdate,
+        rating_setting_sections,
+    )
+
+    names = set(RatingSettings.model_fields)
+    assert set(RatingSettingsUpdate.model_fields) == names
+    shown = [name for _, rows in rating_setting_sections() for name, _, _ in rows]
+    assert sorted(shown) == sorted(names)
+    columns = Project.__table__.columns
+    assert {name: columns[name].nullable for name in names} == {
+        name: name in NULLABLE_RATING_SETTINGS for name in names
+    }
+    for name, info in RatingSettings.model_fields.items():
+        update = RatingSettingsUpdate.model_fields[name]
+        assert [type(check) for check in update.metadata] == [
+            type(check) for check in info.metadata
+        ], name

@@ -14,7 +14,7 @@ from app.core.db import roll_back
 from app.core.deps import SessionDep
 from app.core.errors import ServiceError
 from app.core.fields import RowId
-from app.core.forms import read_form
+from app.core.forms import read_model_form
 from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
 from app.models import BuildStatus
@@ -68,15 +68,17 @@ async def start_build(
     project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    form = {
-        name: value.strip()
-        for name, value in (await request.form()).items()
-        if name in BuildCreate.model_fields and isinstance(value, str) and value.strip()
-    }
-    body, errors = read_form(BuildCreate, form)
+    submitted = await read_model_form(request, BuildCreate)
+    body, form = submitted.body, submitted.shown
     if body is None:
         return _builds_page(
-            request, session, researcher, project, form=form, errors=errors, status_code=422
+            request,
+            session,
+            researcher,
+            project,
+            form=form,
+            errors=submitted.errors,
+            status_code=422,
         )
     try:
         jobs.start_build(

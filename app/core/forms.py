@@ -3,10 +3,14 @@ exactly what the API takes; errors come back per field, for the page to show inl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypeVar
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
+
+from app.core.routes import parse_strict_json
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -22,3 +26,61 @@ def read_form(model: type[Model], data: Mapping[str, Any]) -> tuple[Model | None
             field = str(error["loc"][0]) if error["loc"] else "form"
             errors.setdefault(field, error["msg"])
         return None, errors
+
+
+@dataclass
+class SubmittedForm(Generic[Model]):
+    """A workspace form read as the API's model: `body` when it holds, else `errors` per
+    field; `shown` is what the page shows back in its fields."""
+
+    body: Model | None
+    shown: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+async def read_model_form(
+    request,
+    model: type[Model],
+    *,
+    fields: Collection[str] | None = None,
+    checkboxes: Collection[str] = (),
+    json_fields: Collection[str] = (),
+    unstripped: Collection[str] = (),
+    nullable: Collection[str] = (),
+    blank_is_missing: bool = True,
+) -> SubmittedForm[Model]:
+    """Read `model` (its `fields`, by default all of them) from the request's form, the
+    one way every workspace form is read. A checkbox is true when sent; text is stripped
+    (but `unstripped` fields: a textarea's lines); a blank field is None where `nullable`,
+    else left out (`blank_is_missing`, so the model's default applies) or kept for the
+    model to refuse; a `json_fields` field is parsed as the API parses a body (depth,
+    number and NUL limits), so a form takes no input its JSON twin refuses."""
+    form = await request.form()
+    shown: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for name in model.model_fields if fields is None else fields:
+        if name in checkboxes:
+            shown[name] = values[name] = name in form
+            continue
+        text = form.get(name)
+        if not isinstance(text, str):
+            continue
+        if name not in unstripped:
+            text = text.strip()
+        shown[name] = text
+        if text == "" and name in nullable:
+            values[name] = None
+        elif text == "" and blank_is_missing:
+            continue
+        elif name in json_fields:
+            try:
+                values[name] = parse_strict_json(text.encode())
+            except json.JSONDecodeError as error:
+                where = f" (line {error.lineno}, column {error.colno})" if error.doc else ""
+                errors[name] = f"not JSON: {error.msg}{where}"
+        else:
+            values[name] = text
+    body, invalid = read_form(model, values)
+    errors.update(invalid)
+    return SubmittedForm(None if errors else body, shown, errors)

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from app.core.fields import INT4_MAX, RequestModel
 from app.models import LabelType
@@ -36,100 +37,201 @@ class ProjectDetail(ProjectOut):
     triplet_count: int
 
 
+def _shown(section: str, widget: str) -> dict:
+    """Where the workspace's settings page shows a setting, and with what kind of field."""
+    return {"x-section": section, "x-widget": widget}
+
+
+READ = "What raters read"
+SESSIONS = "Sessions and completion"
+ASKED = "What is asked"
+QUALITY = "Quality"
+
+
 class RatingSettings(BaseModel):
-    """How the project's public rating link behaves."""
+    """How the project's public rating link behaves. The one list of the rating settings:
+    the update schema, which of them may be null and the settings page's sections derive
+    from it, and a test holds the projects table's columns to it."""
 
     model_config = ConfigDict(from_attributes=True, extra="forbid")
 
-    instructions: str = Field(default="", max_length=20_000, description="Shown before rating")
     question: str = Field(
-        default="Which of the two is closer to the one on top?", min_length=1, max_length=300
+        default="Which of the two is closer to the one on top?",
+        min_length=1,
+        max_length=300,
+        title="Question",
+        json_schema_extra=_shown(READ, "text"),
     )
-    allow_cant_tell: bool = Field(default=False, description='Offer a "can\'t tell" answer')
+    instructions: str = Field(
+        default="",
+        max_length=20_000,
+        title="Instructions",
+        description="Shown before rating",
+        json_schema_extra=_shown(READ, "textarea"),
+    )
+    allow_cant_tell: bool = Field(
+        default=False,
+        title="Offer “Can’t tell”",
+        description='Offer a "can\'t tell" answer',
+        json_schema_extra=_shown(READ, "checkbox"),
+    )
     answers_per_rater: int = Field(
-        default=40, ge=0, le=100_000, description="Answers that complete a session (0: no limit)"
+        default=40,
+        ge=0,
+        le=100_000,
+        title="Answers per rater (0: no limit)",
+        description="Answers that complete a session (0: no limit)",
+        json_schema_extra=_shown(SESSIONS, "integer"),
     )
-    completion_code: str = Field(min_length=1, max_length=64, description="Shown when done")
+    completion_code: str = Field(
+        min_length=1,
+        max_length=64,
+        title="Completion code",
+        description="Shown when done",
+        json_schema_extra=_shown(SESSIONS, "text"),
+    )
     completion_url: str | None = Field(
         default=None,
         max_length=500,
         pattern=r"^https?://",
+        title="Redirect when done (recruiting platform URL)",
         description="Where a finished rater is sent back to (the recruiting platform)",
+        json_schema_extra=_shown(SESSIONS, "url"),
     )
     no_more_work_code: str | None = Field(
         default=None,
+        min_length=1,
         max_length=64,
+        title="Code when nothing is left to ask",
         description="Shown to a rater who ends early because nothing is left to ask them "
         "(they have seen every query the study has); null: the completion code",
+        json_schema_extra=_shown(SESSIONS, "text"),
     )
     no_more_work_url: str | None = Field(
         default=None,
         max_length=500,
         pattern=r"^https?://",
+        title="Redirect when nothing is left to ask",
         description="Where such a rater is sent; null: completion_url",
+        json_schema_extra=_shown(SESSIONS, "url"),
     )
     random_share: float = Field(
-        default=0.1, ge=0, le=1, description="Share of random triplets for the passive learners"
+        default=0.1,
+        ge=0,
+        le=1,
+        title="Share of random triplets",
+        description="Share of random triplets for the passive learners",
+        json_schema_extra=_shown(ASKED, "share"),
     )
     attention_rate: float = Field(
-        default=0.05, ge=0, le=1, description="Share of attention checks (known answers)"
+        default=0.05,
+        ge=0,
+        le=1,
+        title="Share of attention checks",
+        description="Share of attention checks (known answers)",
+        json_schema_extra=_shown(ASKED, "share"),
+    )
+    lease_seconds: int = Field(
+        default=120,
+        ge=5,
+        le=86_400,
+        title="Seconds a served query stays reserved",
+        description="How long a served query stays reserved",
+        json_schema_extra=_shown(ASKED, "integer"),
     )
     labelling_share: float | None = Field(
         default=None,
         ge=0,
         le=1,
+        title="Proposed questions: share for labelling (all empty: automatic)",
         description="Of the questions the samplers propose (after CompRF's needs), the share "
         "that decides wanted labels; all three shares null: chosen from the project's models "
         "and items",
+        json_schema_extra=_shown(ASKED, "share"),
     )
     embedding_share: float | None = Field(
         default=None,
         ge=0,
         le=1,
+        title="Proposed questions: share for the embedding",
         description="Of the samplers' questions, the share asked where the embedding is least sure",
+        json_schema_extra=_shown(ASKED, "share"),
     )
     placement_share: float | None = Field(
         default=None,
         ge=0,
         le=1,
+        title="Proposed questions: share for placing new items",
         description="Of the samplers' questions, the share that places items new to the embedding",
-    )
-    lease_seconds: int = Field(
-        default=120, ge=5, le=86_400, description="How long a served query stays reserved"
+        json_schema_extra=_shown(ASKED, "share"),
     )
     min_attention_accuracy: float | None = Field(
-        default=None, ge=0, le=1, description="Exclude raters passing fewer checks than this"
+        default=None,
+        ge=0,
+        le=1,
+        title="Exclude below this attention-check accuracy",
+        description="Exclude raters passing fewer checks than this",
+        json_schema_extra=_shown(QUALITY, "share"),
     )
     min_majority_agreement: float | None = Field(
-        default=None, ge=0, le=1, description="Exclude raters agreeing less with the majority"
+        default=None,
+        ge=0,
+        le=1,
+        title="Exclude below this agreement with the majority",
+        description="Exclude raters agreeing less with the majority",
+        json_schema_extra=_shown(QUALITY, "share"),
     )
     quality_min_answers: int = Field(
-        default=5, ge=1, description="Checks (or compared answers) before a threshold applies"
+        default=5,
+        ge=1,
+        le=INT4_MAX,
+        title="Checks or compared answers before a threshold applies",
+        description="Checks (or compared answers) before a threshold applies",
+        json_schema_extra=_shown(QUALITY, "integer"),
     )
 
 
-class RatingSettingsUpdate(RequestModel):
-    """Any subset of the rating settings."""
+# Settings a researcher may set to null ("not set"); the others always hold a value.
+NULLABLE_RATING_SETTINGS = frozenset(
+    name
+    for name, info in RatingSettings.model_fields.items()
+    if type(None) in get_args(info.annotation)
+)
 
-    model_config = ConfigDict(extra="forbid")
 
-    instructions: str | None = Field(default=None, max_length=20_000)
-    question: str | None = Field(default=None, min_length=1, max_length=300)
-    allow_cant_tell: bool | None = None
-    answers_per_rater: int | None = Field(default=None, ge=0, le=100_000)
-    completion_code: str | None = Field(default=None, min_length=1, max_length=64)
-    completion_url: str | None = Field(default=None, max_length=500, pattern=r"^https?://")
-    no_more_work_code: str | None = Field(default=None, min_length=1, max_length=64)
-    no_more_work_url: str | None = Field(default=None, max_length=500, pattern=r"^https?://")
-    random_share: float | None = Field(default=None, ge=0, le=1)
-    attention_rate: float | None = Field(default=None, ge=0, le=1)
-    labelling_share: float | None = Field(default=None, ge=0, le=1)
-    embedding_share: float | None = Field(default=None, ge=0, le=1)
-    placement_share: float | None = Field(default=None, ge=0, le=1)
-    lease_seconds: int | None = Field(default=None, ge=5, le=86_400)
-    min_attention_accuracy: float | None = Field(default=None, ge=0, le=1)
-    min_majority_agreement: float | None = Field(default=None, ge=0, le=1)
-    quality_min_answers: int | None = Field(default=None, ge=1, le=INT4_MAX)
+def _any_subset(model: type[BaseModel]) -> dict:
+    """`model`'s fields, each optional (absent: unchanged) with the same checks."""
+    return {
+        name: (
+            Annotated[info.annotation | None, *info.metadata]
+            if info.metadata
+            else info.annotation | None,
+            Field(default=None, title=info.title, description=info.description),
+        )
+        for name, info in model.model_fields.items()
+    }
+
+
+class _StrictUpdate(RequestModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+RatingSettingsUpdate = create_model(
+    "RatingSettingsUpdate",
+    __base__=_StrictUpdate,
+    __doc__="Any subset of the rating settings (null clears a setting that may be unset).",
+    **_any_subset(RatingSettings),
+)
+
+
+def rating_setting_sections() -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """The settings page's sections in order: each a title and its (name, label, kind of
+    field) rows."""
+    sections: dict[str, list[tuple[str, str, str]]] = {}
+    for name, info in RatingSettings.model_fields.items():
+        shown = info.json_schema_extra
+        sections.setdefault(shown["x-section"], []).append((name, info.title, shown["x-widget"]))
+    return list(sections.items())
 
 
 class RatingOut(RatingSettings):

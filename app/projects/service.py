@@ -14,6 +14,7 @@ from app.core.errors import NotFound, ServiceError
 from app.items.images import ImageStore
 from app.models import Item, LabelType, Project, Rater, Researcher, Triplet, TripletSource
 from app.models._types import utcnow
+from app.projects.schemas import NULLABLE_RATING_SETTINGS
 from app.triplets.service import count_triplets
 from app.triplets.tally import answers_per_hour
 
@@ -62,18 +63,6 @@ def delete_project(*, session: Session, store: ImageStore, project: Project) -> 
     session.delete(project)
     session.flush()
     on_commit(session, lambda: store.remove_project(project_id))
-
-
-NULLABLE_RATING_SETTINGS = {
-    "completion_url",
-    "no_more_work_code",
-    "no_more_work_url",
-    "min_attention_accuracy",
-    "min_majority_agreement",
-    "labelling_share",
-    "embedding_share",
-    "placement_share",
-}
 
 
 def update_rating(*, session: Session, project: Project, changes: dict) -> Project:

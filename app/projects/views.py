@@ -13,13 +13,19 @@ from app.core.db import roll_back
 from app.core.deps import SessionDep, SettingsDep, public_study_url
 from app.core.errors import InvalidUpload, Problem, ServiceError
 from app.core.fields import RowId
-from app.core.forms import read_form
+from app.core.forms import read_model_form
 from app.core.pages import render as page
 from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
 from app.models import LabelType, TripletSource
 from app.projects import archive, service
-from app.projects.schemas import ProjectCreate, RatingSettings, RatingSettingsUpdate
+from app.projects.schemas import (
+    NULLABLE_RATING_SETTINGS,
+    ProjectCreate,
+    RatingSettings,
+    RatingSettingsUpdate,
+    rating_setting_sections,
+)
 from app.rating import service as rating
 from app.uploads.api import as_uploaded
 
@@ -58,15 +64,13 @@ def projects_page(request: Request, session: SessionDep, researcher: WorkspaceRe
 
 @router.post("/projects", response_class=HTMLResponse, name="create_project_form")
 async def create_project(request: Request, session: SessionDep, researcher: WorkspaceResearcher):
-    form = {
-        name: value
-        for name, value in (await request.form()).items()
-        if name in ProjectCreate.model_fields and isinstance(value, str)
-    }
-    body, errors = read_form(ProjectCreate, form)
+    submitted = await read_model_form(
+        request, ProjectCreate, unstripped=ProjectCreate.model_fields, blank_is_missing=False
+    )
+    body, form = submitted.body, submitted.shown
     if body is None:
         return _projects_page(
-            request, session, researcher, form=form, errors=errors, status_code=422
+            request, session, researcher, form=form, errors=submitted.errors, status_code=422
         )
     project = service.create_project(
         session=session,
@@ -117,53 +121,7 @@ def project_preview(
 
 
 # The settings form, in the order a researcher thinks of them: (field, label, input).
-SETTINGS_SECTIONS = [
-    (
-        "What raters read",
-        [
-            ("question", "Question", "text"),
-            ("instructions", "Instructions", "textarea"),
-            ("allow_cant_tell", "Offer “Can’t tell”", "checkbox"),
-        ],
-    ),
-    (
-        "Sessions and completion",
-        [
-            ("answers_per_rater", "Answers per rater (0: no limit)", "integer"),
-            ("completion_code", "Completion code", "text"),
-            ("completion_url", "Redirect when done (recruiting platform URL)", "url"),
-            ("no_more_work_code", "Code when nothing is left to ask", "text"),
-            ("no_more_work_url", "Redirect when nothing is left to ask", "url"),
-        ],
-    ),
-    (
-        "What is asked",
-        [
-            ("random_share", "Share of random triplets", "share"),
-            ("attention_rate", "Share of attention checks", "share"),
-            ("lease_seconds", "Seconds a served query stays reserved", "integer"),
-            (
-                "labelling_share",
-                "Proposed questions: share for labelling (all empty: automatic)",
-                "share",
-            ),
-            ("embedding_share", "Proposed questions: share for the embedding", "share"),
-            ("placement_share", "Proposed questions: share for placing new items", "share"),
-        ],
-    ),
-    (
-        "Quality",
-        [
-            ("min_attention_accuracy", "Exclude below this attention-check accuracy", "share"),
-            ("min_majority_agreement", "Exclude below this agreement with the majority", "share"),
-            (
-                "quality_min_answers",
-                "Checks or compared answers before a threshold applies",
-                "integer",
-            ),
-        ],
-    ),
-]
+SETTINGS_SECTIONS = rating_setting_sections()
 
 
 def _settings_page(
@@ -209,22 +167,19 @@ async def save_settings(
     project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
 ):
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
-    form = await request.form()
-    values: dict = {}
-    for _, fields in SETTINGS_SECTIONS:
-        for name, _, kind in fields:
-            if kind == "checkbox":
-                values[name] = name in form
-                continue
-            text = form.get(name)
-            text = text.strip() if isinstance(text, str) and kind != "textarea" else text
-            # An emptied optional field is "not set"; an emptied required one is refused
-            # by the same schema as the API's.
-            if text == "" and name in service.NULLABLE_RATING_SETTINGS:
-                values[name] = None
-            elif isinstance(text, str):
-                values[name] = text
-    body, errors = read_form(RatingSettingsUpdate, values)
+    listed = [field for _, fields in SETTINGS_SECTIONS for field in fields]
+    # An emptied optional field is "not set"; an emptied required one is refused by the
+    # same schema as the API's.
+    submitted = await read_model_form(
+        request,
+        RatingSettingsUpdate,
+        fields=[name for name, _, _ in listed],
+        checkboxes=[name for name, _, kind in listed if kind == "checkbox"],
+        unstripped=[name for name, _, kind in listed if kind == "textarea"],
+        nullable=NULLABLE_RATING_SETTINGS,
+        blank_is_missing=False,
+    )
+    body, values, errors = submitted.body, submitted.shown, submitted.errors
     if body is None:
         return _settings_page(
             request, researcher, project, values=values, errors=errors, status_code=422

@@ -37,9 +37,9 @@ from app.training.fitting import FITTERS, CannotFit, Snapshot, measure_on_test_s
 from app.training.service import (
     PASSIVE,
     UNFINISHED,
-    mirror_build,
     latest_version,
     load_fitted,
+    mirror_build,
     newest_ready,
     request_training,
     unpack_matrix,

@@ -10,17 +10,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.auth.deps import WorkspaceResearcher
-from app.builds.routing import newest_prediction, wanted_item_count
 from app.builds.service import list_builds
 from app.core.db import roll_back
 from app.core.deps import SessionDep
 from app.core.errors import ServiceError
 from app.core.fields import RowId
-from app.core.forms import read_form
+from app.core.forms import read_model_form
 from app.core.pages import render as page
 from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
-from app.models import ModelKind, PredictionStatus, VersionStatus
+from app.models import ModelKind
 from app.projects.service import get_project
 from app.training import service
 from app.training.schemas import PARAMS, ModelCreate
@@ -33,29 +32,6 @@ KIND_NAMES = {
     ModelKind.smerf: "SMERF metric (item features)",
     ModelKind.disdf: "DisDF metric (item features)",
 }
-UNFINISHED = (VersionStatus.queued, VersionStatus.training)
-
-
-def _model_cards(session, project) -> list[dict]:
-    cards = []
-    for model in service.list_models(session=session, project=project):
-        versions = service.versions(session=session, model=model)
-        latest = versions[0] if versions else None
-        progress = service.version_progress(session, latest) if latest is not None else None
-        routed = None
-        if model.kind is ModelKind.comprf and model.build_id is not None:
-            routed = newest_prediction(session, model.build_id)
-        cards.append(
-            {
-                "model": model,
-                "routing": routed,
-                "versions": versions,
-                "latest": latest,
-                "progress": progress,
-                "curve": service.learning_curve(session=session, model=model),
-            }
-        )
-    return cards
 
 
 def _models_page(
@@ -68,7 +44,7 @@ def _models_page(
     errors: dict | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
-    cards = _model_cards(session, project)
+    cards = service.model_cards(session=session, project=project)
     standings, best, measure = service.labelling_standings(session=session, project=project)
     context = {
         "labelling": {"standings": standings, "best": best, "measure": measure},
@@ -76,16 +52,7 @@ def _models_page(
         "project": project,
         "tab": "models",
         "cards": cards,
-        "wanted_items": (
-            wanted_item_count(session, project.id)
-            if any(card["model"].kind is ModelKind.comprf for card in cards)
-            else 0
-        ),
-        "live": any(
-            (card["latest"] and card["latest"].status in UNFINISHED)
-            or (card["routing"] and card["routing"].status is PredictionStatus.routing)
-            for card in cards
-        ),
+        "live": any(card.live for card in cards),
         "kinds": KIND_NAMES,
         "builds": list_builds(session=session, project=project),
         "defaults": {
@@ -113,23 +80,15 @@ async def create_model(
     project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    submitted = await request.form()
-    form = {
-        name: value.strip()
-        for name, value in submitted.items()
-        if name in ("name", "kind", "params", "build_id", "min_answers") and isinstance(value, str)
-    }
-    values: dict = {key: value for key, value in form.items() if value and key != "params"}
-    values["auto_refit"] = "auto_refit" in submitted
-    errors: dict[str, str] = {}
-    if form.get("params"):
-        try:
-            values["params"] = json.loads(form["params"])
-        except json.JSONDecodeError as error:
-            errors["params"] = f"not JSON: {error.msg} (line {error.lineno}, column {error.colno})"
-    body, invalid = read_form(ModelCreate, values)
-    errors.update(invalid)
-    if body is None or errors:
+    submitted = await read_model_form(
+        request,
+        ModelCreate,
+        fields=("name", "kind", "params", "build_id", "min_answers", "auto_refit"),
+        checkboxes=("auto_refit",),
+        json_fields=("params",),
+    )
+    body, form, errors = submitted.body, submitted.shown, submitted.errors
+    if body is None:
         return _models_page(
             request, session, researcher, project, form=form, errors=errors, status_code=422
         )
