@@ -44,7 +44,9 @@ class ServedVersion:
 
 
 @dataclass
-class Served:
+class ServingModel:
+    """A fitted version as this process serves it, with the bodies it answered before."""
+
     version: ServedVersion
     fitted: Fitted
     bodies: dict[str, bytes] = field(default_factory=dict)  # embedding, by format
@@ -57,10 +59,10 @@ class ModelCache:
 
     def __init__(self, most: int = MOST_CACHED) -> None:
         self.most = most
-        self._entries: OrderedDict[tuple, Served] = OrderedDict()
+        self._entries: OrderedDict[tuple, ServingModel] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, session: Session, version: ModelVersion) -> Served:
+    def get(self, session: Session, version: ModelVersion) -> ServingModel:
         key = (version.id, version.fitted_at)
         with self._lock:
             served = self._entries.get(key)
@@ -68,7 +70,7 @@ class ModelCache:
                 self._entries.move_to_end(key)
                 return served
         # Loading happens outside the lock: another model's requests need not wait.
-        served = Served(ServedVersion.of(version), training.load_fitted(session, version.id))
+        served = ServingModel(ServedVersion.of(version), training.load_fitted(session, version.id))
         with self._lock:
             self._entries[key] = served
             while len(self._entries) > self.most:
@@ -83,7 +85,7 @@ class ModelCache:
 cache = ModelCache()
 
 
-def serving(session: Session, model: LearnedModel, number: int | None = None) -> Served:
+def serving(session: Session, model: LearnedModel, number: int | None = None) -> ServingModel:
     """The version that answers: `number` if given, else the newest ready one. A model
     with none ready yet is a 409 that says how far its fit has come."""
     if number is not None:
@@ -95,7 +97,7 @@ def serving(session: Session, model: LearnedModel, number: int | None = None) ->
         if version is None:
             raise Conflict(_not_ready(session, model, training.latest_version(session, model.id)))
     if model.kind is ModelKind.comprf:
-        return Served(ServedVersion.of(version), None)  # CompRF routes, from its build
+        return ServingModel(ServedVersion.of(version), None)  # CompRF routes, from its build
     return cache.get(session, version)
 
 
@@ -155,7 +157,7 @@ def _rows(
     return out
 
 
-def predict_known(served: Served, keys: list[str]) -> list[dict[str, Any]]:
+def predict_known(served: ServingModel, keys: list[str]) -> list[dict[str, Any]]:
     fitted = served.fitted
     if fitted.predictions is None:
         raise Conflict(
@@ -166,7 +168,7 @@ def predict_known(served: Served, keys: list[str]) -> list[dict[str, Any]]:
     return _rows(keys, fitted.predictions, positions, known=True)
 
 
-def export_predictions(served: Served, fmt: str) -> bytes:
+def export_predictions(served: ServingModel, fmt: str) -> bytes:
     """Every item the version knows, with its predicted label (none where the top
     classes tie: then the tied classes, separated by " | "), that label's probability
     and the support behind it."""
@@ -210,7 +212,7 @@ def _export(rows: list[dict[str, Any]], fmt: str) -> bytes:
     return text.getvalue().encode()
 
 
-def predict_new(served: Served, new_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def predict_new(served: ServingModel, new_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Labels for items not in the project: from their answers against known items
     (TripletBoost, t-ETE) or their features (SMERF, DisDF)."""
     fitted = served.fitted
@@ -302,7 +304,7 @@ def _new_features(fitted: Fitted, new_items: list[dict]) -> np.ndarray:
 # -- the metric: embeddings, distances, neighbours ----------------------------------------
 
 
-def _needs_metric(served: Served, what: str) -> Fitted:
+def _needs_metric(served: ServingModel, what: str) -> Fitted:
     fitted = served.fitted
     if not fitted.has_metric:
         raise ServiceError(
@@ -311,7 +313,7 @@ def _needs_metric(served: Served, what: str) -> Fitted:
     return fitted
 
 
-def embedding_body(served: Served, model_id: int, fmt: str) -> bytes:
+def embedding_body(served: ServingModel, model_id: int, fmt: str) -> bytes:
     """The whole embedding, serialised once per version and format."""
     body = served.bodies.get(fmt)
     if body is not None:
@@ -366,7 +368,7 @@ def _covered(fitted: Fitted, positions: np.ndarray, keys: list[str], where: str)
         raise ServiceError(f"{where}: items that {reason}: {lacking[:20]}")
 
 
-def distances(served: Served, pairs: list[tuple[str, str]]) -> list[float]:
+def distances(served: ServingModel, pairs: list[tuple[str, str]]) -> list[float]:
     fitted = _needs_metric(served, "distances")
     first_keys = [a for a, _ in pairs]
     second_keys = [b for _, b in pairs]
@@ -377,7 +379,7 @@ def distances(served: Served, pairs: list[tuple[str, str]]) -> list[float]:
     return [float(value) for value in fitted.pair_distances(first, second)]
 
 
-def neighbors(served: Served, key: str, k: int) -> list[dict[str, Any]]:
+def neighbors(served: ServingModel, key: str, k: int) -> list[dict[str, Any]]:
     fitted = _needs_metric(served, "neighbours")
     position = _positions(fitted, [key], served.version)
     _covered(fitted, position, [key], "item")

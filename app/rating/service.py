@@ -120,10 +120,10 @@ class _Cards:
 _cards = _Cards()
 
 
-def _shown(session: Session, project: Project, served: scheduling.Served) -> Comparison:
+def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -> Comparison:
     ids = (served.anchor_id, served.left_id, served.right_id)
     anchor, left, right = _cards.get(session, project, ids)
-    return Comparison(served.id, anchor, left, right)
+    return Comparison(served.assignment_id, anchor, left, right)
 
 
 def state(

@@ -264,10 +264,11 @@ _LEASE = {
 
 
 @dataclass(frozen=True)
-class Served:
-    """A query served to a rater, as the pages show it."""
+class ServedQuery:
+    """A query served to a rater, as the pages show it: its assignment (the id raters
+    send back as `query_id`) and the items in the places they are shown."""
 
-    id: int
+    assignment_id: int
     anchor_id: int
     left_id: int
     right_id: int
@@ -404,7 +405,7 @@ def serve_next(
     draws: Draws,
     now: datetime | None = None,
     just_answered: bool = False,
-) -> Served | None:
+) -> ServedQuery | None:
     """The next query for `rater`, leased to them; None once they are done, or once they
     have been served every query the study has (`is_out_of_work`). The query they hold
     unanswered comes first, unless they `just_answered` the one they held. Every random
@@ -415,7 +416,7 @@ def serve_next(
     if not just_answered:
         held = current_assignment(session=session, rater=rater, now=now)
         if held is not None:
-            return Served(held.id, held.anchor_id, held.left_id, held.right_id)
+            return ServedQuery(held.id, held.anchor_id, held.left_id, held.right_id)
     draw = draws.kind
     slot = None
     expires = now + timedelta(seconds=lease_seconds(project, rater))
@@ -455,7 +456,7 @@ def serve_next(
         },
     ).id
     left, right = (lo, hi) if left_is_lo else (hi, lo)
-    return Served(assignment_id, anchor, left, right)
+    return ServedQuery(assignment_id, anchor, left, right)
 
 
 MAX_RESPONSE_MS = 86_400_000
