@@ -18,6 +18,7 @@ from app.auth.views import router as auth_pages
 from app.builds.api import predictions as predictions_router
 from app.builds.api import router as builds_router
 from app.builds.views import router as build_pages
+from app.core.caches import Caches, UseCaches
 from app.core.config import Settings, get_settings
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.core.deps import SESSION_COOKIE, SignInRequired, csrf_token
@@ -94,7 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 Worker(app.state.session_factory, kinds=TRAINING_KINDS, upkeep=False, **common),
             ]
             for number, worker in enumerate(workers):
-                start_in_thread(worker, name=f"closer-worker-{number}")
+                start_in_thread(worker, name=f"closer-worker-{number}", caches=app.state.caches)
         if gc.get_freeze_count() == 0:
             # What startup loaded (numpy, scikit-learn, numba, SQLAlchemy: millions of
             # objects) lives as long as the process. Frozen, the collector no longer
@@ -120,6 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_url="/openapi.json" if settings.api_docs else None,
     )
     app.state.settings = settings
+    app.state.caches = Caches()
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     app.state.answer_function = answer_function
@@ -157,6 +159,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(ThrottleRaterRoutes, throttle=app.state.throttle)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(UseCaches, caches=app.state.caches)
     install_error_handlers(app)
 
     templates = Jinja2Templates(

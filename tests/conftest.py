@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.auth.service import create_token
-from app.core import migrations
+from app.core import caches, migrations
 from app.core.config import Settings
 from app.core.db import make_engine, unit_of_work
 from app.main import create_app
@@ -132,8 +132,11 @@ def settings(database_url, tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def app(settings):
+    """The app; what the test itself calls (a worker's jobs, a service) shares its caches,
+    as the embedded worker does."""
     application = create_app(settings)
-    yield application
+    with caches.using(application.state.caches):
+        yield application
     application.state.engine.dispose()
 
 

@@ -381,8 +381,7 @@ def test_the_answer_function_and_the_python_scheduler_write_the_same(
     PostgreSQL (the function turned off) and the Python path on SQLite. A process asks
     for a build step at most every half second, which depends on how fast a path runs:
     here every answer to a build's query asks (one job stays queued either way)."""
-    monkeypatch.setattr(build_jobs, "_recent", build_jobs._Recent(seconds=0))
-    monkeypatch.setattr(build_jobs, "_recent_routing", build_jobs._Recent(seconds=0))
+    monkeypatch.setattr(build_jobs, "STEP_REQUEST_SECONDS", 0)
     runs = {}
     for name, backend, function in (
         ("function", "postgresql", True),

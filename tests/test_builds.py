@@ -8,6 +8,7 @@ from sklearn.datasets import make_blobs
 from app.builds import service
 from app.builds.jobs import request_step
 from app.builds.service import BuildParams
+from app.core import caches
 from app.core.db import unit_of_work
 from app.core.errors import Conflict, ServiceError
 from app.learn import CompRF, FeatureOracle
@@ -196,7 +197,7 @@ def test_a_worker_that_dies_between_saves_loses_nothing(sessions, labelled_proje
         with unit_of_work(sessions) as session:
             service.step(session=session, build=session.get(Build, build_id))
         if len(saved) % 3 == 0:
-            service._warm = service._WarmBuilds()  # the worker died: its memory is gone
+            caches.current().drop("builds.warm")  # the worker died: its memory is gone
     assert len(set(saved)) < len(saved)  # some steps did not save the state
     with sessions() as session:
         online = service.forest(session.get(Build, build_id))

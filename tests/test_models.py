@@ -184,12 +184,10 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
 def test_a_failed_first_request_leaves_the_served_model_working(app, client, auth, blob_project):
     """The request that loads a version into the process's cache fails (an unknown item):
     the cached entry must outlive that request's session, so every later call works."""
-    from app.predictions.service import cache
-
     project_id, _ = blob_project
     model = _create(client, auth, project_id, name="tete", kind="tete", params={"max_iter": 50})
     _run_jobs(app)
-    cache.clear()
+    app.state.caches.drop("predictions.models")  # as after a restart
     base = f"{API}/projects/{project_id}/models/{model['id']}"
     missing = client.get(f"{base}/neighbors?item=NOPE&k=3", headers=auth)
     assert missing.status_code == 404 and "NOPE" in missing.text

@@ -17,8 +17,8 @@ from app.adaptive.proposals import (
     PURPOSES,
     RATED_WITHIN,
     REFILL_BELOW,
-    Refresher,
 )
+from app.core import caches
 from app.learn import FeatureOracle, random_triplets
 from app.models import (
     Assignment,
@@ -105,7 +105,7 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
     app, client, auth, labelled_project, monkeypatch
 ):
     project_id, _, y = labelled_project
-    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
+    caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
     sessions = app.state.session_factory
     adaptive_jobs.refresh_proposals(sessions)
     assert _open_proposals(app, project_id) == []  # no model fitted yet: nothing to ask
@@ -181,7 +181,7 @@ def test_proposals_wait_for_someone_to_rate(app, client, auth, labelled_project,
     """A refresh reads every answer: the worker makes proposals only for projects a rater
     joined or answered in the last ten minutes, and starts as soon as one does."""
     project_id, _, _ = labelled_project
-    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
+    caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
     sessions = app.state.session_factory
     with sessions() as session:  # the rater who joined did so eleven minutes ago
         session.execute(
@@ -205,7 +205,7 @@ def test_a_refit_replaces_stale_proposals_and_new_items_get_placed(
     app, client, auth, labelled_project, monkeypatch
 ):
     project_id, _, _ = labelled_project
-    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
+    caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
     sessions = app.state.session_factory
     model_id = _fit(app, client, auth, project_id)
     adaptive_jobs.refresh_proposals(sessions)
@@ -241,7 +241,7 @@ def test_proposals_held_by_raters_who_walked_away_do_not_count_as_left(
     """A lease keeps its slot until it expires (a closed tab, a bot on the public link):
     the queue is topped up when the slots free to serve run low, not all open ones."""
     project_id, _, _ = labelled_project
-    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
+    caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
     sessions = app.state.session_factory
     _fit(app, client, auth, project_id)
     adaptive_jobs.refresh_proposals(sessions)
@@ -270,7 +270,7 @@ def test_held_out_errors_are_measured_on_answers_to_random_questions_only(
     answer function on PostgreSQL), a random one is not; a t-ETE fit holds out only
     unmarked answers and says so."""
     project_id, _, _ = labelled_project
-    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
+    caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
     sessions = app.state.session_factory
     model_id = _fit(app, client, auth, project_id)
     adaptive_jobs.refresh_proposals(sessions)
@@ -338,7 +338,7 @@ def test_with_boosted_classifiers_the_labelling_questions_grow_comparison_trees(
     each pair proposed is a tree node's two pivots of different classes, asked of every
     labelled item and of every wanted item, the wanted items' questions first."""
     project_id, _, y = labelled_project
-    monkeypatch.setattr(adaptive_jobs, "REFRESHER", Refresher())
+    caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
     sessions = app.state.session_factory
     response = client.post(
         f"{API}/projects/{project_id}/models",

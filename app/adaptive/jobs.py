@@ -7,13 +7,18 @@ from __future__ import annotations
 import logging
 
 from app.adaptive import proposals
+from app.core import caches
 from app.core.db import unit_of_work
 from app.worker.loop import periodic
 
 PROPOSE_SECONDS = 1.0  # a busy study drains a batch of proposals in seconds
 
 log = logging.getLogger(__name__)
-REFRESHER = proposals.Refresher()
+
+
+def refresher() -> proposals.Refresher:
+    """When this process last refreshed each project's proposals."""
+    return caches.current().get("adaptive.refresher", proposals.Refresher)
 
 
 @periodic(PROPOSE_SECONDS)
@@ -21,10 +26,10 @@ def refresh_proposals(sessions) -> None:
     with unit_of_work(sessions) as session:
         standings = proposals.standings(session)
     for standing in standings:
-        if not REFRESHER.due(standing):
+        if not refresher().due(standing):
             continue
         with unit_of_work(sessions) as session:
-            done = REFRESHER.run(session, standing)
+            done = refresher().run(session, standing)
         if done is None:
             continue
         log.info(

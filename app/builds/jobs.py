@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.builds import routing, service
+from app.core import caches
 from app.core.db import unit_of_work
 from app.models import Build, BuildStatus, Job, JobStatus, Prediction
 from app.worker import queue
@@ -71,12 +72,17 @@ class _Recent:
             return True
 
 
-_recent = _Recent()
+# How often a process asks for a step of one build (or routing), at most.
+STEP_REQUEST_SECONDS = 0.5
+
+
+def _recent() -> _Recent:
+    return caches.current().get("builds.recent_steps", lambda: _Recent(STEP_REQUEST_SECONDS))
 
 
 def step_due(build_id: int) -> bool:
     """After an answer for a build arrived: whether this process asks for a step now."""
-    return _recent.due(build_id)
+    return _recent().due(build_id)
 
 
 def request_step_soon(*, session: Session, build_id: int, project_id: int) -> None:
@@ -85,12 +91,13 @@ def request_step_soon(*, session: Session, build_id: int, project_id: int) -> No
         request_step_by_id(session=session, build_id=build_id, project_id=project_id)
 
 
-_recent_routing = _Recent()
+def _recent_routing() -> _Recent:
+    return caches.current().get("builds.recent_routings", lambda: _Recent(STEP_REQUEST_SECONDS))
 
 
 def routing_due(prediction_id: int) -> bool:
     """After an answer to a routing query: whether this process asks for a step now."""
-    return _recent_routing.due(prediction_id)
+    return _recent_routing().due(prediction_id)
 
 
 def request_routing(*, session: Session, prediction_id: int, project_id: int) -> None:

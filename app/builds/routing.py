@@ -19,6 +19,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.builds import service as builds
+from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn import CompRF
 from app.learn.comprf import query_keys
@@ -59,7 +60,8 @@ class _Forests:
         return found
 
 
-_forests = _Forests()
+def _forests() -> _Forests:
+    return caches.current().get("builds.forests", _Forests)
 
 
 def _wanted_items(project_id: int) -> tuple:
@@ -171,7 +173,7 @@ def step(*, session: Session, prediction: Prediction) -> Prediction:
     if prediction.status is not PredictionStatus.routing:
         return prediction
     build = session.get(Build, prediction.build_id)
-    forest = _forests.get(build)
+    forest = _forests().get(build)
     every, order, new = _positions(build, prediction)
     held = np.frombuffer(prediction.answers, dtype=np.int64).reshape(-1, 3)
     fresh, cursor = _answers_about(session, prediction, every, order)
@@ -227,7 +229,7 @@ def pending_by_key(*, session: Session, prediction: Prediction) -> list[dict]:
     if prediction.status is not PredictionStatus.routing:
         return []
     build = session.get(Build, prediction.build_id)
-    forest = _forests.get(build)
+    forest = _forests().get(build)
     every, order, new = _positions(build, prediction)
     router = forest.route(new)
     held = np.frombuffer(prediction.answers, dtype=np.int64).reshape(-1, 3)

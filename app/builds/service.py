@@ -17,6 +17,7 @@ import numpy as np
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn import CompRF, CompRFBuilder
 from app.learn.comprf import query_keys, unpack_query_keys
@@ -195,7 +196,8 @@ class _WarmBuilds:
                 self._builds.pop(next(iter(self._builds)))
 
 
-_warm = _WarmBuilds()
+def _warm() -> _WarmBuilds:
+    return caches.current().get("builds.warm", _WarmBuilds)
 
 
 def step(*, session: Session, build: Build) -> int:
@@ -203,7 +205,7 @@ def step(*, session: Session, build: Build) -> int:
     were read. Saves nothing if another step saved first (the caller may simply retry)."""
     if build.status is not BuildStatus.running:
         return 0
-    warm = _warm.take(build)
+    warm = _warm().take(build)
     builder = warm.builder if warm is not None else _builder(build)
     read_from = warm.cursor if warm is not None else build.answers_cursor
     answers, cursor = answers_after(session, build.project_id, read_from, item_ids(build))
@@ -211,7 +213,7 @@ def step(*, session: Session, build: Build) -> int:
         builder.add_answers(answers)
     now = time.monotonic()
     progress = builder.progress()
-    save = builder.is_complete or _warm.save_due(warm)
+    save = builder.is_complete or _warm().save_due(warm)
     values: dict = {"progress": progress}
     if save:
         values.update(
@@ -229,10 +231,10 @@ def step(*, session: Session, build: Build) -> int:
     if not written:
         return 0
     session.refresh(build)
-    full = _warm.full_sync_due(warm)
+    full = _warm().full_sync_due(warm)
     wanted = _sync_queue(session, build, builder, None if full else warm.wanted)
     if wanted is not None:
-        _warm.keep(
+        _warm().keep(
             build,
             _Warm(
                 saved_version=build.version,
@@ -398,4 +400,4 @@ def queries_by_key(session: Session, queries: np.ndarray, needed: np.ndarray) ->
 
 def has_unread_answers(*, session: Session, build: Build) -> bool:
     """Whether answers arrived that no step read (in this process, or saved)."""
-    return readable_bound(session, build.project_id) > _warm.peek_cursor(build)
+    return readable_bound(session, build.project_id) > _warm().peek_cursor(build)

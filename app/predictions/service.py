@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.spreadsheets import spreadsheet_safe
 from app.models import LearnedModel, ModelKind, ModelVersion, Prediction, VersionStatus
@@ -82,7 +83,8 @@ class ModelCache:
             self._entries.clear()
 
 
-cache = ModelCache()
+def cache() -> ModelCache:
+    return caches.current().get("predictions.models", ModelCache)
 
 
 def serving(session: Session, model: LearnedModel, number: int | None = None) -> ServingModel:
@@ -98,7 +100,7 @@ def serving(session: Session, model: LearnedModel, number: int | None = None) ->
             raise Conflict(_not_ready(session, model, training.latest_version(session, model.id)))
     if model.kind is ModelKind.comprf:
         return ServingModel(ServedVersion.of(version), None)  # CompRF routes, from its build
-    return cache.get(session, version)
+    return cache().get(session, version)
 
 
 def _not_ready(session: Session, model: LearnedModel, version: ModelVersion | None) -> dict:

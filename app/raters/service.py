@@ -20,6 +20,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from app.auth.service import hash_token
+from app.core import caches
 from app.core.errors import NotFound, ServiceError
 from app.models import Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
@@ -133,7 +134,10 @@ class _Studies:
         return project
 
 
-studies = _Studies()
+def studies() -> _Studies:
+    return caches.current().get("raters.studies", _Studies)
+
+
 _RATER_BY_TOKEN = (
     select(Rater.id, Rater.answers, Rater.excluded, Project.settings_version)
     .select_from(RaterSession)
@@ -161,7 +165,7 @@ def authenticate_in_study(
     if row is None:
         return None
     rater_id, answers, excluded, version = row
-    return studies.get(session, slug, version), ActiveRater(rater_id, answers, excluded)
+    return studies().get(session, slug, version), ActiveRater(rater_id, answers, excluded)
 
 
 def list_raters(*, session: Session, project: Project) -> list[Rater]:

@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.auth.service import hash_token
 from app.builds import jobs as build_jobs
+from app.core import caches
 from app.core.db import unit_of_work
 from app.models import Choice, Item, Project
 from app.models._types import utcnow
@@ -72,7 +73,7 @@ def join(
     joined = raters.join(session=session, project=project, params=params)
     # This process's copy of the study's settings: the rater's first answer can then
     # take the one-call path (answer_quickly) like the rest.
-    raters.studies.get(session, project.public_slug, project.settings_version)
+    raters.studies().get(session, project.public_slug, project.settings_version)
     return joined
 
 
@@ -117,12 +118,13 @@ class _Cards:
         return [hits[i][1] for i in ids]
 
 
-_cards = _Cards()
+def _cards() -> _Cards:
+    return caches.current().get("rating.cards", _Cards)
 
 
 def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -> Comparison:
     ids = (served.anchor_id, served.left_id, served.right_id)
-    anchor, left, right = _cards.get(session, project, ids)
+    anchor, left, right = _cards().get(session, project, ids)
     return Comparison(served.assignment_id, anchor, left, right)
 
 
@@ -273,8 +275,8 @@ async def answer_quickly(
     allowed_id = 0 < assignment_id <= scheduling.MAX_QUERY_ID
     if not allowed_id or not scheduling.response_time_allowed(response_time_ms):
         return None  # the full path names what is wrong
-    project = raters.studies.cached(slug)
-    item_ids = None if project is None else scheduling.item_ids.cached(project)
+    project = raters.studies().cached(slug)
+    item_ids = None if project is None else scheduling.item_ids().cached(project)
     if item_ids is None:
         return None
     answered = await function.answer(
@@ -294,7 +296,7 @@ async def answer_quickly(
     routing_due = answered.prediction_id is not None and build_jobs.routing_due(
         answered.prediction_id
     )
-    cards = None if answered.served is None else _cards.cached(project, answered.served[1:])
+    cards = None if answered.served is None else _cards().cached(project, answered.served[1:])
     current = answered.settings_version == project.settings_version
     # The function draws a few random queries; a rater who has seen most of a small study
     # needs the full search, here in Python, before their session may end.
@@ -318,7 +320,7 @@ def _finish_quick_answer(
     draws: Draws,
 ) -> tuple[Project, RaterState]:
     with unit_of_work(sessions) as session:
-        project = raters.studies.get(session, slug, answered.settings_version)
+        project = raters.studies().get(session, slug, answered.settings_version)
         if build_due:
             build_jobs.request_step_by_id(
                 session=session, build_id=answered.build_id, project_id=project.id
@@ -339,7 +341,7 @@ def _finish_quick_answer(
                 )
         cards = None
         if answered.served is not None:
-            cards = _cards.get(session, project, answered.served[1:])
+            cards = _cards().get(session, project, answered.served[1:])
     return project, _answered_state(project, answered, cards)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from sqlalchemy import bindparam, case, exists, insert, literal_column, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.core import caches
 from app.core.db import FastStatement
 from app.core.errors import NotFound, ServiceError
 from app.core.fields import INT8_MAX
@@ -109,7 +110,8 @@ class _ItemIds:
         return ids
 
 
-item_ids = _ItemIds()
+def item_ids() -> _ItemIds:
+    return caches.current().get("scheduling.item_ids", _ItemIds)
 
 
 # The open-slot indexes are partial (WHERE state = 'open'); PostgreSQL uses them only for
@@ -420,7 +422,7 @@ def serve_next(
     draw = draws.kind
     slot = None
     expires = now + timedelta(seconds=lease_seconds(project, rater))
-    ids = item_ids.get(session, project)
+    ids = item_ids().get(session, project)
     if draw < project.attention_rate:
         purpose, chosen = Purpose.attention, _draw_unseen(session, rater, ids, True, draws)
     elif draw < project.attention_rate + project.random_share:

@@ -22,6 +22,7 @@ from app.core.routes import StrictJSONRoute
 from app.models import ModelKind
 from app.projects.service import get_project
 from app.training import service
+from app.training.cards import model_cards
 from app.training.schemas import PARAMS, ModelCreate
 
 router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
@@ -44,7 +45,7 @@ def _models_page(
     errors: dict | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
-    cards = service.model_cards(session=session, project=project)
+    cards = model_cards(session=session, project=project)
     standings, best, measure = service.labelling_standings(session=session, project=project)
     context = {
         "labelling": {"standings": standings, "best": best, "measure": measure},

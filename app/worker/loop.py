@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.caches import Caches, using
 from app.core.errors import database_unavailable
 from app.models import Job, JobStatus
 from app.worker import queue
@@ -263,8 +264,18 @@ class Worker:
                 log.warning("heartbeat for job %s failed", job_id, exc_info=True)
 
 
-def start_in_thread(worker: Worker, name: str = "closer-worker") -> threading.Thread:
-    """The embedded default: worker threads beside the web server."""
-    thread = threading.Thread(target=worker.run, name=name, daemon=True)
+def start_in_thread(
+    worker: Worker, name: str = "closer-worker", caches: Caches | None = None
+) -> threading.Thread:
+    """The embedded default: worker threads beside the web server, with its caches."""
+
+    def run() -> None:
+        if caches is None:
+            worker.run()
+            return
+        with using(caches):
+            worker.run()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread
