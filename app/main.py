@@ -63,6 +63,7 @@ VENDOR_PACKAGES = {
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """The service over one database: its state, middleware, error pages and routes."""
     settings = settings or get_settings()
     settings.check_startable()
     engine = make_engine(
@@ -71,49 +72,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_overflow=settings.database_max_overflow,
         sqlite_busy_seconds=settings.sqlite_busy_seconds,
     )
-
     answer_function = None
     if engine.dialect.name == "postgresql" and settings.answer_function:
         answer_function = AnswerFunction(
             settings.resolved_database_url, size=settings.answer_pool_size
         )
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        if answer_function is not None:
-            await answer_function.open()
-        workers: list[Worker] = []
-        if settings.runs_worker_in_process:
-            # Two threads: a long training fit never holds up the build steps raters need.
-            common = {
-                "poll_seconds": settings.worker_poll_seconds,
-                "heartbeat_seconds": settings.worker_heartbeat_seconds,
-                "stale_after_seconds": settings.worker_stale_seconds,
-            }
-            workers = [
-                Worker(app.state.session_factory, skip_kinds=TRAINING_KINDS, **common),
-                Worker(app.state.session_factory, kinds=TRAINING_KINDS, upkeep=False, **common),
-            ]
-            for number, worker in enumerate(workers):
-                start_in_thread(worker, name=f"closer-worker-{number}", caches=app.state.caches)
-        if gc.get_freeze_count() == 0:
-            # What startup loaded (numpy, scikit-learn, numba, SQLAlchemy: millions of
-            # objects) lives as long as the process. Frozen, the collector no longer
-            # walks it: a full collection paused every request for 150-300 ms before.
-            gc.collect()
-            gc.freeze()
-        yield
-        for worker in workers:
-            worker.stop()
-        if answer_function is not None:
-            await answer_function.close()
-        engine.dispose()
-
     app = FastAPI(
         title="Closer",
         summary="Learn from human 'which is closer?' judgements.",
         version="0.1.0",
-        lifespan=lifespan,
+        lifespan=_lifespan,
         # /docs and /redoc are pages of our own (below): FastAPI's load Swagger UI and
         # ReDoc from a CDN, blank on a lab server without internet.
         docs_url=None,
@@ -129,6 +97,54 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.images = ImageStore(settings.media_dir)
     app.state.rater_tokens = RaterTokens(settings.effective_secret_key)
     app.state.workspace_cookies = WorkspaceCookies(settings.effective_secret_key)
+    _add_middleware(app, settings)
+    templates = Jinja2Templates(
+        directory=ROOT / "templates",
+        context_processors=[lambda request: {"csrf": csrf_token(request)}],
+    )
+    install_filters(templates.env)
+    app.state.templates = templates
+    _add_error_pages(app, templates)
+    _add_routes(app, settings, templates)
+    return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    """Open the answer function's pool and, in the embedded default, start the workers."""
+    settings, answer_function = app.state.settings, app.state.answer_function
+    if answer_function is not None:
+        await answer_function.open()
+    workers: list[Worker] = []
+    if settings.runs_worker_in_process:
+        # Two threads: a long training fit never holds up the build steps raters need.
+        common = {
+            "poll_seconds": settings.worker_poll_seconds,
+            "heartbeat_seconds": settings.worker_heartbeat_seconds,
+            "stale_after_seconds": settings.worker_stale_seconds,
+        }
+        workers = [
+            Worker(app.state.session_factory, skip_kinds=TRAINING_KINDS, **common),
+            Worker(app.state.session_factory, kinds=TRAINING_KINDS, upkeep=False, **common),
+        ]
+        for number, worker in enumerate(workers):
+            start_in_thread(worker, name=f"closer-worker-{number}", caches=app.state.caches)
+    if gc.get_freeze_count() == 0:
+        # What startup loaded (numpy, scikit-learn, numba, SQLAlchemy: millions of
+        # objects) lives as long as the process. Frozen, the collector no longer
+        # walks it: a full collection paused every request for 150-300 ms before.
+        gc.collect()
+        gc.freeze()
+    yield
+    for worker in workers:
+        worker.stop()
+    if answer_function is not None:
+        await answer_function.close()
+    app.state.engine.dispose()
+
+
+def _add_middleware(app: FastAPI, settings: Settings) -> None:
+    """Body limits, the raters' rate limits, security headers, the app's caches."""
 
     def verify_token(token: str) -> bool:
         with unit_of_work(app.state.session_factory) as session:
@@ -162,16 +178,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(UseCaches, caches=app.state.caches)
     install_error_handlers(app)
 
-    templates = Jinja2Templates(
-        directory=ROOT / "templates",
-        context_processors=[lambda request: {"csrf": csrf_token(request)}],
-    )
-    install_filters(templates.env)
-    app.state.templates = templates
+
+def _add_error_pages(app: FastAPI, templates: Jinja2Templates) -> None:
+    """A refusal is JSON for API clients and a page for browsers (raters get theirs)."""
 
     def wants_page(request: Request) -> bool:
         return not request.url.path.startswith(API_PREFIX) and "text/html" in request.headers.get(
             "accept", ""
+        )
+
+    def error_page(request: Request, exc: ServiceError) -> HTMLResponse:
+        return templates.TemplateResponse(
+            request,
+            "error.html",
+            {"message": exc.detail, "status": exc.status_code},
+            status_code=exc.status_code,
         )
 
     @app.exception_handler(NotFound)
@@ -180,7 +201,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if wants_page(request):
             if request.url.path.startswith("/r/"):
                 return not_found_page(request, exc)
-            return _error_page(request, exc)
+            return error_page(request, exc)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
 
     @app.exception_handler(SignInRequired)
@@ -198,21 +219,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # A form whose action the service refuses (cancel a finished build, say) shows
         # the reason on a page; an API client gets it as JSON.
         if wants_page(request) and not request.url.path.startswith("/r/"):
-            return _error_page(request, exc)
+            return error_page(request, exc)
         return JSONResponse(
             {"detail": exc.detail},
             status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
         )
 
-    def _error_page(request: Request, exc: ServiceError) -> HTMLResponse:
-        return templates.TemplateResponse(
-            request,
-            "error.html",
-            {"message": exc.detail, "status": exc.status_code},
-            status_code=exc.status_code,
-        )
 
+def _add_routes(app: FastAPI, settings: Settings, templates: Jinja2Templates) -> None:
+    """The JSON API under /api/v1, the pages, the front-end packages and static files."""
     api = APIRouter(prefix=API_PREFIX)
     # Routes match in order: the raters' answer route, the busiest by far, first.
     for router in (
@@ -235,14 +251,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok"}
 
     app.include_router(api)
-    app.include_router(rating_pages)
-    app.include_router(auth_pages)
-    app.include_router(project_pages)
-    app.include_router(upload_pages)
-    app.include_router(rater_pages)
-    app.include_router(build_pages)
-    app.include_router(model_pages)
-    app.include_router(item_pages)
+    for pages in (
+        rating_pages,
+        auth_pages,
+        project_pages,
+        upload_pages,
+        rater_pages,
+        build_pages,
+        model_pages,
+        item_pages,
+    ):
+        app.include_router(pages)
     # Mounted before /static, which would otherwise answer for them.
     for name, folder in VENDOR_PACKAGES.items():
         app.mount(
@@ -262,8 +281,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             media_type="image/vnd.microsoft.icon",
             headers={"Cache-Control": "public, max-age=86400"},
         )
-
-    return app
 
 
 def _add_api_docs(app: FastAPI, templates: Jinja2Templates) -> None:
