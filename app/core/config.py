@@ -93,7 +93,8 @@ class Settings(BaseSettings):
     scheduler_seed: int | None = Field(
         default=None,
         description="Seed the scheduler's random draws (attention checks, random triplets, "
-        "sides) for a reproducible run; unset, they come from the operating system",
+        "sides) for a reproducible simulation or test; unset (as a real study must be, so "
+        "that no rater can foresee a check), they come from the operating system",
     )
     answer_pool_size: int = Field(
         default=8,
