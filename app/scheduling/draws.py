@@ -18,6 +18,10 @@ import numpy as np
 
 # Random triples tried for a query the rater was never served, before a full search.
 RANDOM_DRAWS = 8
+# A serving's 64-bit words: kind, side, the triples' uniforms, the search's seed.
+_WORDS = 2 + 3 * RANDOM_DRAWS + 1
+_WORD = (1 << 64) - 1
+_UNIT = 2.0**-53
 
 
 def scheduler_random(seed: int | None) -> random.Random:
@@ -41,10 +45,16 @@ class Draws:
 
     @classmethod
     def roll(cls, rng: random.Random) -> Draws:
-        kind = rng.random()
-        left_is_lo = rng.random() < 0.5
-        picks = tuple((rng.random(), rng.random(), rng.random()) for _ in range(RANDOM_DRAWS))
-        return cls(kind, left_is_lo, picks, rng.getrandbits(63))
+        """All of one serving's draws from one call of `rng` (the operating system's
+        source costs a system call per call)."""
+        bits = rng.getrandbits(64 * _WORDS)
+        words = [(bits >> (64 * at)) & _WORD for at in range(_WORDS)]
+        uniforms = [(word >> 11) * _UNIT for word in words[:-1]]  # 53 bits each, in [0, 1)
+        picks = tuple(
+            (uniforms[at], uniforms[at + 1], uniforms[at + 2])
+            for at in range(2, 2 + 3 * RANDOM_DRAWS, 3)
+        )
+        return cls(uniforms[0], uniforms[1] < 0.5, picks, words[-1] >> 1)
 
     def candidates(self, item_ids: np.ndarray) -> list[tuple[int, int, int]]:
         """The drawn (anchor, p, q) triples of distinct items, as ids from `item_ids`
