@@ -275,6 +275,8 @@ def test_answers_get_through_while_a_large_upload_runs(client, auth, pid):
     assert result["response"].status_code == 201, result["response"].text
     during = len(waits) - 1  # the last one may have come after the upload ended
     assert result["seconds"] > 2 and during >= 10, (result["seconds"], during)
-    assert max(waits) < 1.0, sorted(waits)[-5:]
+    # None waited for the upload, only for a chunk: a small part of its time, whatever
+    # the machine's load (how long a chunk takes is the ingest benchmark's to measure).
+    assert max(waits) < result["seconds"] / 4, (sorted(waits)[-5:], result["seconds"])
     # Every upload row, and the answers (attention checks store no triplet).
     assert 30 * CHUNK < triplet_count(client, auth, pid) <= 30 * CHUNK + len(waits)
