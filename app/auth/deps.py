@@ -13,10 +13,10 @@ from app.auth.service import authenticate, web_session_researcher
 from app.core.deps import (
     CSRF_HEADER,
     SAFE_METHODS,
+    CsrfChecked,
     CsrfRefused,
     SessionDep,
     SignInRequired,
-    check_csrf,
     workspace_session_key,
 )
 from app.models import Researcher
@@ -66,7 +66,7 @@ def get_workspace_researcher(
     request: Request,
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    _csrf: Annotated[None, Depends(check_csrf)],
+    _csrf: CsrfChecked,
 ) -> Researcher:
     """The researcher a workspace page is for (signed in by cookie, or a bearer token);
     a browser that is not signed in is sent to the sign-in page."""
@@ -77,7 +77,6 @@ def get_workspace_researcher(
 
 
 WorkspaceResearcher = Annotated[Researcher, Depends(get_workspace_researcher)]
-CsrfChecked = Annotated[None, Depends(check_csrf)]
 
 
 CurrentResearcher = Annotated[Researcher, Depends(get_current_researcher)]

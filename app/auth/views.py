@@ -10,10 +10,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.auth import service as auth
-from app.auth.deps import CsrfChecked, WorkspaceResearcher
+from app.auth.deps import WorkspaceResearcher
 from app.core.deps import (
     SESSION_COOKIE,
     SIGN_IN_NONCE_COOKIE,
+    CsrfChecked,
     SessionDep,
     is_https,
     transaction,

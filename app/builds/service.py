@@ -205,7 +205,8 @@ def step(*, session: Session, build: Build) -> int:
     were read. Saves nothing if another step saved first (the caller may simply retry)."""
     if build.status is not BuildStatus.running:
         return 0
-    warm = _warm().take(build)
+    warm_builds = _warm()
+    warm = warm_builds.take(build)
     builder = warm.builder if warm is not None else _builder(build)
     read_from = warm.cursor if warm is not None else build.answers_cursor
     answers, cursor = answers_after(session, build.project_id, read_from, item_ids(build))
@@ -213,7 +214,7 @@ def step(*, session: Session, build: Build) -> int:
         builder.add_answers(answers)
     now = time.monotonic()
     progress = builder.progress()
-    save = builder.is_complete or _warm().save_due(warm)
+    save = builder.is_complete or warm_builds.save_due(warm)
     values: dict = {"progress": progress}
     if save:
         values.update(
@@ -231,10 +232,10 @@ def step(*, session: Session, build: Build) -> int:
     if not written:
         return 0
     session.refresh(build)
-    full = _warm().full_sync_due(warm)
+    full = warm_builds.full_sync_due(warm)
     wanted = _sync_queue(session, build, builder, None if full else warm.wanted)
     if wanted is not None:
-        _warm().keep(
+        warm_builds.keep(
             build,
             _Warm(
                 saved_version=build.version,

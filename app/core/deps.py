@@ -95,6 +95,9 @@ async def check_csrf(request: Request) -> None:
         )
 
 
+CsrfChecked = Annotated[None, Depends(check_csrf)]
+
+
 def public_base_url(request: Request) -> str:
     """Where people reach this service: the configured CLOSER_PUBLIC_URL (required in
     production), else the address this request came to."""

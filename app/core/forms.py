@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -34,8 +34,8 @@ class SubmittedForm(Generic[Model]):
     field; `shown` is what the page shows back in its fields."""
 
     body: Model | None
-    shown: dict[str, Any] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
+    shown: dict[str, Any]
+    errors: dict[str, str]
 
 
 async def read_model_form(
