@@ -313,8 +313,10 @@ def simulate(
         float, typer.Option(help="Median seconds to answer (log-normal); 0: none", min=0)
     ] = 1.0,
     build: Annotated[int | None, typer.Option(help="Stop once this build is complete")] = None,
-    prediction: Annotated[
-        int | None, typer.Option(help="Stop once this routing prediction is complete")
+    routing: Annotated[
+        int | None,
+        # --prediction: the option's name until a routing was called a routing (2026-11).
+        typer.Option("--routing", "--prediction", help="Stop once this routing is complete"),
     ] = None,
     seconds: Annotated[float | None, typer.Option(help="Stop after this long")] = None,
     answers: Annotated[int | None, typer.Option(help="Stop after this many each")] = None,
@@ -334,8 +336,8 @@ def simulate(
 
     from app.simulate import CrowdError, run_crowd
 
-    if build is None and prediction is None and seconds is None and answers is None:
-        _fail("say when to stop: --build ID, --prediction ID, --seconds S or --answers N")
+    if build is None and routing is None and seconds is None and answers is None:
+        _fail("say when to stop: --build ID, --routing ID, --seconds S or --answers N")
     url = url or local_url(get_settings())
 
     def progress(report) -> None:
@@ -344,7 +346,7 @@ def simulate(
             f"{line['seconds']:>7.1f} s  {line['answers']:>8} answers  "
             f"{line['answers_per_second']:>7.1f}/s  p50 {line['p50_ms']} ms  "
             f"p99 {line['p99_ms']} ms  build: {line['build_status'] or '-'}  "
-            f"prediction: {line['prediction_status'] or '-'}",
+            f"routing: {line['routing_status'] or '-'}",
             err=True,
         )
 
@@ -361,7 +363,7 @@ def simulate(
                 seconds=seconds,
                 answers_each=answers,
                 build_id=build,
-                prediction_id=prediction,
+                routing_id=routing,
                 seed=seed,
                 throttled=throttled,
                 on_progress=None if json_output else progress,
@@ -394,8 +396,8 @@ def simulate(
     ]
     if build is not None:
         rows.append(("build", f"{build} is {summary['build_status']}"))
-    if prediction is not None:
-        rows.append(("prediction", f"{prediction} is {summary['prediction_status']}"))
+    if routing is not None:
+        rows.append(("routing", f"{routing} is {summary['routing_status']}"))
     for name, value in rows:
         typer.echo(f"{name:>15}: {value}")
 

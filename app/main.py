@@ -15,8 +15,8 @@ from fastapi.templating import Jinja2Templates
 import app.jobs  # noqa: F401 (registers every job kind and the workers' upkeep)
 from app.auth.service import authenticate, web_session_researcher
 from app.auth.views import router as auth_pages
-from app.builds.api import predictions as predictions_router
 from app.builds.api import router as builds_router
+from app.builds.api import routings as routings_router
 from app.builds.views import router as build_pages
 from app.core.caches import Caches, UseCaches
 from app.core.config import Settings, get_settings
@@ -238,7 +238,7 @@ def _add_routes(app: FastAPI, settings: Settings, templates: Jinja2Templates) ->
         items_router,
         triplets_router,
         builds_router,
-        predictions_router,
+        routings_router,
         models_router,
         labelling_router,
         serving_router,

@@ -52,7 +52,7 @@ class CrowdReport:
     latencies: list[float] = field(default_factory=list)
     acknowledged: list[int] = field(default_factory=list)  # query ids the server confirmed
     build_status: str | None = None
-    prediction_status: str | None = None
+    routing_status: str | None = None
 
     def summary(self) -> dict:
         latencies = np.array(self.latencies) * 1000 if self.latencies else np.zeros(1)
@@ -69,7 +69,7 @@ class CrowdReport:
             "sessions_out_of_work": self.out_of_work_sessions,
             "seconds": round(self.seconds, 1),
             "build_status": self.build_status,
-            "prediction_status": self.prediction_status,
+            "routing_status": self.routing_status,
         }
 
 
@@ -244,7 +244,7 @@ FINISHED = ("complete", "cancelled", "failed")
 
 
 async def _watch(client, what: str, path: str, headers, stop, report, poll=1.0):
-    """Stop the crowd once the build or prediction at `path` is finished."""
+    """Stop the crowd once the build or routing at `path` is finished."""
     while not stop.is_set():
         response, _ = await _request(client, "GET", path, report, headers=headers)
         response.raise_for_status(what)
@@ -286,7 +286,7 @@ async def run_crowd(
     seconds: float | None = None,
     answers_each: int | None = None,
     build_id: int | None = None,
-    prediction_id: int | None = None,
+    routing_id: int | None = None,
     seed: int = 0,
     throttled: bool = False,
     own_addresses: bool = False,
@@ -296,7 +296,7 @@ async def run_crowd(
     until: threading.Event | None = None,
 ) -> CrowdReport:
     """Run `raters` simulated people against the server at `url` until the build (with
-    `build_id`) or the routing prediction (`prediction_id`) is finished, `seconds` pass,
+    `build_id`) or the routing (`routing_id`) is finished, `seconds` pass,
     each gave `answers_each` answers, or another thread sets `until`."""
     headers = {"Authorization": f"Bearer {token}"}
     connector = aiohttp.TCPConnector(limit=raters + 4)
@@ -322,12 +322,9 @@ async def run_crowd(
         watched = []
         if build_id is not None:
             watched.append((f"build {build_id}", f"{API}/projects/{project_id}/builds/{build_id}"))
-        if prediction_id is not None:
+        if routing_id is not None:
             watched.append(
-                (
-                    f"prediction {prediction_id}",
-                    f"{API}/projects/{project_id}/predictions/{prediction_id}",
-                )
+                (f"routing {routing_id}", f"{API}/projects/{project_id}/routings/{routing_id}")
             )
         for what, path in watched:
             found, _ = await _request(client, "GET", path, report, retry=False, headers=headers)

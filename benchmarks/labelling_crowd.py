@@ -238,14 +238,14 @@ def run_comprf_arm(service, http, token, sessions, seed: int, budget: int, noise
         "noise_model": "human",
     }
     building = asyncio.run(run_crowd(**crowd, build_id=build.json()["id"], seed=seed * 1000))
-    prediction = http.post(
-        f"{API}/projects/{project}/builds/{build.json()['id']}/predictions",
+    routed = http.post(
+        f"{API}/projects/{project}/builds/{build.json()['id']}/routings",
         json={"items": asked},
     )
-    prediction.raise_for_status()
-    path = f"{API}/projects/{project}/predictions/{prediction.json()['id']}"
+    routed.raise_for_status()
+    path = f"{API}/projects/{project}/routings/{routed.json()['id']}"
     routing = asyncio.run(
-        run_crowd(**crowd, prediction_id=prediction.json()["id"], seed=seed * 1000 + 1)
+        run_crowd(**crowd, routing_id=routed.json()["id"], seed=seed * 1000 + 1)
     )
     result = wait_for(lambda: http.get(path).json()["result"], 120, "CompRF's routing to finish")
     _, y = load_digits(return_X_y=True)

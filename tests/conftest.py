@@ -89,12 +89,22 @@ def make_database_url(postgres_server, tmp_path_factory):
     return make
 
 
+@pytest.fixture(scope="session")
+def migrated_urls() -> dict[str, str]:
+    return {}
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
-def migrated_url(request, make_database_url) -> str:
-    """One database per backend, migrated to head once through Alembic."""
-    url = make_database_url(request.param, "tests")
-    migrations.upgrade(url)
-    return url
+def migrated_url(request, make_database_url, migrated_urls) -> str:
+    """One database per backend, migrated to head once through Alembic. Pytest sets up a
+    parametrised session fixture again whenever the order of tests switches backends (as
+    a test worker's may); the database made the first time stays, since the engines in
+    `backend_engines` still hold connections to it."""
+    if request.param not in migrated_urls:
+        url = make_database_url(request.param, "tests")
+        migrations.upgrade(url)
+        migrated_urls[request.param] = url
+    return migrated_urls[request.param]
 
 
 @pytest.fixture(scope="session")

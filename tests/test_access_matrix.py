@@ -62,7 +62,7 @@ BODIES = {
     ("POST", f"{API}/projects/{{project_id}}/models/{{model_id}}/distances"): {
         "pairs": [["p0", "p1"]]
     },
-    ("POST", f"{API}/projects/{{project_id}}/predictions/{{prediction_id}}/answers"): {
+    ("POST", f"{API}/projects/{{project_id}}/routings/{{routing_id}}/answers"): {
         "answers": [["p55", "p1", "p2"]]
     },
 }
@@ -92,7 +92,7 @@ def kind_of(path: str) -> str:
 
 @pytest.fixture
 def scenario(app, client, auth, new_token, finished_build):
-    """Alice's project: a finished build, a routing prediction, images, a model and a
+    """Alice's project: a finished build, a routing, images, a model and a
     rater; Mallory, another researcher, with a project of her own."""
     pid, build_id, keys = finished_build
     archive = zip_bytes(
@@ -102,12 +102,12 @@ def scenario(app, client, auth, new_token, finished_build):
         f"{API}/projects/{pid}/items", headers=auth, files={"file": ("set.zip", archive)}
     )
     assert uploaded.status_code == 201, uploaded.text
-    prediction = client.post(
-        f"{API}/projects/{pid}/builds/{build_id}/predictions",
+    routed = client.post(
+        f"{API}/projects/{pid}/builds/{build_id}/routings",
         json={"items": keys[55:57], "ask_raters": False},
         headers=auth,
     )
-    assert prediction.status_code == 201, prediction.text
+    assert routed.status_code == 201, routed.text
     model = client.post(
         f"{API}/projects/{pid}/models",
         json={"name": "m", "kind": "tete", "train": False},
@@ -122,7 +122,7 @@ def scenario(app, client, auth, new_token, finished_build):
             "project_id": pid,
             "build_id": build_id,
             "model_id": model["id"],
-            "prediction_id": prediction.json()["id"],
+            "routing_id": routed.json()["id"],
             "number": 1,
             "key": "img0",
             "slug": slug,

@@ -126,3 +126,14 @@ def test_no_module_holds_two_ideas():
         if lines > MOST_LINES and name not in ONE_ALGORITHM
     }
     assert not too_long, too_long
+
+
+def test_no_two_classes_share_a_name():
+    """One name per concept: a reader (and the API's schema names) never has to ask which
+    of two classes a name means."""
+    defined: dict[str, list[str]] = {}
+    for path in APP.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                defined.setdefault(node.name, []).append(str(path.relative_to(APP.parent)))
+    assert {name: where for name, where in defined.items() if len(where) > 1} == {}

@@ -3,7 +3,9 @@
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+import json
+
+from sqlalchemy import inspect, text
 
 from app.core import migrations
 from app.core.db import make_engine
@@ -22,7 +24,7 @@ TABLES = {
     "builds",
     "query_slots",
     "assignments",
-    "predictions",
+    "routings",
 }
 
 
@@ -80,6 +82,97 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0013",
             "0014",
             "0015",
+            "0016",
         ]
+    finally:
+        engine.dispose()
+
+
+ROUTING_ROWS = """
+INSERT INTO researchers (id, name, is_admin, created_at) VALUES (1, 'r', false, '2026-11-01');
+INSERT INTO projects (id, owner_id, name, description, label_type, created_at, public_slug,
+    completion_code) VALUES (1, 1, 'p', '', 'class', '2026-11-01', 'slug', 'code');
+INSERT INTO builds (id, project_id, status, params, state, items, answers_cursor, version,
+    progress, message, created_at, updated_at) VALUES (1, 1, 'complete', '{}', '', '', 0, 0,
+    '{}', '', '2026-11-01', '2026-11-01');
+INSERT INTO predictions (id, project_id, build_id, status, item_ids, answers, answers_cursor,
+    progress, result, ask_raters, created_at, updated_at) VALUES (7, 1, 1, 'routing', '[3, 4]',
+    '', 5, '{"items": 2}', NULL, true, '2026-11-01', '2026-11-01');
+INSERT INTO query_slots (id, project_id, priority, build_id, prediction_id, query_key,
+    anchor_id, lo_id, hi_id, state, created_at) VALUES
+    (1, 1, 0, NULL, 7, 11, 3, 1, 2, 'open', '2026-11-01'),
+    (2, 1, 1, 1, NULL, 12, 1, 2, 3, 'open', '2026-11-01');
+INSERT INTO jobs (id, kind, status, progress, message, params, attempts, max_attempts,
+    cancel_requested, created_at) VALUES
+    (1, 'comprf_routing_step', 'queued', 0, '', '{"prediction_id": 7}', 0, 3, false,
+    '2026-11-01');
+"""
+
+
+def _rows(engine, sql: str) -> list[tuple]:
+    with engine.connect() as connection:
+        return [tuple(row) for row in connection.execute(text(sql))]
+
+
+def _params(value) -> dict:
+    return value if isinstance(value, dict) else json.loads(value)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_routings_keep_their_rows_slots_and_queued_steps_across_the_rename(
+    backend, make_database_url
+):
+    """0016 renames `predictions` to `routings`: a study mid-routing loses nothing, its
+    slots still point at it (and go with it), its queued step still finds it; and back."""
+    url = make_database_url(backend, "rename")
+    migrations.upgrade(url, "0015")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            for statement in ROUTING_ROWS.split(";")[:-1]:
+                connection.execute(text(statement))
+
+        migrations.upgrade(url)
+        engine.dispose()
+        assert _rows(engine, "SELECT id, status, answers_cursor, ask_raters FROM routings") == [
+            (7, "routing", 5, True)
+        ]
+        assert _rows(engine, "SELECT id, routing_id, build_id FROM query_slots ORDER BY id") == [
+            (1, 7, None),
+            (2, None, 1),
+        ]
+        [(params,)] = _rows(engine, "SELECT params FROM jobs")
+        assert _params(params) == {"routing_id": 7}
+        names = inspect(engine)
+        assert {fk["name"] for fk in names.get_foreign_keys("query_slots")} >= {
+            "fk_query_slots_routing_id_routings"
+        }
+        assert {index["name"] for index in names.get_indexes("query_slots")} >= {
+            "ix_query_slots_routing_open"
+        }
+        assert "predictions" not in names.get_table_names()
+
+        migrations.downgrade(url, "0015")
+        engine.dispose()
+        assert _rows(engine, "SELECT id, prediction_id FROM query_slots ORDER BY id") == [
+            (1, 7),
+            (2, None),
+        ]
+        [(params,)] = _rows(engine, "SELECT params FROM jobs")
+        assert _params(params) == {"prediction_id": 7}
+
+        migrations.upgrade(url)
+        engine.dispose()
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO routings (id, project_id, build_id, status, "
+                    "item_ids, answers, answers_cursor, progress, ask_raters, created_at, "
+                    "updated_at) VALUES (8, 1, 1, 'complete', '[]', '', 0, '{}', false, "
+                    "'2026-11-02', '2026-11-02')"
+                )
+            )
+            connection.execute(text("DELETE FROM routings WHERE id = 7"))
+        assert _rows(engine, "SELECT id FROM query_slots") == [(2,)]
     finally:
         engine.dispose()

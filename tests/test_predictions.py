@@ -91,15 +91,15 @@ def test_a_client_answers_the_routing_and_gets_the_librarys_labels(
     project_id, build_id, keys = finished_build
     X, _ = blobs
     started = client.post(
-        f"{API}/projects/{project_id}/builds/{build_id}/predictions",
+        f"{API}/projects/{project_id}/builds/{build_id}/routings",
         headers=auth,
         json={"ask_raters": False},
     )
     assert started.status_code == 201, started.text
-    prediction = started.json()
-    assert prediction["status"] == "routing" and prediction["progress"]["items"] == 20
+    routed = started.json()
+    assert routed["status"] == "routing" and routed["progress"]["items"] == 20
     oracle = answering_oracle(X, keys)
-    base = f"{API}/projects/{project_id}/predictions/{prediction['id']}"
+    base = f"{API}/projects/{project_id}/routings/{routed['id']}"
     for _ in range(40):
         queries = client.get(f"{base}/queries", headers=auth).json()
         if not queries:
@@ -108,8 +108,8 @@ def test_a_client_answers_the_routing_and_gets_the_librarys_labels(
             f"{base}/answers", headers=auth, json={"answers": [oracle(q) for q in queries]}
         )
         assert response.status_code == 200, response.text
-    prediction = client.get(base, headers=auth).json()
-    assert prediction["status"] == "complete", prediction["progress"]
+    routed = client.get(base, headers=auth).json()
+    assert routed["status"] == "complete", routed["progress"]
     from app.builds import service
     from app.models import Build
 
@@ -124,8 +124,8 @@ def test_a_client_answers_the_routing_and_gets_the_librarys_labels(
     X_forest = np.concatenate([X[[index[f"p{i}"] for i in range(50)]], X[50:]])
     assert len(by_id) == 50
     expected = forest.predict(np.arange(50, 70), FeatureOracle(X_forest))
-    assert [prediction["result"][key]["label"] for key in new] == list(expected)
-    assert all(abs(sum(p["proba"].values()) - 1) < 1e-9 for p in prediction["result"].values())
+    assert [routed["result"][key]["label"] for key in new] == list(expected)
+    assert all(abs(sum(p["proba"].values()) - 1) < 1e-9 for p in routed["result"].values())
     # Nothing went to the raters' queue.
     with app.state.session_factory() as session:
         assert session.query(Assignment).count() == 0
@@ -133,12 +133,12 @@ def test_a_client_answers_the_routing_and_gets_the_librarys_labels(
 
 def test_raters_get_routing_queries_first(app, client, auth, finished_build):
     project_id, build_id, _ = finished_build
-    prediction = client.post(
-        f"{API}/projects/{project_id}/builds/{build_id}/predictions",
+    routed = client.post(
+        f"{API}/projects/{project_id}/builds/{build_id}/routings",
         headers=auth,
         json={"items": ["p55", "p60"]},
     ).json()
-    assert prediction["progress"]["items"] == 2
+    assert routed["progress"]["items"] == 2
     slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
     client.patch(
         f"{API}/projects/{project_id}/rating",
@@ -154,9 +154,35 @@ def test_raters_get_routing_queries_first(app, client, auth, finished_build):
         assert session.query(Assignment).one().purpose == Purpose.routing
 
 
+def test_a_routing_still_answers_at_its_old_prediction_paths(app, client, auth, finished_build):
+    """Clients and poll links written when a routing was called a prediction keep working;
+    the API's description marks those paths deprecated and names the new ones."""
+    project_id, build_id, _ = finished_build
+    old = client.post(
+        f"{API}/projects/{project_id}/builds/{build_id}/predictions",
+        headers=auth,
+        json={"items": ["p55"], "ask_raters": False},
+    )
+    assert old.status_code == 201, old.text
+    routing_id = old.json()["id"]
+    new_path = f"{API}/projects/{project_id}/routings/{routing_id}"
+    old_path = f"{API}/projects/{project_id}/predictions/{routing_id}"
+    assert client.get(old_path, headers=auth).json() == client.get(new_path, headers=auth).json()
+    assert (
+        client.get(f"{old_path}/queries", headers=auth).json()
+        == client.get(f"{new_path}/queries", headers=auth).json()
+        != []
+    )
+    paths = client.get("/openapi.json").json()["paths"]
+    assert paths[f"{API}/projects/{{project_id}}/predictions/{{routing_id}}"]["get"]["deprecated"]
+    assert (
+        "deprecated" not in paths[f"{API}/projects/{{project_id}}/routings/{{routing_id}}"]["get"]
+    )
+
+
 def test_bad_predictions_are_refused_with_reasons(client, auth, finished_build, project):
     project_id, build_id, _ = finished_build
-    base = f"{API}/projects/{project_id}/builds/{build_id}/predictions"
+    base = f"{API}/projects/{project_id}/builds/{build_id}/routings"
     unknown = client.post(base, headers=auth, json={"items": ["p1", "nope"]})
     assert unknown.status_code == 404 and "nope" in unknown.json()["detail"]
     empty = client.post(base, headers=auth, json={"items": []})
@@ -165,11 +191,11 @@ def test_bad_predictions_are_refused_with_reasons(client, auth, finished_build, 
         f"{API}/projects/{project_id}/builds", headers=auth, json={"n_trees": 1}
     ).json()
     early = client.post(
-        f"{API}/projects/{project_id}/builds/{running['id']}/predictions", headers=auth, json={}
+        f"{API}/projects/{project_id}/builds/{running['id']}/routings", headers=auth, json={}
     )
     assert early.status_code == 409 and "complete" in early.json()["detail"]
-    prediction = client.post(base, headers=auth, json={"ask_raters": False}).json()
-    answers = f"{API}/projects/{project_id}/predictions/{prediction['id']}/answers"
+    routed = client.post(base, headers=auth, json={"ask_raters": False}).json()
+    answers = f"{API}/projects/{project_id}/routings/{routed['id']}/answers"
     assert client.post(answers, headers=auth, json={"answers": []}).status_code == 422
     wrong = client.post(answers, headers=auth, json={"answers": [["p1", "p2", "zz"]]})
     assert wrong.status_code == 400 and "zz" in wrong.json()["detail"]
@@ -193,9 +219,9 @@ def test_a_comprf_model_follows_its_build_and_predicts_by_routing(
     )
     assert response.status_code == 202, response.text
     started = response.json()
-    assert started["prediction"]["status"] == "routing"
+    assert started["routing"]["status"] == "routing"
     poll = client.get(started["poll"], headers=auth)
-    assert poll.status_code == 200 and poll.json()["id"] == started["prediction"]["id"]
+    assert poll.status_code == 200 and poll.json()["id"] == started["routing"]["id"]
     train = client.post(f"{API}/projects/{project_id}/models/{model['id']}/train", headers=auth)
     assert train.status_code == 409 and "grows with its build" in train.text
     distances = client.post(
@@ -213,21 +239,21 @@ def test_training_items_are_routed_by_the_answers_the_build_holds(
     them asks nobody anything."""
     project_id, build_id, keys = finished_build
     started = client.post(
-        f"{API}/projects/{project_id}/builds/{build_id}/predictions",
+        f"{API}/projects/{project_id}/builds/{build_id}/routings",
         headers=auth,
         json={"items": keys[:10]},
     )
     assert started.status_code == 201, started.text
-    prediction = started.json()
-    assert prediction["status"] == "complete", prediction["progress"]
-    assert prediction["progress"]["queries_pending"] == 0
-    assert set(prediction["result"]) == set(keys[:10])
+    routed = started.json()
+    assert routed["status"] == "complete", routed["progress"]
+    assert routed["progress"]["queries_pending"] == 0
+    assert set(routed["result"]) == set(keys[:10])
     with app.state.session_factory() as session:
-        assert session.query(QuerySlot).filter(QuerySlot.prediction_id.is_not(None)).count() == 0
+        assert session.query(QuerySlot).filter(QuerySlot.routing_id.is_not(None)).count() == 0
 
 
-def test_raters_answers_complete_a_routing_prediction(app, client, auth, finished_build, blobs):
-    """Routing queries served to raters and answered by them finish the prediction, with
+def test_raters_answers_complete_a_routing(app, client, auth, finished_build, blobs):
+    """Routing queries served to raters and answered by them finish the routing, with
     the labels the library's own routing gives, and stop being served."""
     project_id, build_id, keys = finished_build
     X, _ = blobs
@@ -237,9 +263,9 @@ def test_raters_answers_complete_a_routing_prediction(app, client, auth, finishe
         json={"attention_rate": 0, "random_share": 0},
     )
     wanted = ["p55", "p60", "p3"]  # two new items and a training one
-    base = f"{API}/projects/{project_id}/builds/{build_id}/predictions"
-    prediction = client.post(base, headers=auth, json={"items": wanted}).json()
-    assert prediction["status"] == "routing"
+    base = f"{API}/projects/{project_id}/builds/{build_id}/routings"
+    routed = client.post(base, headers=auth, json={"items": wanted}).json()
+    assert routed["status"] == "routing"
     slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
     oracle = answering_oracle(X, keys)
     routing_answers = 0
@@ -261,9 +287,7 @@ def test_raters_answers_complete_a_routing_prediction(app, client, auth, finishe
             routing_answers += 1
             Worker(app.state.session_factory).run(until_idle=True)
         sweep(app.state.session_factory)
-        done = client.get(
-            f"{API}/projects/{project_id}/predictions/{prediction['id']}", headers=auth
-        )
+        done = client.get(f"{API}/projects/{project_id}/routings/{routed['id']}", headers=auth)
         if done.json()["status"] == "complete":
             break
     result = done.json()
@@ -272,7 +296,7 @@ def test_raters_answers_complete_a_routing_prediction(app, client, auth, finishe
     with app.state.session_factory() as session:
         open_slots = (
             session.query(QuerySlot)
-            .filter(QuerySlot.prediction_id == prediction["id"], QuerySlot.state == SlotState.open)
+            .filter(QuerySlot.routing_id == routed["id"], QuerySlot.state == SlotState.open)
             .count()
         )
         from app.builds import service
@@ -322,7 +346,7 @@ def test_a_forests_labels_download_once_routed_and_even_splits_are_ties(
         headers=auth,
         json={"items": wanted, "ask_raters": False},
     ).json()
-    base = f"{API}/projects/{project_id}/predictions/{started['prediction']['id']}"
+    base = f"{API}/projects/{project_id}/routings/{started['routing']['id']}"
     for _ in range(40):
         queries = client.get(f"{base}/queries", headers=auth).json()
         if not queries:
@@ -372,7 +396,7 @@ def test_a_build_that_takes_a_deleted_builds_id_routes_with_its_own_forest(
     project_id, build_id, keys = finished_build
     X, y = blobs
     first = client.post(
-        f"{API}/projects/{project_id}/builds/{build_id}/predictions",
+        f"{API}/projects/{project_id}/builds/{build_id}/routings",
         headers=auth,
         json={"items": keys[:5]},
     ).json()
@@ -393,7 +417,7 @@ def test_a_build_that_takes_a_deleted_builds_id_routes_with_its_own_forest(
     ).json()
     answer_build(app, client, auth, again, build["id"], answering_oracle(X, keys))
     second = client.post(
-        f"{API}/projects/{again}/builds/{build['id']}/predictions",
+        f"{API}/projects/{again}/builds/{build['id']}/routings",
         headers=auth,
         json={"items": keys[:5]},
     ).json()

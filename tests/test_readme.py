@@ -139,13 +139,13 @@ def test_the_readme_walk_through_runs_verbatim(service, tmp_path):
     rejected = [row for row in http if row[0] >= 400]
     assert len(rejected) == 1, report  # the bad upload, and only it
     assert rejected[0][0] == 422 and rejected[0][2].endswith("/triplets"), report
-    # The last command polls the CompRF prediction: routed by the simulated crowd; the
+    # The last command polls the CompRF routing: answered by the simulated crowd; the
     # one before downloads its labels (an even split of the trees is a tie, no label).
     lines = run.stdout.strip().splitlines()
-    prediction = json.loads(lines[-1])
-    assert prediction["status"] == "complete", report
-    assert set(prediction["result"]) == {"p100", "p101", "p102"}
-    for found in prediction["result"].values():
+    routed = json.loads(lines[-1])
+    assert routed["status"] == "complete", report
+    assert set(routed["result"]) == {"p100", "p101", "p102"}
+    for found in routed["result"].values():
         assert found["label"] in ("a", "b", "c") or set(found["tied"]) <= {"a", "b", "c"}
     header = lines.index("key,label,probability,support,tied")
     table = lines[header + 1 : -1]
@@ -155,7 +155,7 @@ def test_the_readme_walk_through_runs_verbatim(service, tmp_path):
     assert standings["comprf"]["test"]["coverage"] == pytest.approx(3 / 20)
     assert "tripletboost" in standings
     assert {row.split(",")[0]: row.split(",")[1] or None for row in table} == {
-        key: found["label"] for key, found in prediction["result"].items()
+        key: found["label"] for key, found in routed["result"].items()
     }
 
 

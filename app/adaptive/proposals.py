@@ -2,7 +2,7 @@
 learn most, queued for raters as slots of purpose `proposal`.
 
 The queue serves slots in priority order, so proposals come after what CompRF's builds
-and routed predictions wait for, and the project's `random_share` of uniformly random
+and routings wait for, and the project's `random_share` of uniformly random
 questions (the unbiased answers held-out metrics need) is drawn before the queue is
 looked at: the answer path is unchanged, one database call on PostgreSQL. The worker
 refreshes a project's proposals from its newest fitted models: when a refit made them

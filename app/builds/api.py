@@ -1,5 +1,5 @@
-"""CompRF builds over REST: start one, watch it, pause, resume or cancel it; predict
-with a finished one by routing new items (through raters or answered by the client)."""
+"""CompRF builds over REST: start one, watch it, pause, resume or cancel it; label
+new items with a finished one by routing them (through raters or answered by the client)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from app.builds.schemas import (
     BuildCreate,
     BuildOut,
     PendingQuery,
-    PredictionCreate,
-    PredictionOut,
     RoutingAnswers,
+    RoutingCreate,
+    RoutingOut,
 )
 from app.core.deps import SessionDep
 from app.core.fields import RowId
@@ -98,61 +98,86 @@ for _verb, _status in (
     )
 
 
-@router.post(
-    "/{build_id}/predictions", response_model=PredictionOut, status_code=status.HTTP_201_CREATED
-)
-def start_prediction(
+def start_routing(
     project_id: RowId,
     build_id: RowId,
-    body: PredictionCreate,
+    body: RoutingCreate,
     session: SessionDep,
     researcher: CurrentResearcher,
 ):
     """Classify items with a complete build by routing them down its trees: their
-    routing queries go to raters (or to you, with ask_raters=false); poll the prediction."""
+    routing queries go to raters (or to you, with ask_raters=false); poll the routing."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     build = service.get_build(session=session, project=project, build_id=build_id)
-    return routing.start_prediction(
+    return routing.start_routing(
         session=session, project=project, build=build, keys=body.items, ask_raters=body.ask_raters
     )
 
 
-predictions = APIRouter(
-    prefix="/projects/{project_id}/predictions", tags=["builds"], route_class=StrictJSONRoute
-)
+routings = APIRouter(tags=["builds"], route_class=StrictJSONRoute)
 
 
-def _prediction(session, researcher, project_id: RowId, prediction_id: RowId):
+def _routing(session, researcher, project_id: RowId, routing_id: RowId):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    return routing.get_prediction(session=session, project=project, prediction_id=prediction_id)
+    return routing.get_routing(session=session, project=project, routing_id=routing_id)
 
 
-@predictions.get("/{prediction_id}", response_model=PredictionOut)
-def get_prediction(
-    project_id: RowId, prediction_id: RowId, session: SessionDep, researcher: CurrentResearcher
+def get_routing(
+    project_id: RowId, routing_id: RowId, session: SessionDep, researcher: CurrentResearcher
 ):
     """Progress (routing queries pending, items done) and, once complete, labels and
     class shares per item."""
-    return _prediction(session, researcher, project_id, prediction_id)
+    return _routing(session, researcher, project_id, routing_id)
 
 
-@predictions.get("/{prediction_id}/queries", response_model=list[PendingQuery])
-def prediction_queries(
-    project_id: RowId, prediction_id: RowId, session: SessionDep, researcher: CurrentResearcher
+def routing_queries(
+    project_id: RowId, routing_id: RowId, session: SessionDep, researcher: CurrentResearcher
 ):
-    """The routing queries the prediction still needs, by item key."""
-    prediction = _prediction(session, researcher, project_id, prediction_id)
-    return routing.pending_by_key(session=session, prediction=prediction)
+    """The routing queries the routing still needs, by item key."""
+    routed = _routing(session, researcher, project_id, routing_id)
+    return routing.pending_by_key(session=session, routing=routed)
 
 
-@predictions.post("/{prediction_id}/answers", response_model=PredictionOut)
 def answer_routing(
     project_id: RowId,
-    prediction_id: RowId,
+    routing_id: RowId,
     body: RoutingAnswers,
     session: SessionDep,
     researcher: CurrentResearcher,
 ):
     """Answer routing queries yourself; they are stored as triplets and folded in at once."""
-    prediction = _prediction(session, researcher, project_id, prediction_id)
-    return routing.add_answers(session=session, prediction=prediction, answers=body.answers)
+    routed = _routing(session, researcher, project_id, routing_id)
+    return routing.add_answers(session=session, routing=routed, answers=body.answers)
+
+
+# Until 2026-11 a routing was called a "prediction" (its paths /predictions/…): those paths
+# still answer, marked deprecated, for clients and poll links written against them.
+ROUTING_ROUTES = (
+    (router, "/{build_id}/{noun}", start_routing, "POST", RoutingOut),
+    (routings, "/projects/{project_id}/{noun}/{routing_id}", get_routing, "GET", RoutingOut),
+    (
+        routings,
+        "/projects/{project_id}/{noun}/{routing_id}/queries",
+        routing_queries,
+        "GET",
+        list[PendingQuery],
+    ),
+    (
+        routings,
+        "/projects/{project_id}/{noun}/{routing_id}/answers",
+        answer_routing,
+        "POST",
+        RoutingOut,
+    ),
+)
+for _noun, _deprecated in (("routings", False), ("predictions", True)):
+    for _router, _path, _endpoint, _method, _model in ROUTING_ROUTES:
+        _router.add_api_route(
+            _path.replace("{noun}", _noun),
+            _endpoint,
+            methods=[_method],
+            response_model=_model,
+            status_code=status.HTTP_201_CREATED if _endpoint is start_routing else None,
+            name=_endpoint.__name__ + ("_as_prediction" if _deprecated else ""),
+            deprecated=_deprecated,
+        )

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.builds import routing, service
 from app.core import caches
 from app.core.db import unit_of_work
-from app.models import Build, BuildStatus, Job, JobStatus, Prediction
+from app.models import Build, BuildStatus, Job, JobStatus, Routing
 from app.worker import queue
 from app.worker.loop import JobContext, handler, periodic
 
@@ -39,7 +39,7 @@ def request_step_by_id(*, session: Session, build_id: int, project_id: int) -> J
 
 
 def _enqueue_once(session: Session, kind: str, project_id: int, name: str, value: int) -> Job:
-    """A job of `kind` for this build or prediction, unless one is already queued."""
+    """A job of `kind` for this build or routing, unless one is already queued."""
     waiting = session.scalar(
         select(Job).where(
             Job.kind == kind,
@@ -95,30 +95,30 @@ def _recent_routing() -> _Recent:
     return caches.current().get("builds.recent_routings", lambda: _Recent(STEP_REQUEST_SECONDS))
 
 
-def routing_due(prediction_id: int) -> bool:
+def routing_due(routing_id: int) -> bool:
     """After an answer to a routing query: whether this process asks for a step now."""
-    return _recent_routing().due(prediction_id)
+    return _recent_routing().due(routing_id)
 
 
-def request_routing(*, session: Session, prediction_id: int, project_id: int) -> None:
-    _enqueue_once(session, ROUTE, project_id, "prediction_id", prediction_id)
+def request_routing(*, session: Session, routing_id: int, project_id: int) -> None:
+    _enqueue_once(session, ROUTE, project_id, "routing_id", routing_id)
 
 
-def request_routing_soon(*, session: Session, prediction_id: int, project_id: int) -> None:
+def request_routing_soon(*, session: Session, routing_id: int, project_id: int) -> None:
     """After an answer to a routing query arrived: make sure a routing step reads it."""
-    if routing_due(prediction_id):
-        request_routing(session=session, prediction_id=prediction_id, project_id=project_id)
+    if routing_due(routing_id):
+        request_routing(session=session, routing_id=routing_id, project_id=project_id)
 
 
 @handler(ROUTE)
 def run_routing(context: JobContext) -> dict[str, Any]:
     with unit_of_work(context.sessions) as session:
-        prediction = session.get(Prediction, context.params["prediction_id"])
-        if prediction is None:
-            return {"prediction": "gone"}
-        routing.step(session=session, prediction=prediction)
-        result = {"status": prediction.status.value, **prediction.progress}
-    context.progress(1.0, f"prediction {result['status']}")
+        routed = session.get(Routing, context.params["routing_id"])
+        if routed is None:
+            return {"routing": "gone"}
+        routing.step(session=session, routing=routed)
+        result = {"status": routed.status.value, **routed.progress}
+    context.progress(1.0, f"routing {result['status']}")
     return result
 
 
@@ -129,8 +129,8 @@ def sweep(sessions) -> None:
         for build in session.scalars(select(Build).where(Build.status == BuildStatus.running)):
             if service.has_unread_answers(session=session, build=build):
                 request_step(session=session, build=build)
-        for prediction in routing.unfinished(session=session):
-            routing.step(session=session, prediction=prediction)
+        for routed in routing.unfinished(session=session):
+            routing.step(session=session, routing=routed)
 
 
 @handler(STEP)

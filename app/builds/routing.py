@@ -3,9 +3,9 @@
 At each node an item is asked "closer to the left pivot or to the right one?". Those
 routing queries go to raters through the scheduler (first in its order) or to a client
 that answers them over the API; any answer already held is used. A routing step reads
-the answers about the prediction's items that arrived since the last step (the same
+the answers about the routing's items that arrived since the last step (the same
 cursor as a build's), routes as far as they allow and puts the queries still needed
-into the queue. Once every item reached a leaf in every tree, the prediction holds each
+into the queue. Once every item reached a leaf in every tree, the routing holds each
 item's label and class shares.
 """
 
@@ -27,9 +27,9 @@ from app.models import (
     Build,
     BuildStatus,
     Item,
-    Prediction,
-    PredictionStatus,
     Project,
+    Routing,
+    RoutingStatus,
     Split,
     Triplet,
     TripletSource,
@@ -65,7 +65,7 @@ def _forests() -> _Forests:
 
 
 def _wanted_items(project_id: int) -> tuple:
-    """What a prediction routes unless told which: every test and unlabelled item."""
+    """What a routing routes unless told which: every test and unlabelled item."""
     return (
         Item.project_id == project_id,
         (Item.split == Split.test) | (Item.split == Split.unlabelled),
@@ -76,14 +76,14 @@ def wanted_item_count(session: Session, project_id: int) -> int:
     return session.scalar(select(func.count()).select_from(Item).where(*_wanted_items(project_id)))
 
 
-def start_prediction(
+def start_routing(
     *,
     session: Session,
     project: Project,
     build: Build,
     keys: list[str] | None,
     ask_raters: bool = True,
-) -> Prediction:
+) -> Routing:
     """Route the items named by `keys` (default: every item without a label and every
     test item) down the build's forest."""
     if build.status is not BuildStatus.complete:
@@ -111,22 +111,22 @@ def start_prediction(
         ids = list(dict.fromkeys(found[key] for key in keys))
     if not ids:
         raise ServiceError("nothing to predict: the project has no test or unlabelled items")
-    prediction = Prediction(
+    routing = Routing(
         project_id=project.id, build_id=build.id, item_ids=list(ids), ask_raters=ask_raters
     )
-    session.add(prediction)
+    session.add(routing)
     session.flush()
-    step(session=session, prediction=prediction)
-    return prediction
+    step(session=session, routing=routing)
+    return routing
 
 
-def _positions(build: Build, prediction: Prediction):
+def _positions(build: Build, routing: Routing):
     """Forest positions. Items the build was trained on keep their own position, so the
     answers the build holds about them route them again without a question; the other
     items follow the training items. Returns every position's item id, the order that
-    sorts them, and the prediction's items as positions (in its order)."""
+    sorts them, and the routing's items as positions (in its order)."""
     training = builds.item_ids(build)
-    wanted = np.asarray(prediction.item_ids, dtype=np.int64)
+    wanted = np.asarray(routing.item_ids, dtype=np.int64)
     training_order = np.argsort(training, kind="stable")
     at = np.minimum(np.searchsorted(training[training_order], wanted), len(training) - 1)
     trained = training[training_order][at] == wanted
@@ -137,25 +137,25 @@ def _positions(build: Build, prediction: Prediction):
     return every, np.argsort(every, kind="stable"), positions
 
 
-def _answers_about(session: Session, prediction: Prediction, every, order):
-    """Answers after the cursor whose anchor is one of the prediction's items, as forest
+def _answers_about(session: Session, routing: Routing, every, order):
+    """Answers after the cursor whose anchor is one of the routing's items, as forest
     positions; and the new cursor."""
-    bound = committed_bound(session, prediction.project_id)
+    bound = committed_bound(session, routing.project_id)
     if bound is None:  # writers kept the log busy: nothing new can be read safely now
-        return np.empty((0, 3), np.int64), prediction.answers_cursor
+        return np.empty((0, 3), np.int64), routing.answers_cursor
     query = select(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
-        Triplet.project_id == prediction.project_id,
-        Triplet.id > prediction.answers_cursor,
+        Triplet.project_id == routing.project_id,
+        Triplet.id > routing.answers_cursor,
         Triplet.id <= bound,
-        Triplet.anchor_id.in_(prediction.item_ids),
+        Triplet.anchor_id.in_(routing.item_ids),
         Triplet.is_test.is_(False),
     )
-    excluded = scheduling.excluded_rater_ids(session, prediction.project_id)
+    excluded = scheduling.excluded_rater_ids(session, routing.project_id)
     if excluded:
         query = query.where(Triplet.rater_id.is_(None) | Triplet.rater_id.not_in(excluded))
     rows = np.array(session.execute(query).all(), dtype=np.int64).reshape(-1, 3)
     at, known = item_positions(every[order], rows)
-    return order[at[known]], max(bound, prediction.answers_cursor)
+    return order[at[known]], max(bound, routing.answers_cursor)
 
 
 def _labelled(classes: np.ndarray, proba: np.ndarray) -> dict:
@@ -169,14 +169,14 @@ def _labelled(classes: np.ndarray, proba: np.ndarray) -> dict:
     return {"label": str(classes[np.argmax(proba)]), "tied": None, "proba": shares}
 
 
-def step(*, session: Session, prediction: Prediction) -> Prediction:
-    if prediction.status is not PredictionStatus.routing:
-        return prediction
-    build = session.get(Build, prediction.build_id)
+def step(*, session: Session, routing: Routing) -> Routing:
+    if routing.status is not RoutingStatus.routing:
+        return routing
+    build = session.get(Build, routing.build_id)
     forest = _forests().get(build)
-    every, order, new = _positions(build, prediction)
-    held = np.frombuffer(prediction.answers, dtype=np.int64).reshape(-1, 3)
-    fresh, cursor = _answers_about(session, prediction, every, order)
+    every, order, new = _positions(build, routing)
+    held = np.frombuffer(routing.answers, dtype=np.int64).reshape(-1, 3)
+    fresh, cursor = _answers_about(session, routing, every, order)
     answers = np.concatenate([held, fresh])
     router = forest.route(new)
     if len(answers):
@@ -185,15 +185,15 @@ def step(*, session: Session, prediction: Prediction) -> Prediction:
     if router.is_complete:
         proba = forest.proba_from_leaves(router.leaves())
         keys = dict(
-            session.execute(select(Item.id, Item.key).where(Item.id.in_(prediction.item_ids))).all()
+            session.execute(select(Item.id, Item.key).where(Item.id.in_(routing.item_ids))).all()
         )
-        values["status"] = PredictionStatus.complete
+        values["status"] = RoutingStatus.complete
         values["result"] = {
             keys[item]: _labelled(forest.classes_, row)
-            for item, row in zip(prediction.item_ids, proba, strict=True)
+            for item, row in zip(routing.item_ids, proba, strict=True)
         }
         values["progress"] = {"queries_pending": 0, "items": len(new), "items_done": len(new)}
-        queue.withdraw_slots(session=session, prediction_id=prediction.id)
+        queue.withdraw_slots(session=session, routing_id=routing.id)
     else:
         queries, needed = router.pending_queries(return_needed=True)
         waiting_items = len(np.unique(queries[:, 0]))
@@ -202,37 +202,37 @@ def step(*, session: Session, prediction: Prediction) -> Prediction:
             "items": len(new),
             "items_done": len(new) - waiting_items,
         }
-        if prediction.ask_raters:
+        if routing.ask_raters:
             queue.sync_slots(
                 session=session,
-                project_id=prediction.project_id,
+                project_id=routing.project_id,
                 wanted=queue.Wanted(
                     keys=query_keys(*queries.T),
                     queries=every[queries],
                     needed=needed,
                     answered=needed < forest.answers_per_query,
                 ),
-                prediction_id=prediction.id,
+                routing_id=routing.id,
             )
     session.execute(
-        update(Prediction)
-        .where(Prediction.id == prediction.id)
+        update(Routing)
+        .where(Routing.id == routing.id)
         .values(**values)
         .execution_options(synchronize_session=False)
     )
-    session.refresh(prediction)
-    return prediction
+    session.refresh(routing)
+    return routing
 
 
-def pending_by_key(*, session: Session, prediction: Prediction) -> list[dict]:
+def pending_by_key(*, session: Session, routing: Routing) -> list[dict]:
     """The routing queries still needed, by item key, for a client answering them."""
-    if prediction.status is not PredictionStatus.routing:
+    if routing.status is not RoutingStatus.routing:
         return []
-    build = session.get(Build, prediction.build_id)
+    build = session.get(Build, routing.build_id)
     forest = _forests().get(build)
-    every, order, new = _positions(build, prediction)
+    every, order, new = _positions(build, routing)
     router = forest.route(new)
-    held = np.frombuffer(prediction.answers, dtype=np.int64).reshape(-1, 3)
+    held = np.frombuffer(routing.answers, dtype=np.int64).reshape(-1, 3)
     if len(held):
         router.add_answers(held)
     queries, needed = router.pending_queries(return_needed=True)
@@ -242,29 +242,27 @@ def pending_by_key(*, session: Session, prediction: Prediction) -> list[dict]:
 @dataclass(frozen=True)
 class RoutedTestSplit:
     """How a build's forest labels the researcher's test split: by the newest complete
-    prediction that routed test items (accuracy among the test items it gave a label, and
+    routing that routed test items (accuracy among the test items it gave a label, and
     the share of all test items it gave one: an unrouted or tied item has none), with
     the answers the build and that routing read."""
 
     accuracy: float
     coverage: float
     answers: int
-    prediction_id: int
+    routing_id: int
 
 
-def newest_prediction(
-    session: Session, build_id: int, *, complete: bool = False
-) -> Prediction | None:
-    """The build's newest prediction that was not cancelled (or that completed)."""
+def newest_routing(session: Session, build_id: int, *, complete: bool = False) -> Routing | None:
+    """The build's newest routing that was not cancelled (or that completed)."""
     wanted = (
-        Prediction.status == PredictionStatus.complete
+        Routing.status == RoutingStatus.complete
         if complete
-        else Prediction.status != PredictionStatus.cancelled
+        else Routing.status != RoutingStatus.cancelled
     )
     return session.scalars(
-        select(Prediction)
-        .where(Prediction.build_id == build_id, wanted)
-        .order_by(Prediction.id.desc())
+        select(Routing)
+        .where(Routing.build_id == build_id, wanted)
+        .order_by(Routing.id.desc())
         .limit(1)
     ).first()
 
@@ -275,7 +273,7 @@ _NEWEST_SEARCHED = 50
 
 
 def routing_of_test_split(*, session: Session, build: Build) -> RoutedTestSplit | None:
-    """The forest measured on the test split, or None where no complete prediction
+    """The forest measured on the test split, or None where no complete routing
     routed a labelled test item."""
     truth = dict(
         session.execute(
@@ -291,21 +289,19 @@ def routing_of_test_split(*, session: Session, build: Build) -> RoutedTestSplit 
     # Which items each routing holds first; the one routing measured is read in full
     # (its answers only by their length: a page refreshing every 2 s reads this).
     completed = session.execute(
-        select(Prediction.id, Prediction.item_ids)
-        .where(Prediction.build_id == build.id, Prediction.status == PredictionStatus.complete)
-        .order_by(Prediction.id.desc())
+        select(Routing.id, Routing.item_ids)
+        .where(Routing.build_id == build.id, Routing.status == RoutingStatus.complete)
+        .order_by(Routing.id.desc())
         .limit(_NEWEST_SEARCHED)
     )
-    for prediction_id, item_ids in completed:
+    for routing_id, item_ids in completed:
         routed = [item for item in item_ids if item in truth]
         if routed:
             break
     else:
         return None
     result, answer_bytes = session.execute(
-        select(Prediction.result, func.length(Prediction.answers)).where(
-            Prediction.id == prediction_id
-        )
+        select(Routing.result, func.length(Routing.answers)).where(Routing.id == routing_id)
     ).one()
     keys = dict(session.execute(select(Item.id, Item.key).where(Item.id.in_(routed))).all())
     said = [result[keys[item]]["label"] for item in routed]
@@ -315,26 +311,24 @@ def routing_of_test_split(*, session: Session, build: Build) -> RoutedTestSplit 
         accuracy=sum(right) / spoke if spoke else 0.0,
         coverage=spoke / len(truth),
         answers=build.queries_answered + (answer_bytes or 0) // (3 * 8),
-        prediction_id=prediction_id,
+        routing_id=routing_id,
     )
 
 
-def get_prediction(*, session: Session, project: Project, prediction_id: int) -> Prediction:
-    prediction = session.get(Prediction, prediction_id)
-    if prediction is None or prediction.project_id != project.id:
-        raise NotFound(f"no prediction {prediction_id} in project {project.id}")
-    return prediction
+def get_routing(*, session: Session, project: Project, routing_id: int) -> Routing:
+    routing = session.get(Routing, routing_id)
+    if routing is None or routing.project_id != project.id:
+        raise NotFound(f"no routing {routing_id} in project {project.id}")
+    return routing
 
 
-def unfinished(*, session: Session) -> list[Prediction]:
-    return list(
-        session.scalars(select(Prediction).where(Prediction.status == PredictionStatus.routing))
-    )
+def unfinished(*, session: Session) -> list[Routing]:
+    return list(session.scalars(select(Routing).where(Routing.status == RoutingStatus.routing)))
 
 
 def add_answers(
-    *, session: Session, prediction: Prediction, answers: list[tuple[str, str, str]]
-) -> Prediction:
+    *, session: Session, routing: Routing, answers: list[tuple[str, str, str]]
+) -> Routing:
     """A client's answers to routing queries, by item key: stored as triplets (they count
     for every learner), then folded in at once."""
     if not answers:
@@ -343,7 +337,7 @@ def add_answers(
     ids = dict(
         session.execute(
             select(Item.key, Item.id).where(
-                Item.project_id == prediction.project_id, Item.key.in_(keys)
+                Item.project_id == routing.project_id, Item.key.in_(keys)
             )
         ).all()
     )
@@ -356,7 +350,7 @@ def add_answers(
             raise ServiceError(f"answer {number}: a triplet needs three different items")
         rows.append(
             {
-                "project_id": prediction.project_id,
+                "project_id": routing.project_id,
                 "anchor_id": ids[anchor],
                 "closer_id": ids[closer],
                 "farther_id": ids[farther],
@@ -364,6 +358,6 @@ def add_answers(
                 "adaptive": True,  # a routing step's question
             }
         )
-    hold_append_lock(session, prediction.project_id)
+    hold_append_lock(session, routing.project_id)
     session.execute(insert(Triplet), rows)
-    return step(session=session, prediction=prediction)
+    return step(session=session, routing=routing)

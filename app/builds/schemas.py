@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.fields import INT4_MAX, JSONTuple, RequestModel
-from app.models import BuildStatus, PredictionStatus
+from app.models import BuildStatus, RoutingStatus
 
 
 class BuildCreate(RequestModel):
@@ -60,7 +60,7 @@ class PendingQuery(BaseModel):
     needed: int = Field(description="Answers it still needs")
 
 
-class PredictionCreate(RequestModel):
+class RoutingCreate(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
     items: list[str] | None = Field(
@@ -75,7 +75,7 @@ class PredictionCreate(RequestModel):
     )
 
 
-class PredictionProgress(BaseModel):
+class RoutingProgress(BaseModel):
     queries_pending: int = 0
     items: int = 0
     items_done: int = 0
@@ -92,15 +92,15 @@ class ItemPrediction(BaseModel):
     proba: dict[str, float]
 
 
-class PredictionOut(BaseModel):
+class RoutingOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: int
     project_id: int
     build_id: int
-    status: PredictionStatus
+    status: RoutingStatus
     ask_raters: bool
-    progress: PredictionProgress
+    progress: RoutingProgress
     result: dict[str, ItemPrediction] | None = Field(
         description="Per item key, once every item reached a leaf in every tree"
     )

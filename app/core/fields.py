@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Strict
 INT4_MAX = 2**31 - 1
 INT8_MAX = 2**63 - 1
 
-# A row of an `integer` key: projects, builds, models and their versions, raters, predictions.
+# A row of an `integer` key: projects, builds, models and their versions, raters, routings.
 RowId = Annotated[int, Ge(1), Le(INT4_MAX)]
 # A row of a `bigint` key: items, triplets, the queries shown to raters.
 BigRowId = Annotated[int, Ge(1), Le(INT8_MAX)]

@@ -31,7 +31,7 @@ router = APIRouter(
 )
 
 
-class ExportFormat(StrEnum):
+class ItemExportFormat(StrEnum):
     csv = "csv"
     json = "json"
     zip = "zip"
@@ -119,16 +119,16 @@ def export_items(
     request: Request,
     session: SessionDep,
     researcher: CurrentResearcher,
-    format: ExportFormat = ExportFormat.csv,
+    format: ItemExportFormat = ItemExportFormat.csv,
 ):
     """Every item of the project, streamed. `zip` holds manifest.csv and the images and
     uploads again as it is."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     engine = request.app.state.engine
-    if format is ExportFormat.zip:
+    if format is ItemExportFormat.zip:
         body = service.export_items_zip(engine, request.app.state.images, project.id)
         media_type = "application/zip"
-    elif format is ExportFormat.json:
+    elif format is ItemExportFormat.json:
         body = service.export_items_json(engine, project.id)
         media_type = "application/json"
     else:

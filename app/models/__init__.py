@@ -10,10 +10,10 @@ from app.models.queue import (
     ADAPTIVE_PURPOSES,
     Assignment,
     Choice,
-    Prediction,
-    PredictionStatus,
     Purpose,
     QuerySlot,
+    Routing,
+    RoutingStatus,
     SlotState,
 )
 from app.models.rater import Rater, RaterSession
@@ -38,8 +38,8 @@ __all__ = [
     "LearnedModel",
     "ModelKind",
     "ModelVersion",
-    "Prediction",
-    "PredictionStatus",
+    "Routing",
+    "RoutingStatus",
     "Project",
     "Purpose",
     "QuerySlot",

@@ -13,7 +13,7 @@ from app.models._types import BigId, JsonValue, Timestamp, string_enum, utcnow
 class Purpose(IntEnum):
     """Why a query is asked; the scheduler serves lower values first."""
 
-    routing = 0  # a new item routed down a finished forest, for a prediction
+    routing = 0  # a new item routed down a finished forest, to predict its label
     build = 1  # the first answer an open CompRF node waits for
     majority = 2  # a further answer for a query's majority (or a tie breaker)
     random = 3  # a random triplet for the passive learners
@@ -60,8 +60,8 @@ class QuerySlot(Base):
             sqlite_where=text("state = 'open'"),
         ),
         Index(
-            "ix_query_slots_prediction_open",
-            "prediction_id",
+            "ix_query_slots_routing_open",
+            "routing_id",
             "query_key",
             postgresql_where=text("state = 'open'"),
             sqlite_where=text("state = 'open'"),
@@ -72,10 +72,8 @@ class QuerySlot(Base):
     project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
     priority: Mapped[int] = mapped_column(SmallInteger)
     build_id: Mapped[int | None] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"))
-    prediction_id: Mapped[int | None] = mapped_column(
-        ForeignKey("predictions.id", ondelete="CASCADE")
-    )
-    # The query as its owner (build or prediction) numbers it, to find its slots again.
+    routing_id: Mapped[int | None] = mapped_column(ForeignKey("routings.id", ondelete="CASCADE"))
+    # The query as its owner (build or routing) numbers it, to find its slots again.
     query_key: Mapped[int] = mapped_column(BigInteger)
     anchor_id: Mapped[int] = mapped_column(BigId)
     lo_id: Mapped[int] = mapped_column(BigId)
@@ -140,26 +138,26 @@ class Assignment(Base):
         return self.hi_id if self.left_is_lo else self.lo_id
 
 
-class PredictionStatus(StrEnum):
+class RoutingStatus(StrEnum):
     routing = "routing"
     complete = "complete"
     cancelled = "cancelled"
 
 
-class Prediction(Base):
+class Routing(Base):
     """New items routed down a finished CompRF build: their routing queries go to raters
     (or to a client that answers them); once every item reached a leaf in every tree,
     `result` holds their labels and class shares."""
 
-    __tablename__ = "predictions"
+    __tablename__ = "routings"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     project_id: Mapped[int] = mapped_column(
         ForeignKey("projects.id", ondelete="CASCADE"), index=True
     )
     build_id: Mapped[int] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"))
-    status: Mapped[PredictionStatus] = mapped_column(
-        string_enum(PredictionStatus, "prediction_status"), default=PredictionStatus.routing
+    status: Mapped[RoutingStatus] = mapped_column(
+        string_enum(RoutingStatus, "routing_status"), default=RoutingStatus.routing
     )
     item_ids: Mapped[list[int]] = mapped_column(JsonValue, default=list)
     # The answers about these items read so far (int64 rows of forest positions) and the

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from app.auth.deps import CurrentResearcher
 from app.builds import routing
-from app.builds.schemas import PredictionOut
+from app.builds.schemas import RoutingOut
 from app.core.deps import SessionDep
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.fields import RowId
@@ -54,7 +54,7 @@ def predict(
 ):
     """Labels, class probabilities and support for items in the project (`items`) and
     for new ones (`new_items`: their triplets against known items, or their features).
-    A CompRF model routes the items instead: the answer is a pending prediction to poll."""
+    A CompRF model routes the items instead: the answer is a pending routing to poll."""
     project, model = _model(session, researcher, project_id, model_id)
     if not body.items and not body.new_items:
         raise ServiceError("items and new_items are both empty: name at least one item")
@@ -68,7 +68,7 @@ def predict(
         build = build_of(session, model)
         if build is None:
             raise NotFound(f"model {model.id}'s build no longer exists")
-        prediction = routing.start_prediction(
+        routed = routing.start_routing(
             session=session,
             project=project,
             build=build,
@@ -78,11 +78,9 @@ def predict(
         started = RoutingStarted(
             model_id=model.id,
             version=served.version.number,
-            prediction=PredictionOut.model_validate(prediction),
+            routing=RoutingOut.model_validate(routed),
             poll=str(
-                request.url_for(
-                    "get_prediction", project_id=project.id, prediction_id=prediction.id
-                ).path
+                request.url_for("get_routing", project_id=project.id, routing_id=routed.id).path
             ),
         )
         return JSONResponse(started.model_dump(mode="json"), status_code=status.HTTP_202_ACCEPTED)
@@ -159,7 +157,7 @@ def export_predictions(
     media_type = "application/json" if format == "json" else "text/csv; charset=utf-8"
     if model.kind is ModelKind.comprf:
         build = build_of(session, model)
-        routed = routing.newest_prediction(session, build.id, complete=True) if build else None
+        routed = routing.newest_routing(session, build.id, complete=True) if build else None
         if routed is None:
             raise Conflict(
                 f"model {model.id} has labelled nothing yet: a CompRF forest labels items by "

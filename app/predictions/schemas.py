@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.builds.schemas import PredictionOut
+from app.builds.schemas import RoutingOut
 from app.core.fields import JSONTuple, RequestModel, RowId
 
 
@@ -74,7 +74,7 @@ class RoutingStarted(BaseModel):
     model_id: int
     version: int
     kind: Literal["comprf"] = "comprf"
-    prediction: PredictionOut
+    routing: RoutingOut
     poll: str = Field(description="GET this until its status is complete")
 
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.spreadsheets import spreadsheet_safe
-from app.models import LearnedModel, ModelKind, ModelVersion, Prediction, VersionStatus
+from app.models import LearnedModel, ModelKind, ModelVersion, Routing, VersionStatus
 from app.training import service as training
 from app.training.fitted import Fitted, ItemPredictions
 from app.training.fitting import boost_predictions
@@ -177,7 +177,7 @@ def export_predictions(served: ServingModel, fmt: str) -> bytes:
     return _export(predict_known(served, list(served.fitted.keys)), fmt)
 
 
-def export_routed(prediction: Prediction, trees: int, fmt: str) -> bytes:
+def export_routed(routed: Routing, trees: int, fmt: str) -> bytes:
     """A CompRF routing's labels in the same columns: each item's support is the number
     of trees it was routed down."""
     rows = [
@@ -189,7 +189,7 @@ def export_routed(prediction: Prediction, trees: int, fmt: str) -> bytes:
             "support": trees,
             "known": True,
         }
-        for key, found in (prediction.result or {}).items()
+        for key, found in (routed.result or {}).items()
     ]
     return _export(rows, fmt)
 

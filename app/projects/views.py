@@ -207,8 +207,8 @@ def downloads_page(
     project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
 ):
     """Links to the API's streamed exports: answers (filtered), items, and each model's
-    embedding and predictions."""
-    from app.builds.routing import newest_prediction
+    embedding and predicted labels."""
+    from app.builds.routing import newest_routing
     from app.training.service import list_models, newest_ready
 
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
@@ -217,7 +217,7 @@ def downloads_page(
         for model in list_models(session=session, project=project)
     ]
     routed = {
-        model.id: newest_prediction(session, model.build_id, complete=True)
+        model.id: newest_routing(session, model.build_id, complete=True)
         for model, _ in models
         if model.build_id is not None
     }

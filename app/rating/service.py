@@ -239,9 +239,9 @@ def answer(
         build_jobs.request_step_soon(
             session=session, build_id=outcome.build_id, project_id=project.id
         )
-    elif outcome.prediction_id is not None:
+    elif outcome.routing_id is not None:
         build_jobs.request_routing_soon(
-            session=session, prediction_id=outcome.prediction_id, project_id=project.id
+            session=session, routing_id=outcome.routing_id, project_id=project.id
         )
     following = state(
         session=session,
@@ -293,9 +293,7 @@ async def answer_quickly(
     if answered is None:
         return None
     build_due = answered.build_id is not None and build_jobs.step_due(answered.build_id)
-    routing_due = answered.prediction_id is not None and build_jobs.routing_due(
-        answered.prediction_id
-    )
+    routing_due = answered.routing_id is not None and build_jobs.routing_due(answered.routing_id)
     cards = None if answered.served is None else _cards().cached(project, answered.served[1:])
     current = answered.settings_version == project.settings_version
     # The function draws a few random queries; a rater who has seen most of a small study
@@ -327,7 +325,7 @@ def _finish_quick_answer(
             )
         if routing_due:
             build_jobs.request_routing(
-                session=session, prediction_id=answered.prediction_id, project_id=project.id
+                session=session, routing_id=answered.routing_id, project_id=project.id
             )
         if scheduling.is_out_of_work(project, answered.answers, answered.served):
             found = raters.authenticate_in_study(session=session, slug=slug, token=token)

@@ -30,13 +30,13 @@ _CALL = "SELECT * FROM closer_answer(%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint[
 
 @dataclass(frozen=True)
 class Answered:
-    """What the call did: the rater's count, the build or prediction the answer feeds,
+    """What the call did: the rater's count, the build or routing the answer feeds,
     and the next query served (None once the session is complete or nothing is left)."""
 
     settings_version: int
     answers: int
     build_id: int | None
-    prediction_id: int | None
+    routing_id: int | None
     served: tuple[int, int, int, int] | None  # (assignment id, anchor, left, right)
 
 
@@ -111,13 +111,13 @@ class AnswerFunction:
                 if attempt:
                     raise
                 log.warning("answer connection lost; calling again on a fresh one")
-        outcome, version, answers, build_id, prediction_id, served, anchor, left, right = row
+        outcome, version, answers, build_id, routing_id, served, anchor, left, right = row
         if outcome != "answered":
             return None
         return Answered(
             settings_version=version,
             answers=answers,
             build_id=build_id,
-            prediction_id=prediction_id,
+            routing_id=routing_id,
             served=None if served is None else (served, anchor, left, right),
         )

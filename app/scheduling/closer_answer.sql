@@ -27,7 +27,7 @@ CREATE OR REPLACE FUNCTION closer_answer(
     settings_version integer,
     answers integer,
     build_id integer,
-    prediction_id integer,
+    routing_id integer,
     served_id bigint,
     anchor_id bigint,
     left_id bigint,
@@ -39,7 +39,7 @@ DECLARE
     leased record;
     counted integer;
     for_build integer;
-    for_prediction integer;
+    for_routing integer;
     chosen_lo boolean;
     purpose smallint;
     slot bigint;
@@ -96,7 +96,7 @@ BEGIN
                SET state = CASE WHEN s.state = 'open' /* SlotState.open */
                                 THEN 'answered' /* SlotState.answered */ ELSE s.state END
              WHERE s.id = given.slot_id
-            RETURNING s.build_id, s.prediction_id INTO for_build, for_prediction;
+            RETURNING s.build_id, s.routing_id INTO for_build, for_routing;
         END IF;
     END IF;
 
@@ -172,7 +172,7 @@ BEGIN
                 given.purpose IN (0, 1, 2, 5) /* ADAPTIVE_PURPOSES */);
     END IF;
 
-    RETURN QUERY SELECT 'answered', who.settings_version, counted, for_build, for_prediction,
+    RETURN QUERY SELECT 'answered', who.settings_version, counted, for_build, for_routing,
         served, anchor,
         CASE WHEN p_left_is_lo THEN lo ELSE hi END,
         CASE WHEN p_left_is_lo THEN hi ELSE lo END;

@@ -1,4 +1,4 @@
-"""The queue as its owners want it: a CompRF build or a routing prediction says which
+"""The queue as its owners want it: a CompRF build or a routing says which
 queries it waits for and how many answers each still needs, and its open slots are made
 to match; the scheduler (app/scheduling/service.py) serves them to raters."""
 
@@ -19,7 +19,7 @@ from app.scheduling.service import IS_OPEN
 
 @dataclass(frozen=True)
 class Wanted:
-    """What a build (or prediction) waits for: per query, a key unique within its owner,
+    """What a build (or routing) waits for: per query, a key unique within its owner,
     the items ``(anchor, p, q)``, how many more answers, and whether it holds any yet."""
 
     keys: np.ndarray
@@ -34,10 +34,10 @@ def sync_slots(
     project_id: int,
     wanted: Wanted,
     build_id: int | None = None,
-    prediction_id: int | None = None,
+    routing_id: int | None = None,
     complete: bool = True,
 ) -> tuple[int, int]:
-    """Make the open slots of one build (or prediction) match what it waits for: slots
+    """Make the open slots of one build (or routing) match what it waits for: slots
     are added where too few are open and withdrawn (free ones first) where too many are.
     With `complete`, `wanted` lists everything the owner waits for and any other open
     slot is withdrawn; otherwise only the listed queries are looked at (a query with 0
@@ -46,7 +46,7 @@ def sync_slots(
     owner = (
         QuerySlot.build_id == build_id
         if build_id is not None
-        else (QuerySlot.prediction_id == prediction_id)
+        else (QuerySlot.routing_id == routing_id)
     )
     columns = (QuerySlot.id, QuerySlot.query_key, QuerySlot.lease_expires_at)
     if complete:
@@ -62,7 +62,7 @@ def sync_slots(
         open_slots.setdefault(row.query_key, []).append(row)
 
     now = utcnow()
-    first = Purpose.routing if prediction_id is not None else Purpose.build
+    first = Purpose.routing if routing_id is not None else Purpose.build
     lo = np.minimum(wanted.queries[:, 1], wanted.queries[:, 2]).tolist()
     hi = np.maximum(wanted.queries[:, 1], wanted.queries[:, 2]).tolist()
     new_rows = []
@@ -79,7 +79,7 @@ def sync_slots(
                     "project_id": project_id,
                     "priority": int(priority),
                     "build_id": build_id,
-                    "prediction_id": prediction_id,
+                    "routing_id": routing_id,
                     "query_key": key,
                     "anchor_id": int(wanted.queries[index, 0]),
                     "lo_id": lo[index],
@@ -119,13 +119,13 @@ def _chunks(values: list, size: int) -> Iterable[list]:
 
 
 def withdraw_slots(
-    *, session: Session, build_id: int | None = None, prediction_id: int | None = None
+    *, session: Session, build_id: int | None = None, routing_id: int | None = None
 ) -> None:
-    """Withdraw every open slot of a build or prediction (paused, cancelled, complete)."""
+    """Withdraw every open slot of a build or routing (paused, cancelled, complete)."""
     owner = (
         QuerySlot.build_id == build_id
         if build_id is not None
-        else (QuerySlot.prediction_id == prediction_id)
+        else (QuerySlot.routing_id == routing_id)
     )
     session.execute(
         update(QuerySlot)

@@ -2,8 +2,8 @@
 
 Choosing: with the project's attention-check rate the rater gets a check (the anchor is
 one of the candidates), with its random share a random triplet for the passive
-learners, and otherwise the first free slot of the queue in priority order (prediction
-routing, open CompRF nodes, further answers for a majority); a random triplet when the
+learners, and otherwise the first free slot of the queue in priority order (routing
+queries, open CompRF nodes, further answers for a majority); a random triplet when the
 queue has nothing for them. A slot is leased with a compare-and-set update, after a
 `FOR UPDATE SKIP LOCKED` read on PostgreSQL, so two raters never hold the same slot, on
 any number of web processes. A rater never gets a query they were served before.
@@ -66,12 +66,12 @@ class ActiveRater:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AnswerOutcome:
     """What an answer did: whether it was new, and what it asks of the builds."""
 
     replayed: bool
     build_id: int | None = None
-    prediction_id: int | None = None
+    routing_id: int | None = None
     exclusion_changed: bool = False
     triplet: dict | None = None  # the row to append with store_answer, last
 
@@ -189,7 +189,7 @@ _ANSWER_SLOT = FastStatement(
             else_=QuerySlot.state,
         )
     )
-    .returning(QuerySlot.build_id, QuerySlot.prediction_id)
+    .returning(QuerySlot.build_id, QuerySlot.routing_id)
 )
 _STORE_TRIPLET = FastStatement(
     insert(Triplet).values(
@@ -477,7 +477,7 @@ def submit_answer(
     choice: Choice,
     response_time_ms: int | None = None,
     now: datetime | None = None,
-) -> Outcome:
+) -> AnswerOutcome:
     """Record the rater's answer to one assignment, once."""
     if choice is Choice.cant_tell and not project.allow_cant_tell:
         raise ServiceError('this project does not offer "can\'t tell": choose left or right')
@@ -492,7 +492,7 @@ def submit_answer(
     if answered is None:
         if _SERVED_TO.run(session, ids) is None:
             raise NotFound(f"no query {assignment_id} was served to you")
-        return Outcome(replayed=True)
+        return AnswerOutcome(replayed=True)
 
     chosen_lo = (choice is Choice.left) == answered.left_is_lo
     check = answered.purpose == Purpose.attention
@@ -514,7 +514,7 @@ def submit_answer(
     if check:
         # Checks are a few in a hundred answers: the thresholds work on the full rater.
         changed = apply_thresholds(project=project, rater=session.get(Rater, rater.id))
-        return Outcome(replayed=False, exclusion_changed=changed)
+        return AnswerOutcome(replayed=False, exclusion_changed=changed)
 
     slot_owner = (None, None)
     if answered.slot_id is not None:
@@ -525,14 +525,14 @@ def submit_answer(
         else:
             slot_owner = _ANSWER_SLOT.run(session, slot)
     if choice is Choice.cant_tell:
-        return Outcome(replayed=False)
+        return AnswerOutcome(replayed=False)
     closer, farther = (
         (answered.lo_id, answered.hi_id) if chosen_lo else (answered.hi_id, answered.lo_id)
     )
-    return Outcome(
+    return AnswerOutcome(
         replayed=False,
         build_id=slot_owner[0],
-        prediction_id=slot_owner[1],
+        routing_id=slot_owner[1],
         triplet={
             **ids,
             "project": project.id,
@@ -545,7 +545,7 @@ def submit_answer(
     )
 
 
-def store_answer(*, session: Session, outcome: Outcome) -> None:
+def store_answer(*, session: Session, outcome: AnswerOutcome) -> None:
     """Append the answer's triplet: the last write of the request's transaction, so the
     triplets log's lock (see app/triplets/log.py) is held only until the commit."""
     if outcome.triplet is not None:

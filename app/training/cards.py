@@ -13,9 +13,9 @@ from app.models import (
     LearnedModel,
     ModelKind,
     ModelVersion,
-    Prediction,
-    PredictionStatus,
     Project,
+    Routing,
+    RoutingStatus,
     VersionStatus,
 )
 from app.training.service import (
@@ -36,7 +36,7 @@ class ModelCard:
     versions: list[ModelVersion]
     latest: ModelVersion | None
     progress: tuple[float, str] | None
-    routing: Prediction | None
+    routing: Routing | None
     curve: list[dict[str, Any]]
     wanted_items: int
 
@@ -56,9 +56,9 @@ class ModelCard:
         questions), labelled, nothing to label, ready to label, or waiting for its build."""
         if self.model.kind is not ModelKind.comprf:
             return None
-        if self.routing is not None and self.routing.status is PredictionStatus.routing:
+        if self.routing is not None and self.routing.status is RoutingStatus.routing:
             return "routing"
-        if self.routing is not None and self.routing.status is PredictionStatus.complete:
+        if self.routing is not None and self.routing.status is RoutingStatus.complete:
             return "labelled"
         if self.latest is None or self.latest.status is not VersionStatus.ready:
             return "waiting for its build"
@@ -98,7 +98,7 @@ def model_cards(*, session: Session, project: Project) -> list[ModelCard]:
         latest = found[0] if found else None
         routed = None
         if model.kind is ModelKind.comprf and model.build_id is not None:
-            routed = routing.newest_prediction(session, model.build_id)
+            routed = routing.newest_routing(session, model.build_id)
         cards.append(
             ModelCard(
                 model=model,

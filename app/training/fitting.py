@@ -66,7 +66,7 @@ class Snapshot:
 
 
 @dataclass
-class Outcome:
+class FitOutcome:
     fitted: Fitted
     metrics: dict[str, Any]
     answers_used: int
@@ -120,7 +120,7 @@ def _folds(labels: np.ndarray, wanted: int, seed: int):
 
 def fit_tripletboost(
     snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
-) -> Outcome:
+) -> FitOutcome:
     train, labels = _classes_needed(snapshot, "TripletBoost")
     answers = snapshot.answers
     if not len(answers):
@@ -171,7 +171,7 @@ def fit_tripletboost(
         train_positions=train,
         train_labels=labels,
     )
-    outcome = Outcome(fitted, metrics, answers_used=len(answers))
+    outcome = FitOutcome(fitted, metrics, answers_used=len(answers))
     if warm:
         outcome.notes.append(
             f"warm start: boosted on from the {previous.n_answers} answers fitted before"
@@ -227,7 +227,7 @@ def heldout_split(
 
 def fit_tete(
     snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
-) -> Outcome:
+) -> FitOutcome:
     answers = snapshot.answers
     if len(answers) < 10:
         raise CannotFit(f"t-ETE needs at least 10 answers; the project has {len(answers)}")
@@ -339,7 +339,7 @@ def fit_tete(
         heldout_answer_ids=snapshot.answer_ids[held_rows],
     )
     _label_by_neighbours(snapshot, fitted, metrics, seed)
-    return Outcome(fitted, metrics, len(fit_rows), len(held_rows), notes)
+    return FitOutcome(fitted, metrics, len(fit_rows), len(held_rows), notes)
 
 
 def _label_by_neighbours(
@@ -409,7 +409,7 @@ def _featured(snapshot: Snapshot, kind: str) -> np.ndarray:
 
 def fit_smerf(
     snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
-) -> Outcome:
+) -> FitOutcome:
     featured = _featured(snapshot, "SMERF")
     source = params.get("dissimilarity", "labels")
     seed = params.get("random_state", 0)
@@ -457,7 +457,7 @@ def fit_smerf(
     progress(0.6, "measuring")
     _answer_agreement(snapshot, fitted, metrics, seed)
     _label_by_neighbours(snapshot, fitted, metrics, seed)
-    return Outcome(fitted, metrics, answers_used=0, heldout=metrics.get("answers_checked", 0))
+    return FitOutcome(fitted, metrics, answers_used=0, heldout=metrics.get("answers_checked", 0))
 
 
 def _answer_agreement(
@@ -497,7 +497,7 @@ def _distance_error(
 
 def fit_disdf(
     snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
-) -> Outcome:
+) -> FitOutcome:
     featured = _featured(snapshot, "DisDF")
     train, labels = _classes_needed(snapshot, "DisDF")
     train = np.intersect1d(train, featured)
@@ -543,7 +543,7 @@ def fit_disdf(
     }
     metrics.update(_test_metrics(snapshot, predictions))
     _answer_agreement(snapshot, fitted, metrics, seed)
-    return Outcome(fitted, metrics, answers_used=0, heldout=metrics.get("answers_checked", 0))
+    return FitOutcome(fitted, metrics, answers_used=0, heldout=metrics.get("answers_checked", 0))
 
 
 def measure_on_test_split(
@@ -559,7 +559,7 @@ def measure_on_test_split(
         metrics["test_triplet_error"] = error
 
 
-FITTERS: dict[str, Callable[[Snapshot, dict[str, Any], Fitted | None, Progress], Outcome]] = {
+FITTERS: dict[str, Callable[[Snapshot, dict[str, Any], Fitted | None, Progress], FitOutcome]] = {
     "tripletboost": fit_tripletboost,
     "tete": fit_tete,
     "smerf": fit_smerf,

@@ -24,9 +24,9 @@ from app.models import (
     LearnedModel,
     ModelKind,
     ModelVersion,
-    Prediction,
-    PredictionStatus,
     Project,
+    Routing,
+    RoutingStatus,
     VersionStatus,
 )
 from app.models._types import utcnow
@@ -287,7 +287,7 @@ def build_of(session: Session, model: LearnedModel) -> Build | None:
     return session.get(Build, model.build_id) if model.build_id else None
 
 
-def route_wanted_items(*, session: Session, project: Project, model: LearnedModel) -> Prediction:
+def route_wanted_items(*, session: Session, project: Project, model: LearnedModel) -> Routing:
     """A CompRF model labels the project's test and unlabelled items by routing them down
     its forest, its questions asked of raters first; a routing already under way is
     returned instead of starting a second."""
@@ -296,10 +296,10 @@ def route_wanted_items(*, session: Session, project: Project, model: LearnedMode
     build = build_of(session, model)
     if build is None:
         raise NotFound(f"model {model.id}'s build no longer exists")
-    under_way = routing.newest_prediction(session, build.id)
-    if under_way is not None and under_way.status is PredictionStatus.routing:
+    under_way = routing.newest_routing(session, build.id)
+    if under_way is not None and under_way.status is RoutingStatus.routing:
         return under_way
-    return routing.start_prediction(session=session, project=project, build=build, keys=None)
+    return routing.start_routing(session=session, project=project, build=build, keys=None)
 
 
 def request_training(*, session: Session, model: LearnedModel, trigger: str) -> ModelVersion:

@@ -28,7 +28,7 @@ router = APIRouter(
 )
 
 
-class ExportFormat(StrEnum):
+class AnswerExportFormat(StrEnum):
     csv = "csv"
     json = "json"
 
@@ -93,7 +93,7 @@ def export_triplets(
     request: Request,
     session: SessionDep,
     researcher: CurrentResearcher,
-    format: ExportFormat = ExportFormat.csv,
+    format: AnswerExportFormat = AnswerExportFormat.csv,
     source: Annotated[
         TripletSource | None, Query(description="Only answers from this source")
     ] = None,
@@ -114,7 +114,7 @@ def export_triplets(
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     engine = request.app.state.engine
     only = service.ExportFilter(source=source, rater=rater, raters=raters.value)
-    if format is ExportFormat.json:
+    if format is AnswerExportFormat.json:
         body = service.export_triplets_json(engine, project.id, only)
         media_type = "application/json"
     else:

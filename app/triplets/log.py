@@ -1,6 +1,6 @@
 """The triplets table read as a log: which ids are safe to read up to.
 
-Builds and predictions fold answers in id order and remember the last id read. On
+Builds and routings fold answers in id order and remember the last id read. On
 PostgreSQL ids are drawn when a row is inserted but become visible when its transaction
 commits, so a reader could see id 101 before a slower transaction commits id 100 and
 skip it for ever. Every writer therefore holds a shared advisory lock on the project's

@@ -841,7 +841,7 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
     joins once the researcher has it label the test split by routing, from its card."""
     import numpy as np
 
-    from app.builds.routing import newest_prediction
+    from app.builds.routing import newest_routing
     from app.learn import FeatureOracle, random_triplets
     from app.worker.loop import Worker
 
@@ -883,11 +883,11 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
     forest_card.get_by_role("button", name="Label test and unlabelled items").click()
     expect(page.locator(".model", has_text="forest")).to_contain_text("items labelled")
     with unit_of_work(app.state.session_factory) as session:
-        prediction_id = newest_prediction(session, build_id).id
+        routing_id = newest_routing(session, build_id).id
 
     def answer_routing(rows):
         return httpx.post(
-            f"{server}{API}/projects/{project_id}/predictions/{prediction_id}/answers",
+            f"{server}{API}/projects/{project_id}/routings/{routing_id}/answers",
             headers=bearer,
             json={"answers": rows},
         )
@@ -896,12 +896,12 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
         server,
         bearer,
         project_id,
-        f"predictions/{prediction_id}/queries",
+        f"routings/{routing_id}/queries",
         oracle,
         answer_routing,
     )
     labels = httpx.get(
-        f"{server}{API}/projects/{project_id}/predictions/{prediction_id}", headers=bearer
+        f"{server}{API}/projects/{project_id}/routings/{routing_id}", headers=bearer
     ).json()
     assert labels["status"] == "complete"
     truth = {f"p{i}": name for i, name in enumerate(["red", "green", "blue"] * 20)}
