@@ -26,6 +26,8 @@ def _imported_modules(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
+            if node.module == "app":  # `from app import learn` imports the package app.learn
+                names.update(f"app.{alias.name}" for alias in node.names)
     return names
 
 
@@ -44,6 +46,24 @@ def test_importing_learn_loads_no_web_or_database_package():
         "import sys, app.learn; "
         "print(','.join(m for m in sys.modules if m.split('.')[0] in "
         "('fastapi','sqlalchemy','starlette','alembic','pydantic','psycopg')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=LEARN.parent.parent,
+    ).stdout.strip()
+    assert loaded == ""
+
+
+def test_a_web_process_starts_without_the_learners_heavy_packages():
+    """scikit-learn, SciPy and numba load when a fit, a build or a served model first
+    needs them: a web process that (re)starts to take answers does not wait for them."""
+    probe = (
+        "import sys, app.main; "
+        "print(','.join(sorted({m.split('.')[0] for m in sys.modules} "
+        "& {'sklearn', 'scipy', 'numba'})))"
     )
     loaded = subprocess.run(
         [sys.executable, "-c", probe],

@@ -18,18 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
-from app.learn import (
-    EmbeddingSampler,
-    ForestLabellingSampler,
-    LabellingSampler,
-    PlacementSampler,
-    SamplerState,
-)
+from app import learn
 from app.models import (
     Item,
     LearnedModel,
@@ -48,6 +43,9 @@ from app.scheduling.service import IS_OPEN, lease_free
 from app.training.fitted import Fitted
 from app.training.service import load_fitted, newest_ready
 from app.triplets.log import answer_columns, item_positions, newest_id
+
+if TYPE_CHECKING:
+    from app.learn import SamplerState
 
 # Proposals queued at a time: enough to last through a refit (the worker refreshes them
 # only between fits; a queue run dry serves random questions), few enough to be
@@ -137,7 +135,7 @@ def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.
         where, present = _by_position(fitted, item_ids)
         proba[present] = predictions.proba[where[present]]
         state.update(classes=predictions.classes.astype(str), class_proba=proba)
-    return SamplerState(**state), item_ids
+    return learn.SamplerState(**state), item_ids
 
 
 def shares(project: Project, state: SamplerState) -> dict[str, float]:
@@ -187,12 +185,12 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
         # members and of the wanted items riding down them; an embedding's kNN, pairs
         # near each item.
         "labelling": (
-            ForestLabellingSampler(random_state=seed)
+            learn.ForestLabellingSampler(random_state=seed)
             if state.class_proba is not None
-            else LabellingSampler(random_state=seed)
+            else learn.LabellingSampler(random_state=seed)
         ),
-        "embedding": EmbeddingSampler(random_state=seed),
-        "placement": PlacementSampler(random_state=seed),
+        "embedding": learn.EmbeddingSampler(random_state=seed),
+        "placement": learn.PlacementSampler(random_state=seed),
     }
     wanted = {name: round(BATCH * share) for name, share in wanted_shares.items()}
     found = {

@@ -1,4 +1,4 @@
-"""Predictions from a finished CompRF build: new items routed down every tree.
+"""Routings: new items routed down every tree of a finished CompRF build.
 
 At each node an item is asked "closer to the left pivot or to the right one?". Those
 routing queries go to raters through the scheduler (first in its order) or to a client
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import func, insert, select, update
@@ -21,8 +22,7 @@ from sqlalchemy.orm import Session
 from app.builds import service as builds
 from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
-from app.learn import CompRF
-from app.learn.comprf import query_keys
+from app.learn.keys import query_keys
 from app.models import (
     Build,
     BuildStatus,
@@ -37,6 +37,9 @@ from app.models import (
 from app.scheduling import queue
 from app.scheduling import service as scheduling
 from app.triplets.log import committed_bound, hold_append_lock, item_positions
+
+if TYPE_CHECKING:
+    from app.learn import CompRF
 
 
 class _Forests:

@@ -12,19 +12,23 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app import learn
 from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
-from app.learn import CompRF, CompRFBuilder
-from app.learn.comprf import query_keys, unpack_query_keys
+from app.learn.keys import query_keys, unpack_query_keys
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
 from app.scheduling import queue
 from app.scheduling import service as scheduling
 from app.triplets.log import committed_bound, item_positions, readable_bound
+
+if TYPE_CHECKING:
+    from app.learn import CompRF, CompRFBuilder
 
 ANSWER_BATCH = 200_000
 FINAL = (BuildStatus.cancelled, BuildStatus.complete)
@@ -63,7 +67,7 @@ def start_build(*, session: Session, project: Project, params: BuildParams) -> B
         )
     task = "regression" if project.label_type is LabelType.regression else "classification"
     try:
-        builder = CompRFBuilder(
+        builder = learn.CompRFBuilder(
             np.arange(len(ids)),
             labels,
             n_trees=params.n_trees,
@@ -88,7 +92,7 @@ def start_build(*, session: Session, project: Project, params: BuildParams) -> B
 
 
 def _builder(build: Build) -> CompRFBuilder:
-    return CompRFBuilder.from_bytes(build.state)
+    return learn.CompRFBuilder.from_bytes(build.state)
 
 
 def item_ids(build: Build) -> np.ndarray:

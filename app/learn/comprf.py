@@ -27,29 +27,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from app.learn import _comprf_kernels as _kernels
 from app.learn import _hashing
+from app.learn.keys import ID_BITS, ID_MASK, MAX_ITEMS, query_keys
 from app.learn.triplets import check_triplets
 
-ID_BITS = 21
-MAX_ITEMS = 1 << ID_BITS  # item ids are packed three to an int64 query key
-_ID_MASK = MAX_ITEMS - 1
+_ID_MASK = ID_MASK
 _PAIR_MASK = (1 << (2 * ID_BITS)) - 1  # the (lower, higher) pivot part of a query key
 OPEN, SPLIT, LEAF = 0, 1, 2
 _LEFT_SALT = np.uint64(0x5851F42D4C957F2D)
 _RIGHT_SALT = np.uint64(0x14057B7EF767814F)
 _TREE_SALT = np.uint64(0x2545F4914F6CDD1D)
 TASKS = ("classification", "regression")
-
-
-def query_keys(anchor: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """One int64 per unordered query ``(anchor, {p, q})``."""
-    lo, hi = np.minimum(p, q), np.maximum(p, q)
-    return (anchor.astype(np.int64) << (2 * ID_BITS)) | (lo.astype(np.int64) << ID_BITS) | hi
-
-
-def unpack_query_keys(keys: np.ndarray) -> np.ndarray:
-    """The queries ``(anchor, lower, higher)`` that `query_keys` packed."""
-    keys = np.asarray(keys, dtype=np.int64)
-    return np.stack([keys >> (2 * ID_BITS), (keys >> ID_BITS) & _ID_MASK, keys & _ID_MASK], axis=1)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:

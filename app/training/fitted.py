@@ -11,9 +11,12 @@ from __future__ import annotations
 import pickle
 import zlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.neighbors import KNeighborsClassifier
+
+if TYPE_CHECKING:
+    from sklearn.neighbors import KNeighborsClassifier
 
 ARTIFACT_FORMAT = 1
 
@@ -159,6 +162,8 @@ class Fitted:
     def labels_from_coordinates(self, points: np.ndarray) -> ItemPredictions:
         """k nearest labelled training items in the embedding."""
         if self._knn is None:  # built once per process, not per request
+            from sklearn.neighbors import KNeighborsClassifier
+
             k = min(self.k_neighbors, len(self.train_positions))
             self._knn = KNeighborsClassifier(n_neighbors=k).fit(
                 self.coordinates[self.train_positions], self.train_labels

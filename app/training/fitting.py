@@ -10,22 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sklearn.model_selection import StratifiedKFold, cross_val_score
-from sklearn.neighbors import KNeighborsClassifier
 
-from app.learn import (
-    SMERF,
-    TETE,
-    DisDF,
-    TripletBoost,
-    dissimilarity_from_labels,
-    dissimilarity_from_target,
-    triplet_error,
-)
+from app import learn
 from app.training.fitted import Fitted, ItemPredictions
+
+if TYPE_CHECKING:
+    from app.learn import TripletBoost
 
 Progress = Callable[[float, str], None]
 
@@ -112,6 +105,8 @@ def _folds(labels: np.ndarray, wanted: int, seed: int):
     folds = int(min(wanted, counts.min()))
     if folds < 2:
         return None
+    from sklearn.model_selection import StratifiedKFold
+
     return StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
 
 
@@ -136,7 +131,7 @@ def fit_tripletboost(
         predicted = np.empty(len(train), dtype=object)
         for fold, (fit_rows, held_rows) in enumerate(splitter.split(train, labels)):
             progress(fold / steps, f"cross-validation fold {fold + 1} of {steps - 1}")
-            model = TripletBoost(**shape, random_state=seed)
+            model = learn.TripletBoost(**shape, random_state=seed)
             try:
                 model.fit(answers, train[fit_rows], labels[fit_rows])
             except ValueError:  # no answer among this fold's training items
@@ -154,7 +149,7 @@ def fit_tripletboost(
             new = answers[snapshot.answer_ids > previous.cutoff]
             model.partial_fit(new, n_iter=shape["n_iter"])
         else:
-            model = TripletBoost(**shape, random_state=seed).fit(answers, train, labels)
+            model = learn.TripletBoost(**shape, random_state=seed).fit(answers, train, labels)
     except ValueError as exc:
         raise CannotFit(f"TripletBoost: {exc}") from exc
     predictions = boost_predictions(model, answers, everyone)
@@ -233,7 +228,7 @@ def fit_tete(
         raise CannotFit(f"t-ETE needs at least 10 answers; the project has {len(answers)}")
     seed = params.get("random_state", 0)
     n = len(snapshot.item_ids)
-    model = TETE(
+    model = learn.TETE(
         n_components=params.get("n_components", 2),
         t=params.get("t", "auto"),
         cv=params.get("cv", 3),
@@ -277,7 +272,7 @@ def fit_tete(
     )
     embedding = model.embedding_
     metrics: dict[str, Any] = {
-        "training_triplet_error": triplet_error(embedding, answers[fit_rows]),
+        "training_triplet_error": learn.triplet_error(embedding, answers[fit_rows]),
         "steps": int(model.n_iter_),
         "converged": bool(model.converged_),
         "n_components": int(model.n_components_),
@@ -314,7 +309,7 @@ def fit_tete(
             "still falling; raise max_iter (or tol) for a settled embedding"
         )
     if len(held_rows):
-        metrics["heldout_triplet_error"] = triplet_error(embedding, answers[held_rows])
+        metrics["heldout_triplet_error"] = learn.triplet_error(embedding, answers[held_rows])
     elif "cv_triplet_error" in metrics:
         # Every answer went into the fit: the cross-validated error is the held-out one.
         metrics["heldout_triplet_error"] = metrics["cv_triplet_error"]
@@ -369,6 +364,9 @@ def _label_by_neighbours(
     else:
         points = fitted.coordinates[train]
         if splitter is not None:
+            from sklearn.model_selection import cross_val_score
+            from sklearn.neighbors import KNeighborsClassifier
+
             knn = KNeighborsClassifier(n_neighbors=min(fitted.k_neighbors, len(train) - 1))
             scores = cross_val_score(knn, points, labels, cv=splitter)
             metrics["cv"] = {
@@ -422,10 +420,10 @@ def fit_smerf(
             )
         values = snapshot.labels[rows]
         if source == "labels":
-            D = dissimilarity_from_labels(values.astype(str))
+            D = learn.dissimilarity_from_labels(values.astype(str))
         else:
             try:
-                D = dissimilarity_from_target(values.astype(np.float64))
+                D = learn.dissimilarity_from_target(values.astype(np.float64))
             except ValueError as exc:
                 raise CannotFit(f"SMERF with D from target needs numeric labels: {exc}") from exc
     else:  # "embedding" or "matrix": the service put D and its items in the snapshot
@@ -437,7 +435,7 @@ def fit_smerf(
                 f"'{snapshot.keys[missing[0]]}'"
             )
     progress(0.05, f"growing {params.get('n_estimators', 100)} trees on {len(rows)} items")
-    model = SMERF(
+    model = learn.SMERF(
         n_estimators=params.get("n_estimators", 100),
         max_features=params.get("max_features", "sqrt"),
         min_samples_leaf=params.get("min_samples_leaf", 1),
@@ -506,7 +504,7 @@ def fit_disdf(
         raise CannotFit("DisDF needs labelled training items with features in two classes")
     seed = params.get("random_state", 0)
     progress(0.05, f"building the cascade on {len(train)} items")
-    model = DisDF(
+    model = learn.DisDF(
         n_estimators=params.get("n_estimators", 100),
         max_levels=params.get("max_levels", 5),
         n_folds=params.get("n_folds", 3),

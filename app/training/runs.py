@@ -16,9 +16,9 @@ import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from app import learn
 from app.core.errors import ServiceError
 from app.items.service import decode_features
-from app.learn import dissimilarity_from_embedding
 from app.models import (
     Build,
     Item,
@@ -149,7 +149,7 @@ def _add_dissimilarity(session: Session, model: LearnedModel, snap: Snapshot) ->
         positions = np.minimum(positions, len(snap.item_ids) - 1)
         kept = snap.item_ids[positions] == fitted.item_ids[answered]
         snap.dissimilarity_items = positions[kept]
-        snap.dissimilarity = dissimilarity_from_embedding(fitted.coordinates[answered[kept]])
+        snap.dissimilarity = learn.dissimilarity_from_embedding(fitted.coordinates[answered[kept]])
         unseen = snap.answer_ids > fitted.cutoff
         if fitted.heldout_answer_ids is not None:
             unseen |= np.isin(snap.answer_ids, fitted.heldout_answer_ids)
