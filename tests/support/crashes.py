@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.core.db import make_engine, make_session_factory
-from app.models import Build
+from app.models import Build, BuildStatus, Triplet
 from app.simulate import CrowdReport
 from tests.support.crowd import acknowledged_storage, crowd_in_thread
 from tests.support.postgres import PostgresServer
@@ -160,7 +160,7 @@ def crash_run(
             raise outcome["error"]
         run.report = outcome["report"]
         run.worker_alive = all(worker.poll() is None for worker in service.workers)
-        time.sleep(3)  # the worker folds the last answers in
+        _until_build_read_every_answer(sessions)
         with sessions() as session:
             run.build_answers_at_end = _build_answers(session)
             run.build_status = session.scalars(select(Build)).one().status.value
@@ -173,6 +173,19 @@ def crash_run(
         service.stop()
         engine.dispose()
     return run
+
+
+def _until_build_read_every_answer(sessions, timeout: float = 60.0) -> None:
+    """Until the worker folded the last answers into the build (or it needs no more)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with sessions() as session:
+            build = session.scalars(select(Build)).one()
+            newest = session.scalar(select(func.max(Triplet.id))) or 0
+            if build.status is not BuildStatus.running or build.answers_cursor >= newest:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"the build had not read answers up to triplet {newest} in {timeout} s")
 
 
 def _build_answers(session) -> int:
