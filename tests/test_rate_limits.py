@@ -122,3 +122,42 @@ def test_joining_leases_nothing_and_a_first_lease_is_short(app, client, auth, st
     with app.state.session_factory() as session:
         held = session.get(Assignment, answered["comparison"]["query_id"])
         assert held.expires_at - utcnow() > timedelta(seconds=500)  # the study's 600 s
+
+
+def _respellings(token: str) -> list[str]:
+    """Other spellings of one signed token that a lenient base64 decoder reads alike:
+    padding, and the last character's unused low bits set otherwise."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(token[-1])
+    same_bits = [alphabet[(last & ~0b11) | low] for low in range(4)]
+    return [token + "=", token + "==", token + "==="] + [
+        token[:-1] + char for char in same_bits if char != token[-1]
+    ]
+
+
+def test_a_padded_rater_token_is_refused_and_cannot_reset_the_answer_limit(app, client, study):
+    """Issue 32, hole 6: `TOKEN=`, `TOKEN==`, … authenticated as one session, each a key
+    of its own to the per-session limit (3,151 answers in 10 s instead of 100)."""
+    _, slug, _ = study
+    token = _join(client, slug).json()["rater_token"]
+    for other in _respellings(token):
+        response = client.get(f"{API}/rate/{slug}/next", headers={"X-Rater-Token": other})
+        assert response.status_code == 401, (other, response.text)
+        client.cookies.set("closer_rater", other)
+        page = client.get(f"/r/{slug}", follow_redirects=False)
+        assert ">Start<" in page.text and ">Continue<" not in page.text, other  # a stranger
+        client.cookies.clear()
+    client.cookies.set("closer_rater", token)
+    assert ">Continue<" in client.get(f"/r/{slug}").text  # the session itself
+    client.cookies.clear()
+    statuses = []
+    state = _first(client, slug, token)
+    for spelling in [token, *_respellings(token)]:
+        response = client.post(
+            f"{API}/rate/{slug}/answers",
+            headers={"X-Rater-Token": spelling},
+            json={"query_id": state["comparison"]["query_id"], "choice": "left"},
+        )
+        statuses.append(response.status_code)
+        state = response.json() if response.status_code == 200 else state
+    assert statuses[0] == 200 and set(statuses[1:]) == {401}, statuses

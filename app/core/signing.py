@@ -70,14 +70,25 @@ class WorkspaceCookies:
     def sign_in_link_researcher(self, presented: str | None, max_age_seconds: int) -> int | None:
         if not presented or len(presented) > _MAX_PRESENTED:
             return None
+        if not _canonical(self._link, presented):
+            return None
         try:
             return int(self._link.unsign(presented, max_age=max_age_seconds).decode())
         except (BadSignature, ValueError):
             return None
 
 
+def _canonical(signer: Signer, presented: str) -> bool:
+    """Whether `presented` carries its signature exactly as this service writes it. The
+    base64 decoder behind `unsign` also takes padded (`…=`, `…==`) and other spellings of
+    one signature, which would let one token pass under many names, each a key of its
+    own to the rate limits."""
+    signed, sep, signature = presented.encode("utf-8", "replace").rpartition(signer.sep)
+    return bool(sep) and hmac.compare_digest(signer.get_signature(signed), signature)
+
+
 def _unsign(signer: Signer, presented: str | None) -> str | None:
-    if not presented or len(presented) > _MAX_PRESENTED:
+    if not presented or len(presented) > _MAX_PRESENTED or not _canonical(signer, presented):
         return None
     try:
         return signer.unsign(presented).decode()
