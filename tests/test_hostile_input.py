@@ -369,11 +369,36 @@ def test_an_access_log_line_repeats_a_short_url(app, caplog):
     import logging
 
     access = logging.getLogger("uvicorn.access")
-    target = "/api/v1/projects?x=" + "A" * 60_000
+    target = "/api/v1/projects/" + "A" * 60_000
     with caplog.at_level(logging.INFO, logger="uvicorn.access"):
         access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", target, "1.1", 401)
     line = caplog.records[-1].getMessage()
-    assert len(line) < 500 and "(60019 characters)" in line
+    assert len(line) < 500 and "(60017 characters)" in line
+
+
+def test_an_access_log_line_keeps_no_platform_id_nor_sign_in_key(app, caplog):
+    """Issue 32, holes 12 and 13: the log kept `PROLIFIC_PID`, `participant` and the
+    sign-in link's key of every request."""
+    import logging
+
+    access = logging.getLogger("uvicorn.access")
+    targets = {
+        "/r/study1?PROLIFIC_PID=5f1e2d&STUDY_ID=abc&participant=jane%40mail": (
+            "/r/study1?PROLIFIC_PID=…&STUDY_ID=…&participant=…"
+        ),
+        "/login/link?key=MTIz.ZXhhbXBsZQ.c2lnbmF0dXJl": "/login/link?key=…",
+        "/api/v1/projects/3/triplets/export?format=csv": (
+            "/api/v1/projects/3/triplets/export?format=…"
+        ),
+        "/r/study1": "/r/study1",
+    }
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        for target in targets:
+            access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", target, "1.1", 200)
+    lines = [record.getMessage() for record in caplog.records[-len(targets) :]]
+    for line, logged in zip(lines, targets.values(), strict=True):
+        assert f'"GET {logged} HTTP/1.1"' in line
+    assert not any(secret in " ".join(lines) for secret in ("5f1e2d", "jane", "c2lnbmF0"))
 
 
 def test_a_change_racing_a_delete_is_a_conflict_not_a_500(app, client, auth, project, database_url):

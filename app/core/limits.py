@@ -160,15 +160,27 @@ class _ShortAccessLines(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
-            target = args[2]
+            target = _without_query_values(args[2])
             if len(target) > LOGGED_TARGET_CHARACTERS:
-                short = f"{target[:LOGGED_TARGET_CHARACTERS]}… ({len(target)} characters)"
-                record.args = (*args[:2], short, *args[3:])
+                target = f"{target[:LOGGED_TARGET_CHARACTERS]}… ({len(target)} characters)"
+            record.args = (*args[:2], target, *args[3:])
         return True
 
 
+def _without_query_values(target: str) -> str:
+    """The request target with its query's values left out, names kept: a query carries
+    raters' platform ids (`PROLIFIC_PID`, `participant`) and sign-in link keys, none of
+    which belongs in a log that operators read and keep."""
+    path, mark, query = target.partition("?")
+    if not mark:
+        return target
+    names = (pair.partition("=")[0] for pair in query.split("&") if pair)
+    return path + mark + "&".join(f"{name}=…" for name in names)
+
+
 def shorten_access_lines() -> None:
-    """Cut the request target uvicorn's access log repeats (once per process)."""
+    """Cut the request target uvicorn's access log repeats, and leave its query's values
+    out (once per process)."""
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, _ShortAccessLines) for f in access.filters):
         access.addFilter(_ShortAccessLines())
