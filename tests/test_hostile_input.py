@@ -140,6 +140,16 @@ def test_the_studys_own_page_starts_it(client, study_slug):
         assert response.status_code == 303 and "closer_rater" in response.headers["set-cookie"]
 
 
+def test_a_page_loads_its_scripts_from_this_site_whatever_the_host_header(client, study_slug):
+    """Issue 32, hole 13: `Host: evil.example` made the pages write
+    `href="http://evil.example/static/…"`; a cache in front would serve them to everyone."""
+    for path in ("/", "/login", f"/r/{study_slug}", "/docs", "/redoc"):
+        page = client.get(path, headers={"Host": "evil.example"})
+        assert page.status_code == 200, path
+        assert "evil.example" not in page.text, path
+        assert 'href="/static/css/closer.css"' in page.text or "/static/vendor/" in page.text
+
+
 def test_every_response_carries_the_security_headers(client):
     for path in ("/", f"{API}/health", "/r/no-such-study", "/favicon.ico", "/openapi.json"):
         response = client.get(path)

@@ -1,10 +1,13 @@
-"""Filters the pages use to show figures and times the same way everywhere."""
+"""Filters the pages use to show figures and times the same way everywhere, and their
+URLs as paths on this site."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from jinja2 import Environment
+from jinja2 import Environment, pass_context
+from starlette.datastructures import URL
 
 from app.core.clock import utcnow
 
@@ -52,5 +55,14 @@ def iso(value: datetime) -> str:
     return value.isoformat()
 
 
+@pass_context
+def url_for(context: dict[str, Any], name: str, /, **path_params: Any) -> URL:
+    """A route's URL as a path on this site. Starlette's own is absolute, built from the
+    request's Host header, which a client chooses: `Host: evil.example` would have the
+    page load its script from there."""
+    return URL(path=context["request"].url_for(name, **path_params).path)
+
+
 def install_filters(env: Environment) -> None:
     env.filters.update(number=number, when=when, iso=iso, duration=duration)
+    env.globals["url_for"] = url_for
