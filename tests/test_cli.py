@@ -103,6 +103,26 @@ def test_serve_migrates_the_embedded_default_and_answers(tmp_path):
         assert connection.execute("SELECT version_num FROM alembic_version").fetchone()[0]
     secret = tmp_path / "data" / "secret_key"
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and len(secret.read_text()) > 40
+    # The database holds password and token hashes: kept as private as the secret.
+    for path in (database, database.with_name("closer.db-wal")):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_an_existing_database_file_readable_by_others_is_made_private(tmp_path):
+    """Issue 32, hole 13: the SQLite file was created 0644, its hashes readable by every
+    local user; one made so by an older version is tightened when it is next opened."""
+    from sqlalchemy import text
+
+    from app.core.db import make_engine
+
+    database = tmp_path / "closer.db"
+    sqlite3.connect(database).execute("CREATE TABLE t (x)").connection.close()
+    database.chmod(0o644)
+    engine = make_engine(f"sqlite:///{database}")
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO t VALUES (1)"))
+    engine.dispose()
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
 
 
 def test_embedded_secret_is_created_once_and_kept(tmp_path):

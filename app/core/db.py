@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,10 +47,29 @@ def make_engine(
     `sqlite_busy_seconds` for another's write to end, then fails "database is locked"
     (which the API answers as 503 with Retry-After)."""
     if url.startswith("sqlite"):
+        _keep_private(make_url(url).database)
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_configurer(sqlite_busy_seconds))
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow)
+
+
+def _keep_private(database: str | None) -> None:
+    """The SQLite file, and its write-ahead log beside it, readable by this user alone:
+    they hold password and token hashes (as the secret key file is kept, 0600)."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    if not os.path.exists(database):
+        try:
+            os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except (FileExistsError, FileNotFoundError):
+            return  # created meanwhile, or its folder is missing (connecting says so)
+    for path in (database, f"{database}-wal", f"{database}-shm"):
+        try:
+            if os.stat(path).st_mode & 0o077:
+                os.chmod(path, 0o600)
+        except FileNotFoundError:
+            pass
 
 
 def libpq_conninfo(url: str | URL) -> str:
