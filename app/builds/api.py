@@ -152,15 +152,23 @@ def answer_routing(
 
 # Until 2026-11 a routing was called a "prediction" (its paths /predictions/…): those paths
 # still answer, marked deprecated, for clients and poll links written against them.
-ROUTING_ROUTES = (
-    (router, "/{build_id}/{noun}", start_routing, "POST", RoutingOut),
-    (routings, "/projects/{project_id}/{noun}/{routing_id}", get_routing, "GET", RoutingOut),
+ROUTING_ROUTES = (  # (router, path, endpoint, method, response model, status)
+    (router, "/{build_id}/{noun}", start_routing, "POST", RoutingOut, status.HTTP_201_CREATED),
+    (
+        routings,
+        "/projects/{project_id}/{noun}/{routing_id}",
+        get_routing,
+        "GET",
+        RoutingOut,
+        status.HTTP_200_OK,
+    ),
     (
         routings,
         "/projects/{project_id}/{noun}/{routing_id}/queries",
         routing_queries,
         "GET",
         list[PendingQuery],
+        status.HTTP_200_OK,
     ),
     (
         routings,
@@ -168,16 +176,17 @@ ROUTING_ROUTES = (
         answer_routing,
         "POST",
         RoutingOut,
+        status.HTTP_200_OK,
     ),
 )
 for _noun, _deprecated in (("routings", False), ("predictions", True)):
-    for _router, _path, _endpoint, _method, _model in ROUTING_ROUTES:
+    for _router, _path, _endpoint, _method, _model, _status in ROUTING_ROUTES:
         _router.add_api_route(
             _path.replace("{noun}", _noun),
             _endpoint,
             methods=[_method],
             response_model=_model,
-            status_code=status.HTTP_201_CREATED if _endpoint is start_routing else None,
+            status_code=_status,
             name=_endpoint.__name__ + ("_as_prediction" if _deprecated else ""),
             deprecated=_deprecated,
         )

@@ -68,29 +68,27 @@ class WorkspaceCookies:
         return self._link.sign(str(researcher_id)).decode()
 
     def sign_in_link_researcher(self, presented: str | None, max_age_seconds: int) -> int | None:
-        if not presented or len(presented) > _MAX_PRESENTED:
+        if _signed_part(self._link, presented) is None:
             return None
-        if not _canonical(self._link, presented):
-            return None
-        try:
+        try:  # the signature holds: unsign reads and checks the link's age
             return int(self._link.unsign(presented, max_age=max_age_seconds).decode())
         except (BadSignature, ValueError):
             return None
 
 
-def _canonical(signer: Signer, presented: str) -> bool:
-    """Whether `presented` carries its signature exactly as this service writes it. The
-    base64 decoder behind `unsign` also takes padded (`…=`, `…==`) and other spellings of
-    one signature, which would let one token pass under many names, each a key of its
-    own to the rate limits."""
+def _signed_part(signer: Signer, presented: str | None) -> bytes | None:
+    """What `presented` signs, if it carries its signature exactly as this service writes
+    it. `Signer.unsign`'s base64 decoder also takes padded (`…=`, `…==`) and other
+    spellings of one signature, which would let one token pass under many names, each a
+    key of its own to the rate limits."""
+    if not presented or len(presented) > _MAX_PRESENTED:
+        return None
     signed, sep, signature = presented.encode("utf-8", "replace").rpartition(signer.sep)
-    return bool(sep) and hmac.compare_digest(signer.get_signature(signed), signature)
+    if sep and hmac.compare_digest(signer.get_signature(signed), signature):
+        return signed
+    return None
 
 
 def _unsign(signer: Signer, presented: str | None) -> str | None:
-    if not presented or len(presented) > _MAX_PRESENTED or not _canonical(signer, presented):
-        return None
-    try:
-        return signer.unsign(presented).decode()
-    except BadSignature:
-        return None
+    signed = _signed_part(signer, presented)
+    return None if signed is None else signed.decode()
