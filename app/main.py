@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -53,6 +54,7 @@ from app.worker.loop import Worker, start_in_thread
 ROOT = Path(__file__).resolve().parent.parent
 API_PREFIX = "/api/v1"
 TRAINING_KINDS = (TRAIN_JOB,)
+SHUTDOWN_WAIT_SECONDS = 5.0  # how long a stop waits for the workers to hand back their jobs
 # Front-end packages from npm (package.json), each served from /static/vendor/<name>.
 VENDOR_PACKAGES = {
     "htmx": "htmx.org/dist",
@@ -138,6 +140,10 @@ async def _lifespan(app: FastAPI):
     yield
     for worker in workers:
         worker.stop()
+    for worker in workers:
+        # A fit in hand reports within a second or so, then is handed back to the queue
+        # for the next start; one that does not is taken over once its heartbeat is stale.
+        await asyncio.to_thread(worker.stopped.wait, SHUTDOWN_WAIT_SECONDS)
     if answer_function is not None:
         await answer_function.close()
     app.state.engine.dispose()

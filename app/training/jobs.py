@@ -7,7 +7,14 @@ from typing import Any
 
 from app.core.db import unit_of_work
 from app.training import runs, service
-from app.worker.loop import JobCancelled, JobContext, JobFailed, handler, periodic
+from app.worker.loop import (
+    JobCancelled,
+    JobContext,
+    JobFailed,
+    JobInterrupted,
+    handler,
+    periodic,
+)
 
 TRAIN = service.TRAIN_JOB
 REFIT_CHECK_SECONDS = 5.0
@@ -22,8 +29,13 @@ def train(context: JobContext) -> dict[str, Any]:
             version = runs.fit_version(session, version_id, throttled)
         except runs.FitProblem as exc:
             raise JobFailed(str(exc)) from exc
+        except runs.FitCancelled as exc:
+            raise JobCancelled() from exc
         except JobCancelled:
             runs.mark_cancelled(session, version_id)
+            raise
+        except JobInterrupted:
+            runs.mark_interrupted(session, version_id)
             raise
         except Exception as exc:
             runs.mark_attempt_failed(
@@ -51,6 +63,7 @@ class _Throttle:
         self.last = -1e9
 
     def __call__(self, fraction: float, message: str) -> None:
+        self.context.check_stopping()
         now = time.monotonic()
         if now - self.last >= self.seconds:
             self.last = now
@@ -59,8 +72,10 @@ class _Throttle:
 
 @periodic(REFIT_CHECK_SECONDS)
 def refit_check(sessions) -> None:
-    """Queue the refits that growing answers call for; mark CompRF models ready as their
+    """Settle versions whose job ended without them (a fit whose workers kept dying);
+    queue the refits that growing answers call for; mark CompRF models ready as their
     builds complete."""
     with unit_of_work(sessions) as session:
+        service.settle_ended_fits(session)
         runs.refit_due(session)
         runs.follow_builds(session)

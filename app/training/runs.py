@@ -168,6 +168,10 @@ class FitProblem(Exception):
     """The fit cannot succeed on this data; the version records why."""
 
 
+class FitCancelled(Exception):
+    """The version was cancelled (or deleted) while its fit waited or ran."""
+
+
 def fit_version(
     session: Session, version_id: int, progress: Callable[[float, str], None]
 ) -> ModelVersion:
@@ -177,9 +181,9 @@ def fit_version(
         raise FitProblem(f"model version {version_id} was deleted")
     model = session.get(LearnedModel, version.model_id)
     project = session.get(Project, model.project_id)
-    version.status = VersionStatus.training
-    version.message = "reading the answers"
-    session.commit()
+    if not _still_wanted(session, version_id, VersionStatus.training, "reading the answers"):
+        raise FitCancelled()
+    session.refresh(version)
     progress(0.0, "reading the answers")
 
     began = time.perf_counter()
@@ -220,18 +224,37 @@ def fit_version(
     blob = fitted.dumps()
     seconds["storing"] = time.perf_counter() - began  # the commit below aside
     outcome.metrics["seconds"] = {stage: round(value, 3) for stage, value in seconds.items()}
-    version = session.get(ModelVersion, version_id)
-    version.status = VersionStatus.ready
-    version.artifact = blob
-    version.artifact_bytes = len(blob)
-    version.answers_count = outcome.answers_used
-    version.heldout_count = outcome.heldout
-    version.metrics = _json_ready(outcome.metrics)
-    version.warm_start_from = warm_source if outcome.notes else None
-    version.message = "; ".join(outcome.notes) or "fitted"
-    version.fitted_at = utcnow()
+    stored = _still_wanted(
+        session,
+        version_id,
+        VersionStatus.ready,
+        "; ".join(outcome.notes) or "fitted",
+        artifact=blob,
+        artifact_bytes=len(blob),
+        answers_count=outcome.answers_used,
+        heldout_count=outcome.heldout,
+        metrics=_json_ready(outcome.metrics),
+        warm_start_from=warm_source if outcome.notes else None,
+        fitted_at=utcnow(),
+    )
+    if not stored:  # cancelled while it computed: it never serves
+        raise FitCancelled()
+    return session.get(ModelVersion, version_id)
+
+
+def _still_wanted(
+    session: Session, version_id: int, status: VersionStatus, message: str, **values: Any
+) -> bool:
+    """Move the version on to `status` unless a cancel (or delete) got there first: one
+    compare-and-set, so a cancel and the fit's last step never both win."""
+    changed = session.execute(
+        update(ModelVersion)
+        .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
+        .values(status=status, message=message, **values)
+        .execution_options(synchronize_session=False)
+    ).rowcount
     session.commit()
-    return version
+    return bool(changed)
 
 
 def _fail(session: Session, version_id: int, message: str) -> None:
@@ -263,6 +286,20 @@ def mark_cancelled(session: Session, version_id: int) -> None:
         update(ModelVersion)
         .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
         .values(status=VersionStatus.cancelled, message="cancelled")
+    )
+    session.commit()
+
+
+def mark_interrupted(session: Session, version_id: int) -> None:
+    """The worker stopped mid-fit (a server stop): queued again, to start over."""
+    session.rollback()
+    session.execute(
+        update(ModelVersion)
+        .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
+        .values(
+            status=VersionStatus.queued,
+            message="interrupted by a stop; starts over when a worker runs",
+        )
     )
     session.commit()
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.builds import routing
@@ -21,6 +21,7 @@ from app.models import (
     Build,
     BuildStatus,
     Job,
+    JobStatus,
     LearnedModel,
     ModelKind,
     ModelVersion,
@@ -315,6 +316,7 @@ def request_training(*, session: Session, model: LearnedModel, trigger: str) -> 
         session.execute(
             select(LearnedModel.id).where(LearnedModel.id == model.id).with_for_update()
         )
+    settle_ended_fits(session, model.id)
     running = unfinished_versions(session, model.id)
     if running:
         return running[0]
@@ -331,19 +333,74 @@ def request_training(*, session: Session, model: LearnedModel, trigger: str) -> 
 
 
 def cancel_training(*, session: Session, model: LearnedModel) -> ModelVersion:
+    """Cancel the fit queued or running, at once: the version is cancelled now and never
+    serves (a running fit stops at its next step). A fit that already ended is a 409
+    that says how it ended."""
+    settle_ended_fits(session, model.id)
     running = unfinished_versions(session, model.id)
     if not running:
-        raise Conflict(f"model {model.id} has no fit queued or running")
+        last = latest_version(session, model.id)
+        if last is None:
+            raise Conflict(f"model {model.id} has no fit to cancel: it was never trained")
+        raise Conflict(
+            f"too late to cancel: model {model.id}'s newest fit, version {last.number}, "
+            f"already ended {last.status.value} ({last.message})"
+        )
     version = running[0]
     if version.job_id is not None:
         _cancel_job(session, version.job_id)
-    if version.status is VersionStatus.queued:
-        version.status = VersionStatus.cancelled
-        version.message = "cancelled before it started"
-        # Automatic refits measure growth from here: a cancel is not undone 5 s later.
-        version.answers_cutoff = readable_bound(session, model.project_id)
-    session.flush()
+    # One compare-and-set against the fit's own last step (app/training/runs.py): when
+    # the fit stored its model first, the cancel is too late and says so.
+    cancelled = session.execute(
+        update(ModelVersion)
+        .where(ModelVersion.id == version.id, ModelVersion.status.in_(UNFINISHED))
+        .values(
+            status=VersionStatus.cancelled,
+            message=(
+                "cancelled before it started"
+                if version.status is VersionStatus.queued
+                else "cancelled while training"
+            ),
+            # Automatic refits measure growth from here: a cancel is not undone 5 s later.
+            answers_cutoff=readable_bound(session, model.project_id),
+        )
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    session.refresh(version)
+    if not cancelled:
+        raise Conflict(
+            f"too late to cancel: version {version.number} of model {model.id} already "
+            f"ended {version.status.value} ({version.message})"
+        )
     return version
+
+
+def settle_ended_fits(session: Session, model_id: int | None = None) -> None:
+    """Versions still queued or training whose job has ended take the job's outcome: a
+    job cancelled before its handler ran, or failed for good because its workers kept
+    dying, would otherwise leave the version (and every later train) waiting forever."""
+    query = (
+        select(ModelVersion, Job, LearnedModel.project_id)
+        .join(Job, Job.id == ModelVersion.job_id)
+        .join(LearnedModel, LearnedModel.id == ModelVersion.model_id)
+        .where(ModelVersion.status.in_(UNFINISHED), Job.status.in_(queue.FINISHED))
+    )
+    if model_id is not None:
+        query = query.where(ModelVersion.model_id == model_id)
+    for version, job, project_id in session.execute(query).all():
+        # Automatic refits count growth from here: a fit that killed its workers (out of
+        # memory, say) is not queued again until the answers grow.
+        version.answers_cutoff = max(version.answers_cutoff, readable_bound(session, project_id))
+        if job.status is JobStatus.cancelled:
+            version.status, version.message = VersionStatus.cancelled, "cancelled"
+        else:
+            version.status = VersionStatus.failed
+            version.message = (
+                job.message
+                if job.status is JobStatus.failed
+                else "the fit ended without storing a model"
+            )
+    session.flush()
 
 
 def _cancel_job(session: Session, job_id: int) -> None:
@@ -417,7 +474,7 @@ def version_progress(session: Session, version: ModelVersion) -> tuple[float, st
         done = float(np.mean(shares)) if shares else 0.0
         return done, version.message
     job = job_of(session, version)
-    if job is None:
+    if job is None or version.status not in UNFINISHED:
         return 0.0, version.message
     return float(job.progress), job.message or version.message
 

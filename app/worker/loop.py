@@ -30,6 +30,11 @@ class JobCancelled(Exception):
     """Raised inside a handler when the job was cancelled; the worker marks it so."""
 
 
+class JobInterrupted(Exception):
+    """Raised inside a handler when its worker is stopping: the job goes back to the
+    queue at once (the attempt not counted), for the next worker to start over."""
+
+
 @dataclass
 class JobContext:
     """What a handler gets: its job's parameters, a way to report progress, a session maker."""
@@ -42,11 +47,19 @@ class JobContext:
     sessions: sessionmaker[Session]
     _report: Callable[[float | None, str | None], bool] = field(repr=False)
     max_attempts: int = 3
+    stopping: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def progress(self, fraction: float, message: str | None = None) -> None:
-        """Record progress (0..1); raises JobCancelled if someone cancelled the job."""
+        """Record progress (0..1); raises JobCancelled if someone cancelled the job, and
+        JobInterrupted if the worker is stopping."""
+        self.check_stopping()
         if self._report(fraction, message):
             raise JobCancelled()
+
+    def check_stopping(self) -> None:
+        """Cheap enough to call at every step of a long computation."""
+        if self.stopping.is_set():
+            raise JobInterrupted()
 
 
 class JobFailed(Exception):
@@ -114,6 +127,7 @@ class Worker:
         self.stopping = threading.Event()
         # Set while the worker waits for work (on PostgreSQL, listening for new jobs).
         self.idle = threading.Event()
+        self.stopped = threading.Event()  # set once run() has returned
 
     def run(self, *, until_idle: bool = False) -> int:
         """Run jobs until stopped (or, with until_idle, until none is left); returns the count."""
@@ -148,6 +162,7 @@ class Worker:
         finally:
             if listener is not None:
                 listener.stop()
+            self.stopped.set()
         return done
 
     def _listen(self) -> Listener | None:
@@ -168,6 +183,8 @@ class Worker:
                     log.exception("periodic %s failed", function.__name__)
 
     def stop(self) -> None:
+        """Stop taking jobs; the job in hand stops at its next progress report and goes
+        back to the queue."""
         self.stopping.set()
         BELL.ring()
 
@@ -216,6 +233,7 @@ class Worker:
             self.sessions,
             lambda p, m: self._report(job.id, p, m),
             job.max_attempts,
+            self.stopping,
         )
         retry = True
         beating = threading.Event()
@@ -228,6 +246,8 @@ class Worker:
             status, message = JobStatus.succeeded, "done"
         except JobCancelled:
             result, status, message = None, JobStatus.cancelled, "cancelled"
+        except JobInterrupted:
+            result, status, message = None, JobStatus.queued, "interrupted"
         except JobFailed as exc:
             result, status, message = None, JobStatus.failed, str(exc)
             retry = False
@@ -239,7 +259,14 @@ class Worker:
             beating.set()
             beat.join()
         with self.sessions() as session:
-            if status is JobStatus.failed and retry and job.attempts < job.max_attempts:
+            if status is JobStatus.queued:
+                queue.hand_back(
+                    session=session,
+                    job_id=job.id,
+                    worker_id=self.worker_id,
+                    message="interrupted by a worker stop; the next worker starts it over",
+                )
+            elif status is JobStatus.failed and retry and job.attempts < job.max_attempts:
                 queue.requeue(
                     session=session,
                     job_id=job.id,

@@ -152,6 +152,24 @@ def requeue(*, session: Session, job_id: int, worker_id: str, message: str) -> N
     session.commit()
 
 
+def hand_back(*, session: Session, job_id: int, worker_id: str, message: str) -> None:
+    """A job its worker stopped before it ended (the worker is shutting down): queued
+    again at once, and the attempt not counted, since the job did not fail."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.locked_by == worker_id, Job.attempts > 0)
+        .values(
+            status=JobStatus.queued,
+            locked_by=None,
+            attempts=Job.attempts - 1,
+            progress=0.0,
+            message=message,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+
+
 def request_cancel(*, session: Session, job_id: int) -> Job:
     """Cancel a queued job at once; ask a running one to stop at its next progress report."""
     job = session.get(Job, job_id)
