@@ -319,6 +319,12 @@ async def run_crowd(
             ) from error
         rating.raise_for_status(f"project {project_id}")
         slug = rating.body["public_slug"]
+        if rating.body.get("link_state", "open") != "open":
+            raise CrowdError(
+                f"project {project_id}'s study link is {rating.body['link_state']}: raters "
+                f"cannot join. Open it first (PUT {API}/projects/{project_id}/link with "
+                '{"state": "open"}, or Open the link on the project\'s page)'
+            )
         watched = []
         if build_id is not None:
             watched.append((f"build {build_id}", f"{API}/projects/{project_id}/builds/{build_id}"))

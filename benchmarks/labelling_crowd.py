@@ -100,6 +100,7 @@ def run_arm(service, http, token, sessions, arm: str, seed: int, budget: int, no
     if arm == "uniform":
         settings["random_share"] = 1.0
     http.patch(f"{API}/projects/{project}/rating", json=settings).raise_for_status()
+    http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
     models = {}
     for kind in ("tripletboost", "tete"):
         response = http.post(
@@ -219,6 +220,7 @@ def run_comprf_arm(service, http, token, sessions, seed: int, budget: int, noise
     # No model learns from uniformly random answers here: every answer goes to CompRF.
     settings = {"answers_per_rater": 100_000, "attention_rate": 0.0, "random_share": 0.0}
     http.patch(f"{API}/projects/{project}/rating", json=settings).raise_for_status()
+    http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
     items = http.get(f"{API}/projects/{project}/items/export", params={"format": "json"}).json()
     labelled = [item["key"] for item in items if item.get("split") == "train"]
     asked = [item["key"] for item in items if item.get("split") == "unlabelled"]

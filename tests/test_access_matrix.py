@@ -9,6 +9,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.support.links import open_link
 from tests.test_predictions import blobs, finished_build  # noqa: F401 (fixtures)
 from tests.uploads import png, zip_bytes
 
@@ -56,6 +57,7 @@ def route_table(app) -> list[tuple[str, str]]:
 BODIES = {
     ("POST", f"{API}/rate/{{slug}}/answers"): {"query_id": 1, "choice": "left"},
     ("PATCH", f"{API}/projects/{{project_id}}/rating"): {"instructions": "mine now"},
+    ("PUT", f"{API}/projects/{{project_id}}/link"): {"state": "paused"},
     ("POST", f"{API}/projects/{{project_id}}/models"): {"name": "x", "kind": "tete"},
     ("PATCH", f"{API}/projects/{{project_id}}/models/{{model_id}}"): {"auto_refit": False},
     ("PATCH", f"{API}/projects/{{project_id}}/raters/{{rater_id}}"): {"excluded": True},
@@ -113,7 +115,7 @@ def scenario(app, client, auth, new_token, finished_build):
         json={"name": "m", "kind": "tete", "train": False},
         headers=auth,
     ).json()
-    slug = client.get(f"{API}/projects/{pid}/rating", headers=auth).json()["public_slug"]
+    slug = open_link(client, auth, pid)["public_slug"]
     item = client.get(f"{API}/projects/{pid}/items/img0", headers=auth).json()
     mallory = new_token("mallory")
     client.post(f"{API}/projects", json={"name": "mallory's"}, headers=mallory)

@@ -29,6 +29,7 @@ from app.models import (
     Base,
     Choice,
     Item,
+    LinkState,
     Purpose,
     QuerySlot,
     SlotState,
@@ -46,6 +47,7 @@ ENUMS = {
     "SlotState": SlotState,
     "Choice": Choice,
     "TripletSource": TripletSource,
+    "LinkState": LinkState,
 }
 
 
@@ -165,20 +167,28 @@ class Scenario:
         assert uploaded.status_code == 201, uploaded.text
         settings = self.client.patch(f"{API}/projects/{pid}/rating", headers=self.auth, json=rating)
         assert settings.status_code == 200, settings.text
+        self.link(pid, "open")
         return pid, settings.json()["public_slug"]
 
+    def link(self, project_id: int, state: str) -> None:
+        changed = self.client.put(
+            f"{API}/projects/{project_id}/link", headers=self.auth, json={"state": state}
+        )
+        assert changed.status_code == 200 and changed.json()["link_state"] == state
+
     def record(self, response) -> dict:
-        assert response.status_code in (200, 201, 400, 404), response.text
+        assert response.status_code in (200, 201, 400, 404, 409), response.text
         body = response.json()
         body.pop("rater_token", None)
         self.responses.append((response.status_code, body))
         return body
 
-    def join(self, slug: str, participant: str) -> dict:
+    def join(self, slug: str, participant: str) -> dict | None:
         joined = self.client.post(f"{API}/rate/{slug}/raters", json={"participant": participant})
-        token = {"X-Rater-Token": joined.json()["rater_token"]}
         self.record(joined)
-        return token
+        return (
+            {"X-Rater-Token": joined.json()["rater_token"]} if joined.status_code == 201 else None
+        )
 
     def next(self, slug: str, token: dict) -> dict:
         return self.record(self.client.get(f"{API}/rate/{slug}/next", headers=token))
@@ -267,6 +277,19 @@ class Scenario:
             n = turn % len(raters)
             if held[n] is None:
                 continue
+            if turn == 100:
+                # The researcher pauses the link: each rater's answer to the comparison
+                # on their screen still counts, then nothing new is served, no code is
+                # given, and nobody joins; resumed, everyone gets a comparison again.
+                self.link(study, "paused")
+                assert self.join(slug, "while paused") is None
+                for k, token in enumerate(raters):
+                    if held[k] is not None:
+                        self.answer(slug, token, held[k]["query_id"], self.choice(held[k]))
+                        held[k] = self.next(slug, token)["comparison"]
+                assert held == dict.fromkeys(held)
+                self.link(study, "open")
+                held = {k: self.next(slug, token)["comparison"] for k, token in enumerate(raters)}
             if turn in (60, 140):
                 stale = {k: shown["query_id"] for k, shown in held.items() if shown is not None}
                 self.expire_leases(study)

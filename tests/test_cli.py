@@ -279,6 +279,16 @@ def test_simulate_finds_the_server_by_closer_port_and_reports_plainly(tmp_path, 
     )
     assert uploaded.status_code == 201
 
+    closed = run(
+        ["simulate", "--project", str(project), "--token", token, "--answers", "5"],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert closed.returncode == 2 and "Traceback" not in closed.stderr
+    assert f"project {project}'s study link is closed: raters cannot join" in closed.stderr
+    opened = httpx.put(f"{api}/projects/{project}/link", headers=auth, json={"state": "open"})
+    assert opened.status_code == 200
+
     wrong = run(
         ["simulate", "--project", str(project), "--token", token, "--build", "99"],
         cwd=tmp_path,

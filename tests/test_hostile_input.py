@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from tests.support.links import open_link
+
 API = "/api/v1"
 MIB = 1024 * 1024
 
@@ -101,7 +103,7 @@ def study_slug(client, auth, project):
     client.post(
         f"{API}/projects/{project['id']}/items", headers=auth, files={"file": ("i.csv", rows)}
     )
-    return client.get(f"{API}/projects/{project['id']}/rating", headers=auth).json()["public_slug"]
+    return open_link(client, auth, project["id"])["public_slug"]
 
 
 @pytest.mark.parametrize(

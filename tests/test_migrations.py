@@ -1,11 +1,12 @@
 """Alembic history: clean upgrade and downgrade on both databases, and no drift from the models."""
 
+import json
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-import json
-
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from app.core import migrations
 from app.core.db import make_engine
@@ -83,6 +84,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0014",
             "0015",
             "0016",
+            "0017",
         ]
     finally:
         engine.dispose()
@@ -174,5 +176,41 @@ def test_routings_keep_their_rows_slots_and_queued_steps_across_the_rename(
             )
             connection.execute(text("DELETE FROM routings WHERE id = 7"))
         assert _rows(engine, "SELECT id FROM query_slots") == [(2,)]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_studies_that_exist_keep_their_link_open_and_new_ones_start_closed(
+    backend, make_database_url
+):
+    """0017 adds the link's state: a running study's link stays open (raters mid-session
+    lose nothing), a study created afterwards starts closed; the check holds; and back."""
+    url = make_database_url(backend, "link")
+    migrations.upgrade(url, "0016")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            for statement in ROUTING_ROWS.split(";")[:2]:
+                connection.execute(text(statement))
+        migrations.upgrade(url)
+        engine.dispose()
+        [(state, opened)] = _rows(engine, "SELECT link_state, link_opened_at FROM projects")
+        assert state == "open" and opened is not None
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO projects (id, owner_id, name, description, label_type, "
+                    "created_at, public_slug, completion_code, link_state) VALUES "
+                    "(2, 1, 'q', '', 'class', '2026-11-02', 'slug2', 'code', 'closed')"
+                )
+            )
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(text("UPDATE projects SET link_state = 'ajar' WHERE id = 2"))
+
+        migrations.downgrade(url, "0016")
+        engine.dispose()
+        assert _rows(engine, "SELECT id FROM projects ORDER BY id") == [(1,), (2,)]
+        assert "link_state" not in {c["name"] for c in inspect(engine).get_columns("projects")}
     finally:
         engine.dispose()

@@ -15,6 +15,7 @@ from app.builds.jobs import sweep
 from app.learn import FeatureOracle
 from app.models import Assignment, Item, Purpose, QuerySlot, SlotState
 from app.worker.loop import Worker
+from tests.support.links import open_link
 
 API = "/api/v1"
 
@@ -139,7 +140,7 @@ def test_raters_get_routing_queries_first(app, client, auth, finished_build):
         json={"items": ["p55", "p60"]},
     ).json()
     assert routed["progress"]["items"] == 2
-    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    slug = open_link(client, auth, project_id)["public_slug"]
     client.patch(
         f"{API}/projects/{project_id}/rating",
         headers=auth,
@@ -266,7 +267,7 @@ def test_raters_answers_complete_a_routing(app, client, auth, finished_build, bl
     base = f"{API}/projects/{project_id}/builds/{build_id}/routings"
     routed = client.post(base, headers=auth, json={"items": wanted}).json()
     assert routed["status"] == "routing"
-    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    slug = open_link(client, auth, project_id)["public_slug"]
     oracle = answering_oracle(X, keys)
     routing_answers = 0
     for rater_number in range(20):

@@ -32,13 +32,14 @@ from app.models import (
 from app.models._types import utcnow
 from app.training.service import load_fitted
 from app.worker.loop import Worker
+from tests.support.links import open_link
 
 API = "/api/v1"
 
 
 def _someone_rates(client, auth, project_id) -> dict[str, str]:
     """A rater joins the project's public link: its rater token header."""
-    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    slug = open_link(client, auth, project_id)["public_slug"]
     joined = client.post(f"{API}/rate/{slug}/raters", json={})
     assert joined.status_code == 201, joined.text
     return {"X-Rater-Token": joined.json()["rater_token"]}
@@ -140,7 +141,7 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
         json={"random_share": 0, "attention_rate": 0},
     )
     assert settings.status_code == 200, settings.text
-    slug = settings.json()["public_slug"]
+    slug = open_link(client, auth, project_id)["public_slug"]
     joined = client.post(f"{API}/rate/{slug}/raters", json={})
     token = {"X-Rater-Token": joined.json()["rater_token"]}
     state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
@@ -246,7 +247,7 @@ def test_proposals_held_by_raters_who_walked_away_do_not_count_as_left(
     _fit(app, client, auth, project_id)
     adaptive_jobs.refresh_proposals(sessions)
     slots = _open_proposals(app, project_id)
-    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    slug = open_link(client, auth, project_id)["public_slug"]
     assert client.post(f"{API}/rate/{slug}/raters", json={}).status_code == 201
     with sessions() as session:
         rater_id = session.scalar(select(Rater.id).order_by(Rater.id.desc()).limit(1))
@@ -281,7 +282,8 @@ def test_held_out_errors_are_measured_on_answers_to_random_questions_only(
             headers=auth,
             json={"random_share": share, "attention_rate": 0},
         )
-        slug = settings.json()["public_slug"]
+        assert settings.status_code == 200, settings.text
+        slug = open_link(client, auth, project_id)["public_slug"]
         joined = client.post(f"{API}/rate/{slug}/raters", json={}).json()
         token = {"X-Rater-Token": joined["rater_token"]}
         query = client.get(f"{API}/rate/{slug}/next", headers=token).json()["comparison"]

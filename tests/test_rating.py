@@ -26,6 +26,7 @@ from app.models import (
 )
 from app.models._types import utcnow
 from app.worker.loop import Worker
+from tests.support.links import open_link
 
 API = "/api/v1"
 
@@ -49,7 +50,7 @@ def study(client, auth, project, blobs):
         files={"file": ("blobs.csv", "\n".join(rows))},
     )
     assert response.status_code == 201, response.text
-    slug = client.get(f"{API}/projects/{project['id']}/rating", headers=auth).json()["public_slug"]
+    slug = open_link(client, auth, project["id"])["public_slug"]
     return project["id"], slug, [f"b{i}" for i in range(len(X))]
 
 
@@ -227,7 +228,7 @@ class TestNoDeadEnds:
             completion_code="DONE-40",
             completion_url="https://example.org/done",
         )
-        slug = client.get(f"{API}/projects/{project['id']}/rating", headers=auth).json()
+        slug = open_link(client, auth, project["id"])
         return project["id"], slug["public_slug"]
 
     def _answer_everything(self, client, slug, participant):

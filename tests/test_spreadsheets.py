@@ -9,6 +9,7 @@ import json
 from sqlalchemy import literal, select
 
 from app.core.spreadsheets import from_spreadsheet, spreadsheet_safe, spreadsheet_safe_sql
+from tests.support.links import open_link
 
 API = "/api/v1"
 TRICKY = [
@@ -48,7 +49,7 @@ def test_csv_downloads_quote_formulas_and_json_keeps_the_values(client, auth, pr
         files={"file": ("items.json", json.dumps(items))},
     )
     assert uploaded.status_code == 201, uploaded.text
-    slug = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["public_slug"]
+    slug = open_link(client, auth, project_id)["public_slug"]
     client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json={"attention_rate": 0})
     joined = client.post(
         f"{API}/rate/{slug}/raters", json={"participant": '=HYPERLINK("http://x","y")'}

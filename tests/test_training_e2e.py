@@ -64,6 +64,7 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             f"{API}/projects/{project}/rating",
             json={"answers_per_rater": 100_000, "random_share": 1.0, "attention_rate": 0.0},
         ).raise_for_status()
+        http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
         models = {}
         for name, kind, params in (
             ("boost", "tripletboost", {"n_iter": 5000, "cv_folds": 2}),

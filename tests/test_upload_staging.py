@@ -19,6 +19,7 @@ from app.triplets.bulk import TripletWriter
 from app.triplets.jobs import remove_abandoned_uploads
 from app.triplets.log import committed_bound
 from app.triplets.service import _BATCH as CHUNK
+from tests.support.links import open_link
 from tests.uploads import upload
 
 API = "/api/v1"
@@ -249,7 +250,8 @@ def test_answers_get_through_while_a_large_upload_runs(client, auth, pid):
     rating = client.patch(
         f"{API}/projects/{pid}/rating", json={"answers_per_rater": 10_000}, headers=auth
     )
-    slug = rating.json()["public_slug"]
+    slug = open_link(client, auth, pid)["public_slug"]
+    assert rating.status_code == 200
     joined = client.post(f"{API}/rate/{slug}/raters", json={}).json()
     token = {"X-Rater-Token": joined["rater_token"]}
     content = rows(30 * CHUNK)

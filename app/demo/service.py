@@ -18,8 +18,8 @@ from app.builds.service import BuildParams, start_build
 from app.core.config import Settings
 from app.items.images import ImageStore
 from app.items.service import ingest_items
-from app.models import Build, BuildStatus, LabelType, ModelKind, Project, Researcher
-from app.projects.service import create_project, update_rating
+from app.models import Build, BuildStatus, LabelType, LinkState, ModelKind, Project, Researcher
+from app.projects.service import create_project, set_link, update_rating
 from app.training import service as training
 from app.uploads.files import UploadedFile
 
@@ -145,6 +145,7 @@ def create_demo(
             requested_format=None,
             idempotency_key=None,
         )
+        set_link(session=session, project=project, state=LinkState.open)  # ready to rate
     build = start_build(
         session=session,
         project=project,

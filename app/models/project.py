@@ -18,6 +18,16 @@ class LabelType(StrEnum):
     regression = "number"
 
 
+class LinkState(StrEnum):
+    """Whether the study's public link takes raters: closed (a new study, until the
+    researcher opens it; or ended), open, or paused for a while. Raters of a link that
+    is not open see a page saying so, and no completion code."""
+
+    closed = "closed"
+    open = "open"
+    paused = "paused"
+
+
 def new_public_slug() -> str:
     """The unguessable part of a project's rating link."""
     return secrets.token_urlsafe(12)
@@ -52,6 +62,10 @@ class Project(Base):
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
 
     public_slug: Mapped[str] = mapped_column(String(32), unique=True, default=new_public_slug)
+    link_state: Mapped[LinkState] = mapped_column(
+        string_enum(LinkState, "link_state"), default=LinkState.closed, server_default="closed"
+    )
+    link_opened_at: Mapped[datetime | None] = mapped_column(Timestamp)  # first opened
     instructions: Mapped[str] = mapped_column(Text, default="")
     question: Mapped[str] = mapped_column(
         String(300), default="Which of the two is closer to the one on top?"

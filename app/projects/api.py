@@ -9,6 +9,7 @@ from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects import archive, service
 from app.projects.schemas import (
+    LinkChange,
     ProjectCreate,
     ProjectDetail,
     ProjectOut,
@@ -63,6 +64,8 @@ def _rating_out(request: Request, project) -> RatingOut:
         **RatingSettings.model_validate(project).model_dump(),
         public_slug=project.public_slug,
         public_url=public_study_url(request, project.public_slug),
+        link_state=project.link_state,
+        link_opened_at=project.link_opened_at,
     )
 
 
@@ -88,6 +91,21 @@ def update_rating(
     service.update_rating(
         session=session, project=project, changes=body.model_dump(exclude_unset=True)
     )
+    return _rating_out(request, project)
+
+
+@router.put("/{project_id}/link", response_model=RatingOut)
+def set_link(
+    project_id: RowId,
+    body: LinkChange,
+    request: Request,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Open the study link (once the project has items), pause it or close it. A new
+    study's link is closed: raters see a page saying so, and no completion code."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    service.set_link(session=session, project=project, state=body.state)
     return _rating_out(request, project)
 
 

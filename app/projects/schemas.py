@@ -6,7 +6,7 @@ from typing import Annotated, get_args
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from app.core.fields import INT4_MAX, RequestModel
-from app.models import LabelType
+from app.models import LabelType, LinkState
 
 
 class ProjectCreate(RequestModel):
@@ -237,3 +237,17 @@ def rating_setting_sections() -> list[tuple[str, list[tuple[str, str, str]]]]:
 class RatingOut(RatingSettings):
     public_slug: str
     public_url: str = Field(description="The link to share with raters (add ?PROLIFIC_PID=… etc.)")
+    link_state: LinkState = Field(
+        description="closed (a new study, until opened; or ended), open, or paused: only an "
+        "open link takes raters and asks them anything (PUT …/link changes it)"
+    )
+    link_opened_at: datetime | None = Field(description="When the link first opened")
+
+
+class LinkChange(RequestModel):
+    model_config = ConfigDict(extra="forbid")
+
+    state: LinkState = Field(
+        strict=False,
+        description="open (needs at least three items), paused (for a while) or closed",
+    )

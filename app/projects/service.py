@@ -10,9 +10,18 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.core.db import on_commit
-from app.core.errors import NotFound, ServiceError
+from app.core.errors import Conflict, NotFound, ServiceError
 from app.items.images import ImageStore
-from app.models import Item, LabelType, Project, Rater, Researcher, Triplet, TripletSource
+from app.models import (
+    Item,
+    LabelType,
+    LinkState,
+    Project,
+    Rater,
+    Researcher,
+    Triplet,
+    TripletSource,
+)
 from app.models._types import utcnow
 from app.projects.schemas import NULLABLE_RATING_SETTINGS
 from app.triplets.service import count_triplets
@@ -80,6 +89,31 @@ def update_rating(*, session: Session, project: Project, changes: dict) -> Proje
     for name, value in changes.items():
         setattr(project, name, value)
     project.settings_version += 1
+    session.flush()
+    return project
+
+
+MIN_ITEMS_TO_ASK = 3  # a comparison shows three items
+
+
+def set_link(*, session: Session, project: Project, state: LinkState) -> Project:
+    """Open, pause or close the study's public link. It opens only once there is
+    something to ask (at least three items); while it is not open raters see a page
+    saying so and no completion code, and answers to comparisons already shown count."""
+    if state is LinkState.open and project.link_state is not LinkState.open:
+        items = session.scalar(select(func.count()).where(Item.project_id == project.id)) or 0
+        if items < MIN_ITEMS_TO_ASK:
+            raise Conflict(
+                f"the study link cannot open yet: project {project.id} has {items} item"
+                f"{'' if items == 1 else 's'}, and a comparison shows {MIN_ITEMS_TO_ASK}; "
+                "upload items first"
+            )
+        if project.link_opened_at is None:
+            project.link_opened_at = utcnow()
+    if state is not project.link_state:
+        project.link_state = state
+        # Processes that keep a copy of the study's settings read it again.
+        project.settings_version += 1
     session.flush()
     return project
 

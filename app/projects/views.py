@@ -21,6 +21,7 @@ from app.models import LabelType, TripletSource
 from app.projects import archive, service
 from app.projects.schemas import (
     NULLABLE_RATING_SETTINGS,
+    LinkChange,
     ProjectCreate,
     RatingSettings,
     RatingSettingsUpdate,
@@ -89,15 +90,48 @@ def project_page(
     project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
 ):
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    return _overview(request, session, researcher, project)
+
+
+def _overview(request, session, researcher, project, link_error=None, status_code=200):
     context = {
         "researcher": researcher,
         "project": project,
         "summary": service.summarize(session=session, project=project),
         "rate": service.answer_rate(session=session, project=project),
         "study_url": public_study_url(request, project.public_slug),
+        "link_error": link_error,
     }
     return render_page_or_part(
-        request, "projects/overview.html", "projects/_overview_figures.html", context
+        request,
+        "projects/overview.html",
+        "projects/_overview_figures.html",
+        context,
+        status_code=status_code,
+    )
+
+
+@router.post("/projects/{project_id}/link", response_class=HTMLResponse, name="set_link_form")
+async def set_link(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    """Open, pause or close the study link (the same service as PUT …/link)."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    submitted = await read_model_form(request, LinkChange, blank_is_missing=False)
+    if submitted.body is None:
+        problem = "; ".join(str(message) for message in submitted.errors.values())
+        return _overview(request, session, researcher, project, problem, 422)
+    try:
+        service.set_link(session=session, project=project, state=submitted.body.state)
+    except ServiceError as refused:
+        roll_back(session)
+        project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+        return _overview(
+            request, session, researcher, project, str(refused.detail), refused.status_code
+        )
+    return RedirectResponse(
+        request.url_for("project_page", project_id=project.id).path + "#study-link",
+        status_code=303,
     )
 
 

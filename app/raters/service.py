@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 
 from app.auth.service import hash_token
 from app.core import caches
-from app.core.errors import NotFound, ServiceError
-from app.models import Project, Rater, RaterSession, Triplet
+from app.core.errors import Conflict, NotFound, ServiceError
+from app.models import LinkState, Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
 from app.scheduling.service import ActiveRater, apply_thresholds
 from app.triplets.log import published
@@ -61,7 +61,10 @@ def project_by_slug(*, session: Session, slug: str) -> Project:
 def join(
     *, session: Session, project: Project, params: Mapping[str, str]
 ) -> tuple[ActiveRater, str]:
-    """The rater for these platform ids (created if new) with a fresh session token."""
+    """The rater for these platform ids (created if new) with a fresh session token; a
+    link that is not open takes nobody (409, saying why)."""
+    if project.link_state is not LinkState.open:
+        raise Conflict(link_notice(project))
     platform, external_id, ids = platform_ids(params)
     rater = None
     if external_id is not None:
@@ -82,6 +85,15 @@ def join(
     session.add(RaterSession(token_hash=hash_token(token), rater_id=rater.id))
     session.flush()
     return ActiveRater.of(rater), token
+
+
+def link_notice(project: Project) -> str:
+    """What a rater of a link that is not open reads (the page and the API alike)."""
+    if project.link_state is LinkState.paused:
+        return "This study is paused for now. Please come back later."
+    if project.link_opened_at is None:
+        return "This study has not opened yet. Please come back later."
+    return "This study has closed and takes no more answers. Thank you for your interest."
 
 
 _RATER_IN_PROJECT = (

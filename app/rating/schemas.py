@@ -3,7 +3,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.fields import RequestModel
-from app.models import Choice
+from app.models import Choice, LinkState
 from app.scheduling.service import MAX_QUERY_ID, MAX_RESPONSE_MS
 
 
@@ -51,6 +51,11 @@ class RaterStateOut(BaseModel):
     completion_code: str | None
     completion_url: str | None
     replayed: bool = Field(default=False, description="This answer had been stored before")
+    link: LinkState = Field(
+        default=LinkState.open,
+        description="The study link's state: while closed or paused nothing new is asked "
+        "(an answer to the comparison already shown still counts) and no code is given",
+    )
 
 
 class JoinOut(RaterStateOut):

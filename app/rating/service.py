@@ -17,11 +17,12 @@ from app.auth.service import hash_token
 from app.builds import jobs as build_jobs
 from app.core import caches
 from app.core.db import unit_of_work
-from app.models import Choice, Item, Project
+from app.models import Choice, Item, LinkState, Project
 from app.models._types import utcnow
 from app.raters import quality
 from app.raters import service as raters
 from app.scheduling import service as scheduling
+from app.scheduling import study_items
 from app.scheduling.answer_function import Answered, AnswerFunction
 from app.scheduling.draws import Draws
 from app.scheduling.service import ActiveRater
@@ -59,6 +60,8 @@ class RaterState:
     completion_url: str | None
     replayed: bool = False
     out_of_work: bool = False
+    link: LinkState = LinkState.open  # not open: nothing to answer, and no code
+    notice: str | None = None  # what a rater of a link that is not open reads
 
 
 def roll(request) -> Draws:
@@ -158,7 +161,7 @@ def preview(*, session: Session, project: Project, answered: int = 0) -> RaterSt
         select(func.min(Item.id), func.max(Item.id)).where(Item.project_id == project.id)
     ).one()
     if bounds[0] is None:
-        return _progress(project, answered, None, replayed=False, asked=False)
+        return _progress(project, answered, None, replayed=False, asked=False, previewing=True)
     picked: list[Item] = []
     for _ in range(12):  # ids may have gaps: a few more draws than needed
         if len(picked) == 3:
@@ -183,10 +186,10 @@ def preview(*, session: Session, project: Project, answered: int = 0) -> RaterSt
             break
         picked.append(found)
     if len(picked) < 3:
-        return _progress(project, answered, None, replayed=False, asked=False)
+        return _progress(project, answered, None, replayed=False, asked=False, previewing=True)
     anchor, left, right = (Shown(item.key, item.text, item.image_file) for item in picked)
     comparison = Comparison(assignment_id=0, anchor=anchor, left=left, right=right)
-    return _progress(project, answered, comparison, replayed=False, asked=False)
+    return _progress(project, answered, comparison, replayed=False, asked=False, previewing=True)
 
 
 def _progress(
@@ -195,14 +198,17 @@ def _progress(
     comparison: Comparison | None,
     replayed: bool,
     asked: bool = True,
+    previewing: bool = False,
 ) -> RaterState:
-    code = url = None
+    code = url = notice = None
     out_of_work = asked and scheduling.is_out_of_work(project, answers, comparison)
-    if out_of_work:
+    if scheduling.is_complete(project, answers):  # the work is done: paid, link or not
+        code, url = project.completion_code, project.completion_url
+    elif not (scheduling.is_asking(project) or previewing):
+        comparison, notice = None, raters.link_notice(project)
+    elif out_of_work:
         code = project.no_more_work_code or project.completion_code
         url = project.no_more_work_url or project.completion_url
-    elif scheduling.is_complete(project, answers):
-        code, url = project.completion_code, project.completion_url
     return RaterState(
         comparison=comparison,
         answered=answers,
@@ -211,6 +217,8 @@ def _progress(
         completion_url=url,
         replayed=replayed,
         out_of_work=out_of_work,
+        link=project.link_state,
+        notice=notice,
     )
 
 
@@ -276,7 +284,7 @@ async def answer_quickly(
     if not allowed_id or not scheduling.response_time_allowed(response_time_ms):
         return None  # the full path names what is wrong
     project = raters.studies().cached(slug)
-    item_ids = None if project is None else scheduling.item_ids().cached(project)
+    item_ids = None if project is None else study_items.item_ids().cached(project)
     if item_ids is None:
         return None
     answered = await function.answer(

@@ -19,7 +19,7 @@ from app.models import Choice, Item
 from app.raters import service as raters
 from app.rating import service as rating
 from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token
-from app.scheduling.service import MAX_RESPONSE_MS
+from app.scheduling.service import MAX_RESPONSE_MS, is_asking
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=StrictJSONRoute)
 COOKIE_DAYS = 30
@@ -41,10 +41,16 @@ def _rater(request: Request, session, project):
 def instructions(slug: str, request: Request, session: SessionDep, project: RatedProject):
     """The researcher's instructions and a start button; platform ids pass through."""
     returning = _rater(request, session, project) is not None
+    notice = None if is_asking(project) else raters.link_notice(project)
     return _page(
         request,
         "rate/instructions.html",
-        {"project": project, "params": dict(request.query_params), "returning": returning},
+        {
+            "project": project,
+            "params": dict(request.query_params),
+            "returning": returning,
+            "notice": notice,
+        },
     )
 
 
@@ -69,10 +75,17 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
         await request.app.state.throttle.join(request, slug)
         _, token = rating.join(session=session, project=project, params=params)
     except ServiceError as error:
+        closed = not is_asking(project)  # the notice says it all
         page = _page(
             request,
             "rate/instructions.html",
-            {"project": project, "params": params, "returning": False, "error": error.detail},
+            {
+                "project": project,
+                "params": params,
+                "returning": False,
+                "error": None if closed else error.detail,
+                "notice": error.detail if closed else None,
+            },
             status_code=error.status_code,
         )
         page.headers.update(getattr(error, "headers", None) or {})

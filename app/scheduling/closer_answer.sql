@@ -54,7 +54,7 @@ DECLARE
 BEGIN
     SELECT r.id AS rater_id, r.excluded, p.id AS project_id, p.settings_version,
            p.allow_cant_tell, p.answers_per_rater, p.attention_rate, p.random_share,
-           p.lease_seconds
+           p.lease_seconds, p.link_state
       INTO who
       FROM rater_sessions s JOIN raters r ON r.id = s.rater_id
       JOIN projects p ON p.id = r.project_id
@@ -100,8 +100,10 @@ BEGIN
         END IF;
     END IF;
 
-    -- The next query, unless the session is complete.
-    IF NOT (who.answers_per_rater > 0 AND counted >= who.answers_per_rater) THEN
+    -- The next query, unless the session is complete or the study's link is not open
+    -- (the answer to a query already shown still counts).
+    IF who.link_state = 'open' /* LinkState.open */
+       AND NOT (who.answers_per_rater > 0 AND counted >= who.answers_per_rater) THEN
         expires := p_now + make_interval(secs => who.lease_seconds);
         IF p_draw < who.attention_rate THEN
             purpose := 4 /* Purpose.attention */;

@@ -16,8 +16,6 @@ assignment's first.
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -25,7 +23,6 @@ import numpy as np
 from sqlalchemy import bindparam, case, exists, insert, literal_column, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.core import caches
 from app.core.db import FastStatement
 from app.core.errors import NotFound, ServiceError
 from app.core.fields import INT8_MAX
@@ -33,7 +30,7 @@ from app.models import (
     ADAPTIVE_PURPOSES,
     Assignment,
     Choice,
-    Item,
+    LinkState,
     Project,
     Purpose,
     QuerySlot,
@@ -44,9 +41,9 @@ from app.models import (
 )
 from app.models._types import Timestamp, utcnow
 from app.scheduling.draws import Draws
+from app.scheduling.study_items import item_ids
 from app.triplets.log import hold_append_lock
 
-ITEM_CACHE_SECONDS = 30.0
 # Query ids are the assignments' BIGINT keys.
 MAX_QUERY_ID = INT8_MAX
 
@@ -74,44 +71,6 @@ class AnswerOutcome:
     routing_id: int | None = None
     exclusion_changed: bool = False
     triplet: dict | None = None  # the row to append with store_answer, last
-
-
-class _ItemIds:
-    """Each project's item ids, read at most every few seconds per process: random
-    triplets and attention checks draw from them on every request. Keyed by the public
-    slug, which no other project ever gets (SQLite may give a deleted project's id to a
-    new one)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, np.ndarray]] = {}
-
-    def cached(self, project: Project) -> np.ndarray | None:
-        """The ids if this process read them in the last few seconds."""
-        with self._lock:
-            hit = self._cache.get(project.public_slug)
-        if hit is not None and time.monotonic() - hit[0] < ITEM_CACHE_SECONDS:
-            return hit[1]
-        return None
-
-    def get(self, session: Session, project: Project) -> np.ndarray:
-        hit = self.cached(project)
-        if hit is not None:
-            return hit
-        now = time.monotonic()
-        ids = np.array(
-            session.scalars(
-                select(Item.id).where(Item.project_id == project.id).order_by(Item.id)
-            ).all(),
-            dtype=np.int64,
-        )
-        with self._lock:
-            self._cache[project.public_slug] = (now, ids)
-        return ids
-
-
-def item_ids() -> _ItemIds:
-    return caches.current().get("scheduling.item_ids", _ItemIds)
 
 
 # The open-slot indexes are partial (WHERE state = 'open'); PostgreSQL uses them only for
@@ -394,9 +353,14 @@ def is_complete(project: Project, answers: int) -> bool:
     return project.answers_per_rater > 0 and answers >= project.answers_per_rater
 
 
+def is_asking(project: Project) -> bool:
+    """Whether the link is open: else nothing new is served, and no code is given."""
+    return project.link_state is LinkState.open
+
+
 def is_out_of_work(project: Project, answers: int, served: object | None) -> bool:
-    """Whether a rater's session ends early: nothing was served though it is not complete."""
-    return served is None and not is_complete(project, answers)
+    """Whether a session ends early: nothing served, not complete, the link open."""
+    return served is None and is_asking(project) and not is_complete(project, answers)
 
 
 def serve_next(
@@ -412,7 +376,7 @@ def serve_next(
     have been served every query the study has (`is_out_of_work`). The query they hold
     unanswered comes first, unless they `just_answered` the one they held. Every random
     choice comes from `draws`, as in closer_answer()."""
-    if is_complete(project, rater.answers):
+    if is_complete(project, rater.answers) or not is_asking(project):
         return None
     now = now or utcnow()
     if not just_answered:

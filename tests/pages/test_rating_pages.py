@@ -13,6 +13,7 @@ from sqlalchemy import create_engine, text
 
 from app.models import Assignment, Rater, Triplet
 from tests.support.browser import screenshots_dir, until
+from tests.support.links import open_link
 from tests.support.postgres import start_postgres
 from tests.support.service import ServiceProcesses, database_with_token, digits_study
 from tests.uploads import png, zip_bytes
@@ -55,7 +56,8 @@ def study(client, auth, project, server):
             "instructions": "Pick the colour closer to the one on top.",
         },
     ).json()
-    return project_id, settings["public_slug"]
+    assert settings["answers_per_rater"] == 40
+    return project_id, open_link(client, auth, project_id)["public_slug"]
 
 
 def current_query(page) -> str:

@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from app.auth.service import create_token, set_researcher_password
 from app.core.db import unit_of_work
 from tests.support.browser import screenshots_dir, until
+from tests.support.links import open_link
 
 API = "/api/v1"
 PASSWORD = "correct horse battery"
@@ -100,6 +101,19 @@ def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
 
     study_url = page.locator("#study-url").text_content()
     assert urlsplit(study_url).path.startswith("/r/")
+    # A new study's link is closed, and opens only once there is something to ask.
+    expect(page.locator("#link-state")).to_have_text("closed")
+    page.get_by_role("button", name="Open the link").click()
+    expect(page.locator("#study-link .error")).to_contain_text("has 0 items")
+    expect(page.locator("#link-state")).to_have_text("closed")
+    rater = browser.new_page(viewport=PHONE)
+    rater.goto(study_url + "?PROLIFIC_PID=early-bird")
+    expect(rater.get_by_role("status")).to_have_text(
+        "This study has not opened yet. Please come back later."
+    )
+    expect(rater.get_by_role("button", name="Start")).to_have_count(0)
+    expect(rater.get_by_text("completion code")).to_have_count(0)
+    rater.screenshot(path=str(shots / "rate-not-open-phone.png"))
     until(page, "document.querySelector('[data-chart]')?.dataset.drawn === '1'")
     assert page.locator("[data-chart] canvas").count() >= 1
     page.screenshot(path=str(shots / "workspace-overview-desktop.png"), full_page=True)
@@ -119,9 +133,20 @@ def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
         files={"file": ("items.csv", items)},
     )
     assert uploaded.status_code == 201, uploaded.text
-    page.reload()
+    page.goto(f"{server}/projects/{project_id}")  # (a reload would post the refused form again)
     expect(page.locator(".figures dd").first).to_have_text("5")
+    page.get_by_role("button", name="Open the link").click()
+    expect(page.locator("#link-state")).to_have_text("open")
+    rater.reload()
+    expect(rater.get_by_role("button", name="Start")).to_be_visible()
+    page.get_by_role("button", name="Pause").click()
+    expect(page.locator("#link-state")).to_have_text("paused")
+    page.screenshot(path=str(shots / "workspace-overview-paused-desktop.png"), full_page=True)
+    rater.reload()
+    expect(rater.get_by_role("status")).to_contain_text("paused")
+    rater.close()
 
+    # The preview shows what raters will see, whatever the link's state.
     page.get_by_role("link", name="Preview").click()
     expect(page.get_by_text("nothing you choose here is recorded")).to_be_visible()
     expect(page.locator(".candidate")).to_have_count(2)
@@ -129,6 +154,9 @@ def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
     page.locator(".candidate").first.click()
     expect(page.locator(".candidate")).to_have_count(2)
     page.screenshot(path=str(shots / "workspace-preview-desktop.png"))
+    page.goto(f"{server}/projects/{project_id}")
+    page.get_by_role("button", name="Resume").click()
+    expect(page.locator("#link-state")).to_have_text("open")
     answers = httpx.get(
         f"{server}{API}/projects/{project_id}", headers={"Authorization": f"Bearer {token}"}
     ).json()
@@ -254,9 +282,9 @@ def test_hostile_names_and_texts_render_as_text_on_every_page(
         headers=bearer,
         json={"name": "<svg onload=alert(2)>", "kind": "tete", "params": {"max_iter": 50}},
     ).json()
+    slug = open_link(httpx, bearer, pid, server)["public_slug"]
     joined = httpx.post(
-        f"{server}{API}/rate/{httpx.get(f'{server}{API}/projects/{pid}/rating', headers=bearer).json()['public_slug']}/raters",
-        json={"participant": "<script>alert(3)</script>"},
+        f"{server}{API}/rate/{slug}/raters", json={"participant": "<script>alert(3)</script>"}
     )
     assert joined.status_code == 201
 
@@ -452,6 +480,7 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     assert rating["completion_url"] == "https://app.prolific.com/submissions/complete"
 
     # Raters: join two, exclude one from the table, and the API says so too.
+    open_link(httpx, bearer, project_id, server)
     for participant in ("p-one", "p-two"):
         joined = httpx.post(
             f"{server}{API}/rate/{rating['public_slug']}/raters", json={"participant": participant}
@@ -532,6 +561,9 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     page.get_by_label("Share of attention checks").fill("0")
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("Saved")).to_be_visible()
+    page.get_by_role("link", name="Overview").click()
+    page.get_by_role("button", name="Open the link").click()
+    expect(page.locator("#link-state")).to_have_text("open")
 
     page.get_by_role("link", name="Models").click()
     page.get_by_label("Name", exact=True).fill("map")

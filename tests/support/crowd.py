@@ -138,6 +138,7 @@ def crowd_build(
                 "lease_seconds": 20,
             },
         ).raise_for_status()
+        http.put(f"{API}/projects/{project_id}/link", json={"state": "open"}).raise_for_status()
         build = http.post(
             f"{API}/projects/{project_id}/builds",
             json={"n_trees": trees, "answers_per_query": answers_per_query, "random_state": seed},

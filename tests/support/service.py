@@ -146,6 +146,7 @@ def digits_study(
             json={"answers_per_rater": 0, "random_share": 0.1, "attention_rate": 0.05},
         )
         rating.raise_for_status()
+        http.put(f"/api/v1/projects/{project}/link", json={"state": "open"}).raise_for_status()
         http.post(
             f"/api/v1/projects/{project}/builds",
             json={"n_trees": trees, "answers_per_query": 3, "random_state": 0},

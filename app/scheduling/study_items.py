@@ -1,0 +1,54 @@
+"""Each project's item ids, kept per process: random triplets and attention checks
+draw from them on every rater request."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core import caches
+from app.models import Item, Project
+
+ITEM_CACHE_SECONDS = 30.0
+
+
+class _ItemIds:
+    """Each project's item ids, read at most every few seconds per process: random
+    triplets and attention checks draw from them on every request. Keyed by the public
+    slug, which no other project ever gets (SQLite may give a deleted project's id to a
+    new one)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, np.ndarray]] = {}
+
+    def cached(self, project: Project) -> np.ndarray | None:
+        """The ids if this process read them in the last few seconds."""
+        with self._lock:
+            hit = self._cache.get(project.public_slug)
+        if hit is not None and time.monotonic() - hit[0] < ITEM_CACHE_SECONDS:
+            return hit[1]
+        return None
+
+    def get(self, session: Session, project: Project) -> np.ndarray:
+        hit = self.cached(project)
+        if hit is not None:
+            return hit
+        now = time.monotonic()
+        ids = np.array(
+            session.scalars(
+                select(Item.id).where(Item.project_id == project.id).order_by(Item.id)
+            ).all(),
+            dtype=np.int64,
+        )
+        with self._lock:
+            self._cache[project.public_slug] = (now, ids)
+        return ids
+
+
+def item_ids() -> _ItemIds:
+    return caches.current().get("scheduling.item_ids", _ItemIds)
