@@ -258,30 +258,40 @@ class Worker:
         finally:
             beating.set()
             beat.join()
-        with self.sessions() as session:
-            if status is JobStatus.queued:
-                queue.hand_back(
-                    session=session,
-                    job_id=job.id,
-                    worker_id=self.worker_id,
-                    message="interrupted by a worker stop; the next worker starts it over",
-                )
-            elif status is JobStatus.failed and retry and job.attempts < job.max_attempts:
-                queue.requeue(
-                    session=session,
-                    job_id=job.id,
-                    worker_id=self.worker_id,
-                    message=f"attempt {job.attempts} failed: {message}; retrying",
-                )
-            else:
-                queue.finish(
-                    session=session,
-                    job_id=job.id,
-                    worker_id=self.worker_id,
-                    status=status,
-                    message=message,
-                    result=result,
-                )
+        # The outcome is recorded even across a database outage: a job left `running`
+        # would wait a whole stale period (60 s) before anyone took it up again.
+        while True:
+            try:
+                with self.sessions() as session:
+                    if status is JobStatus.queued:
+                        queue.hand_back(
+                            session=session,
+                            job_id=job.id,
+                            worker_id=self.worker_id,
+                            message="interrupted by a worker stop; the next worker starts it over",
+                        )
+                    elif status is JobStatus.failed and retry and job.attempts < job.max_attempts:
+                        queue.requeue(
+                            session=session,
+                            job_id=job.id,
+                            worker_id=self.worker_id,
+                            message=f"attempt {job.attempts} failed: {message}; retrying",
+                        )
+                    else:
+                        queue.finish(
+                            session=session,
+                            job_id=job.id,
+                            worker_id=self.worker_id,
+                            status=status,
+                            message=message,
+                            result=result,
+                        )
+                return
+            except Exception as exc:
+                if not database_unavailable(exc) or self.stopping.is_set():
+                    raise
+                log.warning("recording job %s waits for the database: %s", job.id, exc)
+                self.stopping.wait(OUTAGE_WAIT)
 
     def _beat(self, job_id: int, done: threading.Event) -> None:
         while not done.wait(self.heartbeat_seconds):
