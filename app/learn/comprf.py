@@ -30,7 +30,6 @@ from app.learn import _hashing
 from app.learn.keys import ID_BITS, ID_MASK, MAX_ITEMS, query_keys
 from app.learn.triplets import check_triplets
 
-_ID_MASK = ID_MASK
 _PAIR_MASK = (1 << (2 * ID_BITS)) - 1  # the (lower, higher) pivot part of a query key
 OPEN, SPLIT, LEAF = 0, 1, 2
 _LEFT_SALT = np.uint64(0x5851F42D4C957F2D)
@@ -131,7 +130,7 @@ class AnswerStore:
         keys, lo, hi = self._entries()
         keep = lo != hi
         keys, lower_closer = keys[keep], lo[keep] > hi[keep]
-        anchor, lower, higher = keys >> (2 * ID_BITS), (keys >> ID_BITS) & _ID_MASK, keys & _ID_MASK
+        anchor, lower, higher = keys >> (2 * ID_BITS), (keys >> ID_BITS) & ID_MASK, keys & ID_MASK
         return np.stack(
             [anchor, np.where(lower_closer, lower, higher), np.where(lower_closer, higher, lower)],
             axis=1,

@@ -56,9 +56,15 @@ def get_project(*, session: Session, researcher: Researcher, project_id: int) ->
     return project
 
 
+def count_items(*, session: Session, project: Project) -> int:
+    return session.scalar(select(func.count()).where(Item.project_id == project.id)) or 0
+
+
 def project_counts(*, session: Session, project: Project) -> dict[str, int]:
-    items = session.scalar(select(func.count()).where(Item.project_id == project.id)) or 0
-    return {"item_count": items, "triplet_count": count_triplets(session=session, project=project)}
+    return {
+        "item_count": count_items(session=session, project=project),
+        "triplet_count": count_triplets(session=session, project=project),
+    }
 
 
 def delete_project(*, session: Session, store: ImageStore, project: Project) -> None:
@@ -101,7 +107,7 @@ def set_link(*, session: Session, project: Project, state: LinkState) -> Project
     something to ask (at least three items); while it is not open raters see a page
     saying so and no completion code, and answers to comparisons already shown count."""
     if state is LinkState.open and project.link_state is not LinkState.open:
-        items = session.scalar(select(func.count()).where(Item.project_id == project.id)) or 0
+        items = count_items(session=session, project=project)
         if items < MIN_ITEMS_TO_ASK:
             raise Conflict(
                 f"the study link cannot open yet: project {project.id} has {items} item"

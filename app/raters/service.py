@@ -24,7 +24,7 @@ from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.models import LinkState, Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
-from app.scheduling.service import ActiveRater, apply_thresholds
+from app.scheduling.service import ActiveRater, apply_thresholds, is_asking
 from app.triplets.log import published
 
 PLATFORM_PARAMETERS = {
@@ -63,8 +63,9 @@ def join(
 ) -> tuple[ActiveRater, str]:
     """The rater for these platform ids (created if new) with a fresh session token; a
     link that is not open takes nobody (409, saying why)."""
-    if project.link_state is not LinkState.open:
-        raise Conflict(link_notice(project))
+    notice = link_notice(project)
+    if notice is not None:
+        raise Conflict(notice)
     platform, external_id, ids = platform_ids(params)
     rater = None
     if external_id is not None:
@@ -87,8 +88,11 @@ def join(
     return ActiveRater.of(rater), token
 
 
-def link_notice(project: Project) -> str:
-    """What a rater of a link that is not open reads (the page and the API alike)."""
+def link_notice(project: Project) -> str | None:
+    """What a rater of a link that is not open reads (the page and the API alike); None
+    while it is open."""
+    if is_asking(project):
+        return None
     if project.link_state is LinkState.paused:
         return "This study is paused for now. Please come back later."
     if project.link_opened_at is None:

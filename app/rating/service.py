@@ -204,8 +204,8 @@ def _progress(
     out_of_work = asked and scheduling.is_out_of_work(project, answers, comparison)
     if scheduling.is_complete(project, answers):  # the work is done: paid, link or not
         code, url = project.completion_code, project.completion_url
-    elif not (scheduling.is_asking(project) or previewing):
-        comparison, notice = None, raters.link_notice(project)
+    elif not previewing and (notice := raters.link_notice(project)) is not None:
+        comparison = None
     elif out_of_work:
         code = project.no_more_work_code or project.completion_code
         url = project.no_more_work_url or project.completion_url

@@ -19,7 +19,7 @@ from app.models import Choice, Item
 from app.raters import service as raters
 from app.rating import service as rating
 from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token
-from app.scheduling.service import MAX_RESPONSE_MS, is_asking
+from app.scheduling.service import MAX_RESPONSE_MS
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=StrictJSONRoute)
 COOKIE_DAYS = 30
@@ -41,7 +41,7 @@ def _rater(request: Request, session, project):
 def instructions(slug: str, request: Request, session: SessionDep, project: RatedProject):
     """The researcher's instructions and a start button; platform ids pass through."""
     returning = _rater(request, session, project) is not None
-    notice = None if is_asking(project) else raters.link_notice(project)
+    notice = raters.link_notice(project)
     return _page(
         request,
         "rate/instructions.html",
@@ -75,7 +75,7 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
         await request.app.state.throttle.join(request, slug)
         _, token = rating.join(session=session, project=project, params=params)
     except ServiceError as error:
-        closed = not is_asking(project)  # the notice says it all
+        notice = raters.link_notice(project)  # when the link is not open, it says it all
         page = _page(
             request,
             "rate/instructions.html",
@@ -83,8 +83,8 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
                 "project": project,
                 "params": params,
                 "returning": False,
-                "error": None if closed else error.detail,
-                "notice": error.detail if closed else None,
+                "error": None if notice else error.detail,
+                "notice": notice,
             },
             status_code=error.status_code,
         )

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import learn
@@ -40,6 +40,7 @@ from app.training.service import (
     latest_version,
     load_fitted,
     mirror_build,
+    move_on,
     newest_ready,
     request_training,
     unpack_matrix,
@@ -176,14 +177,13 @@ def fit_version(
     session: Session, version_id: int, progress: Callable[[float, str], None]
 ) -> ModelVersion:
     """Fit one version (the job's body). Safe to run again after a crash: it starts over."""
-    version = session.get(ModelVersion, version_id)
-    if version is None:
+    if session.get(ModelVersion, version_id) is None:
         raise FitProblem(f"model version {version_id} was deleted")
+    if not _move_on(session, version_id, VersionStatus.training, "reading the answers"):
+        raise FitCancelled()
+    version = session.get(ModelVersion, version_id)
     model = session.get(LearnedModel, version.model_id)
     project = session.get(Project, model.project_id)
-    if not _still_wanted(session, version_id, VersionStatus.training, "reading the answers"):
-        raise FitCancelled()
-    session.refresh(version)
     progress(0.0, "reading the answers")
 
     began = time.perf_counter()
@@ -224,7 +224,7 @@ def fit_version(
     blob = fitted.dumps()
     seconds["storing"] = time.perf_counter() - began  # the commit below aside
     outcome.metrics["seconds"] = {stage: round(value, 3) for stage, value in seconds.items()}
-    stored = _still_wanted(
+    stored = _move_on(
         session,
         version_id,
         VersionStatus.ready,
@@ -242,66 +242,40 @@ def fit_version(
     return session.get(ModelVersion, version_id)
 
 
-def _still_wanted(
+def _move_on(
     session: Session, version_id: int, status: VersionStatus, message: str, **values: Any
 ) -> bool:
-    """Move the version on to `status` unless a cancel (or delete) got there first: one
-    compare-and-set, so a cancel and the fit's last step never both win."""
-    changed = session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
-        .values(status=status, message=message, **values)
-        .execution_options(synchronize_session=False)
-    ).rowcount
+    """`move_on` in a transaction of its own (nothing else the session holds is kept)."""
+    session.rollback()
+    moved = move_on(session, version_id, status, message, **values)
     session.commit()
-    return bool(changed)
+    return moved
 
 
 def _fail(session: Session, version_id: int, message: str) -> None:
-    session.rollback()
-    session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version_id)
-        .values(status=VersionStatus.failed, message=message)
-    )
-    session.commit()
+    _move_on(session, version_id, VersionStatus.failed, message)
 
 
 def mark_attempt_failed(session: Session, version_id: int, message: str, final: bool) -> None:
     """A fit that crashed: failed for good after its last attempt, else queued again."""
-    session.rollback()
-    status = VersionStatus.failed if final else VersionStatus.queued
-    note = message if final else f"{message}; retrying"
-    session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version_id)
-        .values(status=status, message=note)
-    )
-    session.commit()
+    if final:
+        _move_on(session, version_id, VersionStatus.failed, message)
+    else:
+        _move_on(session, version_id, VersionStatus.queued, f"{message}; retrying")
 
 
 def mark_cancelled(session: Session, version_id: int) -> None:
-    session.rollback()
-    session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
-        .values(status=VersionStatus.cancelled, message="cancelled")
-    )
-    session.commit()
+    _move_on(session, version_id, VersionStatus.cancelled, "cancelled")
 
 
 def mark_interrupted(session: Session, version_id: int) -> None:
     """The worker stopped mid-fit (a server stop): queued again, to start over."""
-    session.rollback()
-    session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
-        .values(
-            status=VersionStatus.queued,
-            message="interrupted by a stop; starts over when a worker runs",
-        )
+    _move_on(
+        session,
+        version_id,
+        VersionStatus.queued,
+        "interrupted by a stop; starts over when a worker runs",
     )
-    session.commit()
 
 
 def _json_ready(value: Any) -> Any:

@@ -349,23 +349,17 @@ def cancel_training(*, session: Session, model: LearnedModel) -> ModelVersion:
     version = running[0]
     if version.job_id is not None:
         _cancel_job(session, version.job_id)
-    # One compare-and-set against the fit's own last step (app/training/runs.py): when
-    # the fit stored its model first, the cancel is too late and says so.
-    cancelled = session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version.id, ModelVersion.status.in_(UNFINISHED))
-        .values(
-            status=VersionStatus.cancelled,
-            message=(
-                "cancelled before it started"
-                if version.status is VersionStatus.queued
-                else "cancelled while training"
-            ),
-            # Automatic refits measure growth from here: a cancel is not undone 5 s later.
-            answers_cutoff=readable_bound(session, model.project_id),
-        )
-        .execution_options(synchronize_session=False)
-    ).rowcount
+    # When the fit stored its model first, the cancel is too late and says so.
+    cancelled = move_on(
+        session,
+        version.id,
+        VersionStatus.cancelled,
+        "cancelled before it started"
+        if version.status is VersionStatus.queued
+        else "cancelled while training",
+        # Automatic refits measure growth from here: a cancel is not undone 5 s later.
+        answers_cutoff=readable_bound(session, model.project_id),
+    )
     session.refresh(version)
     if not cancelled:
         raise Conflict(
@@ -373,6 +367,22 @@ def cancel_training(*, session: Session, model: LearnedModel) -> ModelVersion:
             f"ended {version.status.value} ({version.message})"
         )
     return version
+
+
+def move_on(
+    session: Session, version_id: int, status: VersionStatus, message: str, **values: Any
+) -> bool:
+    """Move a version that is still queued or training on to `status`; False if it had
+    ended already. Every change of an unfinished version goes through this one
+    compare-and-set (a cancel here, the fit's steps in app/training/runs.py), so a cancel
+    and the fit's last step never both win."""
+    changed = session.execute(
+        update(ModelVersion)
+        .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
+        .values(status=status, message=message, **values)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    return bool(changed)
 
 
 def settle_ended_fits(session: Session, model_id: int | None = None) -> None:

@@ -264,11 +264,12 @@ class Worker:
             try:
                 with self.sessions() as session:
                     if status is JobStatus.queued:
-                        queue.hand_back(
+                        queue.requeue(
                             session=session,
                             job_id=job.id,
                             worker_id=self.worker_id,
                             message="interrupted by a worker stop; the next worker starts it over",
+                            failed=False,
                         )
                     elif status is JobStatus.failed and retry and job.attempts < job.max_attempts:
                         queue.requeue(

@@ -141,30 +141,19 @@ def finish(
     session.commit()
 
 
-def requeue(*, session: Session, job_id: int, worker_id: str, message: str) -> None:
-    """Give a failed attempt back to the queue (it keeps its attempt count)."""
-    session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.locked_by == worker_id)
-        .values(status=JobStatus.queued, locked_by=None, message=message)
-        .execution_options(synchronize_session=False)
-    )
-    session.commit()
-
-
-def hand_back(*, session: Session, job_id: int, worker_id: str, message: str) -> None:
-    """A job its worker stopped before it ended (the worker is shutting down): queued
-    again at once, and the attempt not counted, since the job did not fail."""
+def requeue(
+    *, session: Session, job_id: int, worker_id: str, message: str, failed: bool = True
+) -> None:
+    """Give the job back to the queue: a failed attempt keeps its count; a job its worker
+    stopped before it ended (the worker shutting down) did not fail, and the next worker
+    starts it over with the attempt not counted."""
+    values: dict[str, Any] = {"status": JobStatus.queued, "locked_by": None, "message": message}
+    if not failed:
+        values.update(attempts=Job.attempts - 1, progress=0.0)
     session.execute(
         update(Job)
         .where(Job.id == job_id, Job.locked_by == worker_id, Job.attempts > 0)
-        .values(
-            status=JobStatus.queued,
-            locked_by=None,
-            attempts=Job.attempts - 1,
-            progress=0.0,
-            message=message,
-        )
+        .values(**values)
         .execution_options(synchronize_session=False)
     )
     session.commit()
