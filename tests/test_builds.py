@@ -4,9 +4,10 @@ table grow the forest step by step; the state survives a restart; pause and canc
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
+from sqlalchemy import func, select
 
 from app.builds import service
-from app.builds.jobs import request_step
+from app.builds.jobs import request_step, sweep
 from app.builds.service import BuildParams
 from app.core import caches
 from app.core.db import unit_of_work
@@ -209,3 +210,32 @@ def test_a_worker_that_dies_between_saves_loses_nothing(sessions, labelled_proje
     assert np.array_equal(
         online.predict(test, FeatureOracle(X)), offline.predict(test, FeatureOracle(X))
     )
+
+
+def test_answers_a_worker_read_but_did_not_save_are_saved_once_they_stop_coming(
+    sessions, first_answers, labelled_project, blobs
+):
+    """A step saves the build every few seconds only. When the answers stop, no further
+    answer asks for a step: the worker's sweep asks for one once a save is due, so the
+    saved build (what pages, exports and a restarted worker read) catches up."""
+    build_id, _ = first_answers
+    project_id, ids = labelled_project
+    with unit_of_work(sessions) as session:
+        service.step(session=session, build=session.get(Build, build_id))  # saves (first)
+        queries = service.pending_queries(session=session, build=session.get(Build, build_id))
+    answer(sessions, project_id, ids, queries, FeatureOracle(blobs[0]))
+    with unit_of_work(sessions) as session:
+        service.step(session=session, build=session.get(Build, build_id))  # not saved yet
+    with sessions() as session:
+        newest = session.scalar(select(func.max(Triplet.id)))
+        assert session.get(Build, build_id).answers_cursor < newest
+    sweep(sessions)  # nothing new to read, and no save due yet: no step
+    assert Worker(sessions, upkeep=False).run(until_idle=True) == 0
+
+    caches.current().get("builds.warm", service._WarmBuilds).save_seconds = 0.0  # time passes
+    sweep(sessions)
+    assert Worker(sessions, upkeep=False).run(until_idle=True) == 1
+    with sessions() as session:
+        assert session.get(Build, build_id).answers_cursor >= newest
+    sweep(sessions)  # saved: nothing more to do
+    assert Worker(sessions, upkeep=False).run(until_idle=True) == 0

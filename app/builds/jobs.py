@@ -124,10 +124,13 @@ def run_routing(context: JobContext) -> dict[str, Any]:
 
 @periodic(SWEEP_SECONDS)
 def sweep(sessions) -> None:
-    """Ask for a step of every running build whose newest answers no step has read."""
+    """Ask for a step of every running build whose newest answers no step has read, or
+    that this worker read and has not saved yet."""
     with unit_of_work(sessions) as session:
         for build in session.scalars(select(Build).where(Build.status == BuildStatus.running)):
-            if service.has_unread_answers(session=session, build=build):
+            if service.has_unread_answers(
+                session=session, build=build
+            ) or service.has_unsaved_answers(build=build):
                 request_step(session=session, build=build)
         for routed in routing.unfinished(session=session):
             routing.step(session=session, routing=routed)

@@ -185,6 +185,19 @@ class _WarmBuilds:
             return build.answers_cursor
         return warm.cursor
 
+    def unsaved_due(self, build: Build) -> bool:
+        """Whether this process folded in answers that no save has kept, and a save is
+        due: answers that stop coming ask for no further step, and the saved build (what
+        pages, exports and a restarted worker read) would lag behind for good."""
+        with self._lock:
+            warm = self._builds.get(cache_key(build))
+        return (
+            warm is not None
+            and warm.saved_version == build.version
+            and warm.cursor > warm.saved_cursor
+            and self.save_due(warm)
+        )
+
     def full_sync_due(self, warm: _Warm | None) -> bool:
         """Now and then the whole queue is compared again, whatever changed in between
         (slots answered by answers that do not count, say)."""
@@ -406,3 +419,8 @@ def queries_by_key(session: Session, queries: np.ndarray, needed: np.ndarray) ->
 def has_unread_answers(*, session: Session, build: Build) -> bool:
     """Whether answers arrived that no step read (in this process, or saved)."""
     return readable_bound(session, build.project_id) > _warm().peek_cursor(build)
+
+
+def has_unsaved_answers(*, build: Build) -> bool:
+    """Whether this process read answers into the build that a save is now due to keep."""
+    return _warm().unsaved_due(build)
