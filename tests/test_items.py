@@ -68,7 +68,7 @@ class TestCsvUpload:
             ),
             (
                 "key,features\na,1 2\nb,1 2 3\n",
-                "items.csv, row 3, column 'features': 3 features; earlier rows (from row 2) have 2",
+                "items.csv, row 3, column 'features': 3 features; the project's existing items have 2",
             ),
             (
                 "key,features\na,1 x\n",
@@ -80,7 +80,8 @@ class TestCsvUpload:
             ),
             (
                 "key,features\na,\nb,1 2\n",
-                "items.csv, row 3, column 'features': has features but row 2 has none",
+                "items.csv, row 2, column 'features': missing; the project's existing items "
+                "have 2 features",
             ),
             ("key,label\na,x,extra\n", "items.csv, row 2: expected 2 fields, found 3"),
             ('key,text\na,"unterminated\n', "items.csv, row 2: malformed CSV"),
@@ -100,7 +101,9 @@ class TestCsvUpload:
     )
     def test_bad_csv_is_rejected_with_its_location(self, client, auth, project, content, expected):
         pid = project["id"]
-        upload(client, auth, pid, "items", "keep.csv", "key\nkept\n")
+        with_features = "features" in str(content)  # the project's items have them or not
+        kept = "key,features\nkept,0 0\n" if with_features else "key\nkept\n"
+        upload(client, auth, pid, "items", "keep.csv", kept)
         response = upload(client, auth, pid, "items", "items.csv", content)
         assert response.status_code == 422, response.text
         assert any(m.startswith(expected) for m in messages(response)), messages(response)
@@ -135,10 +138,18 @@ class TestCsvUpload:
     def test_feature_length_must_match_the_project(self, client, auth, project):
         pid = project["id"]
         upload(client, auth, pid, "items", "first.csv", "key,features\na,1 2\n")
-        response = upload(client, auth, pid, "items", "second.csv", "key,features\nb,1 2 3\nc,\n")
+        response = upload(
+            client, auth, pid, "items", "second.csv", "key,features\nb,1 2 3\nc,\nd,3 4\n"
+        )
         assert messages(response) == [
             "second.csv, row 2, column 'features': 3 features; the project's existing items have 2",
             "second.csv, row 3, column 'features': missing; the project's existing items have 2 features",
+        ]
+        # No row that fits: one problem of the whole file, not one per row.
+        response = upload(client, auth, pid, "items", "third.csv", "key,features\nb,1 2 3\nc,\n")
+        assert messages(response) == [
+            "third.csv, column 'features': no row has the 2 features that the items the "
+            "project holds (1) have; row 2 has 3 features"
         ]
 
     def test_unknown_format_is_415(self, client, auth, project):

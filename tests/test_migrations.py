@@ -85,6 +85,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0015",
             "0016",
             "0017",
+            "0018",
         ]
     finally:
         engine.dispose()
@@ -212,5 +213,39 @@ def test_studies_that_exist_keep_their_link_open_and_new_ones_start_closed(
         engine.dispose()
         assert _rows(engine, "SELECT id FROM projects ORDER BY id") == [(1,), (2,)]
         assert "link_state" not in {c["name"] for c in inspect(engine).get_columns("projects")}
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_builds_that_exist_take_their_projects_exclusions_of_today(backend, make_database_url):
+    """0018 records which raters a build left out: the builds that exist take the raters
+    excluded now, so none of them reads as holding answers of raters excluded since."""
+    url = make_database_url(backend, "exclusions")
+    migrations.upgrade(url, "0017")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            for statement in ROUTING_ROWS.split(";")[:3]:
+                connection.execute(text(statement))
+            for rater_id, excluded in ((5, True), (6, False), (7, True)):
+                connection.execute(
+                    text(
+                        "INSERT INTO raters (id, project_id, external_id, created_at, "
+                        "platform_ids, answers, attention_passed, attention_failed, "
+                        "majority_compared, excluded, exclusion_reason) VALUES "
+                        f"({rater_id}, 1, 'r{rater_id}', '2026-11-01', '{{}}', 0, 0, 0, 0, "
+                        f"{'true' if excluded else 'false'}, '')"
+                    )
+                )
+        migrations.upgrade(url)
+        engine.dispose()
+        [(recorded,)] = _rows(engine, "SELECT excluded_rater_ids FROM builds")
+        assert (recorded if isinstance(recorded, list) else json.loads(recorded)) == [5, 7]
+        migrations.downgrade(url, "0017")
+        engine.dispose()
+        assert "excluded_rater_ids" not in {
+            c["name"] for c in inspect(engine).get_columns("builds")
+        }
     finally:
         engine.dispose()

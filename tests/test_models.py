@@ -600,6 +600,45 @@ def test_a_model_without_features_to_learn_from_is_refused(client, auth, project
     assert response.status_code == 400 and "have none" in response.text
 
 
+def test_a_model_made_before_the_answers_waits_for_them_instead_of_failing(
+    app, client, auth, project
+):
+    """A new study's model has nothing to fit: it is not fitted (no red "v1 failed"), a
+    "Train now" says why at once, and the refit check fits it once its answers come."""
+    keys = [f"k{i}" for i in range(12)]
+    client.post(
+        f"{API}/projects/{project['id']}/items",
+        headers=auth,
+        files={"file": ("i.csv", "key\n" + "\n".join(keys) + "\n")},
+    )
+    model = _create(
+        client, auth, project["id"], name="early", kind="tete", params={"max_iter": 20},
+        min_answers=30,
+    )
+    _run_jobs(app)
+    assert _get(client, auth, project["id"], model["id"])["latest"] is None
+    with unit_of_work(app.state.session_factory) as session:
+        assert session.query(Job).count() == 0
+    page = client.get(f"/projects/{project['id']}/models", headers=auth)
+    assert "Not fitted yet" in page.text and "failed" not in page.text
+
+    train = client.post(f"{API}/projects/{project['id']}/models/{model['id']}/train", headers=auth)
+    assert train.status_code == 409
+    assert train.json()["detail"] == (
+        f"t-ETE needs at least 10 answers to fit; project {project['id']} has 0: "
+        "it fits once raters have answered"
+    )
+    assert _get(client, auth, project["id"], model["id"])["latest"] is None
+
+    rng = np.random.default_rng(0)
+    triplets = [rng.choice(12, size=3, replace=False).tolist() for _ in range(30)]
+    _upload_triplets(client, auth, project["id"], triplets, keys)
+    refit_check(app.state.session_factory)
+    _run_jobs(app)
+    served = _get(client, auth, project["id"], model["id"])["serving"]
+    assert served["number"] == 1 and served["trigger"] == "answers grew"
+
+
 def test_a_fit_that_cannot_succeed_fails_once_with_its_reason(app, client, auth, project):
     """No labelled classes: TripletBoost fails at once (no retries) and says why."""
     client.post(

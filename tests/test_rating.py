@@ -412,6 +412,84 @@ class TestQuality:
         progress = client.get(f"{API}/projects/{project_id}/builds/{build['id']}", headers=auth)
         assert progress.json()["progress"]["queries_answered"] == 1
 
+    def test_a_finished_build_says_which_excluded_raters_it_holds_and_builds_again(
+        self, app, client, auth, study, blobs
+    ):
+        """A finished build keeps its trees when a rater is excluded: the build says it
+        holds their answers (API and Builds page), and "build again" starts a new build
+        as the old one started, without them; including the rater again settles it."""
+        project_id, _, keys = study
+        X, _ = blobs
+        index = {key: i for i, key in enumerate(keys)}
+        build = start_build(client, auth, project_id, n_trees=1, random_state=0)
+        url = f"{API}/projects/{project_id}/builds/{build['id']}"
+
+        def answer_what_it_asks(build_url: str, rater: str) -> int:
+            sent = 0
+            for _ in range(60):
+                asked = client.get(f"{build_url}/queries?limit=100000", headers=auth).json()
+                if not asked:
+                    return sent
+                lines = ["anchor,closer,farther,rater"]
+                for query in asked:
+                    a, left, right = (index[query[role]] for role in ("anchor", "left", "right"))
+                    if np.linalg.norm(X[a] - X[left]) > np.linalg.norm(X[a] - X[right]):
+                        left, right = right, left
+                    lines.append(f"{keys[a]},{keys[left]},{keys[right]},{rater}")
+                client.post(
+                    f"{API}/projects/{project_id}/triplets",
+                    headers=auth,
+                    files={"file": ("answers.csv", "\n".join(lines))},
+                )
+                sent += len(asked)
+                sweep(app.state.session_factory)
+                Worker(app.state.session_factory).run(until_idle=True)
+            raise AssertionError("the build still asks after 60 rounds")
+
+        answered = answer_what_it_asks(url, "spammer")
+        assert client.get(url, headers=auth).json()["status"] == "complete"
+        assert client.get(url, headers=auth).json()["exclusions_since"] is None
+        spammer = client.get(f"{API}/projects/{project_id}/raters", headers=auth).json()[0]
+        client.patch(
+            f"{API}/projects/{project_id}/raters/{spammer['id']}",
+            headers=auth,
+            json={"excluded": True},
+        )
+        finished = client.get(url, headers=auth).json()
+        assert finished["status"] == "complete"  # its trees stay, and its models with them
+        assert finished["exclusions_since"] == {
+            "excluded": [spammer["id"]],
+            "included": [],
+            "answers": answered,
+        }
+        page = client.get(f"/projects/{project_id}/builds", headers=auth).text
+        assert f"Its trees hold {answered:,} answers of 1 rater excluded since it finished" in page
+
+        again = client.post(f"{url}/rebuild", headers=auth)
+        assert again.status_code == 201, again.text
+        rebuilt = again.json()
+        assert rebuilt["id"] != build["id"] and rebuilt["params"] == finished["params"]
+        assert rebuilt["status"] == "running" and rebuilt["exclusions_since"] is None
+        assert rebuilt["progress"]["queries_answered"] == 0  # none of the spammer's count
+        running = client.post(
+            f"{API}/projects/{project_id}/builds/{rebuilt['id']}/rebuild", headers=auth
+        )
+        assert running.status_code == 409 and "replayed" in running.json()["detail"]
+
+        # Included again: the old build matches the raters once more; the new one is
+        # replayed with the spammer's answers and finishes without asking anything new.
+        client.patch(
+            f"{API}/projects/{project_id}/raters/{spammer['id']}",
+            headers=auth,
+            json={"excluded": False},
+        )
+        assert client.get(url, headers=auth).json()["exclusions_since"] is None
+        sweep(app.state.session_factory)
+        Worker(app.state.session_factory).run(until_idle=True)
+        rebuilt_url = f"{API}/projects/{project_id}/builds/{rebuilt['id']}"
+        assert answer_what_it_asks(rebuilt_url, "another") == 0
+        assert client.get(rebuilt_url, headers=auth).json()["status"] == "complete"
+
     def test_agreement_with_the_majority(self, client, auth, study, blobs):
         project_id, slug, keys = study
         X, _ = blobs

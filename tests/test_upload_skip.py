@@ -53,7 +53,7 @@ def test_bad_triplet_rows_are_skipped_and_listed_when_asked(client, auth, projec
         (8, "closer"),
     ]
     assert body["skipped_by_reason"] == {
-        "repeats an item": 1,
+        "repeats an item; a triplet needs three different items": 1,
         "closer: unknown item": 2,
         "expected 3 fields, found 2": 1,
     }
@@ -112,3 +112,119 @@ def test_bad_item_rows_are_skipped_and_the_good_ones_stored(client, auth, projec
     assert sorted(item["key"] for item in listed) == ["new1", "new2", "old"]
     labels = {item["key"]: item["label"] for item in listed}
     assert labels["new1"] == "x"  # the first of the two rows with that key
+
+
+def _item_keys(client, auth, pid) -> list[str]:
+    listed = client.get(f"{API}/projects/{pid}/items?limit=1000", headers=auth).json()["items"]
+    return sorted(item["key"] for item in listed)
+
+
+def test_items_with_features_never_join_items_without_and_the_reverse(client, auth, project):
+    """A project's items all have features of one length or none do. A file that breaks
+    the rule in every row is one problem of the whole file, refused even when bad rows
+    are skipped; a file that breaks it in some rows has those rows skipped or refused."""
+    pid = project["id"]
+    _items(client, auth, pid, keys=("a", "b", "c"))
+    for on_error in ("reject", "skip"):
+        refused = client.post(
+            f"{API}/projects/{pid}/items?on_error={on_error}",
+            headers=auth,
+            files={"file": ("more.csv", "key,features\nx,1 2\ny,3 4\n")},
+        )
+        assert refused.status_code == 422, refused.text
+        [problem] = refused.json()["detail"]
+        assert (problem["file"], problem["row"], problem["column"]) == (
+            "more.csv",
+            None,
+            "features",
+        )
+        assert problem["message"] == (
+            "the file gives features, but the items the project holds (3) have none: a "
+            "project's items all have features or none do (upload these without features, "
+            "or into a new project)"
+        )
+    assert _item_keys(client, auth, pid) == ["a", "b", "c"]
+    assert client.get(f"{API}/projects/{pid}", headers=auth).json()["feature_dim"] is None
+
+    mixed = client.post(
+        f"{API}/projects/{pid}/items?on_error=skip",
+        headers=auth,
+        files={"file": ("mixed.csv", "key,features\nd,\ne,1 2\nf,\n")},
+    )
+    assert mixed.status_code == 201, mixed.text
+    assert [(p["row"], p["column"]) for p in mixed.json()["skipped"]] == [(3, "features")]
+    assert _item_keys(client, auth, pid) == ["a", "b", "c", "d", "f"]
+
+    # The reverse: a project whose items have two features each. Its first file holds the
+    # rule within itself.
+    other = client.post(f"{API}/projects", headers=auth, json={"name": "featured"}).json()["id"]
+    mixed = client.post(
+        f"{API}/projects/{other}/items",
+        headers=auth,
+        files={"file": ("first.csv", "key,features\na,\nb,1 2\n")},
+    )
+    assert [p["message"] for p in mixed.json()["detail"]] == [
+        "has features but row 2 has none; give every item features or none"
+    ]
+    first = client.post(
+        f"{API}/projects/{other}/items",
+        headers=auth,
+        files={"file": ("first.csv", "key,features\na,1 2\nb,3 4\n")},
+    )
+    assert first.status_code == 201
+    for body, message in (
+        (
+            "key\nx\ny\nz\n",
+            "the file gives no features, but the items the project holds (2) have 2 each: "
+            "give every item 2 features",
+        ),
+        (
+            "key,features\nx,1 2 3\ny,4 5 6\n",
+            "no row has the 2 features that the items the project holds (2) have; row 2 has 3 features",
+        ),
+    ):
+        refused = client.post(
+            f"{API}/projects/{other}/items?on_error=skip",
+            headers=auth,
+            files={"file": ("more.csv", body)},
+        )
+        assert refused.status_code == 422, refused.text
+        assert [p["message"] for p in refused.json()["detail"]] == [message]
+    some = client.post(
+        f"{API}/projects/{other}/items?on_error=skip",
+        headers=auth,
+        files={"file": ("some.csv", "key,features\nx,5 6\ny,\nz,1 2 3\n")},
+    )
+    assert some.status_code == 201, some.text
+    assert {(p["row"], p["msg"]) for p in some.json()["skipped"]} == {
+        (
+            3,
+            "some.csv, row 3, column 'features': missing; the project's existing items have 2 features",
+        ),
+        (
+            4,
+            "some.csv, row 4, column 'features': 3 features; the project's existing items have 2",
+        ),
+    }
+    assert _item_keys(client, auth, other) == ["a", "b", "x"]
+
+
+def test_the_skip_summary_counts_rows_by_what_went_wrong_without_their_values(
+    client, auth, project
+):
+    pid = project["id"]
+    messy = (
+        "key,label,split,features\na,x,bogus,1\nb,,test,2\nc,y,train,1\nc,y,train,zz\nd,y,odd,1\n"
+    )
+    kept = client.post(
+        f"{API}/projects/{pid}/items?on_error=skip",
+        headers=auth,
+        files={"file": ("items.csv", messy)},
+    )
+    assert kept.status_code == 201, kept.text
+    assert kept.json()["skipped_by_reason"] == {
+        "split: not one of train, test, unlabelled": 2,
+        "split: needs a label": 1,
+        "key: duplicate key": 1,
+        "features: value 1 is not a finite number": 1,
+    }

@@ -12,6 +12,7 @@ from app.builds import jobs, routing, service
 from app.builds.schemas import (
     BuildCreate,
     BuildOut,
+    ExclusionChangeOut,
     PendingQuery,
     RoutingAnswers,
     RoutingCreate,
@@ -33,6 +34,13 @@ def _build(session, researcher, project_id: RowId, build_id: RowId):
     return service.get_build(session=session, project=project, build_id=build_id)
 
 
+def _out(session, build) -> BuildOut:
+    change = service.exclusion_change(session, build)
+    return BuildOut.model_validate(build).model_copy(
+        update={"exclusions_since": ExclusionChangeOut(**change.__dict__) if change else None}
+    )
+
+
 @router.post("", response_model=BuildOut, status_code=status.HTTP_201_CREATED)
 def start_build(
     project_id: RowId, body: BuildCreate, session: SessionDep, researcher: CurrentResearcher
@@ -40,15 +48,16 @@ def start_build(
     """Start a CompRF build over the project's labelled items (test items left out). Its
     queries go to raters through the scheduler; answers already held are used first."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    return jobs.start_build(
+    build = jobs.start_build(
         session=session, project=project, params=service.BuildParams(**body.model_dump())
     )
+    return _out(session, build)
 
 
 @router.get("", response_model=list[BuildOut])
 def list_builds(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    return service.list_builds(session=session, project=project)
+    return [_out(session, build) for build in service.list_builds(session=session, project=project)]
 
 
 @router.get("/{build_id}", response_model=BuildOut)
@@ -56,7 +65,16 @@ def get_build(
     project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher
 ):
     """The build with its progress: queries answered and pending, share done per tree."""
-    return _build(session, researcher, project_id, build_id)
+    return _out(session, _build(session, researcher, project_id, build_id))
+
+
+@router.post("/{build_id}/rebuild", response_model=BuildOut, status_code=status.HTTP_201_CREATED)
+def rebuild(project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+    """Build a finished build again, as it started (items, settings, seed), from the
+    answers that count now: raters excluded since are left out, and raters are asked only
+    what the remaining answers leave open. The old build and its models stay."""
+    build = _build(session, researcher, project_id, build_id)
+    return _out(session, jobs.build_again(session=session, build=build))
 
 
 @router.get("/{build_id}/queries", response_model=list[PendingQuery])
@@ -78,7 +96,7 @@ def _set(status_to: BuildStatus):
         project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher
     ):
         build = _build(session, researcher, project_id, build_id)
-        return service.set_status(session=session, build=build, status=status_to)
+        return _out(session, service.set_status(session=session, build=build, status=status_to))
 
     return change
 

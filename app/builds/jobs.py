@@ -28,6 +28,13 @@ def start_build(*, session: Session, project, params: service.BuildParams) -> Bu
     return build
 
 
+def build_again(*, session: Session, build: Build) -> Build:
+    """Build a finished build again with the answers that count now, its first step queued."""
+    again = service.build_again(session=session, build=build)
+    request_step(session=session, build=again)
+    return again
+
+
 def request_step(*, session: Session, build: Build) -> Job:
     """Ask a worker to fold new answers into `build`, unless a step is already queued
     (answers that arrive meanwhile are read by that step: it starts from the cursor)."""

@@ -40,6 +40,16 @@ class BuildProgress(BaseModel):
     tree_done_share: list[float] = Field(default_factory=list, description="The same per tree")
 
 
+class ExclusionChangeOut(BaseModel):
+    excluded: list[int] = Field(
+        description="Raters excluded since the build finished: their answers are in its trees"
+    )
+    included: list[int] = Field(
+        description="Raters included again since it finished: it left their answers out"
+    )
+    answers: int = Field(description="Answers of those raters among those the build read")
+
+
 class BuildOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -51,6 +61,12 @@ class BuildOut(BaseModel):
     message: str
     created_at: datetime
     updated_at: datetime
+    exclusions_since: ExclusionChangeOut | None = Field(
+        default=None,
+        description="A finished build is not replayed when raters are excluded or included "
+        "again: how they changed since (POST .../rebuild builds it again without them); "
+        "null while nothing changed, and for running or paused builds, which follow",
+    )
 
 
 class PendingQuery(BaseModel):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app import learn
@@ -84,11 +84,65 @@ def start_build(*, session: Session, project: Project, params: BuildParams) -> B
         params={**params.__dict__, "task": task},
         state=builder.to_bytes(),
         items=ids.tobytes(),
+        excluded_rater_ids=scheduling.excluded_rater_ids(session, project.id),
     )
     session.add(build)
     session.flush()
     step(session=session, build=build)
     return build
+
+
+def build_again(*, session: Session, build: Build) -> Build:
+    """A new build as `build` started: its items, settings and seed, folding the answers
+    that count now (the raters excluded since left out); it asks raters only what those
+    answers leave open. The finished build and any model on it stay as they are."""
+    if build.status not in FINAL:
+        raise Conflict(
+            f"build {build.id} is {build.status.value}: it is replayed with the answers "
+            "that count whenever a rater is excluded or included again"
+        )
+    again = Build(
+        project_id=build.project_id,
+        params=dict(build.params),
+        state=_builder(build).restarted().to_bytes(),
+        items=build.items,
+        excluded_rater_ids=scheduling.excluded_rater_ids(session, build.project_id),
+    )
+    session.add(again)
+    session.flush()
+    step(session=session, build=again)
+    return again
+
+
+@dataclass(frozen=True)
+class ExclusionChange:
+    """How the raters' exclusions moved since a finished build last read its answers:
+    raters excluded since (their answers are still in its trees) and included again (it
+    left theirs out), with the answers at stake."""
+
+    excluded: list[int]
+    included: list[int]
+    answers: int
+
+
+def exclusion_change(session: Session, build: Build) -> ExclusionChange | None:
+    """None while the build follows the exclusions (unfinished builds are replayed)."""
+    if build.status not in FINAL:
+        return None
+    now = set(scheduling.excluded_rater_ids(session, build.project_id))
+    then = set(build.excluded_rater_ids or [])
+    excluded, included = sorted(now - then), sorted(then - now)
+    if not excluded and not included:
+        return None
+    answers = session.scalar(
+        select(func.count()).where(
+            Triplet.project_id == build.project_id,
+            Triplet.id <= build.answers_cursor,
+            Triplet.is_test.is_(False),
+            Triplet.rater_id.in_(excluded + included),
+        )
+    )
+    return ExclusionChange(excluded, included, int(answers or 0))
 
 
 def _builder(build: Build) -> CompRFBuilder:
@@ -318,6 +372,7 @@ def replay(*, session: Session, build: Build) -> Build:
     if build.status in FINAL:
         return build
     build.state = _builder(build).restarted().to_bytes()
+    build.excluded_rater_ids = scheduling.excluded_rater_ids(session, build.project_id)
     build.answers_cursor = 0
     build.version += 1
     session.flush()

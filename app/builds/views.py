@@ -44,6 +44,9 @@ def _builds_page(
         "project": project,
         "tab": "builds",
         "builds": builds,
+        "exclusion_changes": {
+            build.id: service.exclusion_change(session, build) for build in builds
+        },
         "live": any(build.status is BuildStatus.running for build in builds),
         "answers_per_hour": recent_answers_per_hour(session=session, project=project),
         "defaults": BuildCreate().model_dump(),
@@ -109,11 +112,16 @@ def change_build(
     session: SessionDep,
     researcher: WorkspaceResearcher,
 ):
-    if action not in BUILD_ACTIONS:
-        raise ServiceError(f"a build can be {', '.join(BUILD_ACTIONS)}d, not '{action[:20]}'")
+    if action not in BUILD_ACTIONS and action != "rebuild":
+        raise ServiceError(
+            f"a build can be {', '.join(BUILD_ACTIONS)}d or rebuilt, not '{action[:20]}'"
+        )
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     build = service.get_build(session=session, project=project, build_id=build_id)
-    service.set_status(session=session, build=build, status=BUILD_ACTIONS[action])
+    if action == "rebuild":
+        jobs.build_again(session=session, build=build)
+    else:
+        service.set_status(session=session, build=build, status=BUILD_ACTIONS[action])
     return RedirectResponse(
         request.url_for("builds_page", project_id=project_id).path, status_code=303
     )

@@ -80,8 +80,16 @@ class InvalidUpload(ServiceError):
 
 
 def _reason(column: str | None, message: str) -> str:
-    """What went wrong, without the values: rows that went wrong alike count together."""
-    general = re.split(r"['(\[]", message, maxsplit=1)[0].strip(" :;,")
+    """What went wrong, without the values: rows that went wrong alike count together
+    ("'x' is not one of train, test" and "'y' is not one of train, test" both read
+    "not one of train, test")."""
+    general = re.sub(r"\s*\([^()]*\)", "", message)  # "(first on row 3)", "('x')"
+    general = re.sub(r"^'[^']*' is ", "", general)  # "'x' is not a number" -> "not a number"
+    general = re.sub(r"\s*'[^']*'", "", general)  # "duplicate key 'x'" -> "duplicate key"
+    general = re.sub(r"\brow \d+", "another row", general)
+    general = re.sub(r"\s+", " ", general).strip(" :;,")
+    if column and general.startswith(f"{column} "):  # "split: split needs a label"
+        general = general[len(column) + 1 :]
     return f"{column}: {general}" if column else general
 
 

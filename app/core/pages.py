@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import Request
+import hashlib
+
+from fastapi import Request, Response
 from fastapi.responses import HTMLResponse
+
+# Where a live part names the copy the browser holds; replaced by the digest of the part
+# as rendered with this very text in it, so the digest does not depend on itself.
+STAMP_PLACEHOLDER = "live-part-stamp"
 
 
 def render(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
@@ -13,8 +19,16 @@ def render(request: Request, name: str, context: dict, status_code: int = 200) -
 
 def render_page_or_part(
     request: Request, page: str, part: str, context: dict, status_code: int = 200
-) -> HTMLResponse:
-    """The whole page, or only its live part when htmx polls for it."""
+) -> Response:
+    """The whole page, or only its live part when htmx polls for it. The part polls even
+    when nothing runs (what a worker does by itself, such as an automatic refit, shows up
+    without a reload); a poll that finds the part as the browser already shows it gets
+    204, which htmx leaves alone, so an open detail or a chart is not redrawn for
+    nothing."""
+    rendered = bytes(render(request, part, {**context, "stamp": STAMP_PLACEHOLDER}).body).decode()
+    stamp = hashlib.sha256(rendered.encode()).hexdigest()[:16]
     if request.headers.get("HX-Request") and request.method == "GET":
-        return render(request, part, context)
-    return render(request, page, context, status_code)
+        if request.query_params.get("seen") == stamp:
+            return Response(status_code=204)
+        return HTMLResponse(rendered.replace(STAMP_PLACEHOLDER, stamp))
+    return render(request, page, {**context, "stamp": stamp}, status_code)

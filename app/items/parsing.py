@@ -39,14 +39,27 @@ class ItemValidator:
     """Checks one field at a time, records every problem, and tracks the feature length."""
 
     def __init__(
-        self, file: str, label_type: LabelType, feature_dim: int | None, problems: ProblemCollector
+        self,
+        file: str,
+        label_type: LabelType,
+        feature_dim: int | None,
+        problems: ProblemCollector,
+        existing_items: int = 0,
     ) -> None:
         self.file = file
         self.label_type = label_type
         self.problems = problems
-        self.feature_dim = feature_dim
-        self._dim_source: str = "the project's existing items" if feature_dim else ""
+        # A project's items have features of one length, or all have none: what the items
+        # it holds already settled (nothing, while it has none).
+        self.existing_items = existing_items
+        self.project_dim = feature_dim if existing_items else None
+        self.project_featureless = bool(existing_items) and feature_dim is None
+        self.feature_dim = self.project_dim
+        self._dim_source: str = "the project's existing items"
         self._rows_without_features: int | None = None
+        # Rows whose features do not match the project's items: one problem for the whole
+        # file when no row matches, else one per row (see finish).
+        self._off_project: dict[int, str] = {}
         self._seen_keys: dict[str, int] = {}
         self.records: list[ItemRecord] = []
 
@@ -134,10 +147,11 @@ class ItemValidator:
     def _features(self, row: int, raw: Any) -> list[float] | None:
         if raw is None or raw == "" or raw == []:
             vector = None
-        elif isinstance(raw, str):
-            vector = self._parse_numbers(row, _FEATURE_SEPARATORS.split(raw.strip()))
-        elif isinstance(raw, list):
-            vector = self._parse_numbers(row, raw)
+        elif isinstance(raw, str | list):
+            values = _FEATURE_SEPARATORS.split(raw.strip()) if isinstance(raw, str) else raw
+            vector = self._parse_numbers(row, values)
+            if vector is None:  # said why; "missing" would be said twice
+                return None
         else:
             self._bad(row, "features", "must be a list of numbers")
             return None
@@ -165,13 +179,23 @@ class ItemValidator:
 
     def _check_length(self, row: int, vector: list[float] | None) -> list[float] | None:
         if vector is None:
-            if self.feature_dim is not None:
+            if self.project_dim is not None:
+                self._off_project[row] = (
+                    f"missing; {self._dim_source} have {self.project_dim} features"
+                )
+            elif self.feature_dim is not None:
                 self._bad(
                     row, "features", f"missing; {self._dim_source} have {self.feature_dim} features"
                 )
             elif self._rows_without_features is None:
                 self._rows_without_features = row
             return None
+        if self.project_featureless:
+            self._off_project[row] = (
+                f"given, but {self._dim_source} have none; a project's items all have "
+                "features or none do"
+            )
+            return vector
         if self._rows_without_features is not None:
             self._bad(
                 row,
@@ -184,6 +208,11 @@ class ItemValidator:
             self.feature_dim = len(vector)
             self._dim_source = f"earlier rows (from row {row})"
         elif len(vector) != self.feature_dim:
+            if self.project_dim is not None:
+                self._off_project[row] = (
+                    f"{len(vector)} features; {self._dim_source} have {self.feature_dim}"
+                )
+                return vector
             self._bad(
                 row,
                 "features",
@@ -191,6 +220,38 @@ class ItemValidator:
             )
             return None
         return vector
+
+    def finish(self) -> None:
+        """Settle the rows whose features do not match the project's items: a file none of
+        whose rows match is one problem of the whole file (it is refused even when bad
+        rows are skipped); otherwise each such row is a problem of its own."""
+        if not self._off_project:
+            return
+        kept = [record for record in self.records if record.row not in self._off_project]
+        if not kept:
+            self.problems.add(self.file, self._whole_file_mismatch(), column="features")
+            return
+        for row, message in self._off_project.items():
+            self._bad(row, "features", message)
+        self.records = kept
+
+    def _whole_file_mismatch(self) -> str:
+        items = f"the items the project holds ({self.existing_items:,})"
+        if self.project_featureless:
+            return (
+                f"the file gives features, but {items} have none: a project's items all have "
+                "features or none do (upload these without features, or into a new project)"
+            )
+        if all(record.features is None for record in self.records):
+            return (
+                f"the file gives no features, but {items} have {self.project_dim} each: "
+                f"give every item {self.project_dim} features"
+            )
+        row, message = next(iter(self._off_project.items()))
+        found = "none" if message.startswith("missing") else message.split(";")[0]
+        return (
+            f"no row has the {self.project_dim} features that {items} have; row {row} has {found}"
+        )
 
 
 def read_csv_items(upload: UploadedFile, validator: ItemValidator, allow_image: bool) -> None:
@@ -225,6 +286,7 @@ def read_csv_items(upload: UploadedFile, validator: ItemValidator, allow_image: 
         if _image_outside_archive(upload, validator, line, values, allow_image):
             continue
         validator.add(line, values)
+    validator.finish()
 
 
 def _image_outside_archive(upload, validator, row: int, values: dict, allow_image: bool) -> bool:
@@ -256,3 +318,4 @@ def read_json_items(upload: UploadedFile, validator: ItemValidator, allow_image:
             )
         if not unknown and not _image_outside_archive(upload, validator, index, entry, allow_image):
             validator.add(index, entry)
+    validator.finish()

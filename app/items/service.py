@@ -133,7 +133,10 @@ def ingest_items(
         return replay
     fmt = detect_format(upload, requested_format, ITEM_FORMATS)
     problems = ProblemCollector(settings.max_upload_errors, skip_rows=on_error == "skip")
-    validator = ItemValidator(upload.name, project.label_type, project.feature_dim, problems)
+    existing = session.scalar(select(func.count()).where(Item.project_id == project.id)) or 0
+    validator = ItemValidator(
+        upload.name, project.label_type, project.feature_dim, problems, existing_items=existing
+    )
     created_files: list[str] = []
     project_id = project.id  # the hook runs after rollback has expired `project`
     on_rollback(session, lambda: store.remove(project_id, created_files))
@@ -193,7 +196,7 @@ def ingest_items(
     ]
     for start in range(0, len(rows), 5000):
         session.execute(insert(Item), rows[start : start + 5000])
-    if project.feature_dim is None and validator.feature_dim is not None:
+    if not existing:  # the first items settle whether the project's items have features
         project.feature_dim = validator.feature_dim
     upload_row.row_count = len(rows)
     session.flush()

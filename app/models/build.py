@@ -44,6 +44,11 @@ class Build(Base):
     version: Mapped[int] = mapped_column(default=0)
     progress: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     message: Mapped[str] = mapped_column(Text, default="")
+    # The raters whose answers the state leaves out, as of its last replay: a finished
+    # build is not replayed, so later exclusions show as a difference from this.
+    excluded_rater_ids: Mapped[list[int]] = mapped_column(
+        JsonValue, default=list, server_default="[]"
+    )
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, onupdate=utcnow)
 

@@ -322,6 +322,12 @@ def _restore_builds(session: Session, project: Project, builds: list[dict]) -> d
     )
     answer_ids = None
     mapped: dict[int, int] = {}
+    # The archive keeps no record of whom a build left out: it left out those excluded now.
+    excluded = list(
+        session.scalars(
+            select(Rater.id).where(Rater.project_id == project.id, Rater.excluded.is_(True))
+        )
+    )
     for entry in builds:
         try:
             item_ids = np.array([ids_by_key[key] for key in entry["items"]], dtype=np.int64)
@@ -344,6 +350,7 @@ def _restore_builds(session: Session, project: Project, builds: list[dict]) -> d
                 state=base64.b64decode(entry["state"]),
                 items=item_ids.tobytes(),
                 answers_cursor=cursor,
+                excluded_rater_ids=excluded,
             )
             if entry.get("created_at"):
                 build.created_at = _parse_time(entry["created_at"])

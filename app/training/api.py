@@ -22,6 +22,7 @@ from app.training.schemas import (
     VersionOut,
     checked_params,
 )
+from app.training.standings import LabellingStanding, labelling_standings
 
 router = APIRouter(
     prefix="/projects/{project_id}/models", tags=["models"], route_class=StrictJSONRoute
@@ -98,9 +99,9 @@ def labelling(project_id: RowId, session: SessionDep, researcher: CurrentResearc
     """Which model labels best now, as the Models page shows it: each model's accuracy
     and coverage on the test split and by cross-validation."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    standings, best, measure = service.labelling_standings(session=session, project=project)
+    standings, best, measure = labelling_standings(session=session, project=project)
 
-    def share(standing: service.LabellingStanding, measure: str) -> LabelledShare | None:
+    def share(standing: LabellingStanding, measure: str) -> LabelledShare | None:
         found = getattr(standing, measure)
         if found is None:
             return None

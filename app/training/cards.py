@@ -20,11 +20,11 @@ from app.models import (
 )
 from app.training.service import (
     UNFINISHED,
-    learning_curve,
     list_models,
     version_progress,
     versions,
 )
+from app.training.standings import learning_curve
 
 
 @dataclass(frozen=True)

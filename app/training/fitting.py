@@ -27,6 +27,11 @@ class CannotFit(ValueError):
     """The project's data cannot support this model (too few labels, no features, …)."""
 
 
+# The fewest answers a fit of each kind can learn from: fewer and it fails (t-ETE holds a
+# share out to choose its scale). The service asks this before queueing a fit.
+ANSWERS_NEEDED = {"tete": 10, "tripletboost": 1}
+
+
 @dataclass
 class Snapshot:
     """A project as a fit sees it. `labels` is None where an item has none; `is_train`
@@ -118,7 +123,7 @@ def fit_tripletboost(
 ) -> FitOutcome:
     train, labels = _classes_needed(snapshot, "TripletBoost")
     answers = snapshot.answers
-    if not len(answers):
+    if len(answers) < ANSWERS_NEEDED["tripletboost"]:
         raise CannotFit("TripletBoost needs answers; the project has none yet")
     seed = params.get("random_state", 0)
     # Parameters stored before runs voted had one long run: they keep meaning that.
@@ -224,8 +229,10 @@ def fit_tete(
     snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
 ) -> FitOutcome:
     answers = snapshot.answers
-    if len(answers) < 10:
-        raise CannotFit(f"t-ETE needs at least 10 answers; the project has {len(answers)}")
+    if len(answers) < ANSWERS_NEEDED["tete"]:
+        raise CannotFit(
+            f"t-ETE needs at least {ANSWERS_NEEDED['tete']} answers; the project has {len(answers)}"
+        )
     seed = params.get("random_state", 0)
     n = len(snapshot.item_ids)
     model = learn.TETE(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import learn
@@ -28,7 +28,6 @@ from app.models import (
     ModelVersion,
     Project,
     Split,
-    Triplet,
     VersionStatus,
 )
 from app.models._types import utcnow
@@ -37,12 +36,14 @@ from app.training.fitting import FITTERS, CannotFit, Snapshot, measure_on_test_s
 from app.training.service import (
     PASSIVE,
     UNFINISHED,
+    answers_since,
     latest_version,
     load_fitted,
     mirror_build,
     move_on,
     newest_ready,
     request_training,
+    too_few_answers,
     unpack_matrix,
 )
 from app.triplets.log import (
@@ -293,20 +294,6 @@ def _json_ready(value: Any) -> Any:
 # -- refits ------------------------------------------------------------------------------
 
 
-def answers_since(session: Session, project_id: int, after: int) -> int:
-    return (
-        session.scalar(
-            select(func.count()).where(
-                Triplet.project_id == project_id,
-                Triplet.id > after,
-                Triplet.id <= readable_bound(session, project_id),
-                Triplet.is_test.is_(False),
-            )
-        )
-        or 0
-    )
-
-
 def refit_due(session: Session) -> list[ModelVersion]:
     """Queue a fit of every passive model whose answers grew by its share since its last
     fit (or reached its minimum, before the first)."""
@@ -322,6 +309,7 @@ def refit_due(session: Session) -> list[ModelVersion]:
             continue
         if last is None:
             due = answers_since(session, model.project_id, 0) >= model.min_answers
+            due = due and too_few_answers(session, model) is None
         else:  # growth since the last fit, whether it succeeded, failed or was cancelled
             base = last.answers_count + last.heldout_count
             new = answers_since(session, model.project_id, last.answers_cutoff)

@@ -8,7 +8,6 @@ refit by themselves (`refit_due`) once the answers grew by the model's `refit_gr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,10 +27,12 @@ from app.models import (
     Project,
     Routing,
     RoutingStatus,
+    Triplet,
     VersionStatus,
 )
 from app.models._types import utcnow
 from app.training.fitted import Fitted
+from app.training.fitting import ANSWERS_NEEDED
 from app.training.schemas import ModelCreate, checked_params
 from app.triplets.log import (
     readable_bound,
@@ -40,6 +41,7 @@ from app.worker import queue
 
 TRAIN_JOB = "train_model"
 PASSIVE = (ModelKind.tripletboost, ModelKind.tete)
+KIND_LABELS = {ModelKind.tripletboost: "TripletBoost", ModelKind.tete: "t-ETE"}
 UNFINISHED = (VersionStatus.queued, VersionStatus.training)
 
 
@@ -89,9 +91,39 @@ def create_model(
     session.flush()
     if build is not None:
         _follow_build(session, model, build)
-    elif train_now:
+    elif train_now and too_few_answers(session, model) is None:
+        # Too few answers yet: the model waits (the refit check fits it once they come,
+        # or "Train now"), rather than recording a fit that fails.
         request_training(session=session, model=model, trigger="created")
     return model
+
+
+def answers_since(session: Session, project_id: int, after: int) -> int:
+    return (
+        session.scalar(
+            select(func.count()).where(
+                Triplet.project_id == project_id,
+                Triplet.id > after,
+                Triplet.id <= readable_bound(session, project_id),
+                Triplet.is_test.is_(False),
+            )
+        )
+        or 0
+    )
+
+
+def too_few_answers(session: Session, model: LearnedModel) -> str | None:
+    """Why a fit of `model` would fail for want of answers now, or None."""
+    needed = ANSWERS_NEEDED.get(model.kind.value)
+    if needed is None:
+        return None
+    held = answers_since(session, model.project_id, 0)
+    if held >= needed:
+        return None
+    return (
+        f"{KIND_LABELS[model.kind]} needs at least {needed} answer{'s' if needed > 1 else ''} "
+        f"to fit; project {model.project_id} has {held}: it fits once raters have answered"
+    )
 
 
 def _matrix_blob(body: ModelCreate, params: dict) -> bytes | None:
@@ -320,6 +352,9 @@ def request_training(*, session: Session, model: LearnedModel, trigger: str) -> 
     running = unfinished_versions(session, model.id)
     if running:
         return running[0]
+    wanting = too_few_answers(session, model)
+    if wanting is not None:
+        raise Conflict(wanting)
     version = _new_version(session, model, trigger)
     job = queue.enqueue(
         session=session,
@@ -487,97 +522,3 @@ def version_progress(session: Session, version: ModelVersion) -> tuple[float, st
     if job is None or version.status not in UNFINISHED:
         return 0.0, version.message
     return float(job.progress), job.message or version.message
-
-
-# What a learning curve plots, in the order a researcher reads them: (metric path, name).
-CURVE_METRICS = (
-    (("heldout_triplet_error",), "held-out triplet error"),
-    (("test", "accuracy"), "test accuracy"),
-    (("cv", "accuracy"), "cross-validated accuracy"),
-    (("leave_one_out", "accuracy"), "leave-one-out accuracy"),
-)
-
-
-def learning_curve(*, session: Session, model: LearnedModel) -> list[dict[str, Any]]:
-    """One series per metric the model's ready versions report: (answers used, value),
-    one point per version, oldest first."""
-    ready = session.scalars(
-        select(ModelVersion)
-        .where(ModelVersion.model_id == model.id, ModelVersion.status == VersionStatus.ready)
-        .order_by(ModelVersion.number)
-    )
-    series: dict[str, list[list[float]]] = {}
-    for version in ready:
-        for path, name in CURVE_METRICS:
-            value: Any = version.metrics or {}
-            for step in path:
-                value = value.get(step) if isinstance(value, dict) else None
-            if isinstance(value, int | float):
-                series.setdefault(name, []).append([version.answers_count, float(value)])
-    return [{"name": name, "points": points} for name, points in series.items()]
-
-
-@dataclass(frozen=True)
-class LabellingStanding:
-    """How well one model labels items now (its newest ready version), on the
-    researcher's test split and by cross-validation over the labelled items: accuracy
-    among the items it labels, and the share it labels."""
-
-    model: LearnedModel
-    answers: int
-    test: tuple[float, float] | None
-    cv: tuple[float, float] | None
-
-    def right(self, measure: str) -> float | None:
-        """The share of all measured items labelled right (accuracy x coverage): a model
-        that labels few items well does not beat one that labels all of them."""
-        found = getattr(self, measure)
-        return None if found is None else found[0] * found[1]
-
-
-def _forest_on_test_split(session: Session, model: LearnedModel) -> LabellingStanding | None:
-    """A CompRF forest labels an item by routing it, with questions to raters: it is
-    measured by its newest complete routing of the test split, never cross-validated
-    (its training items hold no answers to route them down trees that left them out)."""
-    build = build_of(session, model)
-    routed = routing.routing_of_test_split(session=session, build=build) if build else None
-    if routed is None:
-        return None
-    return LabellingStanding(model, routed.answers, (routed.accuracy, routed.coverage), None)
-
-
-def labelling_standings(
-    *, session: Session, project: Project
-) -> tuple[list[LabellingStanding], LabellingStanding | None, str | None]:
-    """Every model whose newest ready version labels items, and the one that labels
-    best now: on the test split where every such model was measured on it, else by
-    cross-validation (None where fewer than two models can be compared)."""
-    standings = []
-    for model in list_models(session=session, project=project):
-        version = newest_ready(session, model.id)
-        if version is None:
-            continue
-        if model.kind is ModelKind.comprf:
-            routed = _forest_on_test_split(session, model)
-            if routed is not None:
-                standings.append(routed)
-            continue
-        metrics = version.metrics or {}
-        found = {}
-        for measure in ("test", "cv", "leave_one_out"):
-            entry = metrics.get(measure)
-            if isinstance(entry, dict) and entry.get("accuracy") is not None:
-                found[measure] = (float(entry["accuracy"]), float(entry.get("coverage") or 1.0))
-        if found:
-            standings.append(
-                LabellingStanding(
-                    model,
-                    version.answers_count,
-                    found.get("test"),
-                    found.get("cv") or found.get("leave_one_out"),
-                )
-            )
-    for measure in ("test", "cv"):
-        if len(standings) >= 2 and all(s.right(measure) is not None for s in standings):
-            return standings, max(standings, key=lambda s: s.right(measure)), measure
-    return standings, None, None

@@ -24,6 +24,7 @@ from app.projects.service import get_project
 from app.training import service
 from app.training.cards import model_cards
 from app.training.schemas import PARAMS, ModelCreate
+from app.training.standings import labelling_standings
 
 router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
 KIND_NAMES = {
@@ -46,7 +47,7 @@ def _models_page(
     status_code: int = 200,
 ) -> HTMLResponse:
     cards = model_cards(session=session, project=project)
-    standings, best, measure = service.labelling_standings(session=session, project=project)
+    standings, best, measure = labelling_standings(session=session, project=project)
     context = {
         "labelling": {"standings": standings, "best": best, "measure": measure},
         "researcher": researcher,
@@ -129,15 +130,27 @@ def model_action(
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     model = service.get_model(session=session, project=project, model_id=model_id)
-    if action == "train":
-        service.request_training(session=session, model=model, trigger="manual")
-    elif action == "cancel":
-        service.cancel_training(session=session, model=model)
-    elif action == "label":
-        service.route_wanted_items(session=session, project=project, model=model)
-    else:
-        raise ServiceError(
-            f"a model can be trained, cancelled or asked to label, not '{action[:20]}'"
+    try:
+        if action == "train":
+            service.request_training(session=session, model=model, trigger="manual")
+        elif action == "cancel":
+            service.cancel_training(session=session, model=model)
+        elif action == "label":
+            service.route_wanted_items(session=session, project=project, model=model)
+        else:
+            raise ServiceError(
+                f"a model can be trained, cancelled or asked to label, not '{action[:20]}'"
+            )
+    except ServiceError as refused:
+        # Said on the model's own card, where the button was pressed.
+        roll_back(session)
+        return _models_page(
+            request,
+            session,
+            researcher,
+            project,
+            errors={"action": {"model_id": model_id, "message": str(refused.detail)}},
+            status_code=refused.status_code,
         )
     return RedirectResponse(
         request.url_for("models_page", project_id=project_id).path, status_code=303

@@ -15,13 +15,11 @@ from playwright.sync_api import expect
 
 from app.auth.service import create_token, set_researcher_password
 from app.core.db import unit_of_work
-from tests.support.browser import screenshots_dir, until
+from tests.support.browser import DESKTOP, PHONE, look_at_pages, screenshots_dir, until
 from tests.support.links import open_link
 
 API = "/api/v1"
 PASSWORD = "correct horse battery"
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture
@@ -692,31 +690,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
         "downloads": f"/projects/{project_id}/downloads",
         "preview": f"/projects/{project_id}/preview",
     }
-    dark = browser.new_page(viewport=DESKTOP, color_scheme="dark")
-    dark.context.add_cookies(page.context.cookies())
-    refused: list[str] = []  # what the pages' Content-Security-Policy had to block
-    for watched in (page, dark):
-        watched.on(
-            "console",
-            lambda m: (
-                refused.append(m.text)
-                if m.type == "error" and ("Content Security Policy" in m.text or "Eval" in m.text)
-                else None
-            ),
-        )
-    for name, path in pages.items():
-        for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
-            page.set_viewport_size(viewport)
-            page.goto(f"{server}{path}")
-            page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(shots / f"every-{name}-{size}.png"), full_page=True)
-            if size == "phone":
-                width = page.evaluate("document.documentElement.scrollWidth")
-                assert width <= PHONE["width"], f"{name} scrolls sideways on a phone ({width}px)"
-        dark.goto(f"{server}{path}")
-        dark.wait_for_load_state("networkidle")
-        dark.screenshot(path=str(shots / f"every-{name}-dark.png"), full_page=True)
-    assert refused == []
+    look_at_pages(page, browser, server, pages, shots)
 
 
 def test_a_project_is_downloaded_whole_and_created_again_in_two_clicks(
@@ -786,6 +760,13 @@ def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
         expect(page.locator(".build").first).to_have_attribute("data-status", status)
     builds = httpx.get(f"{server}{API}/projects/{project_id}/builds", headers=bearer).json()
     assert [b["status"] for b in builds] == ["cancelled"]
+    rows = [[f"p{i}", f"p{i + 1}", f"p{i + 2}"] for i in range(12)]  # enough to fit on
+    answers = httpx.post(
+        f"{server}{API}/projects/{project_id}/triplets",
+        headers=bearer,
+        files={"file": ("answers.json", json.dumps(rows))},
+    )
+    assert answers.status_code == 201
 
     page.get_by_role("link", name="Models").click()
     page.get_by_label("Name", exact=True).fill("bad")
@@ -812,6 +793,60 @@ def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
     assert models[0]["latest"]["status"] == "cancelled"
 
 
+def test_the_models_page_shows_what_the_worker_does_by_itself(app, server, browser, researcher):
+    """No fit runs, yet the page keeps up: a fit the refit check starts on its own shows
+    up without a reload, and a poll that finds nothing new swaps nothing (204). "Train
+    now" on a model without answers says why on the model's card."""
+    import numpy as np
+
+    from app.training.jobs import refit_check
+    from app.worker.loop import Worker
+
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Keeps up")
+    items = httpx.post(
+        f"{server}{API}/projects/{project_id}/items",
+        headers=bearer,
+        files={"file": ("points.csv", _clusters_csv(30))},
+    )
+    assert items.status_code == 201
+    created = httpx.post(
+        f"{server}{API}/projects/{project_id}/models",
+        headers=bearer,
+        json={"name": "map", "kind": "tete", "params": {"max_iter": 20}, "min_answers": 40},
+    )
+    assert created.status_code == 201 and created.json()["latest"] is None
+    polls: list[int] = []
+    page.on(
+        "response",
+        lambda response: polls.append(response.status) if "seen=" in response.url else None,
+    )
+    page.goto(f"{server}/projects/{project_id}/models")
+    card = page.locator(".model", has_text="map")
+    expect(card).to_contain_text("Not fitted yet")
+    card.get_by_role("button", name="Train now").click()
+    expect(page.locator(".model", has_text="map").get_by_role("alert")).to_contain_text(
+        "t-ETE needs at least 10 answers to fit"
+    )
+
+    rng = np.random.default_rng(0)
+    rows = [[f"p{i}" for i in rng.choice(30, size=3, replace=False)] for _ in range(40)]
+    answers = httpx.post(
+        f"{server}{API}/projects/{project_id}/triplets",
+        headers=bearer,
+        files={"file": ("answers.json", json.dumps(rows))},
+    )
+    assert answers.status_code == 201
+    for _ in range(150):  # nothing new for the page yet: the polls swap nothing
+        if 204 in polls:
+            break
+        page.wait_for_timeout(100)
+    assert 204 in polls
+    refit_check(app.state.session_factory)
+    Worker(app.state.session_factory).run(until_idle=True)
+    expect(page.locator(".model", has_text="map")).to_contain_text("v1 ready", timeout=15_000)
+    expect(page.locator(".model", has_text="map").get_by_role("alert")).to_have_count(0)
+
+
 def _answer_by_oracle(server, bearer, project_id, queries_path, oracle, post_path) -> int:
     """Answer every query a build or a routing asks (by item key) with the oracle, until
     it asks none; returns the number of answers sent."""
@@ -832,10 +867,12 @@ def _answer_by_oracle(server, bearer, project_id, queries_path, oracle, post_pat
     raise AssertionError(f"{queries_path} still asks after 60 rounds")
 
 
-def _a_forest_model(app, server, bearer, project_id, oracle, n_trees: int) -> int:
+def _a_finished_build(
+    app, server, bearer, project_id, oracle, n_trees: int, rater: str | None = None
+) -> tuple[int, int]:
     """A CompRF build over the project's training items, its questions answered by the
-    oracle through the API and folded in by the worker, and a model "forest" on it;
-    returns the build's id."""
+    oracle through the API (as `rater`, if named) and folded in by the worker until it
+    is complete; returns the build's id and the answers sent."""
     from app.builds.jobs import sweep
     from app.worker.loop import Worker
 
@@ -846,25 +883,82 @@ def _a_forest_model(app, server, bearer, project_id, oracle, n_trees: int) -> in
     ).json()
 
     def upload(rows):
+        by = {"rater": rater} if rater else {}
+        answers = [{"anchor": a, "closer": c, "farther": f, **by} for a, c, f in rows]
         response = httpx.post(
             f"{server}{API}/projects/{project_id}/triplets",
             headers=bearer,
-            files={"file": ("answers.json", json.dumps(rows))},
+            files={"file": ("answers.json", json.dumps(answers))},
         )
         sweep(app.state.session_factory)
         Worker(app.state.session_factory).run(until_idle=True)
         return response
 
-    _answer_by_oracle(
+    sent = _answer_by_oracle(
         server, bearer, project_id, f"builds/{build['id']}/queries?limit=100000", oracle, upload
     )
+    return build["id"], sent
+
+
+def _a_forest_model(app, server, bearer, project_id, oracle, n_trees: int) -> int:
+    """A finished build with a model "forest" on it; returns the build's id."""
+    build_id, _ = _a_finished_build(app, server, bearer, project_id, oracle, n_trees)
     forest = httpx.post(
         f"{server}{API}/projects/{project_id}/models",
         headers=bearer,
-        json={"name": "forest", "kind": "comprf", "build_id": build["id"]},
+        json={"name": "forest", "kind": "comprf", "build_id": build_id},
     )
     assert forest.status_code == 201, forest.text
-    return build["id"]
+    return build_id
+
+
+def test_a_finished_build_is_built_again_without_a_rater_excluded_since(
+    app, server, browser, researcher, tmp_path
+):
+    """The researcher excludes a rater on the Raters page; the finished build says it
+    holds that rater's answers, and "Build again" starts a new build without them."""
+    import numpy as np
+
+    from app.learn import FeatureOracle
+
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Again")
+    items = _clusters_csv(30)
+    points = np.array(
+        [[float(v) for v in line.split(",")[3].split()] for line in items.split("\n")[1:-1]]
+    )
+    httpx.post(
+        f"{server}{API}/projects/{project_id}/items",
+        headers=bearer,
+        files={"file": ("points.csv", items)},
+    )
+    build_id, answered = _a_finished_build(
+        app, server, bearer, project_id, FeatureOracle(points), n_trees=1, rater="spammer"
+    )
+    page.get_by_role("link", name="Raters").click()
+    page.locator("tr", has_text="spammer").get_by_role("button", name="Exclude").click()
+    expect(page.locator("tr", has_text="spammer")).to_contain_text("Excluded")
+
+    page.get_by_role("link", name="Builds").click()
+    notice = page.locator(f"#build-{build_id} .notice")
+    expect(notice).to_contain_text(
+        f"Its trees hold {answered:,} answers of 1 rater excluded since it finished"
+    )
+    look_at_pages(
+        page,
+        browser,
+        server,
+        {"builds-excluded": f"/projects/{project_id}/builds"},
+        screenshots_dir(tmp_path),
+    )
+    page.goto(f"{server}/projects/{project_id}/builds")
+    page.locator(f"#build-{build_id}").get_by_role("button", name="Build again").click()
+    newest = page.locator(".build").first
+    expect(newest).to_have_attribute("data-status", "running")
+    expect(newest.locator("h3")).not_to_contain_text(f"Build {build_id} ")
+    expect(page.locator(f"#build-{build_id}")).to_have_attribute("data-status", "complete")
+    builds = httpx.get(f"{server}{API}/projects/{project_id}/builds", headers=bearer).json()
+    assert [b["status"] for b in builds] == ["complete", "running"]
+    assert builds[1]["params"] == builds[0]["params"]
 
 
 def test_the_models_page_says_which_model_labels_best(app, server, browser, researcher, tmp_path):

@@ -91,3 +91,41 @@ def until(page, expression: str, seconds: float = 15.0) -> None:
     while not page.evaluate(f"() => Boolean({expression})"):
         assert time.monotonic() < deadline, f"still not true: {expression}"
         time.sleep(0.02)
+
+
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+
+def look_at_pages(page, browser, server: str, pages: dict[str, str], shots: Path) -> None:
+    """Each page at desktop and phone size, light and dark, as a researcher sees it (the
+    screenshots kept as artifacts): none scrolls sideways on a phone, and the pages'
+    Content-Security-Policy blocks nothing. `page` is signed in; the dark one shares its
+    cookies."""
+    dark = browser.new_page(viewport=DESKTOP, color_scheme="dark")
+    dark.context.add_cookies(page.context.cookies())
+    refused: list[str] = []
+    for watched in (page, dark):
+        watched.on(
+            "console",
+            lambda m: (
+                refused.append(m.text)
+                if m.type == "error" and ("Content Security Policy" in m.text or "Eval" in m.text)
+                else None
+            ),
+        )
+    for name, path in pages.items():
+        for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+            page.set_viewport_size(viewport)
+            page.goto(f"{server}{path}")
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=str(shots / f"every-{name}-{size}.png"), full_page=True)
+            if size == "phone":
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= PHONE["width"], f"{name} scrolls sideways on a phone ({width}px)"
+        dark.goto(f"{server}{path}")
+        dark.wait_for_load_state("networkidle")
+        dark.screenshot(path=str(shots / f"every-{name}-dark.png"), full_page=True)
+    dark.close()
+    page.set_viewport_size(DESKTOP)
+    assert refused == []
