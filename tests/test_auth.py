@@ -92,3 +92,32 @@ def test_a_revoked_token_is_refused_at_once_by_every_web_process(postgres_server
         assert len(children) >= 2  # the two web processes that answered
     finally:
         service.stop()
+
+
+def test_a_sign_in_link_cut_short_or_changed_says_so_and_an_old_one_says_it_expired(
+    app, client, monkeypatch
+):
+    import time
+
+    from app.auth.service import ensure_researcher
+    from app.core.db import unit_of_work
+
+    with unit_of_work(app.state.session_factory) as session:
+        admin_id = ensure_researcher(session=session, name="admin", admin=True).id
+    cookies = app.state.workspace_cookies
+    key = cookies.sign_in_link_key(admin_id)
+    changed = key[:-1] + ("A" if key[-1] != "A" else "B")
+    for broken in (key[:-4], changed, "nonsense"):
+        refused = client.get(f"/login/link?key={broken}", follow_redirects=False)
+        assert refused.status_code == 400
+        assert "That sign-in link is not whole: it was cut short or changed" in refused.text
+        assert "expired" not in refused.text
+    day_old = int(time.time()) - 25 * 3600
+    monkeypatch.setattr(cookies._link, "get_timestamp", lambda: day_old)
+    old = cookies.sign_in_link_key(admin_id)
+    monkeypatch.undo()
+    refused = client.get(f"/login/link?key={old}", follow_redirects=False)
+    assert refused.status_code == 400
+    assert "That sign-in link has expired (a link lasts 24 hours)" in refused.text
+    signed_in = client.get(f"/login/link?key={key}", follow_redirects=False)
+    assert signed_in.status_code == 303

@@ -135,14 +135,18 @@ def _open_session(request: Request, email: str, password: str, token: str) -> st
 def sign_in_link(request: Request, session: SessionDep, key: str = ""):
     """The link `closer serve` prints on the embedded default: signs this browser in as
     the local admin (it is as secret as the server's console)."""
-    researcher_id = request.app.state.workspace_cookies.sign_in_link_researcher(
+    researcher_id, refused = request.app.state.workspace_cookies.sign_in_link_researcher(
         key, SIGN_IN_LINK_HOURS * 3600
     )
     researcher = session.get(Researcher, researcher_id) if researcher_id is not None else None
     if researcher is None:
-        return _sign_in_page(
-            request, error="That sign-in link has expired: sign in below.", status_code=400
-        )
+        why = {
+            "expired": f"That sign-in link has expired (a link lasts {SIGN_IN_LINK_HOURS} hours)"
+            ": restart the server for a new one, or sign in below.",
+            "broken": "That sign-in link is not whole: it was cut short or changed on the way. "
+            "Copy the whole link from the server's console, or sign in below.",
+        }.get(refused, "That sign-in link's account no longer exists: sign in below.")
+        return _sign_in_page(request, error=why, status_code=400)
     return _signed_in(request, auth.open_web_session(session=session, researcher=researcher), "/")
 
 

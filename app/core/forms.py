@@ -24,8 +24,42 @@ def read_form(model: type[Model], data: Mapping[str, Any]) -> tuple[Model | None
         errors: dict[str, str] = {}
         for error in invalid.errors(include_url=False, include_input=False):
             field = str(error["loc"][0]) if error["loc"] else "form"
-            errors.setdefault(field, error["msg"])
+            errors.setdefault(field, plain_message(error))
         return None, errors
+
+
+# What a pattern asks for, in words.
+PATTERN_WORDS = {r"^https?://": "must be a web address starting with http:// or https://"}
+
+
+def plain_message(error: Mapping[str, Any]) -> str:
+    """A field's problem as a form shows it: in words, not pydantic's wording ("String
+    should match pattern '^https?://'"); pydantic's where no plainer one is known."""
+    ctx = error.get("ctx") or {}
+    kind = error.get("type")
+    if kind == "string_pattern_mismatch":
+        return PATTERN_WORDS.get(ctx.get("pattern"), "is not in the form this field takes")
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return "must be a whole number"
+    if kind in ("float_parsing", "float_type", "finite_number"):
+        return "must be a number"
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        words = {
+            "greater_than_equal": ("ge", "at least"),
+            "less_than_equal": ("le", "at most"),
+            "greater_than": ("gt", "more than"),
+            "less_than": ("lt", "less than"),
+        }[kind]
+        return f"must be {words[1]} {ctx.get(words[0])}"
+    if kind == "string_too_short":
+        least = ctx.get("min_length", 1)
+        return "must not be empty" if least == 1 else f"needs at least {least} characters"
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length')} characters"
+    if kind == "missing":
+        return "is required"
+    message = str(error.get("msg", ""))
+    return message.removeprefix("Value error, ")
 
 
 @dataclass

@@ -9,7 +9,7 @@ import hashlib
 import hmac
 import secrets
 
-from itsdangerous import BadSignature, Signer, TimestampSigner
+from itsdangerous import BadSignature, SignatureExpired, Signer, TimestampSigner
 
 # Longer than any token this service signs; a longer one is not looked at.
 _MAX_PRESENTED = 200
@@ -67,13 +67,19 @@ class WorkspaceCookies:
     def sign_in_link_key(self, researcher_id: int) -> str:
         return self._link.sign(str(researcher_id)).decode()
 
-    def sign_in_link_researcher(self, presented: str | None, max_age_seconds: int) -> int | None:
+    def sign_in_link_researcher(
+        self, presented: str | None, max_age_seconds: int
+    ) -> tuple[int | None, str]:
+        """(the researcher's id, "") for a good link, else (None, why): "broken" for a
+        link cut short, changed or forged, "expired" for one of this service past its age."""
         if _signed_part(self._link, presented) is None:
-            return None
+            return None, "broken"
         try:  # the signature holds: unsign reads and checks the link's age
-            return int(self._link.unsign(presented, max_age=max_age_seconds).decode())
+            return int(self._link.unsign(presented, max_age=max_age_seconds).decode()), ""
+        except SignatureExpired:
+            return None, "expired"
         except (BadSignature, ValueError):
-            return None
+            return None, "broken"
 
 
 def _signed_part(signer: Signer, presented: str | None) -> bytes | None:

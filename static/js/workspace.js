@@ -83,6 +83,12 @@ function enhance(root) {
   uploadForms(root);
 }
 
+// A form that undoes something a researcher cannot take back (revoking a token, deleting)
+// asks first: its data-confirm is the question.
+document.addEventListener("submit", (event) => {
+  const question = event.target.dataset ? event.target.dataset.confirm : undefined;
+  if (question && !window.confirm(question)) event.preventDefault();
+}, true);
 document.addEventListener("DOMContentLoaded", () => enhance(document));
 document.addEventListener("htmx:afterSettle", (event) => enhance(event.target));
 window.addEventListener("resize", () => {
