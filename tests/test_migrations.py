@@ -86,6 +86,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0016",
             "0017",
             "0018",
+            "0019",
         ]
     finally:
         engine.dispose()

@@ -17,6 +17,7 @@ from app.models import (
     ADAPTIVE_PURPOSES,
     Assignment,
     Job,
+    Project,
     Purpose,
     QuerySlot,
     Rater,
@@ -421,7 +422,15 @@ class TestQuality:
         project_id, _, keys = study
         X, _ = blobs
         index = {key: i for i, key in enumerate(keys)}
+        other = client.post(f"{API}/projects", headers=auth, json={"name": "other"}).json()["id"]
+        client.post(
+            f"{API}/projects/{other}/items",
+            headers=auth,
+            files={"file": ("i.csv", "key,label\nx,a\ny,b\nz,a\n")},
+        )
+        assert start_build(client, auth, other, n_trees=1)["number"] == 1
         build = start_build(client, auth, project_id, n_trees=1, random_state=0)
+        assert build["number"] == 1 and build["id"] > 1  # the project's first build
         url = f"{API}/projects/{project_id}/builds/{build['id']}"
 
         def answer_what_it_asks(build_url: str, rater: str) -> int:
@@ -469,6 +478,9 @@ class TestQuality:
         assert again.status_code == 201, again.text
         rebuilt = again.json()
         assert rebuilt["id"] != build["id"] and rebuilt["params"] == finished["params"]
+        assert rebuilt["number"] == 2
+        page = client.get(f"/projects/{project_id}/builds", headers=auth).text
+        assert "<h3>Build 2 <span" in page and "<h3>Build 1 <span" in page
         assert rebuilt["status"] == "running" and rebuilt["exclusions_since"] is None
         assert rebuilt["progress"]["queries_answered"] == 0  # none of the spammer's count
         running = client.post(
@@ -490,7 +502,7 @@ class TestQuality:
         assert answer_what_it_asks(rebuilt_url, "another") == 0
         assert client.get(rebuilt_url, headers=auth).json()["status"] == "complete"
 
-    def test_agreement_with_the_majority(self, client, auth, study, blobs):
+    def test_agreement_with_the_majority(self, app, client, auth, study, blobs):
         project_id, slug, keys = study
         X, _ = blobs
         configure(
@@ -514,7 +526,28 @@ class TestQuality:
                 if names[index] == "contrarian":
                     choice = "left" if choice == "right" else "right"
                 states[index] = answer(client, slug, rater, comparison["query_id"], choice).json()
+        # The workers' upkeep computes it: nobody has to press "Recompute".
+        from app.raters.jobs import keep_agreement_current
+
+        keep_agreement_current(app.state.session_factory)
+        kept = client.get(f"{API}/projects/{project_id}/raters", headers=auth).json()
+        with app.state.session_factory() as session:
+            computed_at = session.get(Project, project_id).agreement_updated_at
+        assert computed_at is not None
+        keep_agreement_current(app.state.session_factory)  # no new answers: left alone
+        with app.state.session_factory() as session:
+            assert session.get(Project, project_id).agreement_updated_at == computed_at
+        # Sorted by agreement, either way, raters without a figure come last.
+        unknown = {r["external_id"] for r in kept if r["majority_agreement"] is None}
+        for order in ("asc", "desc"):
+            page = client.get(
+                f"/projects/{project_id}/raters?sort=agreement&order={order}", headers=auth
+            ).text
+            shown = sorted(names, key=lambda n: page.index(f'<span class="rater-id">{n}</span>'))
+            assert set(shown[len(shown) - len(unknown) :]) == unknown
+            assert shown[0 if order == "asc" else len(shown) - len(unknown) - 1] == "contrarian"
         listed = client.post(f"{API}/projects/{project_id}/raters/quality", headers=auth).json()
+        assert sorted(listed, key=lambda r: r["id"]) == sorted(kept, key=lambda r: r["id"])
         by_name = {rater["external_id"]: rater for rater in listed}
         honest = [by_name[name] for name in names[:4]]
         assert sum(rater["majority_compared"] >= 5 for rater in honest) >= 3

@@ -18,10 +18,11 @@ from app.builds.schemas import (
     RoutingCreate,
     RoutingOut,
 )
+from app.core.db import ordinal_in_project
 from app.core.deps import SessionDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
-from app.models import BuildStatus
+from app.models import Build, BuildStatus
 from app.projects.service import get_project
 
 router = APIRouter(
@@ -37,7 +38,10 @@ def _build(session, researcher, project_id: RowId, build_id: RowId):
 def _out(session, build) -> BuildOut:
     change = service.exclusion_change(session, build)
     return BuildOut.model_validate(build).model_copy(
-        update={"exclusions_since": ExclusionChangeOut(**change.__dict__) if change else None}
+        update={
+            "number": ordinal_in_project(session, Build, build.project_id, build.id),
+            "exclusions_since": ExclusionChangeOut(**change.__dict__) if change else None,
+        }
     )
 
 

@@ -55,6 +55,9 @@ class BuildOut(BaseModel):
 
     id: int
     project_id: int
+    number: int = Field(
+        default=0, description="Which of its project's builds it is (1 for the first)"
+    )
     status: BuildStatus
     params: dict[str, Any]
     progress: BuildProgress

@@ -39,11 +39,13 @@ def _builds_page(
     status_code: int = 200,
 ) -> HTMLResponse:
     builds = list(reversed(service.list_builds(session=session, project=project)))
+    numbers = {build.id: len(builds) - index for index, build in enumerate(builds)}
     context = {
         "researcher": researcher,
         "project": project,
         "tab": "builds",
         "builds": builds,
+        "numbers": numbers,
         "exclusion_changes": {
             build.id: service.exclusion_change(session, build) for build in builds
         },

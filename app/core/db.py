@@ -174,3 +174,16 @@ class FastStatement:
             return None if row is None else row_type[0](*row)
         finally:
             cursor.close()
+
+
+def ordinal_in_project(session: Session, table: type, project_id: int, row_id: int) -> int:
+    """Which one of its project's rows `row_id` is (1 for the first, by id): what a page
+    calls a project's build or upload, since ids are shared by every project."""
+    from sqlalchemy import func, select
+
+    return (
+        session.scalar(
+            select(func.count()).where(table.project_id == project_id, table.id <= row_id)
+        )
+        or 0
+    )

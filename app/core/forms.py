@@ -50,7 +50,10 @@ def plain_message(error: Mapping[str, Any]) -> str:
             "greater_than": ("gt", "more than"),
             "less_than": ("lt", "less than"),
         }[kind]
-        return f"must be {words[1]} {ctx.get(words[0])}"
+        bound = ctx.get(words[0])
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)  # "at most 1", not "at most 1.0"
+        return f"must be {words[1]} {bound}"
     if kind == "string_too_short":
         least = ctx.get("min_length", 1)
         return "must not be empty" if least == 1 else f"needs at least {least} characters"

@@ -4,7 +4,7 @@ import secrets
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import Float, ForeignKey, String, Text
+from sqlalchemy import BigInteger, Float, ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -84,6 +84,10 @@ class Project(Base):
     min_attention_accuracy: Mapped[float | None] = mapped_column(Float)
     min_majority_agreement: Mapped[float | None] = mapped_column(Float)
     quality_min_answers: Mapped[int] = mapped_column(default=5)
+    # The newest answer the raters' agreement with the majority includes, and when it was
+    # computed: the workers recompute it once answers come after it.
+    agreement_cursor: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    agreement_updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
     # How the questions the samplers propose are split by purpose (relative shares;
     # all null: chosen from the project's models and items, see app/adaptive/proposals.py).
     labelling_share: Mapped[float | None] = mapped_column(Float)

@@ -134,6 +134,7 @@ class ProjectSummary:
     rater_count: int
     last_activity: datetime | None
     owner_name: str
+    attention_checks: int = 0  # answered by raters: in their counts, not among the answers
 
 
 def _last_activity(session: Session, project: Project) -> datetime | None:
@@ -145,7 +146,12 @@ def _last_activity(session: Session, project: Project) -> datetime | None:
 
 def summarize(*, session: Session, project: Project) -> ProjectSummary:
     counts = project_counts(session=session, project=project)
-    raters = session.scalar(select(func.count()).where(Rater.project_id == project.id)) or 0
+    raters, checks = session.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(Rater.attention_passed + Rater.attention_failed), 0),
+        ).where(Rater.project_id == project.id)
+    ).one()
     return ProjectSummary(
         project=project,
         item_count=counts["item_count"],
@@ -153,6 +159,7 @@ def summarize(*, session: Session, project: Project) -> ProjectSummary:
         rater_count=raters,
         last_activity=_last_activity(session, project) or project.created_at,
         owner_name=session.get(Researcher, project.owner_id).name,
+        attention_checks=int(checks),
     )
 
 

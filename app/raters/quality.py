@@ -4,12 +4,15 @@ them, in the worker."""
 
 from __future__ import annotations
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.builds import jobs as build_jobs
 from app.builds import service as builds
-from app.models import Project, Rater
+from app.models import Project, Rater, Triplet
+from app.models._types import utcnow
 from app.raters import service as raters
+from app.triplets.log import newest_id
 
 
 def replay_builds(*, session: Session, project: Project) -> None:
@@ -19,10 +22,22 @@ def replay_builds(*, session: Session, project: Project) -> None:
 
 
 def refresh(*, session: Session, project: Project) -> list[Rater]:
+    """Agreement with the majority now, and the exclusions that follow from it (a worker
+    does this once a minute for every project whose answers grew; the Raters page's
+    button at once)."""
+    newest = newest_id(session, project.id)
     changed = raters.refresh_majority_agreement(session=session, project=project)
+    project.agreement_cursor = newest
+    project.agreement_updated_at = utcnow()
     if changed:
         replay_builds(session=session, project=project)
     return changed
+
+
+def projects_with_new_answers(session: Session) -> list[int]:
+    """Projects holding answers newer than their raters' agreement figures."""
+    newest = select(func.max(Triplet.id)).where(Triplet.project_id == Project.id).scalar_subquery()
+    return list(session.scalars(select(Project.id).where(newest > Project.agreement_cursor)))
 
 
 def decide(*, session: Session, project: Project, rater: Rater, excluded: bool | None) -> None:

@@ -263,7 +263,9 @@ def page_of_raters(
 ) -> tuple[list[Rater], int]:
     """One page of the project's raters in the order asked for, and how many there are."""
     column = RATER_SORTS.get(sort, Rater.id)
-    order = column.desc().nulls_last() if descending else column.asc().nulls_first()
+    # Raters without a figure ("—") come last whichever way: a researcher sorting by
+    # agreement looks for the lowest or the highest, never for the unknown.
+    order = (column.desc() if descending else column.asc()).nulls_last()
     raters = list(
         session.scalars(
             select(Rater)

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 
 from app.auth.deps import WorkspaceResearcher
-from app.core.db import roll_back
+from app.core.db import ordinal_in_project, roll_back
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import InvalidUpload, ServiceError
 from app.core.fields import RowId
@@ -27,15 +27,15 @@ router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
 RECENT_UPLOADS = 20
 
 
-def _recent(session, project) -> list[Upload]:
-    return list(
-        session.scalars(
-            select(Upload)
-            .where(Upload.project_id == project.id, Upload.pending.is_(False))
-            .order_by(Upload.id.desc())
-            .limit(RECENT_UPLOADS)
-        )
+def _recent(session, project) -> list[tuple[int, Upload]]:
+    """The newest uploads, each with its number in the project."""
+    uploads = session.scalars(
+        select(Upload)
+        .where(Upload.project_id == project.id, Upload.pending.is_(False))
+        .order_by(Upload.id.desc())
+        .limit(RECENT_UPLOADS)
     )
+    return [(ordinal_in_project(session, Upload, project.id, u.id), u) for u in uploads]
 
 
 @router.get("/projects/{project_id}/uploads", response_class=HTMLResponse, name="uploads_page")
@@ -109,7 +109,8 @@ def upload(
         context.update(refusal=refused.detail, filename=file.filename)
         status_code = refused.status_code
     else:
-        context.update(result=result, filename=file.filename)
+        number = ordinal_in_project(session, Upload, project.id, result.upload_id)
+        context.update(result=result, filename=file.filename, upload_number=number)
         status_code = 200 if result.replayed else 201
     if request.headers.get("X-Closer-Partial"):
         return page(request, "uploads/_result.html", context, status_code)
