@@ -36,6 +36,7 @@ from app.predictions.api import router as serving_router
 from app.projects.api import archives as project_archives_router
 from app.projects.api import router as projects_router
 from app.projects.views import router as project_pages
+from app.raters.api import participants_router
 from app.raters.api import router as raters_router
 from app.raters.views import router as rater_pages
 from app.rating.api import router as rating_router
@@ -249,6 +250,7 @@ def _add_routes(app: FastAPI, settings: Settings, templates: Jinja2Templates) ->
         labelling_router,
         serving_router,
         raters_router,
+        participants_router,
     ):
         api.include_router(router, responses=ERROR_RESPONSES)
 

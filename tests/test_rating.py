@@ -268,6 +268,77 @@ class TestNoDeadEnds:
         again = client.get(f"{API}/rate/{slug}/next", headers=join(client, slug)[0]).json()
         assert again["comparison"] is not None  # a new rater still has everything to see
 
+    def test_the_participants_list_says_how_each_session_ended_as_json_and_csv(
+        self, app, client, auth, tiny
+    ):
+        """What a researcher pays from: each participant's outcome and the code they were
+        shown, the same in the API's JSON, the CSV (a spreadsheet's: BOM, no formula) and
+        the page."""
+        import csv as csv_module
+        import io
+
+        project_id, slug = tiny
+        configure(client, auth, project_id, answers_per_rater=2)
+        done, state = join(client, slug, PROLIFIC_PID="p-done", STUDY_ID="s-1", SESSION_ID="x")
+        for _ in range(2):
+            state = answer(client, slug, done, state["comparison"]["query_id"]).json()
+        assert state["completion_code"] == "DONE-40"
+        configure(client, auth, project_id, answers_per_rater=40, no_more_work_code="NOMORE-1")
+        self._answer_everything(client, slug, "p-out")
+        join(client, slug, PROLIFIC_PID='=HYPERLINK("http://x")', STUDY_ID="s-1")
+        careless, _ = join(client, slug, PROLIFIC_PID="p-careless")
+        gone, _ = join(client, slug, PROLIFIC_PID="p-gone")
+        configure(client, auth, project_id, min_attention_accuracy=0.8, quality_min_answers=4)
+        with unit_of_work(app.state.session_factory) as session:
+            for rater in session.query(Rater).filter(Rater.project_id == project_id):
+                if rater.external_id == "p-careless":
+                    rater.attention_failed = 4
+                if rater.external_id == "p-out":  # (it answered "left" to every check)
+                    rater.attention_passed += rater.attention_failed
+                    rater.attention_failed = 0
+                if rater.external_id == "p-gone":
+                    rater.created_at = rater.last_seen_at = utcnow() - timedelta(hours=2)
+
+        listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth)
+        assert listed.status_code == 200
+        outcomes = {p["participant_id"]: (p["outcome"], p["completion_code"]) for p in listed.json()}
+        assert outcomes == {
+            "p-done": ("completed", "DONE-40"),
+            "p-out": ("out_of_work", "NOMORE-1"),
+            '=HYPERLINK("http://x")': ("in_progress", None),
+            "p-careless": ("failed_attention", None),
+            "p-gone": ("abandoned", None),
+        }
+        done_row = next(p for p in listed.json() if p["participant_id"] == "p-done")
+        assert done_row["platform_ids"] == {
+            "PROLIFIC_PID": "p-done",
+            "STUDY_ID": "s-1",
+            "SESSION_ID": "x",
+        }
+        assert done_row["answers"] == 2 and done_row["minutes"] is not None
+
+        exported = client.get(f"{API}/projects/{project_id}/participants/export", headers=auth)
+        assert exported.status_code == 200
+        assert exported.headers["content-type"] == "text/csv; charset=utf-8"
+        assert "attachment" in exported.headers["content-disposition"]
+        assert exported.content.startswith(b"\xef\xbb\xbf")  # UTF-8 with a byte-order mark
+        rows = list(csv_module.DictReader(io.StringIO(exported.content.decode("utf-8-sig"))))
+        assert [r["participant_id"] for r in rows] == [
+            ("'" if p["participant_id"].startswith("=") else "") + p["participant_id"]
+            for p in listed.json()
+        ]  # the same participants, in the same order; none read as a formula
+        for row, item in zip(rows, listed.json(), strict=True):
+            assert row["outcome"] == item["outcome"]
+            assert row["completion_code"] == (item["completion_code"] or "")
+            assert row["answers"] == str(item["answers"])
+            assert row["PROLIFIC_PID"].lstrip("'") == item["platform_ids"]["PROLIFIC_PID"]
+        assert "workerId" not in rows[0]  # only the platform parameters met
+
+        page = client.get(f"/projects/{project_id}/participants", headers=auth).text
+        assert "<dt>Completed</dt><dd>1</dd>" in page
+        assert "<dt>Failed attention checks</dt><dd>1</dd>" in page
+        assert "<code>NOMORE-1</code>" in page
+
     def test_the_rating_page_ends_with_the_code_and_the_redirect(self, client, tiny):
         _, slug = tiny
         started = client.post(f"/r/{slug}/start", data={"PROLIFIC_PID": "page-1"})

@@ -43,6 +43,8 @@ class Rater(Base):
     exclusion_reason: Mapped[str] = mapped_column(Text, default="")
     exclusion_override: Mapped[bool | None] = mapped_column()
     completed_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # When the session ended for want of anything left to ask them (the no-more-work code).
+    out_of_work_at: Mapped[datetime | None] = mapped_column(Timestamp)
     last_seen_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
     @property

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from fastapi.responses import Response
 
 from app.auth.deps import CurrentResearcher
 from app.core.deps import SessionDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
-from app.raters import quality
+from app.raters import participants, quality
 from app.raters import service as raters
-from app.raters.schemas import RaterDecision, RaterOut
+from app.raters.schemas import ParticipantOut, RaterDecision, RaterOut
 
 router = APIRouter(
     prefix="/projects/{project_id}/raters", tags=["raters"], route_class=StrictJSONRoute
@@ -21,7 +22,8 @@ router = APIRouter(
 @router.get("", response_model=list[RaterOut])
 def list_raters(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     """Every rater of the project with their answers, attention checks and agreement with
-    the majority (as last computed; POST .../raters/quality to compute it now)."""
+    the majority (the workers keep it within a minute of the answers; POST
+    .../raters/quality computes it now)."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return raters.list_raters(session=session, project=project)
 
@@ -47,3 +49,33 @@ def decide(
     rater = raters.get_rater(session=session, project=project, rater_id=rater_id)
     quality.decide(session=session, project=project, rater=rater, excluded=body.excluded)
     return rater
+
+
+participants_router = APIRouter(
+    prefix="/projects/{project_id}/participants", tags=["raters"], route_class=StrictJSONRoute
+)
+
+
+@participants_router.get("", response_model=list[ParticipantOut])
+def list_participants(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+    """Who took part and how their session ended, with the code they were shown: what a
+    researcher approves payments from."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return participants.participants(session=session, project=project)
+
+
+@participants_router.get(
+    "/export",
+    response_class=Response,
+    responses={200: {"content": {"text/csv": {}}, "description": "The same list as CSV"}},
+)
+def export_participants(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+    """The participants as a CSV a spreadsheet opens as it should (UTF-8 with a byte-order
+    mark, no cell read as a formula), for a recruiting platform's bulk approval."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    found = participants.participants(session=session, project=project)
+    return Response(
+        participants.participants_csv(found),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="participants-{project.id}.csv"'},
+    )

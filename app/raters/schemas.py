@@ -36,3 +36,26 @@ class RaterDecision(RequestModel):
         description="true: leave this rater's answers out; false: keep them whatever the "
         "thresholds say; null: let the project's thresholds decide"
     )
+
+
+class ParticipantOut(BaseModel):
+    rater_id: int
+    participant_id: str = Field(
+        description="The platform's participant id (or an anonymous one of ours)"
+    )
+    platform: str | None = Field(description="prolific, mturk, participant, or null")
+    platform_ids: dict[str, Any] = Field(
+        description="Every platform parameter the link carried (STUDY_ID, SESSION_ID, …)"
+    )
+    outcome: str = Field(
+        description="failed_attention (below the attention threshold, whatever else), "
+        "completed, out_of_work (shown the no-more-work code), in_progress (seen in the "
+        "last 30 minutes) or abandoned"
+    )
+    answers: int
+    attention_passed: int
+    attention_failed: int
+    started_at: datetime
+    last_seen_at: datetime | None
+    minutes: float | None = Field(description="From joining to the end (or the last answer)")
+    completion_code: str | None = Field(description="The code their last screen showed them")

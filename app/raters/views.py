@@ -13,7 +13,7 @@ from app.core.errors import ServiceError
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
-from app.raters import quality
+from app.raters import participants, quality
 from app.raters import service as raters
 
 
@@ -114,3 +114,31 @@ def decide_exclusion(
     target = request.url_for("raters_page", project_id=project_id).path
     query = back.partition("?")[2]
     return RedirectResponse(target + (f"?{query}" if query else ""), status_code=303)
+
+
+PARTICIPANTS_SHOWN = 200
+
+
+@router.get(
+    "/projects/{project_id}/participants", response_class=HTMLResponse, name="participants_page"
+)
+def participants_page(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    """Who took part and how each session ended, with the code shown: the page a
+    researcher approves payments from, and its CSV."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    found = participants.participants(session=session, project=project)
+    return _page(
+        request,
+        "raters/participants.html",
+        {
+            "researcher": researcher,
+            "project": project,
+            "tab": "participants",
+            "participants": found[:PARTICIPANTS_SHOWN],
+            "total": len(found),
+            "counts": participants.outcome_counts(found),
+            "words": participants.OUTCOME_WORDS,
+        },
+    )

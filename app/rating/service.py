@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
@@ -17,7 +17,7 @@ from app.auth.service import hash_token
 from app.builds import jobs as build_jobs
 from app.core import caches
 from app.core.db import unit_of_work
-from app.models import Choice, Item, LinkState, Project
+from app.models import Choice, Item, LinkState, Project, Rater
 from app.models._types import utcnow
 from app.raters import quality
 from app.raters import service as raters
@@ -145,7 +145,15 @@ def state(
         session=session, project=project, rater=rater, draws=draws, just_answered=just_answered
     )
     comparison = None if assignment is None else _shown(session, project, assignment)
-    return _progress(project, rater.answers, comparison, replayed)
+    shown = _progress(project, rater.answers, comparison, replayed)
+    if shown.out_of_work and shown.completion_code is not None:
+        # Paid with the no-more-work code: the participants list says so.
+        session.execute(
+            update(Rater)
+            .where(Rater.id == rater.id, Rater.out_of_work_at.is_(None))
+            .values(out_of_work_at=utcnow())
+        )
+    return shown
 
 
 def progress(*, project: Project, rater: ActiveRater) -> RaterState:

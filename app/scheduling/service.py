@@ -517,21 +517,29 @@ def store_answer(*, session: Session, outcome: AnswerOutcome) -> None:
         _STORE_TRIPLET.run(session, outcome.triplet)
 
 
-def apply_thresholds(*, project: Project, rater: Rater) -> bool:
-    """Decide the rater's exclusion from the project's thresholds (unless the researcher
-    decided it); returns whether the decision in force changed."""
-    before = rater.excluded
-    reasons = []
+def failed_attention(*, project: Project, rater: Rater) -> str | None:
+    """How the rater fell below the project's attention-check threshold, or None."""
     checks = rater.attention_passed + rater.attention_failed
     if (
         project.min_attention_accuracy is not None
         and checks >= project.quality_min_answers
         and rater.attention_passed / checks < project.min_attention_accuracy
     ):
-        reasons.append(
+        return (
             f"passed {rater.attention_passed} of {checks} attention checks "
             f"(below {project.min_attention_accuracy:.0%})"
         )
+    return None
+
+
+def apply_thresholds(*, project: Project, rater: Rater) -> bool:
+    """Decide the rater's exclusion from the project's thresholds (unless the researcher
+    decided it); returns whether the decision in force changed."""
+    before = rater.excluded
+    reasons = []
+    attention = failed_attention(project=project, rater=rater)
+    if attention is not None:
+        reasons.append(attention)
     if (
         project.min_majority_agreement is not None
         and rater.majority_agreement is not None

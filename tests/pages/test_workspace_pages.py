@@ -696,6 +696,17 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     expect(page.locator("tr", has_text=excluded_id)).to_contain_text("Excluded")
 
     bearer = {"Authorization": f"Bearer {token}"}
+    # The participants, as a researcher pays them: four simulated raters, and their CSV.
+    page.get_by_role("link", name="Participants").click()
+    expect(page.locator("table.participants tbody tr")).to_have_count(4)
+    with page.expect_download() as downloading:
+        page.get_by_role("link", name="Download participants (CSV)").click()
+    paid = Path(downloading.value.path()).read_bytes()
+    assert paid.startswith(b"\xef\xbb\xbf") and paid.count(b"\r\n") == 5
+    assert paid == httpx.get(
+        f"{server}{API}/projects/{project_id}/participants/export", headers=bearer
+    ).content
+
     api_export = httpx.get(
         f"{server}{API}/projects/{project_id}/triplets/export?format=csv", headers=bearer
     ).text
@@ -720,6 +731,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
         "uploads": f"/projects/{project_id}/uploads",
         "settings": f"/projects/{project_id}/settings",
         "raters": f"/projects/{project_id}/raters",
+        "participants": f"/projects/{project_id}/participants",
         "builds": f"/projects/{project_id}/builds",
         "models": f"/projects/{project_id}/models",
         "embedding": f"/projects/{project_id}/models/1/embedding",

@@ -1,0 +1,169 @@
+"""A study's participants as a researcher pays them: each rater's platform ids, how their
+session ended, their answers and time, and the code they were shown. The page, the JSON
+API and the CSV for a recruiting platform's bulk approval all read `participants`.
+
+An outcome, most telling first: failed attention checks (below the project's threshold,
+whatever else happened: a platform lets the researcher return or reject them), completed
+(the completion code), out of work (the no-more-work code: nothing was left to ask
+them), still answering (seen in the last half hour), abandoned (neither, and gone)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.spreadsheets import spreadsheet_safe
+from app.models import Project, Rater
+from app.models._types import utcnow
+from app.raters.service import PLATFORM_PARAMETERS
+from app.scheduling.service import failed_attention
+
+ABANDONED_AFTER = timedelta(minutes=30)
+
+
+class Outcome(StrEnum):
+    failed_attention = "failed_attention"
+    completed = "completed"
+    out_of_work = "out_of_work"
+    in_progress = "in_progress"
+    abandoned = "abandoned"
+
+
+OUTCOME_WORDS = {
+    Outcome.failed_attention: "failed attention checks",
+    Outcome.completed: "completed",
+    Outcome.out_of_work: "out of work",
+    Outcome.in_progress: "still answering",
+    Outcome.abandoned: "abandoned",
+}
+
+
+@dataclass(frozen=True)
+class Participant:
+    rater_id: int
+    participant_id: str
+    platform: str | None
+    platform_ids: dict[str, Any]
+    outcome: Outcome
+    answers: int
+    attention_passed: int
+    attention_failed: int
+    started_at: datetime
+    last_seen_at: datetime | None
+    minutes: float | None
+    completion_code: str | None
+
+
+def _outcome(project: Project, rater: Rater, now: datetime) -> Outcome:
+    if failed_attention(project=project, rater=rater) is not None:
+        return Outcome.failed_attention
+    if rater.completed_at is not None:
+        return Outcome.completed
+    if rater.out_of_work_at is not None:
+        return Outcome.out_of_work
+    seen = rater.last_seen_at or rater.created_at
+    if seen is not None and now - seen < ABANDONED_AFTER:
+        return Outcome.in_progress
+    return Outcome.abandoned
+
+
+def _code_shown(project: Project, rater: Rater) -> str | None:
+    """The code the rater's last screen showed them (None: they were shown none)."""
+    if rater.completed_at is not None:
+        return project.completion_code
+    if rater.out_of_work_at is not None:
+        return project.no_more_work_code or project.completion_code
+    return None
+
+
+def participants(
+    *, session: Session, project: Project, now: datetime | None = None
+) -> list[Participant]:
+    """Every rater of the project, in the order they joined."""
+    now = now or utcnow()
+    found = []
+    for rater in session.scalars(
+        select(Rater).where(Rater.project_id == project.id).order_by(Rater.id)
+    ):
+        ended = rater.completed_at or rater.out_of_work_at or rater.last_seen_at
+        minutes = None
+        if ended is not None and rater.created_at is not None:
+            minutes = round((ended - rater.created_at).total_seconds() / 60, 1)
+        found.append(
+            Participant(
+                rater_id=rater.id,
+                participant_id=rater.external_id,
+                platform=rater.platform,
+                platform_ids=dict(rater.platform_ids or {}),
+                outcome=_outcome(project, rater, now),
+                answers=rater.answers,
+                attention_passed=rater.attention_passed,
+                attention_failed=rater.attention_failed,
+                started_at=rater.created_at,
+                last_seen_at=rater.last_seen_at,
+                minutes=minutes,
+                completion_code=_code_shown(project, rater),
+            )
+        )
+    return found
+
+
+def outcome_counts(found: list[Participant]) -> dict[Outcome, int]:
+    counts = dict.fromkeys(Outcome, 0)
+    for participant in found:
+        counts[participant.outcome] += 1
+    return counts
+
+
+PLATFORM_COLUMNS = [name for names in PLATFORM_PARAMETERS.values() for name in names]
+CSV_COLUMNS = [
+    "participant_id",
+    "platform",
+    *PLATFORM_COLUMNS,
+    "outcome",
+    "answers",
+    "attention_checks_passed",
+    "attention_checks_failed",
+    "started_at",
+    "last_seen_at",
+    "minutes",
+    "completion_code",
+]
+
+
+def participants_csv(found: list[Participant]) -> bytes:
+    """The list as a spreadsheet opens it: UTF-8 with a byte-order mark (Excel reads
+    UTF-8 only with one), one column per platform parameter met, and every cell that
+    came from a participant written so that no spreadsheet takes it for a formula."""
+    used = {name for p in found for name in p.platform_ids}
+    columns = [c for c in CSV_COLUMNS if c not in PLATFORM_COLUMNS or c in used]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow(columns)
+    for p in found:
+        cells = {
+            "participant_id": spreadsheet_safe(p.participant_id),
+            "platform": p.platform or "",
+            **{name: spreadsheet_safe(str(p.platform_ids.get(name, ""))) for name in used},
+            "outcome": p.outcome.value,
+            "answers": p.answers,
+            "attention_checks_passed": p.attention_passed,
+            "attention_checks_failed": p.attention_failed,
+            "started_at": _iso(p.started_at),
+            "last_seen_at": _iso(p.last_seen_at),
+            "minutes": "" if p.minutes is None else p.minutes,
+            "completion_code": spreadsheet_safe(p.completion_code) or "",
+        }
+        writer.writerow([cells[c] for c in columns])
+    return ("\ufeff" + buffer.getvalue()).encode("utf-8")
+
+
+def _iso(moment: datetime | None) -> str:
+    return "" if moment is None else moment.isoformat()
