@@ -56,6 +56,7 @@ def route_table(app) -> list[tuple[str, str]]:
 # (which runs first and is the same for everyone). Others get `{}`.
 BODIES = {
     ("POST", f"{API}/rate/{{slug}}/answers"): {"query_id": 1, "choice": "left"},
+    ("PATCH", f"{API}/projects/{{project_id}}"): {"name": "mine now"},
     ("PATCH", f"{API}/projects/{{project_id}}/rating"): {"instructions": "mine now"},
     ("PUT", f"{API}/projects/{{project_id}}/link"): {"state": "paused"},
     ("POST", f"{API}/projects/{{project_id}}/models"): {"name": "x", "kind": "tete"},

@@ -122,3 +122,19 @@ def test_the_rating_settings_are_listed_once():
         assert [type(check) for check in update.metadata] == [
             type(check) for check in info.metadata
         ], name
+
+
+def test_a_project_is_renamed_and_described_again_and_nothing_else_changes(client, auth, project):
+    url = f"/api/v1/projects/{project['id']}"
+    renamed = client.patch(url, headers=auth, json={"name": "Shapes, second wave"})
+    assert renamed.status_code == 200, renamed.text
+    assert renamed.json()["name"] == "Shapes, second wave"
+    assert renamed.json()["description"] == project["description"]
+    described = client.patch(url, headers=auth, json={"description": "Pilot with 40 raters"})
+    assert described.json()["name"] == "Shapes, second wave"
+    assert described.json()["description"] == "Pilot with 40 raters"
+    for body, field in (({"name": ""}, "name"), ({"name": None}, "name"), ({"owner_id": 2}, "owner_id")):
+        refused = client.patch(url, headers=auth, json=body)
+        assert refused.status_code in (400, 422), refused.text
+        assert field in refused.text
+    assert client.get(url, headers=auth).json()["name"] == "Shapes, second wave"

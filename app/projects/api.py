@@ -13,6 +13,7 @@ from app.projects.schemas import (
     ProjectCreate,
     ProjectDetail,
     ProjectOut,
+    ProjectUpdate,
     RatingOut,
     RatingSettings,
     RatingSettingsUpdate,
@@ -46,6 +47,17 @@ def list_projects(session: SessionDep, researcher: CurrentResearcher):
 @router.get("/{project_id}", response_model=ProjectDetail)
 def get_project(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    counts = service.project_counts(session=session, project=project)
+    return ProjectDetail(**ProjectOut.model_validate(project).model_dump(), **counts)
+
+
+@router.patch("/{project_id}", response_model=ProjectDetail)
+def update_project(
+    project_id: RowId, body: ProjectUpdate, session: SessionDep, researcher: CurrentResearcher
+):
+    """Rename the project or change its description."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    service.rename(session=session, project=project, changes=body.model_dump(exclude_unset=True))
     counts = service.project_counts(session=session, project=project)
     return ProjectDetail(**ProjectOut.model_validate(project).model_dump(), **counts)
 

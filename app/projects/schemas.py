@@ -21,6 +21,13 @@ class ProjectCreate(RequestModel):
     )
 
 
+class ProjectUpdate(RequestModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=10_000)
+
+
 class ProjectOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 

@@ -67,6 +67,18 @@ def project_counts(*, session: Session, project: Project) -> dict[str, int]:
     }
 
 
+def rename(*, session: Session, project: Project, changes: dict) -> Project:
+    """A new name or description (what raters never see: the study's question and
+    instructions are rating settings)."""
+    if "name" in changes and changes["name"] is None:
+        raise ServiceError("name: a project keeps a name; leave it out to keep this one")
+    for field in ("name", "description"):
+        if changes.get(field) is not None:
+            setattr(project, field, changes[field])
+    session.flush()
+    return project
+
+
 def delete_project(*, session: Session, store: ImageStore, project: Project) -> None:
     """Remove the project with its items, triplets and images.
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.auth.deps import WorkspaceResearcher
+from app.builds.service import list_builds
 from app.core.db import roll_back
 from app.core.deps import SessionDep, SettingsDep, public_study_url
 from app.core.errors import InvalidUpload, Problem, ServiceError
@@ -23,11 +24,13 @@ from app.projects.schemas import (
     NULLABLE_RATING_SETTINGS,
     LinkChange,
     ProjectCreate,
+    ProjectUpdate,
     RatingSettings,
     RatingSettingsUpdate,
     rating_setting_sections,
 )
 from app.rating import service as rating
+from app.training.service import latest_version, list_models
 from app.uploads.api import as_uploaded
 
 router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
@@ -53,6 +56,7 @@ def _projects_page(
             "form": form or {},
             "errors": errors or {},
             "archive_problems": archive_problems,
+            "deleted": request.query_params.get("deleted", "")[:200],
         },
         status_code,
     )
@@ -93,6 +97,21 @@ def project_page(
     return _overview(request, session, researcher, project)
 
 
+def _work_in_hand(session, project) -> dict:
+    """The builds and models at a glance: the newest build (its number in the project)
+    and each model's newest version."""
+    builds = list_builds(session=session, project=project)
+    models = [
+        (model, latest_version(session, model.id))
+        for model in list_models(session=session, project=project)
+    ]
+    return {
+        "build": builds[-1] if builds else None,
+        "build_number": len(builds),
+        "models": models,
+    }
+
+
 def _overview(request, session, researcher, project, link_error=None, status_code=200):
     context = {
         "researcher": researcher,
@@ -101,6 +120,7 @@ def _overview(request, session, researcher, project, link_error=None, status_cod
         "rate": service.answer_rate(session=session, project=project),
         "study_url": public_study_url(request, project.public_slug),
         "link_error": link_error,
+        "work": _work_in_hand(session, project),
     }
     return render_page_or_part(
         request,
@@ -166,6 +186,7 @@ def _settings_page(
     values: dict | None = None,
     errors: dict | None = None,
     saved: bool = False,
+    about: dict | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
     current = RatingSettings.model_validate(project).model_dump()
@@ -183,6 +204,9 @@ def _settings_page(
             "values": {**current, **(values or {})},
             "errors": errors or {},
             "saved": saved,
+            # The project's own card (name, description) and its deletion: values shown
+            # back, errors per field, and whether a change was saved.
+            "about": {"name": project.name, "description": project.description, **(about or {})},
         },
         status_code,
     )
@@ -234,6 +258,56 @@ async def save_settings(
             status_code=refused.status_code,
         )
     return _settings_page(request, researcher, project, saved=True)
+
+
+@router.post("/projects/{project_id}/about", response_class=HTMLResponse, name="about_form")
+async def save_about(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    """The project's name and description, as PATCH /projects/{id} changes them."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    submitted = await read_model_form(
+        request,
+        ProjectUpdate,
+        fields=("name", "description"),
+        unstripped=("description",),
+        blank_is_missing=False,
+    )
+    if submitted.body is None:
+        return _settings_page(
+            request,
+            researcher,
+            project,
+            about={**submitted.shown, "errors": submitted.errors},
+            status_code=422,
+        )
+    service.rename(
+        session=session, project=project, changes=submitted.body.model_dump(exclude_unset=True)
+    )
+    return _settings_page(request, researcher, project, about={"saved": True})
+
+
+@router.post(
+    "/projects/{project_id}/delete", response_class=HTMLResponse, name="delete_project_form"
+)
+async def delete_project_form(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    """Deletes the project once its name is typed (what DELETE /projects/{id} does), then
+    back to the projects list."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    typed = str((await request.form()).get("confirm_name", ""))[:300]
+    if typed.strip() != project.name.strip():
+        return _settings_page(
+            request,
+            researcher,
+            project,
+            about={"delete_error": f"type the project's name, {project.name!r}, to delete it"},
+            status_code=422,
+        )
+    service.delete_project(session=session, store=request.app.state.images, project=project)
+    gone = urlencode({"deleted": project.name})
+    return RedirectResponse(request.url_for("projects").path + f"?{gone}", status_code=303)
 
 
 @router.get("/projects/{project_id}/downloads", response_class=HTMLResponse, name="downloads_page")

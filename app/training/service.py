@@ -217,6 +217,18 @@ def update_policy(*, session: Session, model: LearnedModel, changes: dict[str, A
 
 
 def delete_model(*, session: Session, model: LearnedModel) -> None:
+    """The model and every version; a fit in progress is cancelled. A t-ETE model a SMERF
+    model learns from stays until that one goes (its refits would have nothing to read)."""
+    learners = [
+        other.name
+        for other in list_models(session=session, project=session.get(Project, model.project_id))
+        if other.kind is ModelKind.smerf and other.params.get("embedding_model_id") == model.id
+    ]
+    if learners:
+        raise Conflict(
+            f"model {model.id} ({model.name}) is the embedding SMERF model "
+            f"{', '.join(repr(name) for name in learners)} learns from: delete that first"
+        )
     for version in unfinished_versions(session, model.id):
         if version.job_id is not None:
             _cancel_job(session, version.job_id)

@@ -137,9 +137,11 @@ def model_action(
             service.cancel_training(session=session, model=model)
         elif action == "label":
             service.route_wanted_items(session=session, project=project, model=model)
+        elif action == "delete":
+            service.delete_model(session=session, model=model)
         else:
             raise ServiceError(
-                f"a model can be trained, cancelled or asked to label, not '{action[:20]}'"
+                f"a model can be trained, cancelled, asked to label or deleted, not '{action[:20]}'"
             )
     except ServiceError as refused:
         # Said on the model's own card, where the button was pressed.

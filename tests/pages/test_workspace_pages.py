@@ -703,9 +703,12 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
         page.get_by_role("link", name="Download participants (CSV)").click()
     paid = Path(downloading.value.path()).read_bytes()
     assert paid.startswith(b"\xef\xbb\xbf") and paid.count(b"\r\n") == 5
-    assert paid == httpx.get(
-        f"{server}{API}/projects/{project_id}/participants/export", headers=bearer
-    ).content
+    assert (
+        paid
+        == httpx.get(
+            f"{server}{API}/projects/{project_id}/participants/export", headers=bearer
+        ).content
+    )
 
     api_export = httpx.get(
         f"{server}{API}/projects/{project_id}/triplets/export?format=csv", headers=bearer
@@ -839,6 +842,101 @@ def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
     expect(page.locator(".model", has_text="bad")).to_contain_text("cancelled")
     models = httpx.get(f"{server}{API}/projects/{project_id}/models", headers=bearer).json()
     assert models[0]["latest"]["status"] == "cancelled"
+
+
+def test_a_project_is_renamed_and_its_model_and_itself_deleted_from_its_pages(
+    app, server, browser, researcher, tmp_path
+):
+    """The second week's housekeeping: the Overview says how the builds and models stand,
+    the project gets a better name, a model goes (asked first), the archive is on
+    Downloads, and the project goes once its name is typed."""
+    import numpy as np
+
+    from app.worker.loop import Worker
+
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Pilot")
+    httpx.post(
+        f"{server}{API}/projects/{project_id}/items",
+        headers=bearer,
+        files={"file": ("points.csv", _clusters_csv(30))},
+    )
+    rng = np.random.default_rng(1)
+    rows = [[f"p{i}" for i in rng.choice(30, size=3, replace=False)] for _ in range(40)]
+    httpx.post(
+        f"{server}{API}/projects/{project_id}/triplets",
+        headers=bearer,
+        files={"file": ("answers.json", json.dumps(rows))},
+    )
+    created = httpx.post(
+        f"{server}{API}/projects/{project_id}/models",
+        headers=bearer,
+        json={"name": "map", "kind": "tete", "params": {"max_iter": 20}},
+    )
+    assert created.status_code == 201
+    Worker(app.state.session_factory).run(until_idle=True)
+    page.goto(f"{server}/projects/{project_id}")
+    work = page.locator(".work")
+    expect(work).to_contain_text("No build yet")
+    expect(work.locator("li", has_text="map")).to_contain_text("v1 ready")
+
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("Name", exact=True).fill("")
+    page.get_by_role("button", name="Save name and description").click()
+    expect(page.locator("#about-name-error")).to_have_text("must not be empty")
+    page.get_by_label("Name", exact=True).fill("Pilot, wave 2")
+    page.get_by_label("Description").fill("Forty raters from the lab pool")
+    page.get_by_role("button", name="Save name and description").click()
+    expect(page.get_by_role("status")).to_have_text("Saved the project's name and description.")
+    look_at_pages(
+        page,
+        browser,
+        server,
+        {
+            "settings-about": f"/projects/{project_id}/settings",
+            "overview-work": f"/projects/{project_id}",
+        },
+        screenshots_dir(tmp_path),
+    )
+    page.goto(f"{server}/projects/{project_id}")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Pilot, wave 2")
+    expect(page.locator(".lead")).to_have_text("Forty raters from the lab pool")
+
+    asked: list[str] = []
+    answer = {"accept": False}
+
+    def on_dialog(dialog):
+        asked.append(dialog.message)
+        dialog.accept() if answer["accept"] else dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.get_by_role("link", name="Models").click()
+    card = page.locator(".model", has_text="map")
+    card.get_by_role("button", name="Delete").click()
+    assert asked == [
+        "Delete the model map with its 1 version? Predictions from it stop at once; this "
+        "cannot be undone."
+    ]
+    expect(page.locator(".model", has_text="map")).to_have_count(1)
+    answer["accept"] = True
+    card.get_by_role("button", name="Delete").click()
+    expect(page.locator(".model")).to_have_count(0)
+    assert httpx.get(f"{server}{API}/projects/{project_id}/models", headers=bearer).json() == []
+
+    page.get_by_role("link", name="Downloads").click()
+    archive = page.get_by_role("link", name="Download the whole project (archive)")
+    expect(archive).to_have_attribute("href", f"/api/v1/projects/{project_id}/archive")
+
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("Type the project's name").fill("Pilot")
+    page.get_by_role("button", name="Delete the project").click()
+    expect(page.locator("#confirm-name-error")).to_contain_text("type the project's name")
+    assert httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).status_code == 200
+    page.get_by_label("Type the project's name").fill("Pilot, wave 2")
+    page.get_by_role("button", name="Delete the project").click()
+    expect(page).to_have_url(re.compile(rf"^{re.escape(server)}/\?deleted="))
+    expect(page.get_by_role("status")).to_contain_text("Deleted the project “Pilot, wave 2”")
+    expect(page.locator("table.projects")).not_to_contain_text("Pilot")
+    assert httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).status_code == 404
 
 
 def test_the_models_page_shows_what_the_worker_does_by_itself(app, server, browser, researcher):
