@@ -502,6 +502,19 @@ def test_smerf_learns_from_an_uploaded_matrix_or_an_embedding(
     )
     assert bad.status_code == 400 and "symmetric" in bad.text
 
+    # The embedding a SMERF model learns from stays until that model goes.
+    t_url = f"{API}/projects/{project_id}/models/{tete['id']}"
+    kept = client.delete(t_url, headers=auth)
+    assert kept.status_code == 409
+    assert kept.json()["detail"] == (
+        f"model {tete['id']} (t) is the embedding SMERF model 'from-embedding' learns from: "
+        "delete that first"
+    )
+    assert client.get(t_url, headers=auth).status_code == 200
+    gone = client.delete(f"{API}/projects/{project_id}/models/{from_embedding['id']}", headers=auth)
+    assert gone.status_code == 204
+    assert client.delete(t_url, headers=auth).status_code == 204
+
 
 def test_items_without_answers_have_no_place_in_an_embedding_nor_in_smerfs_d(
     app, client, auth, project, blobs
