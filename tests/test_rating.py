@@ -301,7 +301,9 @@ class TestNoDeadEnds:
 
         listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth)
         assert listed.status_code == 200
-        outcomes = {p["participant_id"]: (p["outcome"], p["completion_code"]) for p in listed.json()}
+        outcomes = {
+            p["participant_id"]: (p["outcome"], p["completion_code"]) for p in listed.json()
+        }
         assert outcomes == {
             "p-done": ("completed", "DONE-40"),
             "p-out": ("out_of_work", "NOMORE-1"),
@@ -614,7 +616,7 @@ class TestQuality:
             page = client.get(
                 f"/projects/{project_id}/raters?sort=agreement&order={order}", headers=auth
             ).text
-            shown = sorted(names, key=lambda n: page.index(f'<span class="rater-id">{n}</span>'))
+            shown = sorted(names, key=lambda n: page.index(f'">{n}</a>'))
             assert set(shown[len(shown) - len(unknown) :]) == unknown
             assert shown[0 if order == "asc" else len(shown) - len(unknown) - 1] == "contrarian"
         listed = client.post(f"{API}/projects/{project_id}/raters/quality", headers=auth).json()
@@ -813,3 +815,56 @@ class TestAnswerFunction:
         assert state["answered"] == 4 and state["complete"] is True
         assert state["comparison"] is None and state["completion_code"]
         assert len(triplets(app, project_id)) == 3
+
+
+def test_a_raters_answers_attention_checks_and_times_are_one_click_away(app, client, auth, study):
+    """The rater's own page and GET .../raters/{id}/answers: each answer with what was
+    asked, the choice and the time; attention checks with their result."""
+    project_id, slug, keys = study
+    configure(client, auth, project_id, attention_rate=0.5, random_share=0.5)
+    rater, state = join(client, slug, participant="pat")
+    chosen = []
+    for turn in range(12):
+        comparison = state["comparison"]
+        anchor = comparison["anchor"]["key"]
+        # Right on a check when told to, else the left candidate.
+        side = "right" if comparison["right"]["key"] == anchor else "left"
+        if comparison["left"]["key"] == anchor and turn % 3 == 0:
+            side = "right"  # a wrong answer to a check, now and then
+        state = answer(
+            client, slug, rater, comparison["query_id"], side, response_time_ms=900 + 100 * turn
+        ).json()
+        chosen.append((comparison, side))
+    listed = client.get(f"{API}/projects/{project_id}/raters", headers=auth).json()
+    rater_id = listed[0]["id"]
+    found = client.get(f"{API}/projects/{project_id}/raters/{rater_id}/answers", headers=auth)
+    assert found.status_code == 200, found.text
+    body = found.json()
+    assert len(body["answers"]) == 12
+    for (comparison, side), shown in zip(reversed(chosen), body["answers"], strict=True):
+        assert shown["anchor"] == comparison["anchor"]["key"]
+        assert (shown["left"], shown["right"]) == (
+            comparison["left"]["key"],
+            comparison["right"]["key"],
+        )
+        assert shown["chosen"] == comparison[side]["key"]
+        if shown["purpose"] == "attention check":
+            assert shown["passed"] is (shown["chosen"] == shown["anchor"])
+        else:
+            assert shown["passed"] is None
+    checks = [a for a in body["answers"] if a["purpose"] == "attention check"]
+    assert checks, "half the comparisons are checks"
+    rater_row = client.get(f"{API}/projects/{project_id}/raters/{rater_id}", headers=auth).json()
+    assert rater_row["attention_passed"] == sum(a["passed"] for a in checks)
+    assert rater_row["attention_failed"] == sum(not a["passed"] for a in checks)
+    times = body["response_times"]
+    assert times["timed"] == 12 and times["median"] == pytest.approx(1.45)
+    assert times["p25"] < times["median"] < times["p75"]
+
+    page = client.get(f"/projects/{project_id}/raters/{rater_id}", headers=auth)
+    assert page.status_code == 200
+    assert page.text.count("<tr") == 13 and "attention check" in page.text
+    raters_page = client.get(f"/projects/{project_id}/raters", headers=auth).text
+    assert f'href="/projects/{project_id}/raters/{rater_id}"' in raters_page
+    other = client.get(f"{API}/projects/{project_id}/raters/{rater_id + 999}/answers", headers=auth)
+    assert other.status_code == 404

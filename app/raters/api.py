@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from app.auth.deps import CurrentResearcher
@@ -10,9 +12,16 @@ from app.core.deps import SessionDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
-from app.raters import participants, quality
+from app.raters import detail, participants, quality
 from app.raters import service as raters
-from app.raters.schemas import ParticipantOut, RaterDecision, RaterOut
+from app.raters.schemas import (
+    ParticipantOut,
+    RaterAnswerOut,
+    RaterAnswersOut,
+    RaterDecision,
+    RaterOut,
+    ResponseTimesOut,
+)
 
 router = APIRouter(
     prefix="/projects/{project_id}/raters", tags=["raters"], route_class=StrictJSONRoute
@@ -34,6 +43,37 @@ def refresh_quality(project_id: RowId, session: SessionDep, researcher: CurrentR
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     quality.refresh(session=session, project=project)
     return raters.list_raters(session=session, project=project)
+
+
+@router.get("/{rater_id:int}", response_model=RaterOut)
+def get_rater(
+    project_id: RowId, rater_id: RowId, session: SessionDep, researcher: CurrentResearcher
+):
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return raters.get_rater(session=session, project=project, rater_id=rater_id)
+
+
+@router.get("/{rater_id:int}/answers", response_model=RaterAnswersOut)
+def rater_answers(
+    project_id: RowId,
+    rater_id: RowId,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+):
+    """Every comparison the rater answered, newest first, attention checks with their
+    result, and their response times beside the project's."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    rater = raters.get_rater(session=session, project=project, rater_id=rater_id)
+    return RaterAnswersOut(
+        response_times=ResponseTimesOut(
+            **detail.response_times(session=session, rater=rater).__dict__
+        ),
+        answers=[
+            RaterAnswerOut(**answer.__dict__)
+            for answer in detail.answers(session=session, rater=rater, limit=limit)
+        ],
+    )
 
 
 @router.patch("/{rater_id:int}", response_model=RaterOut)

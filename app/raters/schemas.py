@@ -59,3 +59,28 @@ class ParticipantOut(BaseModel):
     last_seen_at: datetime | None
     minutes: float | None = Field(description="From joining to the end (or the last answer)")
     completion_code: str | None = Field(description="The code their last screen showed them")
+
+
+class RaterAnswerOut(BaseModel):
+    answered_at: datetime
+    purpose: str = Field(description="Why it was asked: random, a CompRF node, attention check, …")
+    anchor: str
+    left: str
+    right: str
+    choice: str = Field(description="left, right or cant_tell")
+    chosen: str | None = Field(description="The key of the candidate chosen")
+    response_time_ms: int | None
+    passed: bool | None = Field(description="An attention check's result; null otherwise")
+
+
+class ResponseTimesOut(BaseModel):
+    timed: int = Field(description="Answers with a response time")
+    p25: float | None = Field(description="Seconds: a quarter of the answers took less")
+    median: float | None
+    p75: float | None
+    project_median: float | None = Field(description="Every rater's, for comparison")
+
+
+class RaterAnswersOut(BaseModel):
+    response_times: ResponseTimesOut
+    answers: list[RaterAnswerOut] = Field(description="Newest first, up to `limit`")

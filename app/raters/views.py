@@ -13,7 +13,7 @@ from app.core.errors import ServiceError
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
-from app.raters import participants, quality
+from app.raters import detail, participants, quality
 from app.raters import service as raters
 
 
@@ -112,6 +112,9 @@ def decide_exclusion(
             {"project": project, "rater": rater, "medians": medians, "back": back},
         )
     target = request.url_for("raters_page", project_id=project_id).path
+    detail_page = request.url_for("rater_page", project_id=project_id, rater_id=rater_id).path
+    if back == detail_page:  # decided on the rater's own page: back there
+        return RedirectResponse(detail_page, status_code=303)
     query = back.partition("?")[2]
     return RedirectResponse(target + (f"?{query}" if query else ""), status_code=303)
 
@@ -140,5 +143,39 @@ def participants_page(
             "total": len(found),
             "counts": participants.outcome_counts(found),
             "words": participants.OUTCOME_WORDS,
+        },
+    )
+
+
+RATER_ANSWERS_SHOWN = 300
+
+
+@router.get(
+    "/projects/{project_id}/raters/{rater_id}", response_class=HTMLResponse, name="rater_page"
+)
+def rater_page(
+    project_id: RowId,
+    rater_id: RowId,
+    request: Request,
+    session: SessionDep,
+    researcher: WorkspaceResearcher,
+):
+    """One rater: their figures, their answers (attention checks with the result) and
+    their response times beside everyone's; excluded or included from here too."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    rater = raters.get_rater(session=session, project=project, rater_id=rater_id)
+    shown = detail.answers(session=session, rater=rater, limit=RATER_ANSWERS_SHOWN)
+    return _page(
+        request,
+        "raters/rater.html",
+        {
+            "researcher": researcher,
+            "project": project,
+            "tab": "raters",
+            "rater": rater,
+            "answers": shown,
+            "times": detail.response_times(session=session, rater=rater),
+            "shown_limit": RATER_ANSWERS_SHOWN,
+            "back": request.url.path,
         },
     )

@@ -694,6 +694,15 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     excluded_id = first.locator(".rater-id").text_content()
     first.get_by_role("button", name="Exclude").click()
     expect(page.locator("tr", has_text=excluded_id)).to_contain_text("Excluded")
+    # One click to the rater's own page: their answers and times, and the same control.
+    page.locator("tr", has_text=excluded_id).get_by_role("link", name=excluded_id).click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(excluded_id)
+    expect(page.locator("table.rater-answers tbody tr").first).to_contain_text(" s")
+    rater_path = urlsplit(page.url).path
+    page.get_by_role("button", name="Include").click()
+    expect(page).to_have_url(f"{server}{rater_path}")
+    page.get_by_role("button", name="Exclude").click()
+    expect(page.locator("form.exclusion")).to_contain_text("Excluded")
 
     bearer = {"Authorization": f"Bearer {token}"}
     # The participants, as a researcher pays them: four simulated raters, and their CSV.
@@ -735,6 +744,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
         "settings": f"/projects/{project_id}/settings",
         "raters": f"/projects/{project_id}/raters",
         "participants": f"/projects/{project_id}/participants",
+        "rater": rater_path,
         "builds": f"/projects/{project_id}/builds",
         "models": f"/projects/{project_id}/models",
         "embedding": f"/projects/{project_id}/models/1/embedding",
