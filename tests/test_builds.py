@@ -239,3 +239,38 @@ def test_answers_a_worker_read_but_did_not_save_are_saved_once_they_stop_coming(
         assert session.get(Build, build_id).answers_cursor >= newest
     sweep(sessions)  # saved: nothing more to do
     assert Worker(sessions, upkeep=False).run(until_idle=True) == 0
+
+
+def test_the_estimate_before_a_build_is_what_it_then_asks(
+    client, auth, sessions, labelled_project, blobs
+):
+    """POST .../builds/estimate says what a build would ask before it starts; started
+    and answered by raters (an oracle), the build asks about that many (60 training
+    items, four trees of leaf size 2, two answers per query)."""
+    project_id, ids = labelled_project
+    X, _ = blobs
+    settings = {"n_trees": 4, "leaf_size": 2, "answers_per_query": 2, "random_state": 3}
+    estimated = client.post(
+        f"/api/v1/projects/{project_id}/builds/estimate", headers=auth, json=settings
+    )
+    assert estimated.status_code == 200, estimated.text
+    guess = estimated.json()
+    assert guess["items"] == 60 and guess["items_per_tree"] == 60
+    assert guess["answers"] == 2 * guess["queries"] and guess["hours"] is None
+    assert client.get(f"/api/v1/projects/{project_id}/builds", headers=auth).json() == []
+
+    bad = client.post(
+        f"/api/v1/projects/{project_id}/builds/estimate", headers=auth, json={"n_trees": 0}
+    )
+    assert bad.status_code == 422 and "n_trees" in bad.text
+
+    build = client.post(f"/api/v1/projects/{project_id}/builds", headers=auth, json=settings)
+    build_id = build.json()["id"]
+    oracle = FeatureOracle(X[:60])
+    run_to_completion(sessions, build_id, project_id, ids[:60], oracle)
+    with unit_of_work(sessions) as session:
+        asked = session.query(Triplet).filter(Triplet.project_id == project_id).count()
+    assert abs(asked - guess["answers"]) <= 0.2 * guess["answers"], (asked, guess["answers"])
+
+    page = client.get(f"/projects/{project_id}/builds", headers=auth).text
+    assert "answers</strong> from raters" in page

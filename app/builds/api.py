@@ -11,6 +11,7 @@ from app.auth.deps import CurrentResearcher
 from app.builds import jobs, routing, service
 from app.builds.schemas import (
     BuildCreate,
+    BuildEstimateOut,
     BuildOut,
     ExclusionChangeOut,
     PendingQuery,
@@ -23,7 +24,7 @@ from app.core.deps import SessionDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import Build, BuildStatus
-from app.projects.service import get_project
+from app.projects.service import get_project, recent_answers_per_hour
 
 router = APIRouter(
     prefix="/projects/{project_id}/builds", tags=["builds"], route_class=StrictJSONRoute
@@ -56,6 +57,23 @@ def start_build(
         session=session, project=project, params=service.BuildParams(**body.model_dump())
     )
     return _out(session, build)
+
+
+@router.post("/estimate", response_model=BuildEstimateOut)
+def estimate_build(
+    project_id: RowId, body: BuildCreate, session: SessionDep, researcher: CurrentResearcher
+):
+    """What a build with these settings would ask of raters, before starting it: the
+    answers it is expected to need, and the hours at the project's recent answer rate.
+    Starts nothing."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    found = service.estimate(
+        session=session,
+        project=project,
+        params=service.BuildParams(**body.model_dump()),
+        answers_per_hour=recent_answers_per_hour(session=session, project=project),
+    )
+    return BuildEstimateOut(**found.__dict__)
 
 
 @router.get("", response_model=list[BuildOut])

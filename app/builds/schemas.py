@@ -135,3 +135,15 @@ class RoutingAnswers(RequestModel):
         max_length=100_000,
         description="[anchor, closer, farther] by item key: the anchor is closer to `closer`",
     )
+
+
+class BuildEstimateOut(BaseModel):
+    items: int = Field(description="Labelled items outside the test split")
+    items_per_tree: int
+    queries: int = Field(description="Queries the trees are expected to ask")
+    answers: int = Field(
+        description="Answers those take (queries x answers per query); answers already held "
+        "for the same queries are used first, so this is what it asks at most"
+    )
+    answers_per_hour: float | None = Field(description="The project's recent answer rate")
+    hours: float | None = Field(description="The answers at that rate (null: no recent rate)")

@@ -15,6 +15,7 @@ from app.core.deps import SessionDep
 from app.core.errors import ServiceError
 from app.core.fields import RowId
 from app.core.forms import read_model_form
+from app.core.pages import render as page
 from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
 from app.models import BuildStatus
@@ -54,9 +55,39 @@ def _builds_page(
         "defaults": BuildCreate().model_dump(),
         "form": form or {},
         "errors": errors or {},
+        "estimate": _estimate(session, project, BuildCreate()),
+        "params": BuildCreate(),
     }
     return render_page_or_part(
         request, "builds/builds.html", "builds/_builds.html", context, status_code
+    )
+
+
+def _estimate(session, project, body: BuildCreate) -> service.BuildEstimate:
+    return service.estimate(
+        session=session,
+        project=project,
+        params=service.BuildParams(**body.model_dump()),
+        answers_per_hour=recent_answers_per_hour(session=session, project=project),
+    )
+
+
+@router.post(
+    "/projects/{project_id}/builds/estimate",
+    response_class=HTMLResponse,
+    name="build_estimate_form",
+)
+async def build_estimate(
+    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+):
+    """The form's estimate as its fields change (what POST .../builds/estimate says)."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    submitted = await read_model_form(request, BuildCreate)
+    found = None if submitted.body is None else _estimate(session, project, submitted.body)
+    return page(
+        request,
+        "builds/_estimate.html",
+        {"estimate": found, "params": submitted.body, "errors": submitted.errors},
     )
 
 

@@ -809,7 +809,17 @@ def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
         == 201
     )
     page.get_by_role("link", name="Builds").click()
+    # What a build would ask shows before it starts, and follows the settings.
+    estimate = page.locator("#build-estimate")
+    expect(estimate).to_contain_text("100 trees over 21 of 21 items")
+    hundred = estimate.locator("strong").first.text_content()
+    page.get_by_label("Trees").fill("2")
+    expect(estimate).to_contain_text("2 trees over 21 of 21 items")
+    two = estimate.locator("strong").first.text_content()
+    as_number = lambda text: int(re.sub(r"\D", "", text))  # noqa: E731
+    assert as_number(hundred) == pytest.approx(50 * as_number(two), rel=0.01)
     page.get_by_label("Trees").fill("none")
+    expect(estimate).to_contain_text("Fix the settings above")
     page.get_by_role("button", name="Start build").click()
     expect(page.locator("#n_trees-error")).to_be_visible()
     page.get_by_label("Trees").fill("2")
