@@ -58,6 +58,7 @@ BODIES = {
     ("POST", f"{API}/rate/{{slug}}/answers"): {"query_id": 1, "choice": "left"},
     ("PATCH", f"{API}/projects/{{project_id}}"): {"name": "mine now"},
     ("PATCH", f"{API}/projects/{{project_id}}/rating"): {"instructions": "mine now"},
+    ("PATCH", f"{API}/projects/{{project_id}}/items/{{key}}"): {"label": "mine now"},
     ("PUT", f"{API}/projects/{{project_id}}/link"): {"state": "paused"},
     ("POST", f"{API}/projects/{{project_id}}/models"): {"name": "x", "kind": "tete"},
     ("PATCH", f"{API}/projects/{{project_id}}/models/{{model_id}}"): {"auto_refit": False},
@@ -128,6 +129,7 @@ def scenario(app, client, auth, new_token, finished_build):
             "routing_id": routed.json()["id"],
             "number": 1,
             "key": "img0",
+            "item_id": item["id"],
             "slug": slug,
             "filename": item["image_url"].rsplit("/", 1)[-1],
             "path": "css/closer.css",
@@ -169,6 +171,7 @@ def _snapshot(client, auth, pid) -> dict:
         "rating": client.get(f"{API}/projects/{pid}/rating", headers=auth).json(),
         "models": client.get(f"{API}/projects/{pid}/models", headers=auth).json(),
         "builds": client.get(f"{API}/projects/{pid}/builds", headers=auth).json(),
+        "items": client.get(f"{API}/projects/{pid}/items?limit=1000", headers=auth).json(),
         # Anyone may join (new raters), but nobody else may exclude one.
         "excluded": [
             rater["id"]

@@ -373,3 +373,52 @@ class TestExport:
             f"/api/v1/projects/{other}/items/export?format=json", headers=auth
         ).json()
         assert original == copied
+
+
+def test_items_are_found_counted_and_fixed_as_an_upload_would_have_them(client, auth, project):
+    """The items page's API: search by key, text or label, how many answers name each
+    item, and a label or split fixed under the upload's rules."""
+    pid = project["id"]
+    rows = "key,label,text,split\nred-1,red,a warm red,train\nblue-1,blue,a cold blue,test\nodd,,50% grey_ish,\n"
+    assert upload(client, auth, pid, "items", "i.csv", rows).status_code == 201
+    answers = "anchor,closer,farther\nred-1,blue-1,odd\nred-1,odd,blue-1\nodd,red-1,blue-1\n"
+    assert upload(client, auth, pid, "triplets", "t.csv", answers).status_code == 201
+    url = f"/api/v1/projects/{pid}/items"
+
+    def keys(**query):
+        found = client.get(url, headers=auth, params=query).json()
+        return [(item["key"], item["answers"]) for item in found["items"]], found["total"]
+
+    assert keys() == ([("red-1", 3), ("blue-1", 3), ("odd", 3)], 3)
+    assert keys(search="RED") == ([("red-1", 3)], 1)  # key, text or label, any case
+    assert keys(search="cold") == ([("blue-1", 3)], 1)
+    assert keys(search="50%") == ([("odd", 3)], 1)  # % and _ are plain characters
+    assert keys(search="_") == ([("odd", 3)], 1)
+    assert keys(split="test") == ([("blue-1", 3)], 1)
+
+    fixed = client.patch(f"{url}/odd", headers=auth, json={"label": "grey"})
+    assert fixed.status_code == 200, fixed.text
+    assert (fixed.json()["label"], fixed.json()["split"]) == ("grey", "train")
+    moved = client.patch(f"{url}/odd", headers=auth, json={"split": "test"})
+    assert (moved.json()["label"], moved.json()["split"]) == ("grey", "test")
+    cleared = client.patch(f"{url}/red-1", headers=auth, json={"label": None})
+    assert (cleared.json()["label"], cleared.json()["split"]) == (None, "unlabelled")
+    for body, message in (
+        ({"split": "train"}, "split: split 'train' needs a label"),
+        ({"label": "  "}, "label: empty; send null to take the label away"),
+        ({"split": "holdout"}, "split"),
+        ({"colour": "red"}, "colour"),
+    ):
+        refused = client.patch(f"{url}/red-1", headers=auth, json=body)
+        assert refused.status_code in (400, 422) and message in refused.text, refused.text
+    assert client.get(f"{url}/red-1", headers=auth).json()["split"] == "unlabelled"
+    assert client.patch(f"{url}/nope", headers=auth, json={"label": "x"}).status_code == 404
+
+    numbers = client.post(
+        "/api/v1/projects", headers=auth, json={"name": "ages", "label_type": "number"}
+    ).json()["id"]
+    upload(client, auth, numbers, "items", "a.csv", "key,label\nkid,7\n")
+    refused = client.patch(
+        f"/api/v1/projects/{numbers}/items/kid", headers=auth, json={"label": "seven"}
+    )
+    assert refused.status_code == 400 and "is not a number" in refused.text

@@ -12,8 +12,8 @@ from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import NotFound
 from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
-from app.items import service
-from app.items.schemas import ItemOut, ItemPage
+from app.items import curation, service
+from app.items.schemas import ItemOut, ItemPage, ItemUpdate
 from app.models import Item, Split
 from app.projects.service import get_project
 from app.uploads.api import (
@@ -98,14 +98,22 @@ def list_items(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=INT8_MAX)] = 0,
     split: Split | None = None,
+    search: Annotated[
+        str | None, Query(max_length=200, description="Part of a key, text or label (any case)")
+    ] = None,
     features: Annotated[bool, Query(description="Include feature vectors")] = False,
 ):
+    """A page of the items in upload order, each with how many answers name it."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    items, total = service.list_items(
-        session=session, project=project, limit=limit, offset=offset, split=split
+    items, total = curation.search_items(
+        session=session, project=project, search=search, split=split, limit=limit, offset=offset
     )
+    asked = curation.times_asked(session=session, project=project, item_ids=[i.id for i in items])
     return ItemPage(
-        items=[item_out(i, features) for i in items], total=total, limit=limit, offset=offset
+        items=[item_out(i, features).model_copy(update={"answers": asked[i.id]}) for i in items],
+        total=total,
+        limit=limit,
+        offset=offset,
     )
 
 
@@ -146,6 +154,22 @@ def export_items(
 def get_item(project_id: RowId, key: str, session: SessionDep, researcher: CurrentResearcher):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return item_out(service.get_item(session=session, project=project, key=key))
+
+
+@router.patch("/{key}", response_model=ItemOut)
+def fix_item(
+    project_id: RowId,
+    key: str,
+    body: ItemUpdate,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Fix an item's label or split (checked as an upload's row is). Models use it from
+    their next fit; a build already running keeps the labels it started with."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    item = service.get_item(session=session, project=project, key=key)
+    changes = body.model_dump(exclude_unset=True)
+    return item_out(curation.fix_item(session=session, project=project, item=item, changes=changes))
 
 
 @router.get(

@@ -35,6 +35,28 @@ class ItemRecord:
     image: str | None
 
 
+def label_problem(label_type: LabelType, label: str) -> str | None:
+    """What is wrong with `label` for a project whose labels are of `label_type`, or None:
+    the one check of an uploaded row's label and of a label fixed on the items page."""
+    if len(label) > MAX_LABEL_LENGTH:
+        return f"longer than {MAX_LABEL_LENGTH} characters"
+    if label_type is LabelType.regression:
+        try:
+            value = float(label)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            return f"'{echo(label)}' is not a number (this project's labels are numbers)"
+    return None
+
+
+def split_problem(split: Split, label: str | None) -> str | None:
+    """A test or training item is one with a label."""
+    if split is not Split.unlabelled and label is None:
+        return f"split '{split.value}' needs a label"
+    return None
+
+
 class ItemValidator:
     """Checks one field at a time, records every problem, and tracks the feature length."""
 
@@ -105,19 +127,10 @@ class ItemValidator:
             self._bad(row, "label", "must be a class name or a number")
             return None
         label = raw if isinstance(raw, str) else repr(raw)
-        if len(label) > MAX_LABEL_LENGTH:
-            self._bad(row, "label", f"longer than {MAX_LABEL_LENGTH} characters")
+        problem = label_problem(self.label_type, label)
+        if problem is not None:
+            self._bad(row, "label", problem)
             return None
-        if self.label_type is LabelType.regression:
-            try:
-                value = float(label)
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
-                self._bad(
-                    row, "label", f"'{label}' is not a number (this project's labels are numbers)"
-                )
-                return None
         return label
 
     def _text(self, row: int, raw: Any) -> str | None:
@@ -140,8 +153,9 @@ class ItemValidator:
             choices = ", ".join(s.value for s in Split)
             self._bad(row, "split", f"'{echo(raw)}' is not one of {choices}")
             return Split.unlabelled
-        if split is not Split.unlabelled and label is None:
-            self._bad(row, "split", f"split '{split.value}' needs a label")
+        problem = split_problem(split, label)
+        if problem is not None:
+            self._bad(row, "split", problem)
         return split
 
     def _features(self, row: int, raw: Any) -> list[float] | None:

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.fields import RequestModel
 from app.models import Split
 
 
@@ -16,6 +17,9 @@ class ItemOut(BaseModel):
     image_url: str | None
     features: list[float] | None
     created_at: datetime
+    answers: int | None = Field(
+        default=None, description="Answers that name the item (in a list of items)"
+    )
 
 
 class ItemPage(BaseModel):
@@ -23,3 +27,19 @@ class ItemPage(BaseModel):
     total: int
     limit: int
     offset: int
+
+
+class ItemUpdate(RequestModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: str | None = Field(
+        default=None,
+        max_length=200,
+        description="A new label; null takes it away (the item becomes unlabelled)",
+    )
+    split: Split | None = Field(
+        default=None,
+        strict=False,
+        description="train, test or unlabelled; left out: unlabelled without a label, train "
+        "for a newly labelled item, else as it was",
+    )

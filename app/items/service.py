@@ -19,7 +19,7 @@ from app.core.errors import InvalidUpload, NotFound, Problem, ProblemCollector
 from app.core.spreadsheets import spreadsheet_safe
 from app.items.images import ImageStore, NotAnImage, inspect_image
 from app.items.parsing import ItemValidator, read_csv_items, read_json_items
-from app.models import Item, Project, Split, UploadKind
+from app.models import Item, Project, UploadKind
 from app.uploads.files import FileFormat, SafeZip, UploadedFile, detect_format
 from app.uploads.service import UploadResult, find_replay, open_upload, zip_limits
 
@@ -208,17 +208,6 @@ def get_item(*, session: Session, project: Project, key: str) -> Item:
     if item is None:
         raise NotFound(f"no item '{key}' in project {project.id}")
     return item
-
-
-def list_items(
-    *, session: Session, project: Project, limit: int, offset: int, split: Split | None
-) -> tuple[list[Item], int]:
-    query = select(Item).where(Item.project_id == project.id)
-    if split is not None:
-        query = query.where(Item.split == split)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    items = session.scalars(query.order_by(Item.id).limit(limit).offset(offset)).all()
-    return list(items), total
 
 
 EXPORT_COLUMNS = ("key", "label", "text", "split", "image", "features")

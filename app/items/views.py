@@ -1,17 +1,23 @@
-"""What the workspace's pages need to show items beside a chart: each item's label, a
-short text and its thumbnail, in one compact answer (the embedding page hovers 10,000)."""
+"""The workspace's items: the items page (browse, search, fix a label or a split), and
+what other pages need to show items beside a chart: each item's label, a short text and
+its thumbnail, in one compact answer (the embedding page hovers 10,000)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from sqlalchemy import func, select
 
 from app.auth.deps import WorkspaceResearcher
+from app.core.db import roll_back
 from app.core.deps import SessionDep
+from app.core.errors import NotFound, ServiceError
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
-from app.models import Item
+from app.items import curation
+from app.models import Item, Split
 from app.projects.service import get_project
 from app.rating.deps import media_folder
 
@@ -36,3 +42,101 @@ def item_cards(
         for key, label, text, image in rows
     }
     return JSONResponse(cards, headers={"Cache-Control": "private, max-age=60"})
+
+
+ITEMS_PER_PAGE = 50
+
+
+def _row_context(project, item, asked: int, error: str | None = None) -> dict:
+    return {"project": project, "item": item, "asked": asked, "error": error}
+
+
+@router.get("/projects/{project_id}/items", response_class=HTMLResponse, name="items_page")
+def items_page(
+    project_id: RowId,
+    request: Request,
+    session: SessionDep,
+    researcher: WorkspaceResearcher,
+    q: Annotated[str, Query(max_length=200)] = "",
+    split: Annotated[str, Query(max_length=20)] = "",
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+):
+    """Browse and search the items (thumbnail, text, label, split, how often asked) and
+    fix a label or a split in place, as PATCH /projects/{id}/items/{key} does."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    chosen = Split(split) if split in {s.value for s in Split} else None
+    items, total = curation.search_items(
+        session=session,
+        project=project,
+        search=q.strip() or None,
+        split=chosen,
+        limit=ITEMS_PER_PAGE,
+        offset=(page - 1) * ITEMS_PER_PAGE,
+    )
+    return _page(
+        request,
+        "items/items.html",
+        {
+            "researcher": researcher,
+            "project": project,
+            "tab": "items",
+            "items": items,
+            "asked_counts": curation.times_asked(
+                session=session, project=project, item_ids=[i.id for i in items]
+            ),
+            "total": total,
+            "q": q,
+            "split": chosen.value if chosen else "",
+            "splits": [s.value for s in Split],
+            "page": page,
+            "pages": max(1, -(-total // ITEMS_PER_PAGE)),
+            "media": media_folder(project.public_slug),
+        },
+    )
+
+
+@router.post(
+    "/projects/{project_id}/items/{item_id}/fix", response_class=HTMLResponse, name="fix_item_form"
+)
+def fix_item_form(
+    project_id: RowId,
+    item_id: RowId,
+    request: Request,
+    session: SessionDep,
+    researcher: WorkspaceResearcher,
+    label: Annotated[str, Form(max_length=300)] = "",
+    split: Annotated[str, Form(max_length=20)] = "",
+):
+    """The row's label and split, saved; an empty label takes it away."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    item = session.get(Item, item_id)
+    if item is None or item.project_id != project.id:
+        raise NotFound(f"no item {item_id} in project {project.id}")
+    changes = {"label": label.strip() or None}
+    if split and split != item.split.value:  # an unchanged select leaves the rule to decide
+        changes["split"] = split
+    error, status_code = None, 200
+    try:
+        if split and split not in {s.value for s in Split}:
+            raise ServiceError(f"split: '{split[:20]}' is not one of train, test, unlabelled")
+        curation.fix_item(session=session, project=project, item=item, changes=changes)
+    except ServiceError as refused:
+        roll_back(session)
+        item = session.get(Item, item_id)
+        error, status_code = str(refused.detail), refused.status_code
+    asked = curation.times_asked(session=session, project=project, item_ids=[item.id])[item.id]
+    context = _row_context(project, item, asked, error) | {
+        "media": media_folder(project.public_slug),
+        "saved": error is None,
+    }
+    if request.headers.get("HX-Request"):  # htmx swaps a 2xx only: the row says what failed
+        return _page(request, "items/_row.html", context)
+    if error is not None:
+        return _page(request, "error.html", {"message": error, "status": status_code}, status_code)
+    return RedirectResponse(request.url_for("items_page", project_id=project_id).path, 303)
+
+
+def _page(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
+    return request.app.state.templates.TemplateResponse(
+        request, name, context, status_code=status_code
+    )

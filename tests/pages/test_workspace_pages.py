@@ -959,6 +959,66 @@ def test_a_project_is_renamed_and_its_model_and_itself_deleted_from_its_pages(
     assert httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).status_code == 404
 
 
+def test_items_are_browsed_searched_and_fixed_on_their_page(
+    app, server, browser, researcher, tmp_path
+):
+    from tests.uploads import png, zip_bytes
+
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Things")
+    archive = zip_bytes(
+        {
+            "manifest.csv": "key,label,text,image\ncat,animal,a tabby cat,cat.png\n"
+            "car,vehicle,a red car,car.png\ncap,,a blue cap,cap.png\n",
+            "cat.png": png((120, 120, 120)),
+            "car.png": png((200, 30, 30)),
+            "cap.png": png((30, 30, 200)),
+        }
+    )
+    stored = httpx.post(
+        f"{server}{API}/projects/{project_id}/items",
+        headers=bearer,
+        files={"file": ("things.zip", archive)},
+    )
+    assert stored.status_code == 201, stored.text
+    page.get_by_role("link", name="Items").click()
+    rows = page.locator("table.items tbody tr")
+    expect(rows).to_have_count(3)
+    loaded = page.evaluate(
+        "Array.from(document.querySelectorAll('table.items img')).map(i => i.naturalWidth)"
+    )
+    assert loaded == [8, 8, 8]  # the thumbnails are there
+
+    page.get_by_label("Search").fill("red")
+    page.get_by_role("button", name="Search").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("car")
+    page.get_by_role("link", name="Show all").click()
+    expect(rows).to_have_count(3)
+
+    cap = page.locator("#item-" + str(_item_id(server, bearer, project_id, "cap")))
+    cap.get_by_label("Label", exact=True).fill("clothing")
+    cap.get_by_role("button", name="Save").click()
+    expect(cap.get_by_role("status")).to_have_text("saved")
+    expect(cap.get_by_label("Split")).to_have_value("train")  # labelled: now a training item
+    fixed = httpx.get(f"{server}{API}/projects/{project_id}/items/cap", headers=bearer).json()
+    assert (fixed["label"], fixed["split"]) == ("clothing", "train")
+    cap.get_by_label("Label", exact=True).fill("")
+    cap.get_by_label("Split").select_option("test")
+    cap.get_by_role("button", name="Save").click()
+    expect(cap.get_by_role("alert")).to_have_text("split: split 'test' needs a label")
+    kept = httpx.get(f"{server}{API}/projects/{project_id}/items/cap", headers=bearer).json()
+    assert (kept["label"], kept["split"]) == ("clothing", "train")  # refused: nothing changed
+    look_at_pages(
+        page, browser, server, {"items": f"/projects/{project_id}/items"}, screenshots_dir(tmp_path)
+    )
+
+
+def _item_id(server, bearer, project_id, key) -> int:
+    return httpx.get(f"{server}{API}/projects/{project_id}/items/{key}", headers=bearer).json()[
+        "id"
+    ]
+
+
 def test_the_models_page_shows_what_the_worker_does_by_itself(app, server, browser, researcher):
     """No fit runs, yet the page keeps up: a fit the refit check starts on its own shows
     up without a reload, and a poll that finds nothing new swaps nothing (204). "Train
