@@ -30,10 +30,14 @@ def search_items(
     split: Split | None,
     limit: int,
     offset: int,
+    key: str | None = None,
 ) -> tuple[list[Item], int]:
     """A page of the project's items in upload order, those whose key, text or label
-    contains `search` (any case) and in `split`, with how many there are in all."""
+    contains `search` (any case), in `split` and (if given) with exactly this `key`, with
+    how many there are in all."""
     query = select(Item).where(Item.project_id == project.id)
+    if key is not None:
+        query = query.where(Item.key == key)
     if split is not None:
         query = query.where(Item.split == split)
     if search:

@@ -60,6 +60,7 @@ def items_page(
     q: Annotated[str, Query(max_length=200)] = "",
     split: Annotated[str, Query(max_length=20)] = "",
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    key: Annotated[str | None, Query(max_length=200)] = None,
 ):
     """Browse and search the items (thumbnail, text, label, split, how often asked) and
     fix a label or a split in place, as PATCH /projects/{id}/items/{key} does."""
@@ -70,6 +71,7 @@ def items_page(
         project=project,
         search=q.strip() or None,
         split=chosen,
+        key=key,
         limit=ITEMS_PER_PAGE,
         offset=(page - 1) * ITEMS_PER_PAGE,
     )
@@ -85,7 +87,7 @@ def items_page(
                 session=session, project=project, item_ids=[i.id for i in items]
             ),
             "total": total,
-            "q": q,
+            "q": q or (key or ""),
             "split": chosen.value if chosen else "",
             "splits": [s.value for s in Split],
             "page": page,

@@ -92,9 +92,24 @@
       return;
     }
     const found = await response.json();
+    // Each neighbour as its thumbnail (if it has one) and key, a link to it on the items page.
     list.replaceChildren(...found.neighbors.map((neighbour) => {
-      const label = (cards[neighbour.key] || [null])[0];
-      return element("li", `${neighbour.key}${label !== null && label !== undefined ? ` (${label})` : ""} · ${neighbour.distance.toFixed(3)}`);
+      const [label, text, image] = cards[neighbour.key] || [null, null, null];
+      const link = element("a");
+      const target = new URL(root.dataset.itemsUrl, location.href);
+      target.searchParams.set("key", neighbour.key);
+      link.href = target.pathname + target.search;
+      if (image) {
+        const img = element("img", null, "thumb");
+        img.src = image;
+        img.alt = text || neighbour.key;
+        img.loading = "lazy";
+        link.append(img);
+      }
+      link.append(element("span", `${neighbour.key}${label !== null && label !== undefined ? ` (${label})` : ""}`));
+      const item = element("li");
+      item.append(link, element("span", ` · ${neighbour.distance.toFixed(3)}`, "hint"));
+      return item;
     }));
   }
 

@@ -686,6 +686,12 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     assert card_top < PHONE["height"], f"the item card is below the fold ({card_top}px)"
     page.screenshot(path=str(shots / "workspace-embedding-phone.png"))
     page.set_viewport_size(DESKTOP)
+    # A neighbour leads to the item itself, on the items page.
+    nearest = page.locator("#item-card ol.neighbours li a").first
+    nearest_key = nearest.text_content().split(" ")[0]
+    nearest.click()
+    expect(page.locator("table.items tbody tr")).to_have_count(1)
+    expect(page.locator("table.items tbody tr .key")).to_have_text(nearest_key)
 
     # A rater excluded from the table; the counted answers leave theirs out.
     page.get_by_role("link", name="Raters").click()
