@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 from app import learn
 from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
-from app.learn.comprf import expected_subtree_queries
 from app.learn.keys import query_keys, unpack_query_keys
+from app.learn.subtrees import expected_subtree_queries
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
 from app.scheduling import queue
 from app.scheduling import service as scheduling
