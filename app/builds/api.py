@@ -82,7 +82,7 @@ def list_builds(project_id: RowId, session: SessionDep, researcher: CurrentResea
     return [_out(session, build) for build in service.list_builds(session=session, project=project)]
 
 
-@router.get("/{build_id}", response_model=BuildOut)
+@router.get("/{build_id:int}", response_model=BuildOut)
 def get_build(
     project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher
 ):
