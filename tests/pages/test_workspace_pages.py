@@ -757,7 +757,8 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
         "downloads": f"/projects/{project_id}/downloads",
         "preview": f"/projects/{project_id}/preview",
     }
-    look_at_pages(page, browser, server, pages, shots)
+    if app.state.settings.database_url.startswith("sqlite"):  # layouts: the same on both
+        look_at_pages(page, browser, server, pages, shots)
 
 
 def test_a_project_is_downloaded_whole_and_created_again_in_two_clicks(
@@ -870,6 +871,7 @@ def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
     assert models[0]["latest"]["status"] == "cancelled"
 
 
+@pytest.mark.one_database  # the pages and forms; the API tests cover both databases
 def test_a_project_is_renamed_and_its_model_and_itself_deleted_from_its_pages(
     app, server, browser, researcher, tmp_path
 ):
@@ -965,6 +967,7 @@ def test_a_project_is_renamed_and_its_model_and_itself_deleted_from_its_pages(
     assert httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).status_code == 404
 
 
+@pytest.mark.one_database  # the page and its forms; the API test covers both databases
 def test_items_are_browsed_searched_and_fixed_on_their_page(
     app, server, browser, researcher, tmp_path
 ):
@@ -1027,6 +1030,7 @@ def _item_id(server, bearer, project_id, key) -> int:
     ]
 
 
+@pytest.mark.one_database  # the page's polling
 def test_the_models_page_shows_what_the_worker_does_by_itself(app, server, browser, researcher):
     """No fit runs, yet the page keeps up: a fit the refit check starts on its own shows
     up without a reload, and a poll that finds nothing new swaps nothing (204). "Train
@@ -1146,6 +1150,7 @@ def _a_forest_model(app, server, bearer, project_id, oracle, n_trees: int) -> in
     return build_id
 
 
+@pytest.mark.one_database  # the page; the API test covers both databases
 def test_a_finished_build_is_built_again_without_a_rater_excluded_since(
     app, server, browser, researcher, tmp_path
 ):
