@@ -147,7 +147,7 @@ def participants_page(
     )
 
 
-RATER_ANSWERS_SHOWN = 300
+RATER_ANSWERS_SHOWN = 100
 
 
 @router.get(
