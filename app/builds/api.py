@@ -36,11 +36,15 @@ def _build(session, researcher, project_id: RowId, build_id: RowId):
     return service.get_build(session=session, project=project, build_id=build_id)
 
 
-def _out(session, build) -> BuildOut:
+def _out(session, build, number: int | None = None) -> BuildOut:
+    """The build as the API shows it; `number` (its place in the project) when the
+    caller knows it already, as a list does."""
     change = service.exclusion_change(session, build)
+    if number is None:
+        number = ordinal_in_project(session, Build, build.project_id, build.id)
     return BuildOut.model_validate(build).model_copy(
         update={
-            "number": ordinal_in_project(session, Build, build.project_id, build.id),
+            "number": number,
             "exclusions_since": ExclusionChangeOut(**change.__dict__) if change else None,
         }
     )
@@ -79,7 +83,8 @@ def estimate_build(
 @router.get("", response_model=list[BuildOut])
 def list_builds(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    return [_out(session, build) for build in service.list_builds(session=session, project=project)]
+    builds = service.list_builds(session=session, project=project)  # oldest first
+    return [_out(session, build, number) for number, build in enumerate(builds, start=1)]
 
 
 @router.get("/{build_id:int}", response_model=BuildOut)

@@ -80,12 +80,20 @@ def start_build(*, session: Session, project: Project, params: BuildParams) -> B
         )
     except ValueError as error:
         raise ServiceError(str(error)) from error
+    return _begin(session, project.id, {**params.__dict__, "task": task}, builder, ids.tobytes())
+
+
+def _begin(
+    session: Session, project_id: int, params: dict, builder: CompRFBuilder, items: bytes
+) -> Build:
+    """A new build in the database, recording the raters its answers leave out, with
+    the answers already held folded in at once."""
     build = Build(
-        project_id=project.id,
-        params={**params.__dict__, "task": task},
+        project_id=project_id,
+        params=params,
         state=builder.to_bytes(),
-        items=ids.tobytes(),
-        excluded_rater_ids=scheduling.excluded_rater_ids(session, project.id),
+        items=items,
+        excluded_rater_ids=scheduling.excluded_rater_ids(session, project_id),
     )
     session.add(build)
     session.flush()
@@ -134,17 +142,8 @@ def build_again(*, session: Session, build: Build) -> Build:
             f"build {build.id} is {build.status.value}: it is replayed with the answers "
             "that count whenever a rater is excluded or included again"
         )
-    again = Build(
-        project_id=build.project_id,
-        params=dict(build.params),
-        state=_builder(build).restarted().to_bytes(),
-        items=build.items,
-        excluded_rater_ids=scheduling.excluded_rater_ids(session, build.project_id),
-    )
-    session.add(again)
-    session.flush()
-    step(session=session, build=again)
-    return again
+    restarted = _builder(build).restarted()
+    return _begin(session, build.project_id, dict(build.params), restarted, build.items)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy import Engine, MetaData, create_engine, event, func, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
@@ -179,8 +179,6 @@ class FastStatement:
 def ordinal_in_project(session: Session, table: type, project_id: int, row_id: int) -> int:
     """Which one of its project's rows `row_id` is (1 for the first, by id): what a page
     calls a project's build or upload, since ids are shared by every project."""
-    from sqlalchemy import func, select
-
     return (
         session.scalar(
             select(func.count()).where(table.project_id == project_id, table.id <= row_id)

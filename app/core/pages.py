@@ -6,6 +6,7 @@ import hashlib
 
 from fastapi import Request, Response
 from fastapi.responses import HTMLResponse
+from markupsafe import Markup
 
 # Where a live part names the copy the browser holds; replaced by the digest of the part
 # as rendered with this very text in it, so the digest does not depend on itself.
@@ -27,8 +28,10 @@ def render_page_or_part(
     nothing."""
     rendered = bytes(render(request, part, {**context, "stamp": STAMP_PLACEHOLDER}).body).decode()
     stamp = hashlib.sha256(rendered.encode()).hexdigest()[:16]
+    live_part = rendered.replace(STAMP_PLACEHOLDER, stamp)
     if request.headers.get("HX-Request") and request.method == "GET":
         if request.query_params.get("seen") == stamp:
             return Response(status_code=204)
-        return HTMLResponse(rendered.replace(STAMP_PLACEHOLDER, stamp))
-    return render(request, page, {**context, "stamp": stamp}, status_code)
+        return HTMLResponse(live_part)
+    # The page shows the part as rendered here (autoescaped there), not rendered again.
+    return render(request, page, {**context, "live_part": Markup(live_part)}, status_code)

@@ -10,7 +10,7 @@ from sqlalchemy import func, literal, or_, select, union_all
 from sqlalchemy.orm import Session
 
 from app.core.errors import ServiceError
-from app.items.parsing import label_problem, split_problem
+from app.items.parsing import label_problem, split_problem, unknown_split
 from app.models import Item, Project, Split, Triplet
 from app.triplets.log import published
 
@@ -84,7 +84,10 @@ def fix_item(*, session: Session, project: Project, item: Item, changes: dict[st
         if not label or problem is not None:
             raise ServiceError(f"label: {problem or 'empty; send null to take the label away'}")
     if "split" in changes and changes["split"] is not None:
-        split = Split(changes["split"])
+        try:
+            split = Split(changes["split"])
+        except ValueError:
+            raise ServiceError(f"split: {unknown_split(changes['split'])}") from None
     elif label is None:
         split = Split.unlabelled
     elif item.split is Split.unlabelled:

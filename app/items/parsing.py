@@ -50,6 +50,10 @@ def label_problem(label_type: LabelType, label: str) -> str | None:
     return None
 
 
+def unknown_split(raw: Any) -> str:
+    return f"'{echo(raw)}' is not one of {', '.join(choice.value for choice in Split)}"
+
+
 def split_problem(split: Split, label: str | None) -> str | None:
     """A test or training item is one with a label."""
     if split is not Split.unlabelled and label is None:
@@ -150,8 +154,7 @@ class ItemValidator:
         try:
             split = Split(raw)
         except ValueError:
-            choices = ", ".join(s.value for s in Split)
-            self._bad(row, "split", f"'{echo(raw)}' is not one of {choices}")
+            self._bad(row, "split", unknown_split(raw))
             return Split.unlabelled
         problem = split_problem(split, label)
         if problem is not None:

@@ -15,6 +15,7 @@ from app.core.db import roll_back
 from app.core.deps import SessionDep
 from app.core.errors import NotFound, ServiceError
 from app.core.fields import RowId
+from app.core.pages import render
 from app.core.routes import StrictJSONRoute
 from app.items import curation
 from app.models import Item, Split
@@ -47,10 +48,6 @@ def item_cards(
 ITEMS_PER_PAGE = 50
 
 
-def _row_context(project, item, asked: int, error: str | None = None) -> dict:
-    return {"project": project, "item": item, "asked": asked, "error": error}
-
-
 @router.get("/projects/{project_id}/items", response_class=HTMLResponse, name="items_page")
 def items_page(
     project_id: RowId,
@@ -75,7 +72,7 @@ def items_page(
         limit=ITEMS_PER_PAGE,
         offset=(page - 1) * ITEMS_PER_PAGE,
     )
-    return _page(
+    return render(
         request,
         "items/items.html",
         {
@@ -117,28 +114,24 @@ def fix_item_form(
     changes = {"label": label.strip() or None}
     if split and split != item.split.value:  # an unchanged select leaves the rule to decide
         changes["split"] = split
-    error, status_code = None, 200
+    error = None
     try:
-        if split and split not in {s.value for s in Split}:
-            raise ServiceError(f"split: '{split[:20]}' is not one of train, test, unlabelled")
         curation.fix_item(session=session, project=project, item=item, changes=changes)
     except ServiceError as refused:
+        if not request.headers.get("HX-Request"):
+            raise  # shown on the app's error page, as any refused form is
         roll_back(session)
         item = session.get(Item, item_id)
-        error, status_code = str(refused.detail), refused.status_code
-    asked = curation.times_asked(session=session, project=project, item_ids=[item.id])[item.id]
-    context = _row_context(project, item, asked, error) | {
-        "media": media_folder(project.public_slug),
-        "saved": error is None,
-    }
+        error = str(refused.detail)
     if request.headers.get("HX-Request"):  # htmx swaps a 2xx only: the row says what failed
-        return _page(request, "items/_row.html", context)
-    if error is not None:
-        return _page(request, "error.html", {"message": error, "status": status_code}, status_code)
+        asked = curation.times_asked(session=session, project=project, item_ids=[item.id])
+        context = {
+            "project": project,
+            "item": item,
+            "asked": asked[item.id],
+            "error": error,
+            "saved": error is None,
+            "media": media_folder(project.public_slug),
+        }
+        return render(request, "items/_row.html", context)
     return RedirectResponse(request.url_for("items_page", project_id=project_id).path, 303)
-
-
-def _page(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
-    return request.app.state.templates.TemplateResponse(
-        request, name, context, status_code=status_code
-    )

@@ -66,6 +66,20 @@ def point_on_scatter(page, index: int) -> tuple[float, float]:
     return found[0], found[1]
 
 
+class Confirmations:
+    """The questions a page asks before it acts (`window.confirm`), each answered "Cancel"
+    until `accept` is set."""
+
+    def __init__(self, page) -> None:
+        self.asked: list[str] = []
+        self.accept = False
+        page.on("dialog", self._answer)
+
+    def _answer(self, dialog) -> None:
+        self.asked.append(dialog.message)
+        dialog.accept() if self.accept else dialog.dismiss()
+
+
 def watch(page) -> dict:
     """Dialogs that open, and requests that leave for another origin or sign out."""
     seen: dict = {"dialogs": [], "requests": []}
@@ -203,22 +217,15 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     assert created not in page.content()  # shown once
     row = page.locator("tr", has_text="notebook")
     expect(row).to_contain_text("just now")  # used a moment ago
-    asked: list[str] = []
-    answer = {"accept": False}
-
-    def on_dialog(dialog):
-        asked.append(dialog.message)
-        dialog.accept() if answer["accept"] else dialog.dismiss()
-
-    page.on("dialog", on_dialog)
+    confirm = Confirmations(page)
     row.get_by_role("button", name="Revoke").click()  # asked first; "Cancel" keeps it
-    assert asked == [
+    assert confirm.asked == [
         "Revoke the token notebook? Scripts and services that use it are refused from now "
         "on; this cannot be undone."
     ]
     expect(page.locator("tr", has_text="notebook")).not_to_contain_text("revoked")
     assert httpx.get(f"{server}{API}/projects", headers=bearer).status_code == 200
-    answer["accept"] = True
+    confirm.accept = True
     row.get_by_role("button", name="Revoke").click()
     expect(page.locator("tr", has_text="notebook")).to_contain_text("revoked")
     assert httpx.get(f"{server}{API}/projects", headers=bearer).status_code == 401
@@ -929,23 +936,16 @@ def test_a_project_is_renamed_and_its_model_and_itself_deleted_from_its_pages(
     expect(page.get_by_role("heading", level=1)).to_have_text("Pilot, wave 2")
     expect(page.locator(".lead")).to_have_text("Forty raters from the lab pool")
 
-    asked: list[str] = []
-    answer = {"accept": False}
-
-    def on_dialog(dialog):
-        asked.append(dialog.message)
-        dialog.accept() if answer["accept"] else dialog.dismiss()
-
-    page.on("dialog", on_dialog)
+    confirm = Confirmations(page)
     page.get_by_role("link", name="Models").click()
     card = page.locator(".model", has_text="map")
     card.get_by_role("button", name="Delete").click()
-    assert asked == [
+    assert confirm.asked == [
         "Delete the model map with its 1 version? Predictions from it stop at once; this "
         "cannot be undone."
     ]
     expect(page.locator(".model", has_text="map")).to_have_count(1)
-    answer["accept"] = True
+    confirm.accept = True
     card.get_by_role("button", name="Delete").click()
     expect(page.locator(".model")).to_have_count(0)
     assert httpx.get(f"{server}{API}/projects/{project_id}/models", headers=bearer).json() == []
