@@ -329,6 +329,48 @@ class Scenario:
                 shown[n] = state["comparison"]
         assert shown == [None, None]  # both ran out of work
 
+        # A study that screens out raters who fail its checks: the careless one's session
+        # ends at the check that takes them below the threshold, and the answer they
+        # then send from another tab (a query served after the first one's lease ran
+        # out) is not recorded.
+        screened, screened_slug = self.project(
+            "screened",
+            8,
+            attention_rate=0.4,
+            random_share=0.6,
+            allow_cant_tell=True,
+            answers_per_rater=30,
+            completion_code="SCREENED-DONE",
+            min_attention_accuracy=0.9,
+            quality_min_answers=2,
+            screened_out_code="SCREENED-OUT",
+            screened_out_url="https://example.org/screened",
+        )
+        three = [self.join(screened_slug, f"s{n}") for n in range(3)]
+        shown = [self.next(screened_slug, token)["comparison"] for token in three]
+        other_tab = None
+        for turn in range(90):
+            n = turn % 3
+            if shown[n] is None:
+                continue
+            careless = n == 2
+            is_check = shown[n]["anchor"]["key"] in (
+                shown[n]["left"]["key"],
+                shown[n]["right"]["key"],
+            )
+            if careless and other_tab is None and not is_check:
+                other_tab = shown[n]["query_id"]
+                self.expire_leases(screened)
+                shown = [self.next(screened_slug, token)["comparison"] for token in three]
+                continue
+            choice = self.choice(shown[n], careless=careless)
+            state = self.answer(screened_slug, three[n], shown[n]["query_id"], choice)
+            shown[n] = state["comparison"]
+            if state["screened_out"] and other_tab is not None:
+                self.answer(screened_slug, three[n], other_tab, "left")
+                self.next(screened_slug, three[n])
+                other_tab = None
+
 
 def _value(value):
     if isinstance(value, datetime):
@@ -421,13 +463,16 @@ def test_the_answer_function_and_the_python_scheduler_write_the_same(
     assert purposes == {int(p) for p in Purpose} - {int(Purpose.routing)}, purposes
     assert {row["choice"] for row in assignments} >= {"left", "right", "cant_tell"}
     excluded = [row["id"] for row in function.rows["raters"] if row["excluded"]]
-    assert len(excluded) == 1
+    assert len(excluded) == 2  # the careless rater of "study" and the one screened out
     served_to_excluded = [
         row for row in assignments if row["rater_id"] in excluded and row["slot_id"] is not None
     ]
     assert len(served_to_excluded) >= 3  # their answers to queue slots release them
     assert sum(row["completed_at"] is not None for row in function.rows["raters"]) >= 3
     assert sum(body.get("out_of_work", False) for _, body in function.responses) == 2
+    screened_out = [body for _, body in function.responses if body.get("screened_out")]
+    assert len(screened_out) == 3  # the check that ended it, the other tab's answer, a visit
+    assert {body["completion_code"] for body in screened_out} == {"SCREENED-OUT"}
     assert sum(body.get("replayed", False) for _, body in function.responses) >= 25
     assert sum(row["answered_at"] is not None for row in assignments) >= 280
     assert function.rows["function calls"] >= 250

@@ -422,3 +422,102 @@ def test_items_are_found_counted_and_fixed_as_an_upload_would_have_them(client, 
         f"/api/v1/projects/{numbers}/items/kid", headers=auth, json={"label": "seven"}
     )
     assert refused.status_code == 400 and "is not a number" in refused.text
+
+
+def test_an_item_is_deleted_with_its_answers_unless_a_build_asks_about_it(
+    app, client, auth, project, settings
+):
+    """A mistaken item goes with every answer that names it (counts stay true, the
+    hourly tallies too) and every query about it, and raters are never asked about it
+    again; its image goes unless another item shows it. While a build's trees hold it,
+    it stays, and the refusal says which build."""
+    from sqlalchemy import select
+
+    from app.core.db import unit_of_work
+    from app.models import Item
+    from app.triplets import tally
+    from tests.support.links import open_link
+
+    pid = project["id"]
+    shades = {f"s{i}": png((30 * i, 90, 200 - 20 * i), (8, 8)) for i in range(7)}
+    manifest = "key,label,image\n" + "".join(
+        f"{key},{'ab'[i % 2]},img/{key}.png\n" for i, key in enumerate(shades)
+    )
+    manifest += "twin,a,img/s0.png\n"  # the same picture as s0
+    archive = zip_bytes(
+        {"manifest.csv": manifest, **{f"img/{k}.png": v for k, v in shades.items()}}
+    )
+    assert upload(client, auth, pid, "items", "shades.zip", archive).status_code == 201
+    answers = "anchor,closer,farther\ns0,s1,s2\ns1,s0,s3\ns2,s3,s0\ns3,s4,s5\ns4,s5,s6\n"
+    assert upload(client, auth, pid, "triplets", "t.csv", answers).status_code == 201
+    with unit_of_work(app.state.session_factory) as session:
+        tally.advance(session, pid)  # the worker's upkeep: the counts come from tallies
+    url = f"/api/v1/projects/{pid}/items"
+    with app.state.session_factory() as session:
+        image_of = dict(session.execute(select(Item.key, Item.image_file)).all())
+
+    build = client.post(
+        f"/api/v1/projects/{pid}/builds", headers=auth, json={"n_trees": 1, "random_state": 0}
+    ).json()
+    refused = client.delete(f"{url}/s0", headers=auth)
+    assert refused.status_code == 409
+    assert "item 's0' is in the trees of build 1 (running)" in refused.json()["detail"]
+    assert client.get(f"{url}/s0", headers=auth).status_code == 200
+    cancelled = client.post(f"/api/v1/projects/{pid}/builds/{build['id']}/cancel", headers=auth)
+    assert cancelled.status_code == 200
+
+    slug = open_link(client, auth, pid)["public_slug"]
+    client.patch(
+        f"/api/v1/projects/{pid}/rating",
+        headers=auth,
+        json={"random_share": 1.0, "attention_rate": 0, "answers_per_rater": 0},
+    )
+    joined = client.post(f"/api/v1/rate/{slug}/raters", json={"participant": "r1"}).json()
+    rater = {"X-Rater-Token": joined["rater_token"]}
+    shown = client.get(f"/api/v1/rate/{slug}/next", headers=rater).json()["comparison"]
+    held = {shown[side]["key"] for side in ("anchor", "left", "right")}
+    doomed = "s0" if "s0" in held else next(iter(held))  # one the rater has on screen
+
+    deleted = client.delete(f"{url}/{doomed}", headers=auth)
+    assert deleted.status_code == 200, deleted.text
+    named = sum(doomed in row.split(",") for row in answers.splitlines()[1:])
+    assert deleted.json() == {"key": doomed, "answers_deleted": named, "queries_withdrawn": 1}
+    assert client.get(f"{url}/{doomed}", headers=auth).status_code == 404
+    assert client.delete(f"{url}/{doomed}", headers=auth).status_code == 404
+    detail = client.get(f"/api/v1/projects/{pid}", headers=auth).json()
+    assert (detail["item_count"], detail["triplet_count"]) == (7, 5 - named)
+    exported = client.get(f"/api/v1/projects/{pid}/triplets/export?format=json", headers=auth)
+    assert all(doomed not in row.values() for row in exported.json())
+    with unit_of_work(app.state.session_factory) as session:
+        tally.advance(session, pid)
+        assert tally.answer_count(session, pid) == 5 - named
+
+    # The rater's comparison with it is gone: they get another, never naming it again.
+    answered = client.post(
+        f"/api/v1/rate/{slug}/answers",
+        headers=rater,
+        json={"query_id": shown["query_id"], "choice": "left"},
+    )
+    assert answered.status_code == 404
+    for _ in range(40):
+        state = client.get(f"/api/v1/rate/{slug}/next", headers=rater).json()
+        comparison = state["comparison"]
+        assert doomed not in {comparison[side]["key"] for side in ("anchor", "left", "right")}
+        client.post(
+            f"/api/v1/rate/{slug}/answers",
+            headers=rater,
+            json={"query_id": comparison["query_id"], "choice": "left"},
+        )
+
+    # Its picture goes, unless another item shows the same one.
+    media = settings.data_dir / "media" / str(pid)
+    files = {path.name for path in media.iterdir()}
+    if doomed == "s0":
+        assert image_of["twin"] in files
+    else:
+        assert image_of[doomed] not in files
+    twin_gone = client.delete(f"{url}/twin", headers=auth)
+    assert twin_gone.status_code == 200
+    remaining = {path.name for path in media.iterdir()}
+    if doomed == "s0":
+        assert image_of["s0"] not in remaining

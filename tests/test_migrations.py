@@ -88,6 +88,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0018",
             "0019",
             "0020",
+            "0021",
         ]
     finally:
         engine.dispose()

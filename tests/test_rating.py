@@ -16,6 +16,7 @@ from app.learn import CompRF, FeatureOracle
 from app.models import (
     ADAPTIVE_PURPOSES,
     Assignment,
+    Item,
     Job,
     Project,
     Purpose,
@@ -441,6 +442,91 @@ class TestScheduler:
 
 
 class TestQuality:
+    def test_a_screened_out_code_ends_the_session_of_a_rater_who_fails_the_checks(
+        self, app, client, auth, study
+    ):
+        """Prolific and MTurk pay a failed attention check differently: with a code for
+        it, the rater's session ends at the check that takes them below the threshold,
+        with that code and redirect, and nothing they send afterwards is recorded, on
+        either answer path. Without one they carry on, excluded (the test below)."""
+        project_id, slug, _ = study
+        configure(
+            client,
+            auth,
+            project_id,
+            attention_rate=1.0,
+            random_share=0,
+            answers_per_rater=10,
+            completion_code="DONE-10",
+            min_attention_accuracy=0.75,
+            quality_min_answers=3,
+            screened_out_code="FAILED-CHECKS",
+            screened_out_url="https://example.org/screened",
+        )
+        careless, state = join(client, slug, PROLIFIC_PID="careless")
+        careful, careful_state = join(client, slug, PROLIFIC_PID="careful")
+
+        def passing(comparison):
+            return "left" if comparison["left"]["key"] == comparison["anchor"]["key"] else "right"
+
+        for _ in range(2):
+            comparison = state["comparison"]
+            state = answer(client, slug, careless, comparison["query_id"], passing(comparison))
+            assert state.json()["screened_out"] is False
+            state = state.json()
+        held_check = state["comparison"]
+        # A second tab: the check's lease runs out and a plain triplet is served instead.
+        with unit_of_work(app.state.session_factory) as session:
+            session.get(Assignment, held_check["query_id"]).expires_at = utcnow() - timedelta(
+                seconds=1
+            )
+        configure(client, auth, project_id, attention_rate=0)
+        other_tab = client.get(f"{API}/rate/{slug}/next", headers=careless).json()["comparison"]
+        assert other_tab["query_id"] != held_check["query_id"]
+        with app.state.session_factory() as session:
+            before = session.query(Rater).filter_by(external_id="careless").one()
+            checks_so_far = before.attention_passed + before.attention_failed
+        assert checks_so_far == 2
+        # Passed 2 of 3: below 75 %, the session ends at the third check.
+        failing = "right" if passing(held_check) == "left" else "left"
+        ended = answer(client, slug, careless, held_check["query_id"], failing).json()
+        assert ended["screened_out"] is True and ended["comparison"] is None
+        assert ended["completion_code"] == "FAILED-CHECKS"
+        assert ended["completion_url"] == "https://example.org/screened"
+        assert ended["out_of_work"] is False
+
+        # The query in the other tab is not recorded, and nothing new is served.
+        late = answer(client, slug, careless, other_tab["query_id"], "left")
+        assert late.status_code == 200 and late.json()["completion_code"] == "FAILED-CHECKS"
+        again = client.get(f"{API}/rate/{slug}/next", headers=careless).json()
+        assert again["screened_out"] is True and again["comparison"] is None
+        with app.state.session_factory() as session:
+            rater = session.query(Rater).filter_by(external_id="careless").one()
+            assert rater.answers == 3 and rater.screened_out_at is not None
+            assert session.get(Assignment, other_tab["query_id"]).answered_at is None
+            served = session.query(Assignment).filter_by(rater_id=rater.id).count()
+        assert served == 4
+        assert triplets(app, project_id) == []
+
+        # Whoever passes the checks carries on to the completion code.
+        for _ in range(10):
+            comparison = careful_state["comparison"]
+            chosen = passing(comparison)
+            careful_state = answer(client, slug, careful, comparison["query_id"], chosen).json()
+        assert careful_state["completion_code"] == "DONE-10"
+        assert careful_state["screened_out"] is False
+
+        listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
+        outcomes = {p["participant_id"]: (p["outcome"], p["completion_code"]) for p in listed}
+        assert outcomes == {
+            "careless": ("failed_attention", "FAILED-CHECKS"),
+            "careful": ("completed", "DONE-10"),
+        }
+        # Without the code, a screened-out rater's session goes on where it stopped.
+        configure(client, auth, project_id, screened_out_code=None)
+        resumed = client.get(f"{API}/rate/{slug}/next", headers=careless).json()
+        assert resumed["screened_out"] is False and resumed["comparison"] is not None
+
     def test_failed_attention_checks_exclude_a_rater_from_builds_reversibly(
         self, app, client, auth, study, blobs
     ):
@@ -716,6 +802,93 @@ class TestAnswerFunction:
     def postgres_only(self, app):
         if app.state.answer_function is None:
             pytest.skip("SQLite answers through the Python scheduler only")
+
+    def test_a_query_drawn_with_an_item_deleted_meanwhile_is_withdrawn(
+        self, app, client, auth, project
+    ):
+        """A process draws random queries from item ids it read a few seconds ago. An
+        item deleted in between may come up in the answer function's draw: the query is
+        withdrawn and the rater gets the next one, never a comparison that cannot be
+        shown."""
+        import itertools
+        import random
+
+        from sqlalchemy import func
+
+        from app.raters.service import studies
+        from app.scheduling.study_items import item_ids
+
+        pid = project["id"]
+        keys = ["a", "b", "c", "d", "e"]
+        rows = "key\n" + "\n".join(keys)
+        assert (
+            client.post(
+                f"{API}/projects/{pid}/items", headers=auth, files={"file": ("i.csv", rows)}
+            ).status_code
+            == 201
+        )
+        configure(
+            client,
+            auth,
+            pid,
+            random_share=1.0,
+            attention_rate=0,
+            answers_per_rater=0,
+        )
+        slug = open_link(client, auth, pid)["public_slug"]
+        joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": "r"}).json()
+        rater = {"X-Rater-Token": joined["rater_token"]}
+        with unit_of_work(app.state.session_factory) as session:
+            ids = dict(session.query(Item.key, Item.id).filter(Item.project_id == pid).all())
+            rater_id = session.query(Rater.id).filter(Rater.project_id == pid).scalar()
+            # Every query without "d" seen but one, which the rater has on screen.
+            others = [ids[k] for k in keys if k != "d"]
+            queries = [
+                (anchor, *sorted(pair))
+                for anchor in others
+                for pair in itertools.combinations([i for i in others if i != anchor], 2)
+            ]
+            now = utcnow()
+            for number, (anchor, lo, hi) in enumerate(queries):
+                session.add(
+                    Assignment(
+                        project_id=pid,
+                        rater_id=rater_id,
+                        purpose=int(Purpose.random),
+                        anchor_id=anchor,
+                        lo_id=lo,
+                        hi_id=hi,
+                        left_is_lo=True,
+                        served_at=now,
+                        expires_at=now + timedelta(hours=1),
+                        answered_at=None if number == len(queries) - 1 else now,
+                    )
+                )
+            session.flush()
+            held = session.query(func.max(Assignment.id)).scalar()
+            item_ids().get(session, studies().cached(slug))  # this process's ids, with "d"
+        deleted = client.delete(f"{API}/projects/{pid}/items/d", headers=auth)
+        assert deleted.status_code == 200, deleted.text
+
+        app.state.scheduler_random = random.Random(20261126)
+        state = answer(client, slug, rater, held, "left")
+        assert state.status_code == 200, state.text
+        shown = state.json()["comparison"]  # every random one seen: an attention check
+        assert "d" not in {shown[side]["key"] for side in ("anchor", "left", "right")}
+        with app.state.session_factory() as session:
+            served = session.query(Assignment.id).filter(Assignment.rater_id == rater_id).all()
+            naming_d = (
+                session.query(Assignment)
+                .filter(
+                    (Assignment.anchor_id == ids["d"])
+                    | (Assignment.lo_id == ids["d"])
+                    | (Assignment.hi_id == ids["d"])
+                )
+                .count()
+            )
+        assert naming_d == 0
+        # The function drew one with "d" (the next id), withdrawn; then the check.
+        assert sorted(i for (i,) in served)[-2:] == [held, held + 2]
 
     def test_answers_take_one_call_and_store_what_the_rater_chose(
         self, app, client, auth, study, blobs, monkeypatch

@@ -12,8 +12,8 @@ from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import NotFound
 from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
-from app.items import curation, service
-from app.items.schemas import ItemOut, ItemPage, ItemUpdate
+from app.items import curation, removal, service
+from app.items.schemas import ItemDeletedOut, ItemOut, ItemPage, ItemUpdate
 from app.models import Item, Split
 from app.projects.service import get_project
 from app.uploads.api import (
@@ -170,6 +170,29 @@ def fix_item(
     item = service.get_item(session=session, project=project, key=key)
     changes = body.model_dump(exclude_unset=True)
     return item_out(curation.fix_item(session=session, project=project, item=item, changes=changes))
+
+
+@router.delete("/{key}", response_model=ItemDeletedOut)
+def delete_item(
+    project_id: RowId,
+    key: str,
+    request: Request,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+):
+    """Delete an item with every answer that names it, and withdraw the queries about
+    it. Refused (409) while a build's trees hold it (running, paused or complete) or a
+    routing places it. Models fitted before show it until their next fit."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    item = service.get_item(session=session, project=project, key=key)
+    store = request.app.state.images
+    deleted = removal.delete_item(
+        session=session,
+        project=project,
+        item=item,
+        remove_image=lambda name: store.remove(project.id, [name]),
+    )
+    return ItemDeletedOut(**vars(deleted))
 
 
 @router.get(

@@ -43,3 +43,12 @@ class ItemUpdate(RequestModel):
         description="train, test or unlabelled; left out: unlabelled without a label, train "
         "for a newly labelled item, else as it was",
     )
+
+
+class ItemDeletedOut(BaseModel):
+    key: str
+    answers_deleted: int = Field(description="Answers (triplets) that named the item, deleted")
+    queries_withdrawn: int = Field(
+        description="Queries served to raters or waiting that named it, withdrawn (the "
+        "raters' answer counts stay)"
+    )

@@ -17,7 +17,7 @@ from app.core.errors import NotFound, ServiceError
 from app.core.fields import RowId
 from app.core.pages import render
 from app.core.routes import StrictJSONRoute
-from app.items import curation
+from app.items import curation, removal
 from app.models import Item, Split
 from app.projects.service import get_project
 from app.rating.deps import media_folder
@@ -94,6 +94,20 @@ def items_page(
     )
 
 
+def _row(request: Request, session, project, item: Item, error: str | None) -> HTMLResponse:
+    """One row of the items table as it stands, saying what failed or that it saved."""
+    asked = curation.times_asked(session=session, project=project, item_ids=[item.id])
+    context = {
+        "project": project,
+        "item": item,
+        "asked": asked[item.id],
+        "error": error,
+        "saved": error is None,
+        "media": media_folder(project.public_slug),
+    }
+    return render(request, "items/_row.html", context)
+
+
 @router.post(
     "/projects/{project_id}/items/{item_id}/fix", response_class=HTMLResponse, name="fix_item_form"
 )
@@ -124,14 +138,41 @@ def fix_item_form(
         item = session.get(Item, item_id)
         error = str(refused.detail)
     if request.headers.get("HX-Request"):  # htmx swaps a 2xx only: the row says what failed
-        asked = curation.times_asked(session=session, project=project, item_ids=[item.id])
-        context = {
-            "project": project,
-            "item": item,
-            "asked": asked[item.id],
-            "error": error,
-            "saved": error is None,
-            "media": media_folder(project.public_slug),
-        }
-        return render(request, "items/_row.html", context)
+        return _row(request, session, project, item, error)
+    return RedirectResponse(request.url_for("items_page", project_id=project_id).path, 303)
+
+
+@router.post(
+    "/projects/{project_id}/items/{item_id}/delete",
+    response_class=HTMLResponse,
+    name="delete_item_form",
+)
+def delete_item_form(
+    project_id: RowId,
+    item_id: RowId,
+    request: Request,
+    session: SessionDep,
+    researcher: WorkspaceResearcher,
+):
+    """The item deleted with its answers, as DELETE /projects/{id}/items/{key} does; the
+    row says what went, or why it stays."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    item = session.get(Item, item_id)
+    if item is None or item.project_id != project.id:
+        raise NotFound(f"no item {item_id} in project {project.id}")
+    store = request.app.state.images
+    try:
+        deleted = removal.delete_item(
+            session=session,
+            project=project,
+            item=item,
+            remove_image=lambda name: store.remove(project.id, [name]),
+        )
+    except ServiceError as refused:
+        if not request.headers.get("HX-Request"):
+            raise
+        roll_back(session)
+        return _row(request, session, project, session.get(Item, item_id), str(refused.detail))
+    if request.headers.get("HX-Request"):
+        return render(request, "items/_deleted_row.html", {"item_id": item_id, "deleted": deleted})
     return RedirectResponse(request.url_for("items_page", project_id=project_id).path, 303)

@@ -82,6 +82,10 @@ class Project(Base):
     attention_rate: Mapped[float] = mapped_column(Float, default=0.05)
     lease_seconds: Mapped[int] = mapped_column(default=120)
     min_attention_accuracy: Mapped[float | None] = mapped_column(Float)
+    # A rater who falls below min_attention_accuracy: with this code set, their session
+    # ends there with it (and this redirect, if set); else they carry on, excluded.
+    screened_out_code: Mapped[str | None] = mapped_column(String(64))
+    screened_out_url: Mapped[str | None] = mapped_column(String(500))
     min_majority_agreement: Mapped[float | None] = mapped_column(Float)
     quality_min_answers: Mapped[int] = mapped_column(default=5)
     # The newest answer the raters' agreement with the majority includes, and when it was

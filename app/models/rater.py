@@ -45,6 +45,9 @@ class Rater(Base):
     completed_at: Mapped[datetime | None] = mapped_column(Timestamp)
     # When the session ended for want of anything left to ask them (the no-more-work code).
     out_of_work_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # When the session ended because they fell below the attention-check threshold, in a
+    # project with a code for that (the screened-out code): nothing more is asked of them.
+    screened_out_at: Mapped[datetime | None] = mapped_column(Timestamp)
     last_seen_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
     @property

@@ -180,6 +180,26 @@ class RatingSettings(BaseModel):
         description="Exclude raters passing fewer checks than this",
         json_schema_extra=_shown(QUALITY, "share"),
     )
+    screened_out_code: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        title="Code when attention checks fail (empty: they carry on)",
+        description="Shown to a rater who falls below the attention-check accuracy: their "
+        "session ends there with this code (e.g. the recruiting platform's code for a "
+        "failed attention check); null: they carry on, their answers excluded, and get "
+        "the completion code",
+        json_schema_extra=_shown(QUALITY, "text"),
+    )
+    screened_out_url: str | None = Field(
+        default=None,
+        max_length=500,
+        pattern=r"^https?://",
+        title="Redirect when attention checks fail",
+        description="Where a rater whose session ended on failed attention checks is sent; "
+        "null: no redirect",
+        json_schema_extra=_shown(QUALITY, "url"),
+    )
     min_majority_agreement: float | None = Field(
         default=None,
         ge=0,

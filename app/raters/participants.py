@@ -3,7 +3,8 @@ session ended, their answers and time, and the code they were shown. The page, t
 API and the CSV for a recruiting platform's bulk approval all read `participants`.
 
 An outcome, most telling first: failed attention checks (below the project's threshold,
-whatever else happened: a platform lets the researcher return or reject them), completed
+whatever else happened: a platform lets the researcher return or reject them; with a
+screened-out code set, their session ended there with that code), completed
 (the completion code), out of work (the no-more-work code: nothing was left to ask
 them), still answering (seen in the last half hour), abandoned (neither, and gone)."""
 
@@ -76,6 +77,8 @@ def _outcome(project: Project, rater: Rater, now: datetime) -> Outcome:
 
 def _code_shown(project: Project, rater: Rater) -> str | None:
     """The code the rater's last screen showed them (None: they were shown none)."""
+    if rater.screened_out_at is not None:
+        return project.screened_out_code
     if rater.completed_at is not None:
         return project.completion_code
     if rater.out_of_work_at is not None:
@@ -92,7 +95,12 @@ def participants(
     for rater in session.scalars(
         select(Rater).where(Rater.project_id == project.id).order_by(Rater.id)
     ):
-        ended = rater.completed_at or rater.out_of_work_at or rater.last_seen_at
+        ended = (
+            rater.screened_out_at
+            or rater.completed_at
+            or rater.out_of_work_at
+            or rater.last_seen_at
+        )
         minutes = None
         if ended is not None and rater.created_at is not None:
             minutes = round((ended - rater.created_at).total_seconds() / 60, 1)

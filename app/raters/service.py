@@ -101,7 +101,7 @@ def link_notice(project: Project) -> str | None:
 
 
 _RATER_IN_PROJECT = (
-    select(Rater.id, Rater.answers, Rater.excluded)
+    select(Rater.id, Rater.answers, Rater.excluded, Rater.screened_out_at.is_not(None))
     .join(RaterSession, RaterSession.rater_id == Rater.id)
     .where(
         RaterSession.token_hash == bindparam("token_hash"),
@@ -155,7 +155,13 @@ def studies() -> _Studies:
 
 
 _RATER_BY_TOKEN = (
-    select(Rater.id, Rater.answers, Rater.excluded, Project.settings_version)
+    select(
+        Rater.id,
+        Rater.answers,
+        Rater.excluded,
+        Rater.screened_out_at.is_not(None),
+        Project.settings_version,
+    )
     .select_from(RaterSession)
     .join(Rater, Rater.id == RaterSession.rater_id)
     .join(Project, Project.id == Rater.project_id)
@@ -180,8 +186,8 @@ def authenticate_in_study(
     )
     if row is None:
         return None
-    rater_id, answers, excluded, version = row
-    return studies().get(session, slug, version), ActiveRater(rater_id, answers, excluded)
+    *rater, version = row
+    return studies().get(session, slug, version), ActiveRater(*rater)
 
 
 def list_raters(*, session: Session, project: Project) -> list[Rater]:

@@ -52,6 +52,7 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
         completion_url=state.completion_url,
         replayed=state.replayed,
         out_of_work=state.out_of_work,
+        screened_out=state.screened_out,
         link=state.link,
     )
 

@@ -48,6 +48,12 @@ class RaterStateOut(BaseModel):
         description="The session ended before the target: the rater was served every "
         "query the study has; completion_code is then the no-more-work code if one is set",
     )
+    screened_out: bool = Field(
+        default=False,
+        description="The session ended because the rater fell below the attention-check "
+        "accuracy in a project with a code for that; completion_code is then that code, "
+        "completion_url its redirect, and nothing more is recorded from them",
+    )
     completion_code: str | None
     completion_url: str | None
     replayed: bool = Field(default=False, description="This answer had been stored before")

@@ -51,7 +51,8 @@ class RaterState:
     """Where a rater stands: the comparison to answer (None once the session is over),
     how many answered of how many, and the code (and redirect) that ends the session:
     the completion code once done, the no-more-work code if the study ran out of
-    queries for them first."""
+    queries for them first, the screened-out code if they failed the attention checks
+    in a project with one."""
 
     comparison: Comparison | None
     answered: int
@@ -60,6 +61,7 @@ class RaterState:
     completion_url: str | None
     replayed: bool = False
     out_of_work: bool = False
+    screened_out: bool = False
     link: LinkState = LinkState.open  # not open: nothing to answer, and no code
     notice: str | None = None  # what a rater of a link that is not open reads
 
@@ -103,7 +105,9 @@ class _Cards:
         _, hits, missing = self._lookup(project, ids)
         return None if missing else [hits[i][1] for i in ids]
 
-    def get(self, session: Session, project: Project, ids: tuple[int, ...]) -> list[Shown]:
+    def get(self, session: Session, project: Project, ids: tuple[int, ...]) -> list[Shown] | None:
+        """The items' cards; None if one of them no longer exists (deleted while a
+        query naming it was drawn)."""
         now, hits, missing = self._lookup(project, ids)
         slug = project.public_slug
         if missing:
@@ -118,6 +122,8 @@ class _Cards:
                 for row in rows:
                     card = (now, Shown(row.key, row.text, row.image_file))
                     hits[row.id] = self._cards[(slug, row.id)] = card
+            if len(rows) < len(missing):
+                return None
         return [hits[i][1] for i in ids]
 
 
@@ -125,10 +131,10 @@ def _cards() -> _Cards:
     return caches.current().get("rating.cards", _Cards)
 
 
-def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -> Comparison:
+def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -> Comparison | None:
     ids = (served.anchor_id, served.left_id, served.right_id)
-    anchor, left, right = _cards().get(session, project, ids)
-    return Comparison(served.assignment_id, anchor, left, right)
+    cards = _cards().get(session, project, ids)
+    return None if cards is None else Comparison(served.assignment_id, *cards)
 
 
 def state(
@@ -141,11 +147,19 @@ def state(
     just_answered: bool = False,
 ) -> RaterState:
     """The rater's next comparison (leased to them) and their progress."""
-    assignment = scheduling.serve_next(
-        session=session, project=project, rater=rater, draws=draws, just_answered=just_answered
-    )
-    comparison = None if assignment is None else _shown(session, project, assignment)
-    shown = _progress(project, rater.answers, comparison, replayed)
+    comparison = None
+    for _ in range(3):
+        assignment = scheduling.serve_next(
+            session=session, project=project, rater=rater, draws=draws, just_answered=just_answered
+        )
+        comparison = None if assignment is None else _shown(session, project, assignment)
+        if assignment is None or comparison is not None:
+            break
+        # It names an item deleted since it was drawn: withdrawn, and another served.
+        scheduling.withdraw(session=session, assignment_id=assignment.assignment_id)
+        just_answered = True
+    screened_out = scheduling.is_screened_out(project, rater)
+    shown = _progress(project, rater.answers, comparison, replayed, screened_out=screened_out)
     if shown.out_of_work and shown.completion_code is not None:
         # Paid with the no-more-work code: the participants list says so.
         session.execute(
@@ -159,7 +173,10 @@ def state(
 def progress(*, project: Project, rater: ActiveRater) -> RaterState:
     """The rater's progress without serving a comparison: what a join answers, so that
     joining leases nothing (a burst of joins would otherwise hold the build's queries)."""
-    return _progress(project, rater.answers, None, replayed=False, asked=False)
+    screened_out = scheduling.is_screened_out(project, rater)
+    return _progress(
+        project, rater.answers, None, replayed=False, asked=False, screened_out=screened_out
+    )
 
 
 def preview(*, session: Session, project: Project, answered: int = 0) -> RaterState:
@@ -207,10 +224,14 @@ def _progress(
     replayed: bool,
     asked: bool = True,
     previewing: bool = False,
+    screened_out: bool = False,
 ) -> RaterState:
     code = url = notice = None
     out_of_work = asked and scheduling.is_out_of_work(project, answers, comparison)
-    if scheduling.is_complete(project, answers):  # the work is done: paid, link or not
+    if screened_out:  # ended on failed attention checks, whatever came after
+        comparison, out_of_work = None, False
+        code, url = project.screened_out_code, project.screened_out_url
+    elif scheduling.is_complete(project, answers):  # the work is done: paid, link or not
         code, url = project.completion_code, project.completion_url
     elif not previewing and (notice := raters.link_notice(project)) is not None:
         comparison = None
@@ -225,6 +246,7 @@ def _progress(
         completion_url=url,
         replayed=replayed,
         out_of_work=out_of_work,
+        screened_out=screened_out,
         link=project.link_state,
         notice=notice,
     )
@@ -241,6 +263,9 @@ def answer(
     draws: Draws,
 ) -> RaterState:
     """Record one answer (once, however often it is sent) and serve the next query."""
+    if scheduling.is_screened_out(project, rater):
+        # Their session has ended: the code again, and nothing recorded.
+        return state(session=session, project=project, rater=rater, draws=draws)
     outcome = scheduling.submit_answer(
         session=session,
         project=project,
@@ -249,6 +274,7 @@ def answer(
         choice=choice,
         response_time_ms=response_time_ms,
     )
+    rater.screened_out = outcome.screened_out
     if outcome.exclusion_changed:
         quality.replay_builds(session=session, project=project)
     elif outcome.build_id is not None:
@@ -343,7 +369,15 @@ def _finish_quick_answer(
             build_jobs.request_routing(
                 session=session, routing_id=answered.routing_id, project_id=project.id
             )
-        if scheduling.is_out_of_work(project, answered.answers, answered.served):
+        cards = None
+        if answered.served is not None:
+            cards = _cards().get(session, project, answered.served[1:])
+            if cards is None:  # drawn from item ids read before an item was deleted
+                scheduling.withdraw(session=session, assignment_id=answered.served[0])
+        if cards is None and (
+            answered.served is not None
+            or scheduling.is_out_of_work(project, answered.answers, answered.served)
+        ):
             found = raters.authenticate_in_study(session=session, slug=slug, token=token)
             if found is not None:
                 return found[0], state(
@@ -353,9 +387,6 @@ def _finish_quick_answer(
                     draws=draws,
                     just_answered=True,
                 )
-        cards = None
-        if answered.served is not None:
-            cards = _cards().get(session, project, answered.served[1:])
     return project, _answered_state(project, answered, cards)
 
 

@@ -52,14 +52,17 @@ DECLARE
     served bigint;
     draw integer;
 BEGIN
-    SELECT r.id AS rater_id, r.excluded, p.id AS project_id, p.settings_version,
+    SELECT r.id AS rater_id, r.excluded, r.screened_out_at, p.id AS project_id, p.settings_version,
            p.allow_cant_tell, p.answers_per_rater, p.attention_rate, p.random_share,
            p.lease_seconds, p.link_state
       INTO who
       FROM rater_sessions s JOIN raters r ON r.id = s.rater_id
       JOIN projects p ON p.id = r.project_id
      WHERE s.token_hash = p_token_hash AND p.public_slug = p_slug;
-    IF NOT FOUND OR (p_choice = 'cant_tell' /* Choice.cant_tell */ AND NOT who.allow_cant_tell) THEN
+    -- A rater screened out by failed attention checks answers nothing more (the Python
+    -- path shows them their code).
+    IF NOT FOUND OR who.screened_out_at IS NOT NULL
+       OR (p_choice = 'cant_tell' /* Choice.cant_tell */ AND NOT who.allow_cant_tell) THEN
         RETURN QUERY SELECT 'full', NULL::integer, NULL::integer, NULL::integer,
             NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
         RETURN;

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-from sqlalchemy import bindparam, case, exists, insert, literal_column, or_, select, update
+from sqlalchemy import bindparam, case, delete, exists, insert, literal_column, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.db import FastStatement
@@ -56,10 +56,11 @@ class ActiveRater:
     id: int
     answers: int
     excluded: bool
+    screened_out: bool = False  # ended on failed attention checks: nothing more is asked
 
     @classmethod
     def of(cls, rater: Rater) -> ActiveRater:
-        return cls(rater.id, rater.answers, rater.excluded)
+        return cls(rater.id, rater.answers, rater.excluded, rater.screened_out_at is not None)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class AnswerOutcome:
     build_id: int | None = None
     routing_id: int | None = None
     exclusion_changed: bool = False
+    screened_out: bool = False  # this check ended the rater's session (screened_out_code)
     triplet: dict | None = None  # the row to append with store_answer, last
 
 
@@ -358,6 +360,12 @@ def is_asking(project: Project) -> bool:
     return project.link_state is LinkState.open
 
 
+def is_screened_out(project: Project, rater: ActiveRater) -> bool:
+    """Whether the rater's session ended on failed attention checks (while the project
+    still has a code for that: cleared, the screened-out raters carry on)."""
+    return rater.screened_out and project.screened_out_code is not None
+
+
 def is_out_of_work(project: Project, answers: int, served: object | None) -> bool:
     """Whether a session ends early: nothing served, not complete, the link open."""
     return served is None and is_asking(project) and not is_complete(project, answers)
@@ -376,7 +384,9 @@ def serve_next(
     have been served every query the study has (`is_out_of_work`). The query they hold
     unanswered comes first, unless they `just_answered` the one they held. Every random
     choice comes from `draws`, as in closer_answer()."""
-    if is_complete(project, rater.answers) or not is_asking(project):
+    if is_screened_out(project, rater) or is_complete(project, rater.answers):
+        return None
+    if not is_asking(project):
         return None
     now = now or utcnow()
     if not just_answered:
@@ -477,8 +487,12 @@ def submit_answer(
     rater.answers = counted.answers
     if check:
         # Checks are a few in a hundred answers: the thresholds work on the full rater.
-        changed = apply_thresholds(project=project, rater=session.get(Rater, rater.id))
-        return AnswerOutcome(replayed=False, exclusion_changed=changed)
+        full = session.get(Rater, rater.id)
+        changed = apply_thresholds(project=project, rater=full)
+        screened = screens_out(project=project, rater=full)
+        if screened:
+            full.screened_out_at = now
+        return AnswerOutcome(replayed=False, exclusion_changed=changed, screened_out=screened)
 
     slot_owner = (None, None)
     if answered.slot_id is not None:
@@ -509,6 +523,13 @@ def submit_answer(
     )
 
 
+def withdraw(*, session: Session, assignment_id: int) -> None:
+    """Take back a query served but not answered (it names an item deleted since)."""
+    session.execute(
+        delete(Assignment).where(Assignment.id == assignment_id, Assignment.answered_at.is_(None))
+    )
+
+
 def store_answer(*, session: Session, outcome: AnswerOutcome) -> None:
     """Append the answer's triplet: the last write of the request's transaction, so the
     triplets log's lock (see app/triplets/log.py) is held only until the commit."""
@@ -530,6 +551,18 @@ def failed_attention(*, project: Project, rater: Rater) -> str | None:
             f"(below {project.min_attention_accuracy:.0%})"
         )
     return None
+
+
+def screens_out(*, project: Project, rater: Rater) -> bool:
+    """Whether the rater's session ends now on failed attention checks: the project has a
+    code for that, they fell below its threshold, and the researcher has not included
+    them whatever the thresholds say."""
+    return (
+        project.screened_out_code is not None
+        and rater.screened_out_at is None
+        and rater.exclusion_override is not False
+        and failed_attention(project=project, rater=rater) is not None
+    )
 
 
 def apply_thresholds(*, project: Project, rater: Rater) -> bool:

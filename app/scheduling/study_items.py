@@ -20,19 +20,20 @@ class _ItemIds:
     """Each project's item ids, read at most every few seconds per process: random
     triplets and attention checks draw from them on every request. Keyed by the public
     slug, which no other project ever gets (SQLite may give a deleted project's id to a
-    new one)."""
+    new one), and held while the study's settings version stands: deleting an item
+    raises it, so no process draws a deleted item (a new item may wait a few seconds)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, np.ndarray]] = {}
+        self._cache: dict[str, tuple[float, int, np.ndarray]] = {}
 
     def cached(self, project: Project) -> np.ndarray | None:
         """The ids if this process read them in the last few seconds."""
         with self._lock:
             hit = self._cache.get(project.public_slug)
-        if hit is not None and time.monotonic() - hit[0] < ITEM_CACHE_SECONDS:
-            return hit[1]
-        return None
+        if hit is None or hit[1] != project.settings_version:
+            return None
+        return hit[2] if time.monotonic() - hit[0] < ITEM_CACHE_SECONDS else None
 
     def get(self, session: Session, project: Project) -> np.ndarray:
         hit = self.cached(project)
@@ -46,7 +47,7 @@ class _ItemIds:
             dtype=np.int64,
         )
         with self._lock:
-            self._cache[project.public_slug] = (now, ids)
+            self._cache[project.public_slug] = (now, project.settings_version, ids)
         return ids
 
 

@@ -86,6 +86,30 @@ def advance(session: Session, project_id: int) -> int:
     return tallied
 
 
+def forget(session: Session, project_id: int, which) -> int:
+    """Take the project's answers matching `which` out of the tallies, before the caller
+    deletes them; returns how many there are (published ones). The cursor's row stays
+    locked until the caller commits, so no worker tallies them in between."""
+    locked = session.execute(
+        update(AnswerTallyCursor)
+        .where(AnswerTallyCursor.project_id == project_id)
+        .values(through_id=AnswerTallyCursor.through_id)
+        .returning(AnswerTallyCursor.through_id)
+    ).scalar()
+    cursor = locked or 0
+    hour = _hour_of(session)
+    mine = (Triplet.project_id == project_id, published(project_id), which)
+    for value, source, count in session.execute(
+        select(hour, Triplet.source, func.count())
+        .where(*mine, Triplet.id <= cursor)
+        .group_by(hour, Triplet.source)
+    ).all():
+        tally = session.get(AnswerTally, (project_id, _as_hour(value), TripletSource(source).value))
+        if tally is not None:
+            tally.answers = max(tally.answers - count, 0)
+    return session.scalar(select(func.count()).where(*mine)) or 0
+
+
 def behind(session: Session) -> list[int]:
     """Projects with answers past their tally cursor."""
     cursors = dict(

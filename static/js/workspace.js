@@ -84,10 +84,14 @@ function enhance(root) {
 }
 
 // A form that undoes something a researcher cannot take back (revoking a token, deleting)
-// asks first: its data-confirm is the question.
+// asks first: its data-confirm is the question. Declined, the submit stops here, before
+// it reaches the form: htmx sends a form's request whether or not the default is prevented.
 document.addEventListener("submit", (event) => {
   const question = event.target.dataset ? event.target.dataset.confirm : undefined;
-  if (question && !window.confirm(question)) event.preventDefault();
+  if (question && !window.confirm(question)) {
+    event.preventDefault();
+    event.stopPropagation();
+  }
 }, true);
 document.addEventListener("DOMContentLoaded", () => enhance(document));
 document.addEventListener("htmx:afterSettle", (event) => enhance(event.target));

@@ -153,6 +153,49 @@ def test_the_rating_page_works_on_a_phone(server, study, browser, tmp_path):
     context.close()
 
 
+@pytest.mark.one_database  # the page itself; the API's test runs on both databases
+def test_a_rater_who_fails_the_checks_gets_their_code_and_is_sent_back(
+    client, auth, server, study, browser, tmp_path
+):
+    project_id, slug = study
+    shots = screenshots_dir(tmp_path)
+    changed = client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={
+            "attention_rate": 1.0,
+            "random_share": 0,
+            "min_attention_accuracy": 1.0,
+            "quality_min_answers": 1,
+            "screened_out_code": "FAILED-CHECK-7",
+            "screened_out_url": f"{server}/api/v1/health?screened=1",
+        },
+    )
+    assert changed.status_code == 200, changed.text
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, color_scheme="dark"
+    )
+    page = context.new_page()
+    problems = []
+    page.on("console", lambda message: message.type == "error" and problems.append(message.text))
+    page.goto(f"{server}/r/{slug}?PROLIFIC_PID=careless-1")
+    page.get_by_role("button", name="Start").tap()
+    expect(page.locator(".progress .count")).to_have_text("0 / 40")
+    until(page, "window.htmx !== undefined")
+    anchor = page.locator(".anchor img").get_attribute("src")
+    candidates = page.locator("#comparison button.candidate")
+    sides = [candidates.nth(i).locator("img").get_attribute("src") for i in range(2)]
+    candidates.nth(0 if sides[1] == anchor else 1).tap()  # the side that is not the anchor
+    expect(page.locator("#completion-code")).to_have_text("FAILED-CHECK-7")
+    expect(page.get_by_role("heading")).to_have_text("Thank you for your time")
+    expect(page.get_by_text("Too few of your answers to the check questions")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=str(shots / "rate-screened-out-phone-dark.png"))
+    page.wait_for_url("**/api/v1/health?screened=1", timeout=15_000)
+    assert problems == []
+    context.close()
+
+
 @pytest.mark.one_database  # the page itself: nothing the database changes
 def test_an_unknown_study_link_is_a_page_that_says_so(server, browser):
     page = browser.new_page()

@@ -491,6 +491,12 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     expect(page.get_by_role("alert")).to_contain_text("random_share + attention_rate")
     page.get_by_label("Share of attention checks").fill("0.1")
     page.get_by_label("Offer “Can’t tell”").check()
+    # Raters who fail the checks: sent back with the platform's code for that.
+    page.get_by_label("Exclude below this attention-check accuracy").fill("0.8")
+    page.get_by_label("Code when attention checks fail").fill("FAILED-CHECKS")
+    page.get_by_label("Redirect when attention checks fail").fill(
+        "https://app.prolific.com/submissions/complete?cc=FAILED-CHECKS"
+    )
     # The samplers' shares: empty is automatic, a share above 1 is refused on its field.
     page.get_by_label("Proposed questions: share for labelling").fill("0.7")
     page.get_by_label("Proposed questions: share for the embedding").fill("1.5")
@@ -506,6 +512,9 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     assert rating["answers_per_rater"] == 25 and rating["allow_cant_tell"] is True
     assert rating["random_share"] == 0.7 and rating["attention_rate"] == 0.1
     assert rating["completion_url"] == "https://app.prolific.com/submissions/complete"
+    assert rating["min_attention_accuracy"] == 0.8
+    assert rating["screened_out_code"] == "FAILED-CHECKS"
+    assert rating["screened_out_url"].endswith("?cc=FAILED-CHECKS")
 
     # Raters: join two, exclude one from the table, and the API says so too.
     open_link(httpx, bearer, project_id, server)
@@ -1019,6 +1028,54 @@ def test_items_are_browsed_searched_and_fixed_on_their_page(
     expect(cap.get_by_role("alert")).to_have_text("split: split 'test' needs a label")
     kept = httpx.get(f"{server}{API}/projects/{project_id}/items/cap", headers=bearer).json()
     assert (kept["label"], kept["split"]) == ("clothing", "train")  # refused: nothing changed
+
+    # Deleting: asked first, refused while a build asks about the item, then done, with
+    # its answers, and the row says so.
+    build = httpx.post(
+        f"{server}{API}/projects/{project_id}/builds",
+        headers=bearer,
+        json={"n_trees": 1, "random_state": 0},
+    ).json()  # waits for raters: no answers yet
+    page.reload()
+    confirm = Confirmations(page)
+    sent = []
+    page.on("request", lambda request: request.method == "POST" and sent.append(request.url))
+    car = page.locator("#item-" + str(_item_id(server, bearer, project_id, "car")))
+    car.get_by_role("button", name="Delete").click()
+    assert confirm.asked == [
+        "Delete the item car? Queries about it are withdrawn; models fitted with it show it "
+        "until their next fit. This cannot be undone."
+    ]
+    cap.get_by_role("button", name="Save").click()  # a request after it: sent in order
+    expect(cap.get_by_role("status")).to_have_text("saved")
+    assert [url.rsplit("/", 1)[-1] for url in sent] == ["fix"]  # declined: nothing sent
+    assert httpx.get(f"{server}{API}/projects/{project_id}/items/car", headers=bearer).is_success
+    confirm.accept = True
+    car.get_by_role("button", name="Delete").click()
+    expect(car.get_by_role("alert")).to_contain_text(
+        "item 'car' is in the trees of build 1 (running)"
+    )
+    cancelled = httpx.post(
+        f"{server}{API}/projects/{project_id}/builds/{build['id']}/cancel", headers=bearer
+    )
+    assert cancelled.status_code == 200, cancelled.text
+    answers = "anchor,closer,farther\ncar,cap,cat\ncat,cap,car\n"
+    assert (
+        httpx.post(
+            f"{server}{API}/projects/{project_id}/triplets",
+            headers=bearer,
+            files={"file": ("answers.csv", answers)},
+        ).status_code
+        == 201
+    )
+    page.reload()
+    car.get_by_role("button", name="Delete").click()
+    assert confirm.asked[-1].startswith("Delete the item car and the 2 answers that name it?")
+    expect(car).to_have_text("Deleted car and the 2 answers that named it.")
+    gone = httpx.get(f"{server}{API}/projects/{project_id}/items/car", headers=bearer)
+    assert gone.status_code == 404
+    project = httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).json()
+    assert (project["item_count"], project["triplet_count"]) == (2, 0)
     look_at_pages(
         page, browser, server, {"items": f"/projects/{project_id}/items"}, screenshots_dir(tmp_path)
     )
