@@ -73,7 +73,14 @@ BODIES = {
 
 
 # The workspace's pages: a researcher's own list and tokens, and pages of a project.
-WORKSPACE_OWN = {"/", "/projects", "/project-archives", "/tokens", "/tokens/{token_id}/revoke"}
+WORKSPACE_OWN = {
+    "/",
+    "/projects",
+    "/project-archives",
+    "/tokens",
+    "/tokens/{token_id}/revoke",
+    "/logout/everywhere",
+}
 
 
 def kind_of(path: str) -> str:

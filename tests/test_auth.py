@@ -121,3 +121,76 @@ def test_a_sign_in_link_cut_short_or_changed_says_so_and_an_old_one_says_it_expi
     assert "That sign-in link has expired (a link lasts 24 hours)" in refused.text
     signed_in = client.get(f"/login/link?key={key}", follow_redirects=False)
     assert signed_in.status_code == 303
+
+
+def _signed_in_browser(client, email: str, password: str):
+    """A browser (the test client's cookie jar) signed in by the sign-in form."""
+    import re
+
+    form = client.get("/login").text
+    token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', form).group(1)
+    signed_in = client.post(
+        "/login",
+        data={"email": email, "password": password, "csrf_token": token},
+        follow_redirects=False,
+    )
+    assert signed_in.status_code == 303, signed_in.text
+    return client
+
+
+def test_a_sign_in_link_signs_in_once(app, client):
+    """The console's link is as good as a password for a day: once used (even by two
+    browsers at once), it is refused, and an older link with it."""
+    from app.auth.service import ensure_researcher
+    from app.core.db import unit_of_work
+
+    with unit_of_work(app.state.session_factory) as session:
+        admin_id = ensure_researcher(session=session, name="admin", admin=True).id
+    key = app.state.workspace_cookies.sign_in_link_key(admin_id)
+    first = client.get(f"/login/link?key={key}", follow_redirects=False)
+    assert first.status_code == 303
+    client.cookies.clear()
+    again = client.get(f"/login/link?key={key}", follow_redirects=False)
+    assert again.status_code == 400
+    assert "That sign-in link has been used already: a link signs in once" in again.text
+    assert client.get("/", follow_redirects=False).headers["location"] == "/login"
+
+
+def test_a_new_password_and_sign_out_everywhere_end_every_browser_session(app, settings):
+    """Browsers signed in with the old password are signed out by a new one; "Sign out
+    everywhere" on the tokens page ends them all, this one too, and API tokens stay."""
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from app.auth.service import issue_token, set_researcher_password
+    from app.core.db import unit_of_work
+
+    with unit_of_work(app.state.session_factory) as session:
+        ada, _ = set_researcher_password(
+            session=session, email="ada@lab.example", password="an old passphrase"
+        )
+        token = issue_token(session=session, researcher=ada)
+    with TestClient(app) as laptop, TestClient(app) as lab:
+        for browser in (laptop, lab):
+            _signed_in_browser(browser, "ada@lab.example", "an old passphrase")
+            assert browser.get("/", follow_redirects=False).status_code == 200
+        with unit_of_work(app.state.session_factory) as session:
+            set_researcher_password(
+                session=session, email="ada@lab.example", password="a new passphrase!"
+            )
+        for browser in (laptop, lab):
+            assert browser.get("/", follow_redirects=False).headers["location"] == "/login"
+            _signed_in_browser(browser, "ada@lab.example", "a new passphrase!")
+        page = laptop.get("/tokens").text
+        assert "You are signed in on 2 browsers" in page
+        csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page).group(1)
+        done = laptop.post("/logout/everywhere", data={"csrf_token": csrf}, follow_redirects=False)
+        assert (
+            done.status_code == 303 and done.headers["location"] == "/login?signed_out=everywhere"
+        )
+        assert "Signed out everywhere" in laptop.get(done.headers["location"]).text
+        for browser in (laptop, lab):
+            assert browser.get("/", follow_redirects=False).headers["location"] == "/login"
+        api = laptop.get("/api/v1/projects", headers={"Authorization": f"Bearer {token}"})
+        assert api.status_code == 200

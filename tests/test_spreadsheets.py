@@ -126,3 +126,20 @@ def test_lines_starting_with_a_hash_are_comments_and_a_hash_key_survives_a_round
     )
     # Row numbers stay those of the file: the note is line 2, the answer line 3.
     assert bad.status_code == 422 and bad.json()["detail"][0]["row"] == 3
+
+
+def test_only_an_unquoted_hash_makes_a_comment_and_each_comment_is_counted(client, auth, project):
+    """A quoted "#…" is a value like any other; a line that starts with a bare # is a
+    comment, left out, and listed with the rows left out, so no row vanishes silently."""
+    items = 'key,label\n"#quoted",a\n#bare,a\n"# spaced",a\nplain,b\n'
+    uploaded = client.post(
+        f"{API}/projects/{project['id']}/items", headers=auth, files={"file": ("i.csv", items)}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    body = uploaded.json()
+    assert body["rows"] == 3 and body["skipped_rows"] == 1
+    assert [(entry["row"], entry["msg"]) for entry in body["skipped"]] == [
+        (3, "i.csv, row 3: comment line (starts with an unquoted #): left out")
+    ]
+    listed = client.get(f"{API}/projects/{project['id']}/items", headers=auth).json()["items"]
+    assert sorted(item["key"] for item in listed) == ["# spaced", "#quoted", "plain"]

@@ -45,16 +45,18 @@ def test_bad_triplet_rows_are_skipped_and_listed_when_asked(client, auth, projec
     )
     assert kept.status_code == 201, kept.text
     body = kept.json()
-    assert body["rows"] == 2 and body["skipped_rows"] == 4
-    assert [(entry["row"], entry["column"]) for entry in body["skipped"]] == [
+    assert body["rows"] == 2 and body["skipped_rows"] == 5
+    assert sorted((entry["row"], entry["column"]) for entry in body["skipped"]) == [
         (3, None),
         (4, "closer"),
+        (5, None),  # the comment: left out, and said so
         (6, None),
         (8, "closer"),
     ]
     assert body["skipped_by_reason"] == {
         "repeats an item; a triplet needs three different items": 1,
         "closer: unknown item": 2,
+        "comment line: left out": 1,
         "expected 3 fields, found 2": 1,
     }
     assert _export(client, auth, pid) == [("a", "b", "c"), ("b", "c", "d")]

@@ -13,7 +13,7 @@ import secrets
 from datetime import timedelta
 
 from pwdlib import PasswordHash
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError
@@ -84,8 +84,11 @@ def set_researcher_password(
         researcher.email = email
     if admin:
         researcher.is_admin = True
+    changed = researcher.password_hash is not None
     researcher.password_hash = _password_hash.hash(password)
     session.flush()
+    if changed:  # whoever signed in with the old one is signed out
+        sign_out_everywhere(session=session, researcher=researcher)
     return researcher, created
 
 
@@ -225,3 +228,31 @@ def web_session_researcher(*, session: Session, key: str) -> Researcher | None:
 
 def close_web_session(*, session: Session, key: str) -> None:
     session.execute(delete(WebSession).where(WebSession.key_hash == hash_token(key)))
+
+
+def count_web_sessions(*, session: Session, researcher: Researcher) -> int:
+    return (
+        session.scalar(select(func.count()).where(WebSession.researcher_id == researcher.id)) or 0
+    )
+
+
+def sign_out_everywhere(*, session: Session, researcher: Researcher) -> int:
+    """End every browser session of the researcher; returns how many there were."""
+    return session.execute(
+        delete(WebSession).where(WebSession.researcher_id == researcher.id)
+    ).rowcount
+
+
+def use_sign_in_link(*, session: Session, researcher: Researcher, made_at: int) -> bool:
+    """Mark a sign-in link made at `made_at` used; False if it (or a later one) was used
+    already. One conditional update: of two browsers opening it at once, one gets in."""
+    used = session.execute(
+        update(Researcher)
+        .where(
+            Researcher.id == researcher.id,
+            (Researcher.sign_in_link_used_through.is_(None))
+            | (Researcher.sign_in_link_used_through < made_at),
+        )
+        .values(sign_in_link_used_through=made_at)
+    ).rowcount
+    return used == 1

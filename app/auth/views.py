@@ -42,18 +42,26 @@ def _sign_in_page(
     request: Request, *, error: str | None = None, email: str = "", status_code: int = 200
 ) -> HTMLResponse:
     cookies = request.app.state.workspace_cookies
-    nonce_cookie = request.cookies.get(SIGN_IN_NONCE_COOKIE)
-    fresh = None if cookies.nonce(nonce_cookie) else cookies.new_nonce()
-    if fresh is not None:
-        # The browser holds this nonce only once the response arrives; the form drawn
-        # now must already carry the token derived from it.
-        request.state.csrf_anchor = cookies.nonce(fresh)
+    held = cookies.nonce(request.cookies.get(SIGN_IN_NONCE_COOKIE))
+    fresh = None if held else cookies.new_nonce()
+    # The form's token comes from the nonce, also for a browser still sending the cookie
+    # of a session that has ended (signed out elsewhere, a new password, idle too long):
+    # that cookie goes below, so the form's post is checked against the nonce too. A new
+    # nonce is the browser's only once the response arrives: the form carries its token.
+    request.state.csrf_anchor = held or cookies.nonce(fresh)
     response = page(
         request,
         "auth/login.html",
-        {"error": error, "email": email, "next": _next_path(request.query_params.get("next"))},
+        {
+            "error": error,
+            "email": email,
+            "next": _next_path(request.query_params.get("next")),
+            "signed_out_everywhere": request.query_params.get("signed_out") == "everywhere",
+        },
         status_code,
     )
+    if request.cookies.get(SESSION_COOKIE) is not None:
+        response.delete_cookie(SESSION_COOKIE, path="/")
     if fresh is not None:
         response.set_cookie(
             SIGN_IN_NONCE_COOKIE,
@@ -135,16 +143,23 @@ def _open_session(request: Request, email: str, password: str, token: str) -> st
 def sign_in_link(request: Request, session: SessionDep, key: str = ""):
     """The link `closer serve` prints on the embedded default: signs this browser in as
     the local admin (it is as secret as the server's console)."""
-    researcher_id, refused = request.app.state.workspace_cookies.sign_in_link_researcher(
+    cookies = request.app.state.workspace_cookies
+    researcher_id, made_at, refused = cookies.sign_in_link_researcher(
         key, SIGN_IN_LINK_HOURS * 3600
     )
     researcher = session.get(Researcher, researcher_id) if researcher_id is not None else None
+    if researcher is not None and not auth.use_sign_in_link(
+        session=session, researcher=researcher, made_at=made_at
+    ):
+        researcher, refused = None, "used"
     if researcher is None:
         why = {
             "expired": f"That sign-in link has expired (a link lasts {SIGN_IN_LINK_HOURS} hours)"
             ": restart the server for a new one, or sign in below.",
             "broken": "That sign-in link is not whole: it was cut short or changed on the way. "
             "Copy the whole link from the server's console, or sign in below.",
+            "used": "That sign-in link has been used already: a link signs in once. "
+            "Restart the server for a new one, or sign in below.",
         }.get(refused, "That sign-in link's account no longer exists: sign in below.")
         return _sign_in_page(request, error=why, status_code=400)
     return _signed_in(request, auth.open_web_session(session=session, researcher=researcher), "/")
@@ -156,6 +171,18 @@ def sign_out(request: Request, session: SessionDep, _csrf: CsrfChecked):
     if key is not None:
         auth.close_web_session(session=session, key=key)
     response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+@router.post("/logout/everywhere", name="sign_out_everywhere")
+def sign_out_everywhere(
+    request: Request, session: SessionDep, researcher: WorkspaceResearcher, _csrf: CsrfChecked
+):
+    """Every browser signed in as this researcher is signed out, this one too (API tokens
+    stay: revoke those one by one)."""
+    auth.sign_out_everywhere(session=session, researcher=researcher)
+    response = RedirectResponse("/login?signed_out=everywhere", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
 
@@ -174,13 +201,14 @@ def _tokens_page(
     error: str | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
-    tokens = auth.list_tokens(session=session, researcher=researcher)
-    return page(
-        request,
-        "auth/tokens.html",
-        {"researcher": researcher, "tokens": tokens, "new_token": new_token, "error": error},
-        status_code,
-    )
+    context = {
+        "researcher": researcher,
+        "tokens": auth.list_tokens(session=session, researcher=researcher),
+        "browsers": auth.count_web_sessions(session=session, researcher=researcher),
+        "new_token": new_token,
+        "error": error,
+    }
+    return page(request, "auth/tokens.html", context, status_code)
 
 
 @router.post("/tokens", response_class=HTMLResponse)

@@ -124,6 +124,15 @@ class ProblemCollector:
             raise self.error()
         self.problems.append(Problem(file=file, message=message, row=row, column=column))
 
+    def leave_out(self, file: str, message: str, row: int) -> None:
+        """A row left out whatever `skip_rows` says (a comment line): listed and counted
+        with the skipped rows, so the response says where every row went."""
+        self.skipped_rows.add(row)
+        reason = _reason(None, message)
+        self.skipped_by_reason[reason] = self.skipped_by_reason.get(reason, 0) + 1
+        if len(self.skipped) < self.limit:
+            self.skipped.append(Problem(file=file, message=message, row=row))
+
     @property
     def full(self) -> bool:
         return len(self.problems) >= self.limit

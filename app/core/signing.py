@@ -69,17 +69,21 @@ class WorkspaceCookies:
 
     def sign_in_link_researcher(
         self, presented: str | None, max_age_seconds: int
-    ) -> tuple[int | None, str]:
-        """(the researcher's id, "") for a good link, else (None, why): "broken" for a
-        link cut short, changed or forged, "expired" for one of this service past its age."""
+    ) -> tuple[int | None, int, str]:
+        """(the researcher's id, when the link was made in Unix seconds, "") for a good
+        link, else (None, 0, why): "broken" for a link cut short, changed or forged,
+        "expired" for one of this service past its age."""
         if _signed_part(self._link, presented) is None:
-            return None, "broken"
+            return None, 0, "broken"
         try:  # the signature holds: unsign reads and checks the link's age
-            return int(self._link.unsign(presented, max_age=max_age_seconds).decode()), ""
+            value, made = self._link.unsign(
+                presented, max_age=max_age_seconds, return_timestamp=True
+            )
+            return int(value.decode()), int(made.timestamp()), ""
         except SignatureExpired:
-            return None, "expired"
+            return None, 0, "expired"
         except (BadSignature, ValueError):
-            return None, "broken"
+            return None, 0, "broken"
 
 
 def _signed_part(signer: Signer, presented: str | None) -> bytes | None:

@@ -272,7 +272,7 @@ class ItemValidator:
 
 
 def read_csv_items(upload: UploadedFile, validator: ItemValidator, allow_image: bool) -> None:
-    rows = csv_rows(upload)
+    rows = csv_rows(upload, validator.problems)
     # An export's empty image column is taken anywhere, so a CSV download uploads again.
     optional = OPTIONAL_COLUMNS + (IMAGE_COLUMN,)
     columns = read_header(upload, rows, REQUIRED_COLUMNS, optional, (FEATURE_PREFIX,))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import BigInteger, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.core.db import Base
@@ -22,6 +22,9 @@ class Researcher(Base):
     password_hash: Mapped[str | None] = mapped_column(String(255))
     is_admin: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    # A sign-in link signs in once: the newest used link's making time (Unix seconds);
+    # a link made then or before is refused.
+    sign_in_link_used_through: Mapped[int | None] = mapped_column(BigInteger)
 
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="researcher", passive_deletes=True)
 

@@ -241,7 +241,7 @@ def _ingest_csv(
     make_parser: Callable[[tuple[str, ...]], _RowParser],
     problems: ProblemCollector,
 ) -> _RowParser:
-    rows = csv_rows(upload)
+    rows = csv_rows(upload, problems)
     columns = read_header(upload, rows, ROLES, OPTIONAL_COLUMNS)
     extras = tuple(name for name in OPTIONAL_COLUMNS if name in columns)
     parser = make_parser(extras)

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import ijson
 
-from app.core.errors import InvalidUpload, Problem, UnsupportedMedia, echo
+from app.core.errors import InvalidUpload, Problem, ProblemCollector, UnsupportedMedia, echo
 from app.core.spreadsheets import COMMENT, from_spreadsheet
 
 
@@ -67,20 +67,49 @@ def detect_format(
     return fmt
 
 
-def csv_rows(upload: UploadedFile) -> Iterator[tuple[int, list[str]]]:
+class _Lines:
+    """The text's lines for csv.reader, keeping the first line of the record it reads:
+    whether a record is a comment depends on its raw text (a quoted "#" is data)."""
+
+    def __init__(self, text: io.TextIOWrapper) -> None:
+        self.text = iter(text)
+        self.first = ""
+        self.record_begins = True
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.text)
+        if self.record_begins:
+            self.first, self.record_begins = line, False
+        return line
+
+
+COMMENT_LINE = "comment line (starts with an unquoted #): left out"
+
+
+def csv_rows(
+    upload: UploadedFile, problems: ProblemCollector | None = None
+) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) for each record, as a spreadsheet numbers lines; the first
-    record is the header. A record that starts with `#` is a comment and left out (a
-    download writes a cell that starts with `#` as `'#…`, so it stays a value)."""
+    record is the header. A line that starts with an unquoted `#` is a comment: left out,
+    and listed and counted in `problems` with the skipped rows. A quoted `"#…"` is a value
+    (a download writes a cell that starts with `#` as `'#…`, so it stays one too)."""
     delimiter = "\t" if upload.name.lower().endswith(".tsv") else ","
     text = io.TextIOWrapper(upload.stream, encoding="utf-8-sig", newline="")
-    reader = csv.reader(text, delimiter=delimiter, strict=True)
+    lines = _Lines(text)
+    reader = csv.reader(lines, delimiter=delimiter, strict=True)
     record_start = 1  # a quoted field can span lines: report where its record began
     try:
         for fields in reader:
             if any("\x00" in field for field in fields):
                 raise _nul_in(upload, record_start)
-            if not (fields and fields[0].startswith(COMMENT)):
+            if not lines.first.startswith(COMMENT):
                 yield record_start, [from_spreadsheet(field) for field in fields]
+            elif problems is not None:
+                problems.leave_out(upload.name, COMMENT_LINE, record_start)
+            lines.record_begins = True
             record_start = reader.line_num + 1
     except csv.Error as exc:
         raise InvalidUpload(

@@ -18,12 +18,14 @@ class UploadOut(BaseModel):
     rows: int
     replayed: bool = False
     skipped_rows: int = Field(
-        default=0, description="on_error=skip: rows left out because something was wrong"
+        default=0,
+        description="Rows left out: comment lines (an unquoted # first), and with "
+        "on_error=skip the rows something was wrong with",
     )
     skipped: list[SkippedRow] = Field(
         default_factory=list,
-        description="on_error=skip: the rows left out and why (up to CLOSER_MAX_UPLOAD_ERRORS)",
+        description="The rows left out and why (up to CLOSER_MAX_UPLOAD_ERRORS)",
     )
     skipped_by_reason: dict[str, int] = Field(
-        default_factory=dict, description="on_error=skip: rows left out, counted by reason"
+        default_factory=dict, description="The rows left out, counted by reason"
     )

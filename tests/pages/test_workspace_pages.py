@@ -230,7 +230,29 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     expect(page.locator("tr", has_text="notebook")).to_contain_text("revoked")
     assert httpx.get(f"{server}{API}/projects", headers=bearer).status_code == 401
 
-    # Revoking the token this browser signed in with signs it out.
+    # Signing out everywhere: every browser of this researcher, this one too.
+    other = browser.new_page(viewport=DESKTOP)
+    other.goto(f"{server}/login")
+    other.locator("summary").click()
+    other.get_by_label("API token").fill(token)
+    other.get_by_role("button", name="Sign in").click()
+    expect(other).to_have_url(f"{server}/")
+    page.reload()
+    expect(page.get_by_text("You are signed in on 2 browsers")).to_be_visible()
+    page.get_by_role("button", name="Sign out everywhere").click()
+    assert confirm.asked[-1] == "Sign out on every browser, this one too?"
+    expect(page).to_have_url(f"{server}/login?signed_out=everywhere")
+    expect(page.get_by_role("status")).to_contain_text("Signed out everywhere")
+    other.goto(f"{server}/tokens")
+    expect(other).to_have_url(f"{server}/login?next=%2Ftokens")
+    other.close()
+
+    # Revoking the token a browser signed in with signs it out.
+    page.goto(f"{server}/login")
+    page.locator("summary").click()
+    page.get_by_label("API token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    page.goto(f"{server}/tokens")
     page.locator("tr", has_text="laptop").get_by_role("button", name="Revoke").click()
     expect(page).to_have_url(f"{server}/login?next=%2Ftokens")
 
@@ -446,9 +468,11 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     triplets_form.get_by_label("Skip bad rows").check()
     triplets_form.get_by_role("button", name="Upload triplets").click()
     expect(triplets_form.locator(".success")).to_contain_text("Stored 1 triplets")
-    expect(triplets_form.locator(".warning")).to_contain_text("1 row left out")
-    expect(triplets_form.locator("table.skipped tbody tr")).to_have_count(1)
-    expect(triplets_form.locator("table.skipped tbody tr td").nth(1)).to_have_text("3")
+    expect(triplets_form.locator(".warning")).to_contain_text("2 rows left out")
+    skipped = triplets_form.locator("table.skipped tbody tr")
+    expect(skipped).to_have_count(2)  # the comment line, and the row with an unknown item
+    expect(skipped.nth(0)).to_contain_text("comment line")
+    expect(skipped.nth(1).locator("td").nth(1)).to_have_text("3")
     triplets_form.get_by_label("Skip bad rows").uncheck()
     triplets = tmp_path / "answers.csv"
     triplets.write_text("anchor,closer,farther\ncircle,oval,square\nsquare,triangle,oval\n")
