@@ -194,14 +194,18 @@ def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
     expect(page).to_have_url(f"{server}/projects/{project_id}")
 
 
-def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser, tmp_path):
-    with unit_of_work(app.state.session_factory) as session:
-        token = create_token(session=session, researcher_name="bo", token_name="laptop")
-    page = browser.new_page(viewport=DESKTOP)
+def sign_in_with_token(page, server: str, token: str) -> None:
     page.goto(f"{server}/login")
     page.locator("summary").click()
     page.get_by_label("API token").fill(token)
     page.get_by_role("button", name="Sign in").click()
+
+
+def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser, tmp_path):
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="bo", token_name="laptop")
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in_with_token(page, server, token)
     expect(page).to_have_url(f"{server}/")
     page.get_by_role("link", name="API tokens").click()
     expect(page.locator("table.data tbody tr")).to_have_count(1)
@@ -232,10 +236,7 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
 
     # Signing out everywhere: every browser of this researcher, this one too.
     other = browser.new_page(viewport=DESKTOP)
-    other.goto(f"{server}/login")
-    other.locator("summary").click()
-    other.get_by_label("API token").fill(token)
-    other.get_by_role("button", name="Sign in").click()
+    sign_in_with_token(other, server, token)
     expect(other).to_have_url(f"{server}/")
     page.reload()
     expect(page.get_by_text("You are signed in on 2 browsers")).to_be_visible()
@@ -248,10 +249,7 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     other.close()
 
     # Revoking the token a browser signed in with signs it out.
-    page.goto(f"{server}/login")
-    page.locator("summary").click()
-    page.get_by_label("API token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
+    sign_in_with_token(page, server, token)
     page.goto(f"{server}/tokens")
     page.locator("tr", has_text="laptop").get_by_role("button", name="Revoke").click()
     expect(page).to_have_url(f"{server}/login?next=%2Ftokens")
