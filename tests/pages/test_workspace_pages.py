@@ -588,6 +588,10 @@ def _clusters_csv(n: int = 60) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The pages and their order on SQLite, the embedded default; on PostgreSQL the same steps
+# run through the API (test_rating, test_builds, test_models, test_project_archive) and
+# over HTTP with a crowd (test_crowd, test_training_e2e).
+@pytest.mark.one_database
 def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     app, live_server, browser, researcher, tmp_path
 ):
@@ -795,8 +799,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
         "downloads": f"/projects/{project_id}/downloads",
         "preview": f"/projects/{project_id}/preview",
     }
-    if app.state.settings.database_url.startswith("sqlite"):  # layouts: the same on both
-        look_at_pages(page, browser, server, pages, shots)
+    look_at_pages(page, browser, server, pages, shots)
 
 
 def test_a_project_is_downloaded_whole_and_created_again_in_two_clicks(
