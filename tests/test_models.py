@@ -625,7 +625,12 @@ def test_a_model_made_before_the_answers_waits_for_them_instead_of_failing(
         files={"file": ("i.csv", "key\n" + "\n".join(keys) + "\n")},
     )
     model = _create(
-        client, auth, project["id"], name="early", kind="tete", params={"max_iter": 20},
+        client,
+        auth,
+        project["id"],
+        name="early",
+        kind="tete",
+        params={"max_iter": 20},
         min_answers=30,
     )
     _run_jobs(app)
@@ -685,3 +690,70 @@ def test_a_dead_workers_fit_is_taken_over_and_finishes(app, client, auth, blob_p
     with unit_of_work(sessions) as session:
         job = session.get(Job, version["job_id"])
         assert job.status is JobStatus.succeeded and job.attempts == 2
+
+
+def test_a_smerf_model_learns_only_from_an_embedding_of_its_own_project(
+    app, client, auth, new_token, blob_project
+):
+    """Creating, changing and importing a SMERF model: its embedding is a t-ETE model of
+    its own project. Another researcher's model is refused in the words a model that
+    does not exist is, so nothing tells whether it does; an archive's SMERF model learns
+    from the archive's own t-ETE model, made again there."""
+    project_id, _ = blob_project
+    mine = _create(client, auth, project_id, name="t", kind="tete", train=False)
+    mallory = new_token("mallory")
+    theirs_project = client.post(f"{API}/projects", headers=mallory, json={"name": "m"}).json()
+    theirs = _create(client, mallory, theirs_project["id"], name="x", kind="tete", train=False)
+    smerf = _create(
+        client,
+        auth,
+        project_id,
+        name="s",
+        kind="smerf",
+        train=False,
+        params={"dissimilarity": "embedding", "embedding_model_id": mine["id"]},
+    )
+    url = f"{API}/projects/{project_id}/models"
+    answers = {}
+    for name, source in (("theirs", theirs["id"]), ("none", 999_999)):
+        for how, request in (
+            (
+                "create",
+                lambda s: client.post(
+                    url,
+                    headers=auth,
+                    json={
+                        "name": f"s-{s}",
+                        "kind": "smerf",
+                        "params": {"dissimilarity": "embedding", "embedding_model_id": s},
+                    },
+                ),
+            ),
+            (
+                "change",
+                lambda s: client.patch(
+                    f"{url}/{smerf['id']}", headers=auth, json={"params": {"embedding_model_id": s}}
+                ),
+            ),
+        ):
+            response = request(source)
+            assert response.status_code == 400, (name, how, response.text)
+            answers[name, how] = response.json()["detail"].replace(str(source), "N")
+    assert answers["theirs", "create"] == answers["none", "create"]
+    assert answers["theirs", "change"] == answers["none", "change"]
+    assert "name a t-ETE model of this project" in answers["theirs", "change"]
+    kept = client.get(f"{url}/{smerf['id']}", headers=auth).json()
+    assert kept["params"]["embedding_model_id"] == mine["id"]
+
+    archive = client.get(f"{API}/projects/{project_id}/archive", headers=auth)
+    assert archive.status_code == 200
+    _create(client, auth, project_id, name="padding", kind="tete", train=False)  # ids move on
+    made = client.post(
+        f"{API}/project-archives", headers=auth, files={"file": ("a.zip", archive.content)}
+    )
+    assert made.status_code == 201, made.text
+    copied = {
+        m["name"]: m
+        for m in client.get(f"{API}/projects/{made.json()['id']}/models", headers=auth).json()
+    }
+    assert copied["s"]["params"]["embedding_model_id"] == copied["t"]["id"] != mine["id"]

@@ -45,7 +45,7 @@ from app.models import (
 from app.projects.schemas import RatingSettings
 from app.projects.service import create_project, delete_project, update_rating
 from app.training.schemas import checked_params
-from app.training.service import create_model
+from app.training.service import check_embedding_source, create_model
 from app.triplets.log import published
 from app.triplets.service import export_triplets_csv, ingest_triplets
 from app.uploads.files import SafeZip, UploadedFile
@@ -112,6 +112,7 @@ def describe(session: Session, project: Project) -> dict[str, Any]:
         select(LearnedModel).where(LearnedModel.project_id == project.id).order_by(LearnedModel.id)
     ):
         entry = {name: getattr(model, name) for name in MODEL_FIELDS}
+        entry["ref"] = model.id  # what a SMERF model's params.embedding_model_id names
         entry["kind"] = model.kind.value
         entry["build_ref"] = model.build_id
         entry["inputs"] = base64.b64encode(model.inputs).decode() if model.inputs else None
@@ -367,16 +368,21 @@ def _restore_builds(session: Session, project: Project, builds: list[dict]) -> d
 def _restore_models(
     session: Session, project: Project, models: list[dict], build_ids: dict[int, int]
 ) -> None:
+    model_ids: dict[int, int] = {}  # the archive's refs to the models made here
     for entry in models:
         try:
             kind = ModelKind(entry["kind"])
             build_ref = entry.get("build_ref")
-            create_model(
+            params = checked_params(kind, entry.get("params") or {})
+            if "embedding_model_id" in params:  # the archive's ref, made this server's id
+                params["embedding_model_id"] = model_ids.get(params["embedding_model_id"])
+            check_embedding_source(session=session, project_id=project.id, kind=kind, params=params)
+            made = create_model(
                 session=session,
                 project=project,
                 name=str(entry["name"]),
                 kind=kind,
-                params=checked_params(kind, entry.get("params") or {}),
+                params=params,
                 auto_refit=bool(entry.get("auto_refit", True)),
                 refit_growth=float(entry.get("refit_growth", 0.2)),
                 min_answers=int(entry.get("min_answers", 100)),
@@ -385,6 +391,8 @@ def _restore_models(
                 # Fitted versions stay behind: each model fits anew on the answers here.
                 train_now=True,
             )
+            if isinstance(entry.get("ref"), int):
+                model_ids[entry["ref"]] = made.id
         except (KeyError, ValueError, TypeError) as error:
             raise _problem(f"model {entry.get('name')!r} is incomplete or wrong: {error}") from None
         except ServiceError as refused:

@@ -157,17 +157,7 @@ def set_up_model(*, session: Session, project: Project, body: ModelCreate) -> Le
     params = checked_params(body.kind, body.params)
     if body.kind is ModelKind.comprf and body.build_id is None:
         raise ServiceError("build_id: a CompRF model comes from a build; name it")
-    if body.kind is ModelKind.smerf and params["dissimilarity"] == "embedding":
-        source = params.get("embedding_model_id")
-        source_model = session.get(LearnedModel, source) if source is not None else None
-        if (
-            source_model is None
-            or source_model.project_id != project.id
-            or source_model.kind is not ModelKind.tete
-        ):
-            raise ServiceError(
-                f"params.embedding_model_id: name a t-ETE model of this project (got {source!r})"
-            )
+    check_embedding_source(session=session, project_id=project.id, kind=body.kind, params=params)
     if body.kind in (ModelKind.smerf, ModelKind.disdf) and not project.feature_dim:
         raise ServiceError(
             f"kind: {body.kind.value} learns from item features, and the items of "
@@ -205,7 +195,28 @@ def get_model(*, session: Session, project: Project, model_id: int) -> LearnedMo
     return model
 
 
+def check_embedding_source(
+    *, session: Session, project_id: int, kind: ModelKind, params: dict[str, Any]
+) -> None:
+    """A SMERF model learning from an embedding names a t-ETE model of its own project:
+    the one check for creating, changing and importing a model. Another project's model
+    gets the same answer as none at all, so nothing tells whether it exists."""
+    if kind is not ModelKind.smerf or params.get("dissimilarity") != "embedding":
+        return
+    source = params.get("embedding_model_id")
+    usable = isinstance(source, int) and not isinstance(source, bool)
+    found = session.get(LearnedModel, source) if usable else None
+    if found is None or found.project_id != project_id or found.kind is not ModelKind.tete:
+        raise ServiceError(
+            f"params.embedding_model_id: name a t-ETE model of this project (got {source!r})"
+        )
+
+
 def update_policy(*, session: Session, model: LearnedModel, changes: dict[str, Any]) -> None:
+    if "params" in changes:
+        check_embedding_source(
+            session=session, project_id=model.project_id, kind=model.kind, params=changes["params"]
+        )
     if changes.get("auto_refit") and model.kind not in PASSIVE:
         raise ServiceError(
             f"auto_refit: only the passive learners ({', '.join(PASSIVE)}) refit as answers "
