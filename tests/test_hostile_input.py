@@ -413,19 +413,32 @@ def test_an_access_log_line_keeps_no_platform_id_nor_sign_in_key(app, caplog):
     assert not any(secret in " ".join(lines) for secret in ("5f1e2d", "jane", "c2lnbmF0"))
 
 
-def test_a_change_racing_a_delete_is_a_conflict_not_a_500(app, client, auth, project, database_url):
-    """Issue 15, hole 6: the project is deleted by another request between this one's
-    read and its write: the answer says so (409; on SQLite the write may find the
-    database moved on first, a 503 to retry), and a retry finds nothing."""
-    from sqlalchemy import event, text
+def test_a_change_racing_a_delete_waits_for_it_instead_of_failing(
+    app, client, auth, project, database_url
+):
+    """Issue 15, hole 6, and issue 32, hole 10: another request deletes the project while
+    this one changes it. The deletion cannot come between this one's read and its write:
+    a request that changes a project locks it from its first read (PostgreSQL: its row;
+    SQLite: the database's write lock), so the deletion waits, then takes the project
+    and the change along. (tests/test_projects.py races real requests.)"""
+    import sqlalchemy.exc
+    from sqlalchemy import create_engine, event, text
 
-    from app.core.db import make_engine
-
-    other = make_engine(database_url)
+    sqlite = database_url.startswith("sqlite")
+    if sqlite:
+        other = create_engine(database_url, connect_args={"timeout": 0.2})
+    else:
+        other = create_engine(database_url, connect_args={"options": "-c lock_timeout=200"})
+    waited = []
 
     def delete_meanwhile(session, _context, _instances):
-        with other.begin() as connection:
-            connection.execute(text("DELETE FROM projects WHERE id = :id"), {"id": project["id"]})
+        try:
+            with other.begin() as connection:
+                connection.execute(
+                    text("DELETE FROM projects WHERE id = :id"), {"id": project["id"]}
+                )
+        except sqlalchemy.exc.OperationalError as locked:
+            waited.append(type(locked.orig).__name__)
 
     event.listen(app.state.session_factory, "before_flush", delete_meanwhile, once=True)
     try:
@@ -434,8 +447,9 @@ def test_a_change_racing_a_delete_is_a_conflict_not_a_500(app, client, auth, pro
         )
     finally:
         other.dispose()
-    assert response.status_code in ((409, 503) if database_url.startswith("sqlite") else (409,))
-    assert "try again" in response.text
+    assert waited == ["OperationalError" if sqlite else "LockNotAvailable"]
+    assert response.status_code == 200, response.text
+    assert client.delete(f"{API}/projects/{project['id']}", headers=auth).status_code == 204
     assert client.get(f"{API}/projects/{project['id']}", headers=auth).status_code == 404
 
 

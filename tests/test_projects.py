@@ -133,8 +133,69 @@ def test_a_project_is_renamed_and_described_again_and_nothing_else_changes(clien
     described = client.patch(url, headers=auth, json={"description": "Pilot with 40 raters"})
     assert described.json()["name"] == "Shapes, second wave"
     assert described.json()["description"] == "Pilot with 40 raters"
-    for body, field in (({"name": ""}, "name"), ({"name": None}, "name"), ({"owner_id": 2}, "owner_id")):
+    for body, field in (
+        ({"name": ""}, "name"),
+        ({"name": None}, "name"),
+        ({"owner_id": 2}, "owner_id"),
+    ):
         refused = client.patch(url, headers=auth, json=body)
         assert refused.status_code in (400, 422), refused.text
         assert field in refused.text
     assert client.get(url, headers=auth).json()["name"] == "Shapes, second wave"
+
+
+def test_requests_racing_a_project_deletion_get_404_or_409_never_a_server_error(client, auth):
+    """A build started, a model trained and the project's settings changed while the
+    project is being deleted: each request either lands before the deletion (which then
+    takes it along) or finds no project; none fails with a 500 or a deadlock's 503."""
+    import threading
+
+    api = "/api/v1/projects"
+    seen: dict[str, set[int]] = {"delete": set(), "build": set(), "train": set(), "rating": set()}
+    unexpected: list = []
+    for round_number in range(12):
+        pid = client.post(api, headers=auth, json={"name": f"doomed {round_number}"}).json()["id"]
+        items = "key,label\n" + "".join(f"k{i},{'ab'[i % 2]}\n" for i in range(12))
+        client.post(f"{api}/{pid}/items", headers=auth, files={"file": ("i.csv", items)})
+        answers = "anchor,closer,farther\n" + "".join(
+            f"k{i},k{(i + 2) % 12},k{(i + 1) % 12}\n" for i in range(12)
+        )
+        client.post(f"{api}/{pid}/triplets", headers=auth, files={"file": ("t.csv", answers)})
+        model = client.post(
+            f"{api}/{pid}/models",
+            headers=auth,
+            json={"name": "m", "kind": "tripletboost", "train": False, "min_answers": 1},
+        ).json()
+        calls = {
+            "delete": lambda: client.delete(f"{api}/{pid}", headers=auth),
+            "build": lambda: client.post(
+                f"{api}/{pid}/builds", headers=auth, json={"n_trees": 1, "random_state": 0}
+            ),
+            "train": lambda: client.post(f"{api}/{pid}/models/{model['id']}/train", headers=auth),
+            "rating": lambda: client.patch(
+                f"{api}/{pid}/rating", headers=auth, json={"instructions": "new"}
+            ),
+        }
+        start = threading.Barrier(len(calls))
+        statuses: dict[str, int] = {}
+
+        def run(name, call):
+            start.wait()
+            response = call()
+            statuses[name] = response.status_code
+            if response.status_code not in (200, 201, 202, 204, 404, 409):
+                unexpected.append((name, response.status_code, response.text[:300]))
+
+        threads = [threading.Thread(target=run, args=item) for item in calls.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for name, status in statuses.items():
+            seen[name].add(status)
+        assert client.get(f"{api}/{pid}", headers=auth).status_code == 404
+    assert unexpected == []
+    assert seen["delete"] == {204}
+    assert seen["build"] <= {201, 404, 409}, seen
+    assert seen["train"] <= {202, 404, 409}, seen
+    assert seen["rating"] <= {200, 404, 409}, seen

@@ -25,6 +25,9 @@ def get_settings_dep(request: Request) -> Settings:
 def get_session(request: Request) -> Iterator[Session]:
     """The request's unit of work: services never commit, this does once at the end."""
     with unit_of_work(request.app.state.session_factory) as session:
+        # A request that writes locks the project it works on (projects.get_project), so
+        # a deletion of the project waits for it, or it for the deletion.
+        session.info["writes"] = request.method not in SAFE_METHODS
         yield session
 
 
@@ -139,4 +142,7 @@ def transaction(request: Request) -> Iterator[Session]:
     every pool thread can end up waiting for a connection that only such a call would
     free. Here a thread holds at most one connection, for as long as it works."""
     with unit_of_work(request.app.state.session_factory) as session:
+        # A request that writes locks the project it works on (projects.get_project), so
+        # a deletion of the project waits for it, or it for the deletion.
+        session.info["writes"] = request.method not in SAFE_METHODS
         yield session

@@ -228,6 +228,16 @@ def database_unavailable(exc: Exception) -> bool:
     return True
 
 
+def _refers_to_deleted(exc: Exception) -> bool:
+    """A foreign-key violation: what a write refers to was deleted after the request read
+    it (the services check what they refer to first, so nothing else raises one)."""
+    if not isinstance(exc, sqlalchemy.exc.IntegrityError):
+        return False
+    if isinstance(exc.orig, psycopg.errors.ForeignKeyViolation):
+        return True
+    return isinstance(exc.orig, sqlite3.IntegrityError) and "FOREIGN KEY" in str(exc.orig)
+
+
 def _sqlite_busy(error: sqlite3.Error) -> bool:
     message = str(error).lower()
     return "locked" in message or "busy" in message
@@ -268,8 +278,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(PoolTimeout)
     @app.exception_handler(sqlite3.OperationalError)
     def _database_error(request: Request, exc: Exception) -> JSONResponse:
-        if isinstance(exc, StaleDataError | ObjectDeletedError):
-            # Another request changed or deleted the row between this one's read and write.
+        if isinstance(exc, StaleDataError | ObjectDeletedError) or _refers_to_deleted(exc):
+            # Another request changed or deleted the row between this one's read and write
+            # (say its project, deleted while this request ran): nothing was written.
             detail = "changed or deleted by another request meanwhile; reload and try again"
             return JSONResponse({"detail": detail}, status_code=409)
         if not database_unavailable(exc):

@@ -66,7 +66,9 @@ def update_project(
 def delete_project(
     project_id: RowId, request: Request, session: SessionDep, researcher: CurrentResearcher
 ):
-    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    project = service.get_project(
+        session=session, researcher=researcher, project_id=project_id, to_delete=True
+    )
     service.delete_project(session=session, store=request.app.state.images, project=project)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

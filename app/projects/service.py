@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import median
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.db import on_commit
@@ -49,8 +49,28 @@ def list_projects(*, session: Session, researcher: Researcher) -> list[Project]:
     return list(session.scalars(query))
 
 
-def get_project(*, session: Session, researcher: Researcher, project_id: int) -> Project:
-    project = session.get(Project, project_id)
+def get_project(
+    *, session: Session, researcher: Researcher, project_id: int, to_delete: bool = False
+) -> Project:
+    """The researcher's project (404 for another's or none). A request that writes holds
+    a key-share lock on its row (on SQLite the database's write lock), and one that
+    deletes it an update lock: a deletion waits for the writes under way, and a
+    write that comes during a deletion waits for it and finds no project."""
+    lock: bool | dict | None = None
+    if to_delete:
+        lock = True
+    elif session.info.get("writes"):
+        lock = {"key_share": True}
+    if lock is not None and session.get_bind().dialect.name == "sqlite":
+        # SQLite locks the whole database, for writing only: take it before reading, as
+        # PostgreSQL's row lock below does.
+        session.execute(
+            update(Project)
+            .where(Project.id == project_id)
+            .values(settings_version=Project.settings_version)
+            .execution_options(synchronize_session=False)
+        )
+    project = session.get(Project, project_id, with_for_update=lock)
     if project is None or not (researcher.is_admin or project.owner_id == researcher.id):
         raise NotFound(f"no project {project_id}")
     return project

@@ -295,8 +295,10 @@ async def delete_project_form(
 ):
     """Deletes the project once its name is typed (what DELETE /projects/{id} does), then
     back to the projects list."""
-    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     typed = str((await request.form()).get("confirm_name", ""))[:300]
+    project = service.get_project(
+        session=session, researcher=researcher, project_id=project_id, to_delete=True
+    )
     if typed.strip() != project.name.strip():
         return _settings_page(
             request,
