@@ -110,6 +110,9 @@ def study_slug(client, auth, project):
     "headers",
     [
         {"Sec-Fetch-Site": "cross-site"},
+        # Another port of this host, or a sibling subdomain (issue 32, hole 7).
+        {"Sec-Fetch-Site": "same-site"},
+        {"Origin": "http://testserver:8081"},
         {"Origin": "https://evil.example"},
         {"Origin": "null"},
     ],

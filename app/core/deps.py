@@ -91,7 +91,7 @@ async def check_csrf(request: Request) -> None:
         value = (await request.form()).get(CSRF_FIELD)
         presented = value if isinstance(value, str) else None
     cookies = request.app.state.workspace_cookies
-    if is_cross_site(request) or not cookies.csrf_holds(csrf_anchor(request), presented):
+    if is_from_another_origin(request) or not cookies.csrf_holds(csrf_anchor(request), presented):
         raise CsrfRefused(
             "this form was not sent from its own page (missing or wrong CSRF token): "
             "reload the page and try again"
@@ -119,14 +119,15 @@ def is_https(request: Request) -> bool:
     return public_base_url(request).startswith("https://") or request.url.scheme == "https"
 
 
-def is_cross_site(request: Request) -> bool:
-    """Whether a browser sent this request from another site's page: a form posted from
-    elsewhere (say, one that signs a visitor into a study as someone else). Browsers say
-    so in Sec-Fetch-Site; older ones send an Origin to compare with our host. A request
-    with neither comes from no browser page at all."""
+def is_from_another_origin(request: Request) -> bool:
+    """Whether a browser sent this request from a page of another origin: a form posted
+    from elsewhere (say, one that signs a visitor into a study as someone else). A page
+    of the same site on another port or a sibling subdomain counts as elsewhere. Browsers
+    say so in Sec-Fetch-Site; older ones send an Origin to compare with our host. A
+    request with neither comes from no browser page at all."""
     fetch_site = request.headers.get("sec-fetch-site")
     if fetch_site is not None:
-        return fetch_site == "cross-site"
+        return fetch_site not in ("same-origin", "none")
     origin = request.headers.get("origin")
     if origin is None:
         return False

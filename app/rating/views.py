@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
-from app.core.deps import SessionDep, is_cross_site, is_https, transaction
+from app.core.deps import SessionDep, is_from_another_origin, is_https, transaction
 from app.core.errors import NotFound, ServiceError
 from app.core.fields import BigRowId
 from app.core.routes import StrictJSONRoute
@@ -58,8 +58,8 @@ def instructions(slug: str, request: Request, session: SessionDep, project: Rate
 async def start(slug: str, request: Request, session: SessionDep, project: RatedProject):
     form = await request.form()
     params = {name: str(value) for name, value in form.items()}
-    if is_cross_site(request):
-        # Another site's form would sign this browser in as whoever it names.
+    if is_from_another_origin(request):
+        # Another origin's form would sign this browser in as whoever it names.
         return _page(
             request,
             "rate/instructions.html",
