@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 import app.jobs  # noqa: F401 (registers every job kind and the workers' upkeep)
-from app.auth.service import authenticate, web_session_researcher
+from app.auth.service import PasswordChecks, authenticate, web_session_researcher
 from app.auth.views import router as auth_pages
 from app.builds.api import router as builds_router
 from app.builds.api import routings as routings_router
@@ -163,6 +163,7 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
                 )
             return authenticate(session=session, token=token) is not None
 
+    app.state.password_checks = PasswordChecks(settings.password_checks_at_once)
     shorten_access_lines()
     researcher_tokens = ResearcherTokens(verify_token, session_cookie=SESSION_COOKIE)
     app.state.throttle = Throttle(

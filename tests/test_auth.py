@@ -194,3 +194,72 @@ def test_a_new_password_and_sign_out_everywhere_end_every_browser_session(app, s
             assert browser.get("/", follow_redirects=False).headers["location"] == "/login"
         api = laptop.get("/api/v1/projects", headers={"Authorization": f"Bearer {token}"})
         assert api.status_code == 200
+
+
+def test_passwords_are_checked_a_few_at_a_time_and_the_rest_told_to_retry(app, monkeypatch):
+    """Each password check takes 64 MiB: a burst of anonymous attempts is checked two at a
+    time (the setting), and an attempt that cannot get a turn soon is told to retry
+    (503, Retry-After), in the same words whether its email exists or not."""
+    import re
+    import threading
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from app.auth import service
+    from app.core.db import unit_of_work
+
+    with unit_of_work(app.state.session_factory) as session:
+        service.set_researcher_password(
+            session=session, email="ada@lab.example", password="a long passphrase"
+        )
+    app.state.password_checks.wait_seconds = 0.3
+    running, most = [0], [0]
+    lock = threading.Lock()
+    verify = service._password_hash.verify_and_update
+
+    def slow_verify(*args):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.5)  # as long as a check under memory pressure
+        try:
+            return verify(*args)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(service._password_hash, "verify_and_update", slow_verify)
+    answers: list[tuple[str, int, str, str | None]] = []
+    with TestClient(app) as browser:
+        form = browser.get("/login").text
+        csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', form).group(1)
+        start = threading.Barrier(8)
+
+        def attempt(email):
+            start.wait()
+            response = browser.post(
+                "/login",
+                data={"email": email, "password": "a guess at it", "csrf_token": csrf},
+                follow_redirects=False,
+            )
+            message = re.search(r'role="alert">([^<]*)<', response.text)
+            answers.append(
+                (email, response.status_code, message.group(1), response.headers.get("retry-after"))
+            )
+
+        emails = ["ada@lab.example", "nobody@lab.example"] * 4
+        threads = [threading.Thread(target=attempt, args=(email,)) for email in emails]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert most[0] == 2
+    busy = [a for a in answers if a[1] == 503]
+    checked = [a for a in answers if a[1] == 400]
+    assert len(busy) + len(checked) == 8 and busy and len(checked) >= 2
+    assert {message for _, _, message, _ in busy} == {
+        "Many sign-ins are being checked at this moment: try again in a few seconds."
+    }
+    assert {retry for *_, retry in busy} == {"2"}
+    assert {message for _, _, message, _ in checked} == {"Wrong email or password."}

@@ -7,6 +7,8 @@ with Argon2 (pwdlib), slow on purpose.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import re
 import secrets
@@ -256,3 +258,37 @@ def use_sign_in_link(*, session: Session, researcher: Researcher, made_at: int) 
         .values(sign_in_link_used_through=made_at)
     ).rowcount
     return used == 1
+
+
+class SignInsBusy(ServiceError):
+    status_code = 503
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(
+            "Many sign-ins are being checked at this moment: try again in a few seconds."
+        )
+        self.headers = {"Retry-After": str(retry_after)}
+
+
+class PasswordChecks:
+    """How many passwords a web process checks at once. Each check (Argon2id) takes 64
+    MiB, and an unknown email is checked against a stand-in hash so that timing tells
+    nothing; unbounded, a burst of anonymous attempts takes gigabytes. Beyond the bound
+    an attempt waits a moment, then is told to retry, whatever the email."""
+
+    def __init__(self, at_once: int, wait_seconds: float = 2.0) -> None:
+        self.at_once, self.wait_seconds = at_once, wait_seconds
+        self._semaphore: asyncio.Semaphore | None = None
+
+    @contextlib.asynccontextmanager
+    async def slot(self):
+        if self._semaphore is None:  # made in the running loop
+            self._semaphore = asyncio.Semaphore(self.at_once)
+        try:
+            await asyncio.wait_for(self._semaphore.acquire(), self.wait_seconds)
+        except TimeoutError:
+            raise SignInsBusy(retry_after=2) from None
+        try:
+            yield
+        finally:
+            self._semaphore.release()

@@ -114,7 +114,18 @@ async def sign_in(
         )
         response.headers.update(getattr(refused, "headers", None) or {})
         return response
-    key = await run_in_threadpool(_open_session, request, email, password, token)
+    try:
+        if token.strip():  # a token is a hash lookup, not a password check
+            key = await run_in_threadpool(_open_session, request, email, password, token)
+        else:
+            async with request.app.state.password_checks.slot():
+                key = await run_in_threadpool(_open_session, request, email, password, token)
+    except auth.SignInsBusy as busy:
+        response = _sign_in_page(
+            request, error=str(busy.detail), email=email, status_code=busy.status_code
+        )
+        response.headers.update(busy.headers)
+        return response
     if key is None:
         what = (
             "That token is not a live API token." if token.strip() else ("Wrong email or password.")

@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     rate_limit_joins_per_study: str = "1200/minute"
     rate_limit_answers_per_session: str = "10/second;300/minute"
     rate_limit_sign_ins_per_address: str = "10/minute;100/hour"
+    password_checks_at_once: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Passwords checked at once per web process (each Argon2 check takes "
+        "64 MiB); sign-ins beyond wait a moment, then get 503 with Retry-After",
+    )
     worker_in_process: bool | None = Field(
         default=None,
         description="Run a worker thread inside `closer serve`; "
