@@ -87,6 +87,13 @@ def start_build(client, auth, project_id, **params):
     return response.json()
 
 
+def check_answer(comparison, *, passing: bool) -> str:
+    """The side an attention check's answer takes: the copy of the anchor to pass it,
+    the other side to fail it."""
+    anchor_on_left = comparison["left"]["key"] == comparison["anchor"]["key"]
+    return "left" if anchor_on_left == passing else "right"
+
+
 def triplets(app, project_id):
     with app.state.session_factory() as session:
         return session.query(Triplet).filter(Triplet.project_id == project_id).all()
@@ -466,12 +473,10 @@ class TestQuality:
         careless, state = join(client, slug, PROLIFIC_PID="careless")
         careful, careful_state = join(client, slug, PROLIFIC_PID="careful")
 
-        def passing(comparison):
-            return "left" if comparison["left"]["key"] == comparison["anchor"]["key"] else "right"
-
         for _ in range(2):
             comparison = state["comparison"]
-            state = answer(client, slug, careless, comparison["query_id"], passing(comparison))
+            chosen = check_answer(comparison, passing=True)
+            state = answer(client, slug, careless, comparison["query_id"], chosen)
             assert state.json()["screened_out"] is False
             state = state.json()
         held_check = state["comparison"]
@@ -488,7 +493,7 @@ class TestQuality:
             checks_so_far = before.attention_passed + before.attention_failed
         assert checks_so_far == 2
         # Passed 2 of 3: below 75 %, the session ends at the third check.
-        failing = "right" if passing(held_check) == "left" else "left"
+        failing = check_answer(held_check, passing=False)
         ended = answer(client, slug, careless, held_check["query_id"], failing).json()
         assert ended["screened_out"] is True and ended["comparison"] is None
         assert ended["completion_code"] == "FAILED-CHECKS"
@@ -511,7 +516,7 @@ class TestQuality:
         # Whoever passes the checks carries on to the completion code.
         for _ in range(10):
             comparison = careful_state["comparison"]
-            chosen = passing(comparison)
+            chosen = check_answer(comparison, passing=True)
             careful_state = answer(client, slug, careful, comparison["query_id"], chosen).json()
         assert careful_state["completion_code"] == "DONE-10"
         assert careful_state["screened_out"] is False
@@ -544,7 +549,7 @@ class TestQuality:
         careless, state = join(client, slug, participant="careless")
         for _ in range(4):  # always the wrong side: the one that is not the anchor
             comparison = state["comparison"]
-            wrong = "right" if comparison["left"]["key"] == comparison["anchor"]["key"] else "left"
+            wrong = check_answer(comparison, passing=False)
             state = answer(client, slug, careless, comparison["query_id"], wrong).json()
         assert triplets(app, project_id) == []  # checks are not triplets
         listed = client.get(f"{API}/projects/{project_id}/raters", headers=auth).json()

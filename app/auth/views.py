@@ -3,6 +3,7 @@ the page where a researcher manages their API tokens."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
@@ -114,12 +115,11 @@ async def sign_in(
         )
         response.headers.update(getattr(refused, "headers", None) or {})
         return response
+    # A token is a hash lookup; a password check is bounded (see auth.PasswordChecks).
+    checking = nullcontext() if token.strip() else request.app.state.password_checks.slot()
     try:
-        if token.strip():  # a token is a hash lookup, not a password check
+        async with checking:
             key = await run_in_threadpool(_open_session, request, email, password, token)
-        else:
-            async with request.app.state.password_checks.slot():
-                key = await run_in_threadpool(_open_session, request, email, password, token)
     except auth.SignInsBusy as busy:
         response = _sign_in_page(
             request, error=str(busy.detail), email=email, status_code=busy.status_code

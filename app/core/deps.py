@@ -24,10 +24,7 @@ def get_settings_dep(request: Request) -> Settings:
 
 def get_session(request: Request) -> Iterator[Session]:
     """The request's unit of work: services never commit, this does once at the end."""
-    with unit_of_work(request.app.state.session_factory) as session:
-        # A request that writes locks the project it works on (projects.get_project), so
-        # a deletion of the project waits for it, or it for the deletion.
-        session.info["writes"] = request.method not in SAFE_METHODS
+    with transaction(request) as session:
         yield session
 
 

@@ -113,11 +113,7 @@ class ProblemCollector:
     def add(self, file: str, message: str, row: int | None = None, column: str | None = None):
         self.count += 1
         if self.skip_rows and row is not None:
-            self.skipped_rows.add(row)
-            reason = _reason(column, message)
-            self.skipped_by_reason[reason] = self.skipped_by_reason.get(reason, 0) + 1
-            if len(self.skipped) < self.limit:
-                self.skipped.append(Problem(file=file, message=message, row=row, column=column))
+            self._skip(file, message, row, column)
             return
         if len(self.problems) >= self.limit:
             self.truncated = True
@@ -127,11 +123,14 @@ class ProblemCollector:
     def leave_out(self, file: str, message: str, row: int) -> None:
         """A row left out whatever `skip_rows` says (a comment line): listed and counted
         with the skipped rows, so the response says where every row went."""
+        self._skip(file, message, row, None)
+
+    def _skip(self, file: str, message: str, row: int, column: str | None) -> None:
         self.skipped_rows.add(row)
-        reason = _reason(None, message)
+        reason = _reason(column, message)
         self.skipped_by_reason[reason] = self.skipped_by_reason.get(reason, 0) + 1
         if len(self.skipped) < self.limit:
-            self.skipped.append(Problem(file=file, message=message, row=row))
+            self.skipped.append(Problem(file=file, message=message, row=row, column=column))
 
     @property
     def full(self) -> bool:

@@ -185,12 +185,8 @@ def delete_item(
     routing places it. Models fitted before show it until their next fit."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     item = service.get_item(session=session, project=project, key=key)
-    store = request.app.state.images
     deleted = removal.delete_item(
-        session=session,
-        project=project,
-        item=item,
-        remove_image=lambda name: store.remove(project.id, [name]),
+        session=session, store=request.app.state.images, project=project, item=item
     )
     return ItemDeletedOut(**vars(deleted))
 

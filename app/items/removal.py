@@ -10,15 +10,16 @@ their next fit. The items page and the JSON API both come here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 
+from app.builds.service import item_ids
 from app.core.db import on_commit, ordinal_in_project
 from app.core.errors import Conflict
+from app.items.images import ImageStore
 from app.models import Assignment, Build, BuildStatus, Item, Project, QuerySlot, Triplet
 from app.models.queue import Routing, RoutingStatus
 from app.triplets import tally
@@ -44,7 +45,7 @@ def _holding_builds(session: Session, project: Project, item: Item) -> list[str]
             Build.status.in_((BuildStatus.running, BuildStatus.paused, BuildStatus.complete)),
         )
     ):
-        if np.any(np.frombuffer(build.items, dtype=np.int64) == item.id):
+        if np.any(item_ids(build) == item.id):
             number = ordinal_in_project(session, Build, project.id, build.id)
             held.append(f"build {number} ({build.status.value})")
     return held
@@ -62,15 +63,11 @@ def _routing_it(session: Session, project: Project, item: Item) -> bool:
 
 
 def delete_item(
-    *,
-    session: Session,
-    project: Project,
-    item: Item,
-    remove_image: Callable[[str], None],
+    *, session: Session, store: ImageStore, project: Project, item: Item
 ) -> ItemDeleted:
     """Delete the item with its answers and queries (409, saying why, while a build or
-    a routing still asks about it). `remove_image` deletes its image file once the
-    deletion commits, unless another item shows the same file."""
+    a routing still asks about it). Its image file goes once the deletion commits,
+    unless another item shows the same file."""
     held = _holding_builds(session, project, item)
     if held:
         raise Conflict(
@@ -111,5 +108,5 @@ def delete_item(
             select(func.count()).where(Item.project_id == project.id, Item.image_file == image)
         )
         if not shared:
-            on_commit(session, lambda: remove_image(image))
+            on_commit(session, lambda: store.remove(project.id, [image]))
     return ItemDeleted(key=key, answers_deleted=answers, queries_withdrawn=int(withdrawn or 0))

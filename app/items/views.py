@@ -94,6 +94,14 @@ def items_page(
     )
 
 
+def _item_of(session, project, item_id: int) -> Item:
+    """The page's item by its row id (the form posts ids: keys may hold any character)."""
+    item = session.get(Item, item_id)
+    if item is None or item.project_id != project.id:
+        raise NotFound(f"no item {item_id} in project {project.id}")
+    return item
+
+
 def _row(request: Request, session, project, item: Item, error: str | None) -> HTMLResponse:
     """One row of the items table as it stands, saying what failed or that it saved."""
     asked = curation.times_asked(session=session, project=project, item_ids=[item.id])
@@ -122,9 +130,7 @@ def fix_item_form(
 ):
     """The row's label and split, saved; an empty label takes it away."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    item = session.get(Item, item_id)
-    if item is None or item.project_id != project.id:
-        raise NotFound(f"no item {item_id} in project {project.id}")
+    item = _item_of(session, project, item_id)
     changes = {"label": label.strip() or None}
     if split and split != item.split.value:  # an unchanged select leaves the rule to decide
         changes["split"] = split
@@ -157,16 +163,10 @@ def delete_item_form(
     """The item deleted with its answers, as DELETE /projects/{id}/items/{key} does; the
     row says what went, or why it stays."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    item = session.get(Item, item_id)
-    if item is None or item.project_id != project.id:
-        raise NotFound(f"no item {item_id} in project {project.id}")
-    store = request.app.state.images
+    item = _item_of(session, project, item_id)
     try:
         deleted = removal.delete_item(
-            session=session,
-            project=project,
-            item=item,
-            remove_image=lambda name: store.remove(project.id, [name]),
+            session=session, store=request.app.state.images, project=project, item=item
         )
     except ServiceError as refused:
         if not request.headers.get("HX-Request"):

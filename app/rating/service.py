@@ -369,15 +369,13 @@ def _finish_quick_answer(
             build_jobs.request_routing(
                 session=session, routing_id=answered.routing_id, project_id=project.id
             )
-        cards = None
+        cards = withdrawn = None
         if answered.served is not None:
             cards = _cards().get(session, project, answered.served[1:])
-            if cards is None:  # drawn from item ids read before an item was deleted
+            withdrawn = cards is None  # drawn from item ids read before an item was deleted
+            if withdrawn:
                 scheduling.withdraw(session=session, assignment_id=answered.served[0])
-        if cards is None and (
-            answered.served is not None
-            or scheduling.is_out_of_work(project, answered.answers, answered.served)
-        ):
+        if withdrawn or scheduling.is_out_of_work(project, answered.answers, answered.served):
             found = raters.authenticate_in_study(session=session, slug=slug, token=token)
             if found is not None:
                 return found[0], state(

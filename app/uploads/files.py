@@ -89,9 +89,7 @@ class _Lines:
 COMMENT_LINE = "comment line (starts with an unquoted #): left out"
 
 
-def csv_rows(
-    upload: UploadedFile, problems: ProblemCollector | None = None
-) -> Iterator[tuple[int, list[str]]]:
+def csv_rows(upload: UploadedFile, problems: ProblemCollector) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) for each record, as a spreadsheet numbers lines; the first
     record is the header. A line that starts with an unquoted `#` is a comment: left out,
     and listed and counted in `problems` with the skipped rows. A quoted `"#…"` is a value
@@ -107,7 +105,7 @@ def csv_rows(
                 raise _nul_in(upload, record_start)
             if not lines.first.startswith(COMMENT):
                 yield record_start, [from_spreadsheet(field) for field in fields]
-            elif problems is not None:
+            else:
                 problems.leave_out(upload.name, COMMENT_LINE, record_start)
             lines.record_begins = True
             record_start = reader.line_num + 1
