@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from numbers import Integral, Real
 
 import numpy as np
@@ -232,6 +233,9 @@ def _segments(start: np.ndarray, end: np.ndarray):
     owner = np.repeat(np.arange(len(sizes)), sizes)
     positions = np.arange(int(sizes.sum()), dtype=np.int64) - offsets[owner] + start[owner]
     return positions, owner, offsets, sizes
+
+
+_PARAM_NAMES = ("n_trees", "leaf_size", "subsample", "supervised", "task", "answers_per_query")
 
 
 def _check_params(n_trees, leaf_size, subsample, supervised, task, answers_per_query) -> None:
@@ -520,6 +524,20 @@ class CompRFBuilder:
         builder._issued = None
         return builder
 
+    @classmethod
+    def from_untrusted_bytes(cls, data: bytes, *, max_bytes: int) -> CompRFBuilder:
+        """`from_bytes` for a state that comes from elsewhere (a project archive):
+        ValueError, saying what is wrong, unless it is a whole and consistent state whose
+        arrays unpack to at most `max_bytes`. A forged state could otherwise make the
+        compiled kernels read outside their arrays, or a node be its own descendant."""
+        _check_state_arrays(data, max_bytes)
+        try:
+            builder = cls.from_bytes(data)
+        except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as error:
+            raise ValueError(f"the state cannot be read: {error}") from None
+        _check_state_consistent(builder)
+        return builder
+
     # -- the machinery ----------------------------------------------------------------
 
     def _open_nodes(self) -> np.ndarray:
@@ -647,6 +665,149 @@ class CompRFBuilder:
         self.nodes.right[nodes] = children[len(nodes) :]
         self.nodes.status[nodes] = SPLIT
         return len(nodes), children
+
+
+_STATE_KINDS = {
+    "meta": "u",
+    "items": "iu",
+    "y": "iuf",
+    "members": "i",
+    "roots": "i",
+    "store_keys": "iu",
+    "store_lo": "i",
+    "store_hi": "i",
+    **{f"node_{name}": np.dtype(dtype).kind for name, dtype in _Nodes.FIELDS.items()},
+}
+
+
+def _check_state_arrays(data: bytes, max_bytes: int) -> None:
+    """The saved state holds exactly the builder's arrays, one-dimensional, of numeric
+    types, each as long as its bytes: read from the headers, before anything unpacks."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+            names = [info.filename.removesuffix(".npy") for info in infos]
+            if sorted(names) != sorted(_STATE_KINDS):
+                missing = sorted(set(_STATE_KINDS) - set(names))
+                wrong = f"it lacks {missing[:5]}" if missing else "some are repeated or unknown"
+                raise ValueError(f"the state's arrays are not a build's: {wrong}")
+            total = sum(info.file_size for info in infos)
+            if total > max_bytes:
+                raise ValueError(
+                    f"the state unpacks to {total:,} bytes, over the limit of {max_bytes:,}"
+                )
+            for name, info in zip(names, infos, strict=True):
+                with archive.open(info) as entry:
+                    version = np.lib.format.read_magic(entry)
+                    read_header = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape, _, dtype = read_header(entry)
+                size = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+                if dtype.hasobject or dtype.kind not in _STATE_KINDS[name] or len(shape) != 1:
+                    raise ValueError(f"the state's array '{name}' is of the wrong kind or shape")
+                if size > info.file_size:
+                    raise ValueError(f"the state's array '{name}' is shorter than it says")
+        # The votes go into a hash table as they are loaded: check them before that.
+        with np.load(io.BytesIO(data), allow_pickle=False) as state:
+            keys = state["store_keys"].astype(np.int64, casting="unsafe")
+            lo, hi = state["store_lo"], state["store_hi"]
+        if not len(keys) == len(lo) == len(hi):
+            raise ValueError("the state is inconsistent: its votes and their queries")
+        if len(keys) and (
+            keys.min() < 0 or min(lo.min(), hi.min()) < 0 or max(lo.max(), hi.max()) >= 2**31
+        ):
+            raise ValueError("the state is inconsistent: its votes")
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, TypeError) as error:
+        if isinstance(error, ValueError) and str(error).startswith("the state"):
+            raise
+        raise ValueError(f"the state is not a saved build: {error}") from None
+
+
+def _check_state_consistent(builder: CompRFBuilder) -> None:
+    """Every index of a loaded state points inside the array it indexes, every split
+    node's children come after it and lie within it, and the tables agree in length."""
+
+    def require(condition, what: str) -> None:
+        if not condition:
+            raise ValueError(f"the state is inconsistent: {what}")
+
+    params = builder.params
+    require(isinstance(params, dict) and sorted(params) == sorted(_PARAM_NAMES), "its parameters")
+    _check_params(**params)
+    require(isinstance(builder.seed, int) and 0 <= builder.seed < 2**63, "its seed")
+    require(builder.random_state is None or isinstance(builder.random_state, int), "random_state")
+    items, y, members, roots = builder.items, builder.y, builder.members, builder.roots
+    n = len(items)
+    require(2 <= n <= MAX_ITEMS and items.min() >= 0 and items.max() < MAX_ITEMS, "its item ids")
+    require(len(np.unique(items)) == n, "an item id repeats")
+    require(len(y) == n, "one label per item")
+    if params["task"] == "classification":
+        classes = builder.classes
+        require(classes is not None and classes.ndim == 1 and len(classes) >= 1, "its classes")
+        require(y.dtype.kind in "iu" and y.min() >= 0 and y.max() < len(classes), "its labels")
+    else:
+        require(builder.classes is None and bool(np.all(np.isfinite(y))), "its targets")
+    n_trees = params["n_trees"]
+    size = n if params["subsample"] == 1 else max(2, int(round(params["subsample"] * n)))
+    require(len(members) == n_trees * size, "members per tree")
+    require(members.min() >= 0 and members.max() < n, "its members")
+    nodes = builder.nodes
+    count = nodes.count
+    require(all(len(array) == count for array in nodes.arrays.values()), "node table lengths")
+    require(len(roots) == n_trees and count >= n_trees, "one root per tree")
+    trees = np.arange(n_trees)
+    require(np.array_equal(roots, np.sort(roots)) and roots.min() >= 0, "its roots")
+    require(bool(np.all(roots < count)), "its roots")
+    start, end, status = nodes.start, nodes.end, nodes.status
+    require(
+        np.array_equal(nodes.tree[roots], trees)
+        and np.array_equal(start[roots], trees * size)
+        and np.array_equal(end[roots], (trees + 1) * size),
+        "the roots' ranges",
+    )
+    require(
+        bool(np.all((nodes.tree >= 0) & (nodes.tree < n_trees) & (nodes.depth >= 0))),
+        "node trees and depths",
+    )
+    require(bool(np.all((0 <= start) & (start <= end) & (end <= len(members)))), "node ranges")
+    require(bool(np.all(np.isin(status, (OPEN, SPLIT, LEAF)))), "node states")
+    for pivot in (nodes.pivot_left, nodes.pivot_right):
+        require(bool(np.all((pivot == -1) | np.isin(pivot, items))), "node pivots")
+    asks = (status == OPEN) & (end - start > params["leaf_size"])
+    require(
+        bool(np.all((nodes.pivot_left[asks] >= 0) & (nodes.pivot_right[asks] >= 0))),
+        "an open node without pivots",
+    )
+    split = np.flatnonzero(status == SPLIT)
+    left, right = nodes.left[split], nodes.right[split]
+    require(
+        bool(np.all((left > split) & (right > split) & (left < count) & (right < count))),
+        "a split node's children",
+    )
+    require(
+        bool(
+            np.all(
+                (start[left] == start[split])
+                & (end[left] == start[right])
+                & (end[right] == end[split])
+                & (nodes.tree[left] == nodes.tree[split])
+                & (nodes.tree[right] == nodes.tree[split])
+            )
+        ),
+        "a split node's children do not divide it",
+    )
+    unsplit = status != SPLIT
+    require(
+        bool(np.all((nodes.left[unsplit] == -1) & (nodes.right[unsplit] == -1))),
+        "an unsplit node with children",
+    )
+    keys, lo, hi = builder.store.state().values()
+    require(bool(np.all((lo >= 0) & (hi >= 0))), "its votes")
+    parts = np.stack([keys >> (2 * ID_BITS), (keys >> ID_BITS) & ID_MASK, keys & ID_MASK])
+    require(bool(np.all(np.isin(parts, items))) if len(keys) else True, "its answers' items")
 
 
 class CompRFRouter:

@@ -1,5 +1,7 @@
 """CompRF on planted data: accuracy, query counts, noise, and an exactly resumable build."""
 
+import io
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -373,3 +375,44 @@ def test_a_restarted_build_replays_a_subset_of_answers_into_the_forest_they_alon
         replay.add_answers(honest.answer(replay.pending_queries()))
     direct = CompRF(n_trees=3, random_state=4).fit(np.arange(60), y[:60], honest)
     assert canonical_trees(replay.forest()) == canonical_trees(direct)
+
+
+def _with_array(state: bytes, name: str, change) -> bytes:
+    with np.load(io.BytesIO(state)) as arrays:
+        changed = {key: arrays[key] for key in arrays.files}
+    changed[name] = change(changed[name].copy())
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **changed)
+    return buffer.getvalue()
+
+
+def test_a_state_from_elsewhere_loads_only_when_whole_and_consistent(blobs):
+    """A saved build from another server (a project archive) is checked before the
+    compiled kernels index with it: each forgery is a ValueError that says what is wrong,
+    and an honest state resumes to the same forest."""
+    X, y = blobs
+    build = CompRFBuilder(np.arange(40), y[:40], n_trees=3, random_state=2)
+    build.add_answers(FeatureOracle(X).answer(build.pending_queries()))
+    state = build.to_bytes()
+    resumed = CompRFBuilder.from_untrusted_bytes(state, max_bytes=1 << 20)
+    while not resumed.is_complete:
+        resumed.add_answers(FeatureOracle(X).answer(resumed.pending_queries()))
+    while not build.is_complete:
+        build.add_answers(FeatureOracle(X).answer(build.pending_queries()))
+    assert canonical_trees(resumed.forest()) == canonical_trees(build.forest())
+
+    forged = {
+        "its members": _with_array(state, "members", lambda a: a + 1000),
+        "a split node's children": _with_array(state, "node_left", lambda a: np.where(a > 0, 0, a)),
+        "node pivots": _with_array(state, "node_pivot_right", lambda a: np.where(a >= 0, 77, a)),
+        "the roots' ranges": _with_array(state, "node_end", lambda a: a * 50),
+        "its votes": _with_array(state, "store_hi", lambda a: a - 3),
+        "one root per tree": _with_array(state, "roots", lambda a: a[:1]),
+        "of the wrong kind": _with_array(state, "members", lambda a: a.astype(float)),
+        "not a saved build": b"PK\x03\x04 not a zip",
+    }
+    for expected, data in forged.items():
+        with pytest.raises(ValueError, match=expected):
+            CompRFBuilder.from_untrusted_bytes(data, max_bytes=1 << 20)
+    with pytest.raises(ValueError, match="over the limit of 1,000"):
+        CompRFBuilder.from_untrusted_bytes(state, max_bytes=1000)
