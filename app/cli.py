@@ -236,6 +236,7 @@ def worker(
 
     import app.jobs  # noqa: F401 (registers every job kind)
     from app.core.db import make_engine, make_session_factory
+    from app.items.images import ImageStore
     from app.worker.loop import Worker
 
     settings = get_settings()
@@ -252,6 +253,7 @@ def worker(
         stale_after_seconds=settings.worker_stale_seconds,
         kinds=_kind_list(kinds),
         skip_kinds=_kind_list(skip_kinds) or (),
+        images=ImageStore(settings.media_dir),
     )
     # Finish the job in hand, then exit: a killed worker's job is retried elsewhere anyway.
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())

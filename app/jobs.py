@@ -2,6 +2,7 @@
 
 from app.adaptive import jobs as adaptive_jobs  # noqa: F401 (registers its upkeep)
 from app.builds import jobs as build_jobs
+from app.projects import jobs as project_jobs  # noqa: F401 (registers its upkeep)
 from app.raters import jobs as rater_jobs  # noqa: F401 (registers its upkeep)
 from app.training import jobs as training_jobs
 from app.triplets import jobs as triplet_jobs  # noqa: F401 (registers its upkeep)

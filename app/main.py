@@ -127,7 +127,12 @@ async def _lifespan(app: FastAPI):
             "stale_after_seconds": settings.worker_stale_seconds,
         }
         workers = [
-            Worker(app.state.session_factory, skip_kinds=TRAINING_KINDS, **common),
+            Worker(
+                app.state.session_factory,
+                skip_kinds=TRAINING_KINDS,
+                images=app.state.images,
+                **common,
+            ),
             Worker(app.state.session_factory, kinds=TRAINING_KINDS, upkeep=False, **common),
         ]
         for number, worker in enumerate(workers):

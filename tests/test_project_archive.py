@@ -165,7 +165,12 @@ def test_a_project_moves_to_the_other_database_and_exports_the_same(
     assert download.status_code == 200
     assert download.headers["content-type"] == "application/zip"
     with zipfile.ZipFile(io.BytesIO(download.content)) as archive:
-        assert sorted(archive.namelist()) == ["items.zip", "project.json", "triplets.csv"]
+        assert sorted(archive.namelist()) == [
+            f"builds/{build_id}.state",
+            "items.zip",
+            "project.json",
+            "triplets.csv",
+        ]
 
     lab, lab_auth = other_server
     created = lab.post(

@@ -524,6 +524,21 @@ class CompRFBuilder:
         builder._issued = None
         return builder
 
+    @staticmethod
+    def max_state_bytes(n_items: int, n_trees: int, n_answers: int, label_bytes: int = 600) -> int:
+        """The most bytes a saved state of a build over `n_items` items and `n_trees` trees
+        that has read `n_answers` answers unpacks to: its members, at most 2n - 1 nodes a
+        tree, a vote count per answer, its labels (up to `label_bytes` each)."""
+        node_bytes = sum(np.dtype(dtype).itemsize for dtype in _Nodes.FIELDS.values())
+        members = n_trees * n_items * 8
+        return (
+            members
+            + 2 * members // 8 * node_bytes
+            + 24 * n_answers
+            + n_items * label_bytes
+            + (1 << 16)
+        )
+
     @classmethod
     def from_untrusted_bytes(cls, data: bytes, *, max_bytes: int) -> CompRFBuilder:
         """`from_bytes` for a state that comes from elsewhere (a project archive):

@@ -4,7 +4,7 @@ import secrets
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, Float, ForeignKey, String, Text
+from sqlalchemy import BigInteger, Float, ForeignKey, Index, String, Text, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -49,6 +49,16 @@ class Project(Base):
     """
 
     __tablename__ = "projects"
+    __table_args__ = (
+        Index(
+            "uq_projects_owner_id_import_key",
+            "owner_id",
+            "import_key",
+            unique=True,
+            postgresql_where=text("import_key IS NOT NULL"),
+            sqlite_where=text("import_key IS NOT NULL"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     owner_id: Mapped[int] = mapped_column(ForeignKey("researchers.id"), index=True)
@@ -100,3 +110,8 @@ class Project(Base):
     # Rises with every change of the rating settings, so processes that keep a copy of
     # them know when it is stale.
     settings_version: Mapped[int] = mapped_column(default=0)
+    # A project being made from an archive: hidden from everyone until the import ends;
+    # one whose importer died (its claim let go) is removed whole. `import_key` is the
+    # import request's Idempotency-Key: a retry finds the project it made.
+    importing: Mapped[bool] = mapped_column(default=False, server_default=false())
+    import_key: Mapped[str | None] = mapped_column(String(100))

@@ -18,7 +18,7 @@ from app.projects.schemas import (
     RatingSettings,
     RatingSettingsUpdate,
 )
-from app.uploads.api import UPLOAD_RESPONSES, as_uploaded
+from app.uploads.api import UPLOAD_RESPONSES, IdempotencyKey, as_uploaded
 
 router = APIRouter(prefix="/projects", tags=["projects"], route_class=StrictJSONRoute)
 # Beside /projects, not under it, where /projects/{project_id} would claim the name.
@@ -152,23 +152,35 @@ def export_archive(
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=ProjectDetail,
-    responses=UPLOAD_RESPONSES,
+    responses={
+        **UPLOAD_RESPONSES,
+        409: {"description": "An import with this Idempotency-Key is still under way"},
+    },
 )
 def import_archive(
     file: UploadFile,
     request: Request,
+    response: Response,
     session: SessionDep,
     settings: SettingsDep,
     researcher: CurrentResearcher,
+    idempotency_key: IdempotencyKey = None,
 ):
     """A new project from a project archive (GET /projects/{id}/archive), yours, with a
-    new rating link; all or nothing. Its models fit anew on the answers."""
-    project = archive.import_archive(
+    new rating link; all or nothing, also across a crash of the server. Its models fit
+    anew on the answers. Retried with the same Idempotency-Key: the project the first
+    request made (200), or 409 while that one is still being imported."""
+    imported = archive.import_archive(
         session=session,
         settings=settings,
         store=request.app.state.images,
         owner=researcher,
         upload=as_uploaded(file),
+        idempotency_key=idempotency_key,
     )
+    project = imported.project
+    if imported.replayed:
+        response.status_code = status.HTTP_200_OK
+        response.headers["Idempotent-Replayed"] = "true"
     counts = service.project_counts(session=session, project=project)
     return ProjectDetail(**ProjectOut.model_validate(project).model_dump(), **counts)

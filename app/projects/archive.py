@@ -9,50 +9,62 @@ to the lab's server (PostgreSQL): the new project's exports are the old one's.
 Left out on purpose: raters' session tokens (a rater continues on the new server by
 opening its new link), the models' fitted versions (they refit there), the public link
 (a new one, so the two never collide).
+
+An import is all or nothing, even across a crash: the project stays hidden (`importing`)
+until its last commit, its importer holds a claim on it meanwhile (app/core/claims.py),
+and a project whose claim is let go while it is still importing is removed whole, by
+the worker's upkeep or by a retry with the same Idempotency-Key.
 """
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app import learn
 from app.builds import jobs as build_jobs
+from app.core.claims import try_claim
 from app.core.config import Settings
-from app.core.errors import InvalidUpload, Problem, ServiceError
+from app.core.errors import Conflict, InvalidUpload, Problem, ServiceError
 from app.items.images import ImageStore
 from app.items.service import export_items_zip, ingest_items
 from app.models import (
     Build,
     BuildStatus,
     Item,
-    LabelType,
     LearnedModel,
-    ModelKind,
     Project,
     Rater,
     Researcher,
     Triplet,
 )
+from app.projects.archive_format import (
+    FORMAT,
+    FORMAT_VERSION,
+    ArchivedBuild,
+    ArchivedModel,
+    ProjectArchive,
+    as_model_request,
+    read_description,
+)
 from app.projects.schemas import RatingSettings
 from app.projects.service import create_project, delete_project, update_rating
-from app.training.schemas import checked_params
-from app.training.service import check_embedding_source, create_model
+from app.training.service import set_up_model, unpack_matrix
 from app.triplets.log import published
 from app.triplets.service import export_triplets_csv, ingest_triplets
 from app.uploads.files import SafeZip, UploadedFile
 from app.uploads.service import zip_limits
 
-FORMAT = "closer-project"
-FORMAT_VERSION = 1
 RATER_FIELDS = (
     "external_id",
     "platform",
@@ -66,9 +78,12 @@ RATER_FIELDS = (
     "exclusion_reason",
     "exclusion_override",
 )
-RATER_TIMES = ("created_at", "completed_at", "last_seen_at")
+RATER_TIMES = ("created_at", "completed_at", "last_seen_at", "out_of_work_at", "screened_out_at")
 MODEL_FIELDS = ("name", "kind", "params", "auto_refit", "refit_growth", "min_answers")
-_SPOOL_IN_MEMORY = 16 << 20
+IMPORT_CLAIMS = 0x1A9C  # the claim space of project imports (app/core/claims.py)
+_STILL_IMPORTING = (
+    "an import with Idempotency-Key '{key}' is still under way; retry when it has ended"
+)
 
 
 def _time(value: datetime | None) -> str | None:
@@ -103,7 +118,6 @@ def describe(session: Session, project: Project) -> dict[str, Any]:
                 "message": build.message,
                 "items": [item_keys[int(item_id)] for item_id in ids],
                 "answers_read": int(read or 0),
-                "state": base64.b64encode(build.state).decode(),
                 "created_at": _time(build.created_at),
             }
         )
@@ -115,7 +129,6 @@ def describe(session: Session, project: Project) -> dict[str, Any]:
         entry["ref"] = model.id  # what a SMERF model's params.embedding_model_id names
         entry["kind"] = model.kind.value
         entry["build_ref"] = model.build_id
-        entry["inputs"] = base64.b64encode(model.inputs).decode() if model.inputs else None
         models.append(entry)
     raters = []
     for rater in session.scalars(
@@ -183,31 +196,41 @@ def export_archive(
         for chunk in export_triplets_csv(engine, project_id):
             entry.write(chunk)
             yield sink.drain()
+    # The builds' states (compressed already) and SMERF's matrices, one entry each.
+    for build in description["builds"]:
+        with engine.connect() as connection:
+            state = connection.scalar(select(Build.state).where(Build.id == build["ref"]))
+        if state is not None:
+            archive.writestr(zipfile.ZipInfo(_state_entry(build["ref"])), state)
+            yield sink.drain()
+    for model in description["models"]:
+        with engine.connect() as connection:
+            inputs = connection.scalar(
+                select(LearnedModel.inputs).where(LearnedModel.id == model["ref"])
+            )
+        if inputs:
+            archive.writestr(_matrix_entry(model["ref"]), inputs)
+            yield sink.drain()
     archive.close()
     yield sink.drain()
 
 
-def _problem(message: str) -> InvalidUpload:
-    return InvalidUpload([Problem(file="project.json", message=message)])
+def _state_entry(ref: int) -> str:
+    return f"builds/{ref}.state"
 
 
-def _read_description(archive: SafeZip) -> dict[str, Any]:
-    if "project.json" not in archive.entries:
-        raise InvalidUpload(
-            [Problem(file=archive.name, message="no project.json: not a Closer project archive")]
-        )
-    try:
-        description = json.loads(archive.read("project.json"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise _problem(f"not JSON: {error}") from None
-    if not isinstance(description, dict) or description.get("format") != FORMAT:
-        raise _problem(f"not a Closer project archive (format is not '{FORMAT}')")
-    if description.get("format_version") != FORMAT_VERSION:
-        raise _problem(
-            f"format_version {description.get('format_version')!r}: this server reads "
-            f"{FORMAT_VERSION}"
-        )
-    return description
+def _matrix_entry(ref: int) -> str:
+    return f"models/{ref}.matrix"
+
+
+def _refused(message: str, where: str | None = None, file: str = "project.json") -> InvalidUpload:
+    return InvalidUpload([Problem(file=file, message=message, column=where)])
+
+
+@dataclass(frozen=True)
+class Imported:
+    project: Project
+    replayed: bool  # a retry (same Idempotency-Key) of an import that had ended
 
 
 def import_archive(
@@ -217,28 +240,39 @@ def import_archive(
     store: ImageStore,
     owner: Researcher,
     upload: UploadedFile,
-) -> Project:
-    """A new project from an archive, owned by `owner`. All or nothing: the answers are
-    written in committed chunks (see ingest_triplets), so a failure after the first
-    chunk removes the half-made project again before the error is reported."""
+    idempotency_key: str | None = None,
+) -> Imported:
+    """A new project from an archive, owned by `owner`, all or nothing: it is checked
+    whole against the API's schemas, made hidden, and shown by its last commit (this
+    service commits: the answers go in committed chunks, see ingest_triplets). A failure
+    removes the half-made project before the error is reported; a crash leaves it to the
+    clean-up (see the module's notes)."""
+    earlier = _earlier_import(session, store, owner, idempotency_key)
+    if earlier is not None:
+        return Imported(earlier, replayed=True)
     archive = SafeZip(upload, zip_limits(settings))
-    description = _read_description(archive)
+    description = read_description(archive, settings.max_json_bytes)
+    facts = description.project
     try:
-        facts = description["project"]
         project = create_project(
             session=session,
             owner=owner,
-            name=str(facts["name"])[:200],
-            description=str(facts.get("description", "")),
-            label_type=LabelType(facts.get("label_type", "class")),
+            name=facts.name,
+            description=facts.description,
+            label_type=facts.label_type,
+            importing=True,
+            import_key=idempotency_key,
         )
-        rating = RatingSettings.model_validate(description.get("rating", {}))
-    except (KeyError, ValueError, TypeError) as error:
-        raise _problem(f"the project's description is incomplete or wrong: {error}") from None
-    update_rating(session=session, project=project, changes=rating.model_dump())
+    except IntegrityError:  # the same key, sent again while the first is under way
+        raise Conflict(_STILL_IMPORTING.format(key=idempotency_key)) from None
+    # Taken before the project's first commit: nobody sees it unclaimed while it runs.
+    claim = try_claim(session.get_bind(), IMPORT_CLAIMS, project.id)
     project_id = project.id
     try:
+        update_rating(session=session, project=project, changes=description.rating.model_dump())
         _fill(session, settings, store, archive, description, project)
+        project.importing = False
+        session.commit()
     except BaseException:
         session.rollback()
         leftover = session.get(Project, project_id)
@@ -246,7 +280,54 @@ def import_archive(
             delete_project(session=session, store=store, project=leftover)
             session.commit()
         raise
-    return project
+    finally:
+        claim.release()
+    return Imported(project, replayed=False)
+
+
+def _earlier_import(
+    session: Session, store: ImageStore, owner: Researcher, key: str | None
+) -> Project | None:
+    """The project an import with this key made. One whose importer died is removed,
+    so that this request imports anew; one still under way is a 409."""
+    if key is None:
+        return None
+    earlier = session.scalar(
+        select(Project).where(Project.owner_id == owner.id, Project.import_key == key)
+    )
+    if earlier is None or not earlier.importing:
+        return earlier
+    claim = try_claim(session.get_bind(), IMPORT_CLAIMS, earlier.id)
+    if claim is None:
+        raise Conflict(_STILL_IMPORTING.format(key=key))
+    with claim:
+        remove_dead_import(session, store, earlier.id)
+    return None
+
+
+def remove_dead_import(session: Session, store: ImageStore, project_id: int) -> bool:
+    """Remove a project whose import died; the caller holds its claim. Whether there was
+    one to remove (its import may have ended, or another process removed it)."""
+    session.expire_all()
+    project = session.get(Project, project_id)
+    if project is None or not project.importing:
+        return False
+    delete_project(session=session, store=store, project=project)
+    session.commit()
+    return True
+
+
+def dead_imports(session: Session) -> list[int]:
+    """Projects still importing: those whose claim is free lost their importer."""
+    return list(session.scalars(select(Project.id).where(Project.importing)))
+
+
+@dataclass(frozen=True)
+class _CheckedBuild:
+    entry: ArchivedBuild
+    item_ids: np.ndarray
+    state: bytes
+    progress: dict
 
 
 def _fill(
@@ -254,7 +335,7 @@ def _fill(
     settings: Settings,
     store: ImageStore,
     archive: SafeZip,
-    description: dict[str, Any],
+    description: ProjectArchive,
     project: Project,
 ) -> None:
     if "items.zip" in archive.entries:
@@ -267,6 +348,14 @@ def _fill(
             requested_format=None,
             idempotency_key=None,
         )
+    ids_by_key = dict(
+        session.execute(select(Item.key, Item.id).where(Item.project_id == project.id)).all()
+    )
+    # Before the answers go in: a bad build refuses the archive at once.
+    builds = [
+        _check_build(archive, description.format_version, index, entry, ids_by_key)
+        for index, entry in enumerate(description.builds)
+    ]
     if "triplets.csv" in archive.entries and archive.size("triplets.csv") > 0:
         answers = _spooled(archive, "triplets.csv")
         if answers.stream.readline() and answers.stream.readline():  # a header and a row
@@ -279,9 +368,9 @@ def _fill(
                 requested_format=None,
                 idempotency_key=None,
             )
-    _restore_raters(session, project, description.get("raters", []))
-    build_ids = _restore_builds(session, project, description.get("builds", []))
-    _restore_models(session, project, description.get("models", []), build_ids)
+    _restore_raters(session, project, description)
+    build_ids = _restore_builds(session, project, builds)
+    _restore_models(session, project, archive, description, build_ids)
 
 
 def _spooled(archive: SafeZip, entry: str) -> UploadedFile:
@@ -289,39 +378,89 @@ def _spooled(archive: SafeZip, entry: str) -> UploadedFile:
     return UploadedFile(name=f"{archive.name}:{entry}", stream=found.stream)
 
 
-def _parse_time(value: Any) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) else None
+def _state_limit(entry: ArchivedBuild) -> int:
+    return learn.CompRFBuilder.max_state_bytes(
+        len(entry.items), entry.params.n_trees, entry.answers_read
+    )
 
 
-def _restore_raters(session: Session, project: Project, raters: list[dict]) -> None:
+def _check_build(
+    archive: SafeZip,
+    version: int,
+    index: int,
+    entry: ArchivedBuild,
+    ids_by_key: dict[str, int],
+) -> _CheckedBuild:
+    where = f"builds.{index}"
+    unknown = next((key for key in entry.items if key not in ids_by_key), None)
+    if unknown is not None:
+        raise _refused(f"item '{unknown[:200]}' is not among the archive's items", f"{where}.items")
+    if len(set(entry.items)) != len(entry.items):
+        raise _refused("an item is listed twice", f"{where}.items")
+    limit = _state_limit(entry)
+    if version == 1:
+        state = entry.state
+    elif _state_entry(entry.ref) in archive.entries:
+        if archive.size(_state_entry(entry.ref)) > limit:
+            raise _refused("larger than such a build's state can be", file=_state_entry(entry.ref))
+        state = archive.read(_state_entry(entry.ref))
+    else:
+        state = None
+    if state is None:
+        raise _refused(f"build {entry.ref} has no state ({_state_entry(entry.ref)})", where)
+    try:
+        builder = learn.CompRFBuilder.from_untrusted_bytes(state, max_bytes=limit)
+    except ValueError as error:
+        raise _refused(str(error), f"{where}.state") from None
+    params = entry.params.model_dump()
+    said = {name: params[name] for name in builder.params if name in params}
+    if (
+        said != {name: builder.params[name] for name in said}
+        or not builder.params["supervised"]
+        or builder.random_state != params["random_state"]
+    ):
+        raise _refused("its params are not those of its state", f"{where}.params")
+    if not np.array_equal(builder.items, np.arange(len(entry.items))):
+        raise _refused("its state is over other items than it lists", f"{where}.items")
+    if entry.status is BuildStatus.complete and not builder.is_complete:
+        raise _refused("marked complete, but its state has open nodes", f"{where}.status")
+    try:
+        progress = builder.progress()
+    except (ValueError, IndexError) as error:  # what the checks above did not foresee
+        raise _refused(f"its state cannot be resumed: {error}", f"{where}.state") from None
+    item_ids = np.array([ids_by_key[key] for key in entry.items], dtype=np.int64)
+    return _CheckedBuild(entry, item_ids, state, progress)
+
+
+def _restore_raters(session: Session, project: Project, description: ProjectArchive) -> None:
+    # The answers' upload made a rater for each name it met: those get their record.
     existing = {
         rater.external_id: rater
         for rater in session.scalars(select(Rater).where(Rater.project_id == project.id))
     }
-    for entry in raters:
-        try:
-            external_id = str(entry["external_id"])
-            rater = existing.get(external_id)
-            if rater is None:
-                rater = Rater(project_id=project.id, external_id=external_id)
-                session.add(rater)
-            for name in RATER_FIELDS[1:]:
-                if name in entry:
-                    setattr(rater, name, entry[name])
-            for name in RATER_TIMES:
-                if entry.get(name):
-                    setattr(rater, name, _parse_time(entry[name]))
-        except (KeyError, ValueError, TypeError) as error:
-            raise _problem(f"a rater's record is wrong: {error}") from None
+    for entry in description.raters:
+        rater = existing.get(entry.external_id)
+        if rater is None:
+            rater = Rater(project_id=project.id)
+            session.add(rater)
+        for name, value in entry.model_dump(exclude_none=True).items():
+            setattr(rater, name, value)
     session.flush()
 
 
-def _restore_builds(session: Session, project: Project, builds: list[dict]) -> dict[int, int]:
-    """The builds with their state; old build ids mapped to the new ones."""
-    ids_by_key = dict(
-        session.execute(select(Item.key, Item.id).where(Item.project_id == project.id)).all()
+def _answer_ids(session: Session, project: Project) -> list[int]:
+    return list(
+        session.scalars(
+            select(Triplet.id).where(Triplet.project_id == project.id).order_by(Triplet.id)
+        )
     )
-    answer_ids = None
+
+
+def _restore_builds(
+    session: Session, project: Project, builds: list[_CheckedBuild]
+) -> dict[int, int]:
+    """The builds with their state; the archive's build refs mapped to the new ids."""
+    answer_ids: list[int] | None = None
     mapped: dict[int, int] = {}
     # The archive keeps no record of whom a build left out: it left out those excluded now.
     excluded = list(
@@ -329,71 +468,80 @@ def _restore_builds(session: Session, project: Project, builds: list[dict]) -> d
             select(Rater.id).where(Rater.project_id == project.id, Rater.excluded.is_(True))
         )
     )
-    for entry in builds:
-        try:
-            item_ids = np.array([ids_by_key[key] for key in entry["items"]], dtype=np.int64)
-            read = int(entry["answers_read"])
-            if read and answer_ids is None:
-                answer_ids = list(
-                    session.scalars(
-                        select(Triplet.id)
-                        .where(Triplet.project_id == project.id)
-                        .order_by(Triplet.id)
-                    )
-                )
-            cursor = answer_ids[read - 1] if read else 0
-            build = Build(
-                project_id=project.id,
-                status=BuildStatus(entry["status"]),
-                params=entry["params"],
-                progress=entry.get("progress") or {},
-                message=str(entry.get("message", "")),
-                state=base64.b64decode(entry["state"]),
-                items=item_ids.tobytes(),
-                answers_cursor=cursor,
-                excluded_rater_ids=excluded,
+    for index, checked in enumerate(builds):
+        entry = checked.entry
+        read = entry.answers_read
+        if read and answer_ids is None:
+            answer_ids = _answer_ids(session, project)
+        if read > len(answer_ids or ()):
+            raise _refused(
+                f"answers_read is {read}, but the archive holds {len(answer_ids or ())} answers",
+                f"builds.{index}.answers_read",
             )
-            if entry.get("created_at"):
-                build.created_at = _parse_time(entry["created_at"])
-        except (KeyError, ValueError, TypeError, IndexError) as error:
-            raise _problem(f"build {entry.get('ref')!r} is incomplete or wrong: {error}") from None
+        build = Build(
+            project_id=project.id,
+            status=entry.status,
+            params=entry.params.model_dump(),
+            progress=checked.progress,
+            message=entry.message,
+            state=checked.state,
+            items=checked.item_ids.tobytes(),
+            answers_cursor=answer_ids[read - 1] if read else 0,
+            excluded_rater_ids=excluded,
+        )
+        if entry.created_at is not None:
+            build.created_at = entry.created_at
         session.add(build)
         session.flush()
-        mapped[int(entry["ref"])] = build.id
+        mapped[entry.ref] = build.id
         if build.status is BuildStatus.running:
             build_jobs.request_step(session=session, build=build)
     return mapped
 
 
+def _archived_matrix(
+    archive: SafeZip, version: int, entry: ArchivedModel, limit: int
+) -> tuple[list[str], np.ndarray] | None:
+    """A SMERF model's matrix as the archive carries it, or None."""
+    blob = entry.inputs if version == 1 else None
+    name = _matrix_entry(entry.ref) if entry.ref is not None else None
+    if version > 1 and name in archive.entries:
+        if archive.size(name) > limit:
+            raise _refused(f"over the limit of {limit:,} bytes", file=name)
+        blob = archive.read(name)
+    if blob is None:
+        return None
+    try:
+        return unpack_matrix(blob)
+    except (ValueError, UnicodeDecodeError, OverflowError):
+        raise _refused(f"model '{entry.name}': its matrix cannot be read", file=name) from None
+
+
 def _restore_models(
-    session: Session, project: Project, models: list[dict], build_ids: dict[int, int]
+    session: Session,
+    project: Project,
+    archive: SafeZip,
+    description: ProjectArchive,
+    build_ids: dict[int, int],
 ) -> None:
+    """Each model through the API's own path (set_up_model), fitted anew here."""
     model_ids: dict[int, int] = {}  # the archive's refs to the models made here
-    for entry in models:
+    for index, entry in enumerate(description.models):
+        params = dict(entry.params)
+        if "embedding_model_id" in params:  # the archive's ref, made this server's id
+            params["embedding_model_id"] = model_ids.get(params["embedding_model_id"])
+        matrix = _archived_matrix(archive, description.format_version, entry, 2 * (16 << 20))
         try:
-            kind = ModelKind(entry["kind"])
-            build_ref = entry.get("build_ref")
-            params = checked_params(kind, entry.get("params") or {})
-            if "embedding_model_id" in params:  # the archive's ref, made this server's id
-                params["embedding_model_id"] = model_ids.get(params["embedding_model_id"])
-            check_embedding_source(session=session, project_id=project.id, kind=kind, params=params)
-            made = create_model(
-                session=session,
-                project=project,
-                name=str(entry["name"]),
-                kind=kind,
+            body = as_model_request(
+                entry,
                 params=params,
-                auto_refit=bool(entry.get("auto_refit", True)),
-                refit_growth=float(entry.get("refit_growth", 0.2)),
-                min_answers=int(entry.get("min_answers", 100)),
-                build_id=build_ids.get(build_ref) if build_ref is not None else None,
-                inputs=base64.b64decode(entry["inputs"]) if entry.get("inputs") else None,
-                # Fitted versions stay behind: each model fits anew on the answers here.
-                train_now=True,
+                build_id=build_ids.get(entry.build_ref) if entry.build_ref else None,
+                train=True,
             )
-            if isinstance(entry.get("ref"), int):
-                model_ids[entry["ref"]] = made.id
-        except (KeyError, ValueError, TypeError) as error:
-            raise _problem(f"model {entry.get('name')!r} is incomplete or wrong: {error}") from None
+            made = set_up_model(session=session, project=project, body=body, matrix=matrix)
         except ServiceError as refused:
-            raise _problem(f"model {entry.get('name')!r}: {refused.detail}") from None
+            detail = refused.detail
+            shown = detail if isinstance(detail, str) else json.dumps(detail)[:2000]
+            raise _refused(f"model '{entry.name}': {shown}", f"models.{index}") from None
+        if entry.ref is not None:
+            model_ids[entry.ref] = made.id

@@ -34,16 +34,31 @@ ANSWER_RATE_HOURS = 7 * 24
 
 
 def create_project(
-    *, session: Session, owner: Researcher, name: str, description: str, label_type: LabelType
+    *,
+    session: Session,
+    owner: Researcher,
+    name: str,
+    description: str,
+    label_type: LabelType,
+    importing: bool = False,
+    import_key: str | None = None,
 ) -> Project:
-    project = Project(owner_id=owner.id, name=name, description=description, label_type=label_type)
+    """A new project; `importing`: one made from an archive, hidden until it is done."""
+    project = Project(
+        owner_id=owner.id,
+        name=name,
+        description=description,
+        label_type=label_type,
+        importing=importing,
+        import_key=import_key,
+    )
     session.add(project)
     session.flush()
     return project
 
 
 def list_projects(*, session: Session, researcher: Researcher) -> list[Project]:
-    query = select(Project).order_by(Project.id)
+    query = select(Project).where(Project.importing.is_(False)).order_by(Project.id)
     if not researcher.is_admin:
         query = query.where(Project.owner_id == researcher.id)
     return list(session.scalars(query))
@@ -71,7 +86,11 @@ def get_project(
             .execution_options(synchronize_session=False)
         )
     project = session.get(Project, project_id, with_for_update=lock)
-    if project is None or not (researcher.is_admin or project.owner_id == researcher.id):
+    if (
+        project is None
+        or project.importing
+        or not (researcher.is_admin or project.owner_id == researcher.id)
+    ):
         raise NotFound(f"no project {project_id}")
     return project
 

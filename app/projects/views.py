@@ -3,9 +3,11 @@ project, and a project's overview with its study link, a preview and the answer 
 
 from __future__ import annotations
 
+import secrets
+from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Request, UploadFile
+from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.auth.deps import WorkspaceResearcher
@@ -57,6 +59,7 @@ def _projects_page(
             "errors": errors or {},
             "archive_problems": archive_problems,
             "deleted": request.query_params.get("deleted", "")[:200],
+            "import_key": secrets.token_urlsafe(16),
         },
         status_code,
     )
@@ -368,6 +371,7 @@ def import_project(
     session: SessionDep,
     settings: SettingsDep,
     researcher: WorkspaceResearcher,
+    import_key: Annotated[str | None, Form(max_length=100)] = None,
 ):
     """A project from an archive downloaded from any Closer server (its overview page)."""
     try:
@@ -377,7 +381,8 @@ def import_project(
             store=request.app.state.images,
             owner=researcher,
             upload=as_uploaded(file),
-        )
+            idempotency_key=import_key or None,
+        ).project
     except InvalidUpload as rejected:
         roll_back(session)
         return _projects_page(

@@ -126,24 +126,31 @@ def too_few_answers(session: Session, model: LearnedModel) -> str | None:
     )
 
 
-def _matrix_blob(body: ModelCreate, params: dict) -> bytes | None:
-    """SMERF's uploaded dissimilarity matrix, checked and packed (None: none)."""
+def _matrix_blob(
+    body: ModelCreate, params: dict, given: tuple[list[str], np.ndarray] | None
+) -> bytes | None:
+    """SMERF's uploaded dissimilarity matrix (the request's, or `given` as keys and an
+    array), checked and packed (None: none)."""
     wants = body.kind is ModelKind.smerf and params.get("dissimilarity") == "matrix"
-    if body.matrix is None:
+    if body.matrix is None and given is None:
         if wants:
             raise ServiceError("matrix: SMERF with dissimilarity 'matrix' needs the matrix")
         return None
     if not wants:
         raise ServiceError("matrix: only a SMERF model with dissimilarity 'matrix' takes one")
-    keys = body.matrix.keys
+    if given is not None:
+        keys, matrix = given
+    else:
+        keys, rows = body.matrix.keys, body.matrix.values
+        bad = next((i for i, row in enumerate(rows) if len(row) != len(keys)), None)
+        if len(rows) != len(keys) or bad is not None:
+            where = f"row {bad}" if bad is not None else f"{len(rows)} rows"
+            raise ServiceError(f"matrix.values: must be {len(keys)} x {len(keys)}; {where} is not")
+        matrix = np.array(rows, dtype=np.float64)
     if len(set(keys)) != len(keys):
         raise ServiceError("matrix.keys: an item key repeats")
-    rows = body.matrix.values
-    bad = next((i for i, row in enumerate(rows) if len(row) != len(keys)), None)
-    if len(rows) != len(keys) or bad is not None:
-        where = f"row {bad}" if bad is not None else f"{len(rows)} rows"
-        raise ServiceError(f"matrix.values: must be {len(keys)} x {len(keys)}; {where} is not")
-    matrix = np.array(rows, dtype=np.float64)
+    if matrix.shape != (len(keys), len(keys)):
+        raise ServiceError(f"matrix.values: must be {len(keys)} x {len(keys)}")
     if not np.all(np.isfinite(matrix)) or np.any(matrix < 0):
         raise ServiceError("matrix.values: dissimilarities must be finite and non-negative")
     if not np.allclose(matrix, matrix.T) or np.any(np.diag(matrix) != 0):
@@ -151,9 +158,16 @@ def _matrix_blob(body: ModelCreate, params: dict) -> bytes | None:
     return pack_matrix(keys, matrix)
 
 
-def set_up_model(*, session: Session, project: Project, body: ModelCreate) -> LearnedModel:
-    """A model as a request describes it (the API's or the workspace form's), checked
-    against the project: its parameters, the build or embedding it names, features."""
+def set_up_model(
+    *,
+    session: Session,
+    project: Project,
+    body: ModelCreate,
+    matrix: tuple[list[str], np.ndarray] | None = None,
+) -> LearnedModel:
+    """A model as a request describes it (the API's, the workspace form's or an
+    archive's), checked against the project: its parameters, the build or embedding it
+    names, features. An archive gives SMERF's matrix as an array (`matrix`)."""
     params = checked_params(body.kind, body.params)
     if body.kind is ModelKind.comprf and body.build_id is None:
         raise ServiceError("build_id: a CompRF model comes from a build; name it")
@@ -173,7 +187,7 @@ def set_up_model(*, session: Session, project: Project, body: ModelCreate) -> Le
         refit_growth=body.refit_growth,
         min_answers=body.min_answers,
         build_id=body.build_id,
-        inputs=_matrix_blob(body, params),
+        inputs=_matrix_blob(body, params, matrix),
         train_now=body.train,
     )
 

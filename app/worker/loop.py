@@ -69,8 +69,10 @@ class JobFailed(Exception):
 
 Handler = Callable[[JobContext], dict[str, Any] | None]
 HANDLERS: dict[str, Handler] = {}
-Periodic = Callable[[sessionmaker[Session]], None]
-PERIODIC: list[tuple[float, Periodic]] = []
+Periodic = Callable[..., None]
+# Every `seconds`, function(sessions), or function(sessions, images) where it needs the
+# image store (a worker without one skips it).
+PERIODIC: list[tuple[float, Periodic, bool]] = []
 
 
 def handler(kind: str) -> Callable[[Handler], Handler]:
@@ -83,12 +85,12 @@ def handler(kind: str) -> Callable[[Handler], Handler]:
     return register
 
 
-def periodic(seconds: float) -> Callable[[Periodic], Periodic]:
+def periodic(seconds: float, *, needs_images: bool = False) -> Callable[[Periodic], Periodic]:
     """Register upkeep that an idle worker runs every `seconds` (it must be safe to run on
-    several workers at once)."""
+    several workers at once); with `needs_images` it is given the image store too."""
 
     def register(function: Periodic) -> Periodic:
-        PERIODIC.append((seconds, function))
+        PERIODIC.append((seconds, function, needs_images))
         return function
 
     return register
@@ -106,6 +108,7 @@ class Worker:
         kinds: Collection[str] | None = None,
         skip_kinds: Collection[str] = (),
         upkeep: bool = True,
+        images: Any = None,
     ) -> None:
         """`kinds` / `skip_kinds` choose the jobs this worker takes (e.g. one worker for
         long training fits and another for the quick build steps); `upkeep` runs the
@@ -120,6 +123,7 @@ class Worker:
             raise RuntimeError("no job kinds registered: import app.jobs before starting a worker")
         self.handlers = HANDLERS if handlers is None else handlers
         self.periodic = PERIODIC if handlers is None and upkeep else []
+        self.images = images  # the ImageStore, for upkeep that removes a project's images
         self.kinds = None if kinds is None else tuple(kinds)
         self.skip_kinds = tuple(skip_kinds)
         self._last_run: dict[Periodic, float] = {}
@@ -174,11 +178,13 @@ class Worker:
 
     def _upkeep(self) -> None:
         now = time.monotonic()
-        for seconds, function in self.periodic:
+        for seconds, function, needs_images in self.periodic:
+            if needs_images and self.images is None:
+                continue
             if now - self._last_run.get(function, -1e9) >= seconds:
                 self._last_run[function] = now
                 try:
-                    function(self.sessions)
+                    function(self.sessions, *([self.images] if needs_images else []))
                 except Exception:  # upkeep must not stop the worker; it runs again soon
                     log.exception("periodic %s failed", function.__name__)
 
