@@ -16,6 +16,7 @@ from app.learn import FeatureOracle
 from app.models import Assignment, Item, Purpose, QuerySlot, SlotState
 from app.worker.loop import Worker
 from tests.support.links import open_link
+from tests.test_rating import join_answered
 
 API = "/api/v1"
 
@@ -146,13 +147,11 @@ def test_raters_get_routing_queries_first(app, client, auth, finished_build):
         headers=auth,
         json={"attention_rate": 0, "random_share": 0},
     )
-    token = client.post(f"{API}/rate/{slug}/raters", json={"participant": "r"}).json()
-    joined = client.get(
-        f"{API}/rate/{slug}/next", headers={"X-Rater-Token": token["rater_token"]}
-    ).json()
+    _, joined = join_answered(client, slug, participant="r")  # the first is a random one
     assert joined["comparison"]["anchor"]["key"] in ("p55", "p60")
     with app.state.session_factory() as session:
-        assert session.query(Assignment).one().purpose == Purpose.routing
+        purposes = [a.purpose for a in session.query(Assignment).order_by(Assignment.id)]
+        assert purposes == [Purpose.random, Purpose.routing]
 
 
 def test_a_routing_still_answers_at_its_old_prediction_paths(app, client, auth, finished_build):
@@ -274,17 +273,21 @@ def test_raters_answers_complete_a_routing(app, client, auth, finished_build, bl
         joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": f"r{rater_number}"})
         token = {"X-Rater-Token": joined.json()["rater_token"]}
         state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
-        while state["comparison"] is not None and state["comparison"]["anchor"]["key"] in wanted:
-            comparison = state["comparison"]
+
+        def answer_truly(comparison):
             closer = oracle(
                 {role: comparison[role]["key"] for role in ("anchor", "left", "right")}
             )[1]
             choice = "left" if closer == comparison["left"]["key"] else "right"
-            state = client.post(
+            return client.post(
                 f"{API}/rate/{slug}/answers",
                 headers=token,
                 json={"query_id": comparison["query_id"], "choice": choice},
             ).json()
+
+        state = answer_truly(state["comparison"])  # a rater's first query is a random one
+        while state["comparison"] is not None and state["comparison"]["anchor"]["key"] in wanted:
+            state = answer_truly(state["comparison"])
             routing_answers += 1
             Worker(app.state.session_factory).run(until_idle=True)
         sweep(app.state.session_factory)

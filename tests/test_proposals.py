@@ -33,6 +33,7 @@ from app.models._types import utcnow
 from app.training.service import load_fitted
 from app.worker.loop import Worker
 from tests.support.links import open_link
+from tests.test_rating import join_answered
 
 API = "/api/v1"
 
@@ -142,9 +143,7 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
     )
     assert settings.status_code == 200, settings.text
     slug = open_link(client, auth, project_id)["public_slug"]
-    joined = client.post(f"{API}/rate/{slug}/raters", json={})
-    token = {"X-Rater-Token": joined.json()["rater_token"]}
-    state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    token, state = join_answered(client, slug)  # a rater's first query is a random one
     first = slots[0]
     with sessions() as session:
         served = session.get(Assignment, state["comparison"]["query_id"])
@@ -284,9 +283,8 @@ def test_held_out_errors_are_measured_on_answers_to_random_questions_only(
         )
         assert settings.status_code == 200, settings.text
         slug = open_link(client, auth, project_id)["public_slug"]
-        joined = client.post(f"{API}/rate/{slug}/raters", json={}).json()
-        token = {"X-Rater-Token": joined["rater_token"]}
-        query = client.get(f"{API}/rate/{slug}/next", headers=token).json()["comparison"]
+        token, state = join_answered(client, slug)  # a rater's first query is a random one
+        query = state["comparison"]
         response = client.post(
             f"{API}/rate/{slug}/answers",
             headers=token,
@@ -313,10 +311,12 @@ def test_held_out_errors_are_measured_on_answers_to_random_questions_only(
     version = client.get(f"{API}/projects/{project_id}/models/{model_id}", headers=auth).json()[
         "serving"
     ]
+    # 3,000 uploaded, and 4 from the two raters: a random first answer each, then one
+    # random and one proposal.
     assert version["metrics"]["adaptive_answers"] == 1001
-    assert version["heldout_count"] == round(0.1 * (3002 - 1001))
+    assert version["heldout_count"] == round(0.1 * (3004 - 1001))
     assert (
-        "held-out errors on the 2001 answers to uniformly random questions" in (version["message"])
+        "held-out errors on the 2003 answers to uniformly random questions" in (version["message"])
     )
     with sessions() as session:
         version_id = session.scalar(

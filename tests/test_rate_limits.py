@@ -9,10 +9,12 @@ from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from app.models import Assignment, QuerySlot
+from app.core.db import unit_of_work
+from app.models import Assignment, Purpose, QuerySlot, Rater
 from app.models._types import utcnow
+from app.raters.service import shed_idle_joins
 from app.scheduling.service import FIRST_LEASE_SECONDS
 from tests.test_rating import blobs, start_build, study  # noqa: F401 (fixtures)
 
@@ -37,18 +39,24 @@ def _first(client, slug, token):
 
 
 def test_joins_are_limited_per_address_then_per_study(app, client, study):
+    """The study's limit counts an address's repeated joins only: an address's first
+    join, an honest rater's, is never refused for what other addresses did."""
     _, slug, _ = study
-    for _ in range(5):
+    for _ in range(5):  # the first is free of the study's limit, 4 count towards it
         assert _join(client, slug).status_code == 201
     refused = _join(client, slug)
     assert refused.status_code == 429
     assert "joins from this address (5 per 1 minute)" in refused.json()["detail"]
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     with TestClient(app, client=("203.0.113.7", 4000)) as elsewhere:
-        for _ in range(3):
+        for _ in range(5):  # 4 more repeated joins: 8, the study's limit
             assert _join(elsewhere, slug).status_code == 201
-        refused = _join(elsewhere, slug)
+    with TestClient(app, client=("203.0.113.8", 4000)) as third:
+        assert _join(third, slug).status_code == 201  # its first
+        refused = _join(third, slug)
         assert refused.status_code == 429 and "joins to this study" in refused.text
+    with TestClient(app, client=("198.51.100.20", 4000)) as honest:
+        assert _join(honest, slug).status_code == 201
 
 
 def test_the_page_says_when_to_come_back(client, study):
@@ -91,7 +99,9 @@ def test_a_fast_session_is_held_back_and_an_honest_one_is_not(app, client, study
         assert response.status_code == 200
 
 
-def test_joining_leases_nothing_and_a_first_lease_is_short(app, client, auth, study):
+def test_a_rater_holds_no_build_query_before_their_first_answer(app, client, auth, study):
+    """Joining leases nothing, and neither does looking: a rater's first query is a
+    random one; the build's queries come once they have answered."""
     project_id, slug, _ = study
     start_build(client, auth, project_id, n_trees=2, random_state=0)
     client.patch(
@@ -102,26 +112,92 @@ def test_joining_leases_nothing_and_a_first_lease_is_short(app, client, auth, st
     with app.state.session_factory() as session:
         assert session.scalar(select(QuerySlot.id).limit(1)) is not None  # the build asks
     tokens = [_join(client, slug, **auth).json()["rater_token"] for _ in range(10)]
+    firsts = [_first(client, slug, token) for token in tokens]
+    assert all(state["comparison"] is not None for state in firsts)
     with app.state.session_factory() as session:
         leased = session.scalars(select(QuerySlot).where(QuerySlot.lease_rater_id.is_not(None)))
         assert list(leased) == []
-        assert session.scalar(select(Assignment.id).limit(1)) is None
-    before = utcnow()
-    state = _first(client, slug, tokens[0])
-    assert state["comparison"] is not None
-    with app.state.session_factory() as session:
-        slot = session.scalars(select(QuerySlot).where(QuerySlot.lease_rater_id.is_not(None))).one()
-        lease = slot.lease_expires_at - before
-        assert lease <= timedelta(seconds=FIRST_LEASE_SECONDS + 1)
+        purposes = {a.purpose for a in session.scalars(select(Assignment))}
+        assert purposes == {int(Purpose.random)}
+        first = session.get(Assignment, firsts[0]["comparison"]["query_id"])
+        assert first.expires_at - first.served_at <= timedelta(seconds=FIRST_LEASE_SECONDS + 1)
     answered = client.post(
         f"{API}/rate/{slug}/answers",
         headers={"X-Rater-Token": tokens[0], **auth},
-        json={"query_id": state["comparison"]["query_id"], "choice": "left"},
+        json={"query_id": firsts[0]["comparison"]["query_id"], "choice": "left"},
     ).json()
-    assert answered["comparison"] is not None
     with app.state.session_factory() as session:
         held = session.get(Assignment, answered["comparison"]["query_id"])
+        assert held.slot_id is not None  # the build's query, now
         assert held.expires_at - utcnow() > timedelta(seconds=500)  # the study's 600 s
+
+
+def test_a_join_flood_costs_the_flooder_not_the_crowd(app, client, auth, study):
+    """Issue 32, hole 5: 1,200 joins a minute from 20 addresses used up the study's
+    limit, so an honest rater from a fresh address got 429 every minute; each flooder
+    session that looked at its first query leased a build query; each left a rater row.
+    Now the flood leases nothing, an IPv6 /64 is one address, an honest rater gets in and
+    gets the build's queries, and the flood's rows are shed once idle."""
+    project_id, slug, _ = study
+    start_build(client, auth, project_id, n_trees=2, random_state=0)
+    client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={"random_share": 0, "attention_rate": 0},
+    )
+    statuses = []
+    for address in range(20):
+        with TestClient(app, client=(f"198.18.0.{address + 1}", 4000)) as flooder:
+            for _ in range(6):
+                joined = _join(flooder, slug)
+                statuses.append(joined.status_code)
+                if joined.status_code == 201:
+                    _first(flooder, slug, joined.json()["rater_token"])
+    # Each address's first join, and repeated ones up to the study's limit (8).
+    assert statuses.count(201) == 20 + 8 and statuses.count(429) == 120 - 28
+    with TestClient(app, client=("2001:db8:1:2::1", 4000)) as first_of_a_network:
+        assert _join(first_of_a_network, slug).status_code == 201
+    again = []
+    for host in range(2, 8):  # other addresses of the same /64: the same visitor again
+        with TestClient(app, client=(f"2001:db8:1:2::{host}", 4000)) as same_network:
+            refused = _join(same_network, slug)
+            again.append((refused.status_code, refused.json()["detail"].split(" (")[0]))
+    # Repeated joins, over the study's limit; then over the address's own: one /64.
+    study, address = "too many joins to this study", "too many joins from this address"
+    assert again == [(429, study)] * 4 + [(429, address)] * 2, again
+    with app.state.session_factory() as session:
+        leased = select(QuerySlot.id).where(QuerySlot.lease_rater_id.is_not(None))
+        assert session.scalar(leased) is None  # the build's queries are all free
+
+    with TestClient(app, client=("192.0.2.50", 4000)) as honest:
+        joined = honest.post(f"{API}/rate/{slug}/raters", json={"participant": "p-honest"})
+        assert joined.status_code == 201
+        token = joined.json()["rater_token"]
+        state = _first(honest, slug, token)
+        answered = honest.post(
+            f"{API}/rate/{slug}/answers",
+            headers={"X-Rater-Token": token},
+            json={"query_id": state["comparison"]["query_id"], "choice": "left"},
+        ).json()
+    with app.state.session_factory() as session:
+        assert session.get(Assignment, answered["comparison"]["query_id"]).slot_id is not None
+
+    with TestClient(app, client=("192.0.2.51", 4000)) as prolific:  # sent, yet to answer
+        later = prolific.post(f"{API}/rate/{slug}/raters", json={"participant": "p-later"})
+        assert later.status_code == 201
+    with unit_of_work(app.state.session_factory) as session:  # half an hour on
+        session.execute(
+            update(Rater).values(
+                created_at=utcnow() - timedelta(minutes=31),
+                last_seen_at=utcnow() - timedelta(minutes=31),
+            )
+        )
+    with unit_of_work(app.state.session_factory) as session:
+        shed = shed_idle_joins(session)
+    with app.state.session_factory() as session:
+        left = sorted(session.scalars(select(Rater.external_id)))
+    assert shed == 28 + 1  # the flood's, and the /64's one
+    assert left == ["p-honest", "p-later"]  # an answer, or a platform's id: kept
 
 
 def _respellings(token: str) -> list[str]:

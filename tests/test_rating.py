@@ -73,6 +73,15 @@ def join(client, slug, **ids):
     return token, state.json()
 
 
+def join_answered(client, slug, **ids):
+    """Join and answer the first comparison, a random one (until their first answer a
+    rater holds no build query): (token header, the state with the next comparison)."""
+    rater, state = join(client, slug, **ids)
+    answered = answer(client, slug, rater, state["comparison"]["query_id"])
+    assert answered.status_code == 200, answered.text
+    return rater, answered.json()
+
+
 def answer(client, slug, rater, query_id, choice="left", **extra):
     return client.post(
         f"{API}/rate/{slug}/answers",
@@ -198,18 +207,19 @@ class TestAnswers:
         project_id, slug, _ = study
         configure(client, auth, project_id, random_share=0, attention_rate=0)
         start_build(client, auth, project_id, n_trees=1, random_state=0)
-        rater, state = join(client, slug)
+        rater, state = join_answered(client, slug)
         query_id = state["comparison"]["query_id"]
         refused = answer(client, slug, rater, query_id, "cant_tell")
         assert refused.status_code == 400 and "can't tell" in refused.json()["detail"]
         configure(client, auth, project_id, allow_cant_tell=True)
+        before = len(triplets(app, project_id))
         assert answer(client, slug, rater, query_id, "cant_tell").status_code == 200
-        assert triplets(app, project_id) == []
+        assert len(triplets(app, project_id)) == before
         with app.state.session_factory() as session:
             slot_id = session.get(Assignment, query_id).slot_id
             slot = session.get(QuerySlot, slot_id)
             assert slot.state is SlotState.open and slot.lease_rater_id is None
-        other, other_state = join(client, slug)
+        other, other_state = join_answered(client, slug)
         assert other_state["comparison"]["query_id"] != query_id
         with app.state.session_factory() as session:
             assert session.get(Assignment, other_state["comparison"]["query_id"]).slot_id == slot_id
@@ -381,7 +391,7 @@ class TestScheduler:
         assert sorted(p for p, _ in slots) == [1] * 46 + [2] * 92
         served = []
         for number in range(47):
-            _, state = join(client, slug, participant=f"r{number}")
+            _, state = join_answered(client, slug, participant=f"r{number}")
             comparison = state["comparison"]
             served.append(
                 (comparison["anchor"]["key"], comparison["left"]["key"], comparison["right"]["key"])
@@ -391,7 +401,8 @@ class TestScheduler:
         assert queries[46] in set(queries[:46])  # then a second answer for one of them
         with app.state.session_factory() as session:
             purposes = [a.purpose for a in session.query(Assignment).order_by(Assignment.id)]
-        assert purposes == [1] * 46 + [2]
+        # Each rater's first query was a random one, then the build's.
+        assert purposes == [int(Purpose.random), 1] * 46 + [int(Purpose.random), 2]
 
     def test_a_rater_never_sees_a_query_twice(self, app, client, auth, study):
         project_id, slug, _ = study
@@ -412,23 +423,24 @@ class TestScheduler:
         project_id, slug, _ = study
         configure(client, auth, project_id, random_share=0, attention_rate=0, lease_seconds=5)
         start_build(client, auth, project_id, n_trees=1, random_state=0)
-        slow, slow_state = join(client, slug, participant="slow")
+        slow, slow_state = join_answered(client, slug, participant="slow")
         first_slot = _slot_of(app, slow_state["comparison"]["query_id"])
-        _, quick_state = join(client, slug, participant="quick")
+        _, quick_state = join_answered(client, slug, participant="quick")
         assert _slot_of(app, quick_state["comparison"]["query_id"]) != first_slot
         with unit_of_work(app.state.session_factory) as session:  # time passes
             session.get(QuerySlot, first_slot).lease_expires_at = utcnow() - timedelta(seconds=1)
-        late, late_state = join(client, slug, participant="late")
+        late, late_state = join_answered(client, slug, participant="late")
         assert _slot_of(app, late_state["comparison"]["query_id"]) == first_slot
+        before = len(triplets(app, project_id))
         stored = answer(client, slug, slow, slow_state["comparison"]["query_id"])
         assert stored.status_code == 200 and stored.json()["replayed"] is False
-        assert len(triplets(app, project_id)) == 1
+        assert len(triplets(app, project_id)) == before + 1
 
     def test_many_raters_at_once_never_share_a_slot(self, app, client, auth, study):
         project_id, slug, _ = study
         configure(client, auth, project_id, random_share=0, attention_rate=0)
         start_build(client, auth, project_id, n_trees=3, random_state=0)
-        raters = [join(client, slug, participant=f"c{i}")[0] for i in range(16)]
+        raters = [join_answered(client, slug, participant=f"c{i}")[0] for i in range(16)]
         with unit_of_work(app.state.session_factory) as session:  # leases of the joins end
             session.query(Assignment).delete()
             session.query(QuerySlot).update({"lease_expires_at": None, "lease_rater_id": None})

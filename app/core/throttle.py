@@ -2,10 +2,15 @@
 attempts at the workspace's sign-in form.
 
 A study link is posted where bots and curious people try things. Joins are limited per
-client address and per study, answers per session, sign-in attempts per address; the limits are settings, written as
-`limits` strings ("60/minute", "10/second;300/minute"). A request over a limit gets a
-429 with `Retry-After`. Requests bearing a valid researcher token are not limited: a
-researcher testing their study (`closer simulate`) is no stranger.
+client address and per study, answers per session, sign-in attempts per address; the
+limits are settings, written as `limits` strings ("60/minute", "10/second;300/minute").
+A request over a limit gets a 429 with `Retry-After`. Requests bearing a valid researcher
+token are not limited: a researcher testing their study (`closer simulate`) is no stranger.
+
+An address is an IPv4 address, or an IPv6 address's /64 (one subscriber's network: its
+2^64 addresses are one visitor's). A flood must cost the flooder, not the crowd: the
+study's limit counts only an address's repeated joins, so an address's first join, an
+honest rater's, is never refused for what other addresses did.
 
 Each limit counts the requests of its last period exactly (a moving window), so a
 client learns nothing by timing requests to a window's edge. The counts live in each web
@@ -16,6 +21,7 @@ client address is the visitor's, not the proxy's.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import time
@@ -38,6 +44,20 @@ class TooManyRequests(ServiceError):
     def __init__(self, detail: str, retry_after: int) -> None:
         super().__init__(detail)
         self.headers = {"Retry-After": str(retry_after)}
+
+
+def client_address(request: Request) -> str:
+    """The client's address as the limits count it: an IPv6 address by its /64."""
+    host = request.client.host if request.client else "unknown"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if address.version == 4:
+        return host
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.ip_network(f"{address}/64", strict=False))
 
 
 class Throttle:
@@ -76,15 +96,19 @@ class Throttle:
     async def join(self, request: Request, slug: str) -> None:
         if await self._exempt(request):
             return
-        address = request.client.host if request.client else "unknown"
-        self._hit(self._joins_per_address, "joins from this address", address)
-        self._hit(self._joins_per_study, "joins to this study", slug)
+        address = client_address(request)
+        what = "joins from this address"
+        self._hit(self._joins_per_address, what, address)
+        tightest = self._joins_per_address[0]
+        joined = tightest.amount - self._limiter.get_window_stats(tightest, what, address)[1]
+        if joined > 1:
+            self._hit(self._joins_per_study, "joins to this study", slug)
 
     async def sign_in(self, request: Request) -> None:
         """Password guessing at the sign-in form is limited per client address."""
         if not self.enabled:
             return
-        address = request.client.host if request.client else "unknown"
+        address = client_address(request)
         self._hit(self._sign_ins_per_address, "sign-in attempts from this address", address)
 
     async def answer(self, request: Request, slug: str, token: str | None) -> None:

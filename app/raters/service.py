@@ -14,9 +14,10 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Mapping
+from datetime import timedelta
 
 import numpy as np
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from app.auth.service import hash_token
@@ -33,6 +34,10 @@ PLATFORM_PARAMETERS = {
     "participant": ("participant",),
 }
 MAX_ID_LENGTH = 200
+# An anonymous visitor who answered nothing for this long is shed (see shed_idle_joins).
+IDLE_JOIN_AFTER = timedelta(minutes=30)
+SHED_AT_ONCE = 10_000
+ANONYMOUS_PREFIX = "anonymous-"
 
 
 def platform_ids(params: Mapping[str, str]) -> tuple[str | None, str | None, dict[str, str]]:
@@ -75,7 +80,7 @@ def join(
     if rater is None:
         rater = Rater(
             project_id=project.id,
-            external_id=external_id or f"anonymous-{secrets.token_hex(8)}",
+            external_id=external_id or f"{ANONYMOUS_PREFIX}{secrets.token_hex(8)}",
             platform=platform,
             platform_ids=ids,
         )
@@ -86,6 +91,30 @@ def join(
     session.add(RaterSession(token_hash=hash_token(token), rater_id=rater.id))
     session.flush()
     return ActiveRater.of(rater), token
+
+
+def shed_idle_joins(session: Session) -> int:
+    """Remove anonymous raters (no platform id) who joined, answered nothing and have
+    not been seen for IDLE_JOIN_AFTER: a flood of joins leaves no rows behind, while a
+    participant the recruiting platform sent (who may come back to be paid) is kept.
+    Returns how many went."""
+    cutoff = utcnow() - IDLE_JOIN_AFTER
+    idle = (
+        select(Rater.id)
+        .where(
+            Rater.platform.is_(None),
+            Rater.external_id.startswith(ANONYMOUS_PREFIX),
+            Rater.answers == 0,
+            Rater.attention_passed + Rater.attention_failed == 0,
+            Rater.completed_at.is_(None),
+            Rater.exclusion_override.is_(None),
+            Rater.created_at < cutoff,
+            func.coalesce(Rater.last_seen_at, Rater.created_at) < cutoff,
+            ~exists().where(Triplet.rater_id == Rater.id),
+        )
+        .limit(SHED_AT_ONCE)
+    )
+    return session.execute(delete(Rater).where(Rater.id.in_(idle))).rowcount
 
 
 def link_notice(project: Project) -> str | None:

@@ -247,14 +247,14 @@ def _seen_by(rater_id: int):
     )
 
 
-# A rater who has answered nothing yet holds a query this long at most: a visitor who
-# looks and leaves (or a bot) keeps a build's query from the others only briefly.
+# A rater who has answered nothing yet holds their (random) query this long at most.
 FIRST_LEASE_SECONDS = 30
 
 
 def lease_seconds(project: Project, rater: ActiveRater) -> int:
     """How long the rater holds what they are served: the study's lease once they have
-    answered, a short one before. (closer_answer() serves only after an answer.)"""
+    answered, a short one before, and no build slot before (closer_answer() serves only
+    after an answer)."""
     if rater.answers:
         return project.lease_seconds
     return min(project.lease_seconds, FIRST_LEASE_SECONDS)
@@ -380,10 +380,9 @@ def serve_next(
     now: datetime | None = None,
     just_answered: bool = False,
 ) -> ServedQuery | None:
-    """The next query for `rater`, leased to them; None once they are done, or once they
-    have been served every query the study has (`is_out_of_work`). The query they hold
-    unanswered comes first, unless they `just_answered` the one they held. Every random
-    choice comes from `draws`, as in closer_answer()."""
+    """The next query for `rater`, leased to them; None once they are done or have been
+    served every query the study has (`is_out_of_work`). The query they hold unanswered
+    comes first, unless they `just_answered` it. Random choices come from `draws`."""
     if is_screened_out(project, rater) or is_complete(project, rater.answers):
         return None
     if not is_asking(project):
@@ -402,7 +401,8 @@ def serve_next(
     elif draw < project.attention_rate + project.random_share:
         purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, draws)
     else:
-        slot, expires = _lease_slot(session, project, rater, now)
+        if rater.answers or just_answered:  # joins that only look hold no build query
+            slot, expires = _lease_slot(session, project, rater, now)
         if slot is not None:
             purpose, chosen = Purpose(slot.priority), (slot.anchor_id, slot.lo_id, slot.hi_id)
         else:
