@@ -31,8 +31,9 @@ BACKENDS = os.environ.get("CLOSER_TEST_BACKENDS", "sqlite,postgresql").split(","
 def pytest_collection_modifyitems(config, items) -> None:
     """A test that drives Chromium is a `browser` test, whatever its module. A
     `one_database` test (a page's layout, scripts, security policy: nothing the database
-    changes) runs on SQLite only, and the slow tests start first, so that the short ones
-    fill the workers' time around them rather than wait at the end."""
+    changes) runs on SQLite only, and the slow tests start first, then the browser ones,
+    so that the short ones fill the workers' time around them rather than wait at the
+    end."""
     once = []
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
@@ -46,7 +47,12 @@ def pytest_collection_modifyitems(config, items) -> None:
     if once:
         config.hook.pytest_deselected(items=once)
         items[:] = [item for item in items if item not in once]
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("slow") is None,
+            item.get_closest_marker("browser") is None,
+        )
+    )
 
 
 def _worker() -> str:

@@ -330,7 +330,8 @@ def test_an_oversized_description_is_refused_before_it_is_parsed(
     limit = app.state.settings.max_json_bytes
     description = json.loads(exported["project.json"])
     # Text that deflates well (a ratio near 8), as the probe's did, under the ratio cap.
-    filler = "".join(np.random.default_rng(0).choice(["a", "b"], limit + MIB))
+    letters = np.random.default_rng(0).integers(0, 2, limit + MIB, dtype=np.uint8)
+    filler = (letters + ord("a")).tobytes().decode()
     description["project"]["description"] = filler
     oversized = {**exported, "project.json": json.dumps(description).encode()}
     description["project"]["description"] = filler[: limit - MIB]
