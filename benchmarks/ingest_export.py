@@ -18,7 +18,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import psycopg
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.support.memory import PeakMemory  # noqa: E402
 from tests.support.postgres import start_postgres  # noqa: E402
 
 
@@ -36,40 +36,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-class RssSampler:
-    """Peak resident memory of a process over a phase, sampled every 20 ms."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-
-    def rss(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
-
-    def __enter__(self):
-        self.before = self.rss()
-        self.peak = self.before
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.rss())
-            time.sleep(0.02)
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def growth_mib(self) -> float:
-        return (self.peak - self.before) / 2**20
 
 
 class Service:
@@ -150,7 +116,10 @@ def measure_service(service: Service, items_file: Path, triplets_file: Path, row
     project = service.http.post("/projects", json={"name": f"bench {rows}"}).json()["id"]
     with items_file.open("rb") as handle:
         service.http.post(f"/projects/{project}/items", files={"file": ("items.csv", handle)})
-    with RssSampler(service.process.pid) as ingest_memory, triplets_file.open("rb") as handle:
+    with (
+        PeakMemory(service.process.pid, every=0.02) as ingest_memory,
+        triplets_file.open("rb") as handle,
+    ):
         start = time.perf_counter()
         response = service.http.post(
             f"/projects/{project}/triplets", files={"file": (triplets_file.name, handle)}
@@ -158,7 +127,7 @@ def measure_service(service: Service, items_file: Path, triplets_file: Path, row
         ingest_seconds = time.perf_counter() - start
     assert response.status_code == 201, response.text
     assert response.json()["rows"] == rows
-    with RssSampler(service.process.pid) as export_memory:
+    with PeakMemory(service.process.pid, every=0.02) as export_memory:
         start = time.perf_counter()
         newlines = 0
         with service.http.stream("GET", f"/projects/{project}/triplets/export") as stream:

@@ -8,8 +8,6 @@ import base64
 import io
 import itertools
 import json
-import os
-import threading
 import zipfile
 
 import numpy as np
@@ -19,36 +17,12 @@ from sqlalchemy import func, select
 from app.core.db import unit_of_work
 from app.models import Project, Rater, Triplet
 from app.worker.loop import Worker
+from tests.learn.test_comprf import with_array
+from tests.support.memory import PeakMemory
 from tests.uploads import zip_bytes
 
 API = "/api/v1"
 MIB = 1 << 20
-
-
-class PeakMemory:
-    """The most this process's resident memory grew while the block ran (sampled)."""
-
-    def __enter__(self) -> PeakMemory:
-        self.base = self._resident()
-        self.peak = self.base
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    @staticmethod
-    def _resident() -> int:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-    def _sample(self) -> None:
-        while not self._done.wait(0.002):
-            self.peak = max(self.peak, self._resident())
-
-    def __exit__(self, *_exc) -> None:
-        self._done.set()
-        self._thread.join()
-        self.growth = self.peak - self.base
 
 
 @pytest.fixture
@@ -96,15 +70,6 @@ def exported(app, client, auth, project) -> dict[str, bytes]:
         return {name: archive.read(name) for name in archive.namelist()}
 
 
-def _state_with(state: bytes, name: str, change) -> bytes:
-    with np.load(io.BytesIO(state)) as arrays:
-        changed = {key: arrays[key] for key in arrays.files}
-    changed[name] = change(changed[name].copy())
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **changed)
-    return buffer.getvalue()
-
-
 def _described(parts: dict[str, bytes], change) -> dict[str, bytes]:
     description = json.loads(parts["project.json"])
     change(description)
@@ -118,23 +83,24 @@ def _hostile_cases(parts: dict[str, bytes]) -> dict[str, tuple[dict[str, bytes],
     state_name = f"builds/{build_ref}.state"
     state = parts[state_name]
 
+    def located(document, path: str):
+        """The container holding the last step of a dotted path, and that step."""
+        *parents, last = (int(part) if part.isdigit() else part for part in path.split("."))
+        for part in parents:
+            document = document[part]
+        return document, last
+
     def set_in(path: str, value):
         def change(document):
-            *parents, last = path.split(".")
-            target = document
-            for part in parents:
-                target = target[int(part)] if part.isdigit() else target[part]
-            target[int(last) if last.isdigit() else last] = value
+            container, last = located(document, path)
+            container[last] = value
 
         return change
 
     def drop(path: str):
         def change(document):
-            parent, last = path.rsplit(".", 1)
-            target = document
-            for part in parent.split("."):
-                target = target[int(part)] if part.isdigit() else target[part]
-            del target[last]
+            container, last = located(document, path)
+            del container[last]
 
         return change
 
@@ -207,13 +173,13 @@ def _hostile_cases(parts: dict[str, bytes]) -> dict[str, tuple[dict[str, bytes],
             "answers_read",
         ),
         "node positions past the items": (
-            {**parts, state_name: _state_with(state, "node_pivot_left", lambda a: a + 500)},
+            {**parts, state_name: with_array(state, "node_pivot_left", lambda a: a + 500)},
             "node pivots",
         ),
         "a node its own child": (
             {
                 **parts,
-                state_name: _state_with(state, "node_right", lambda a: np.where(a > 0, 0, a)),
+                state_name: with_array(state, "node_right", lambda a: np.where(a > 0, 0, a)),
             },
             "children",
         ),
@@ -236,7 +202,7 @@ def _hostile_cases(parts: dict[str, bytes]) -> dict[str, tuple[dict[str, bytes],
         "a state bomb": (
             {
                 **parts,
-                state_name: _state_with(state, "members", lambda a: np.zeros(10**7, a.dtype)),
+                state_name: with_array(state, "members", lambda a: np.zeros(10**7, a.dtype)),
             },
             "over the limit",
         ),

@@ -99,9 +99,9 @@ class Throttle:
         address = client_address(request)
         what = "joins from this address"
         self._hit(self._joins_per_address, what, address)
-        tightest = self._joins_per_address[0]
-        joined = tightest.amount - self._limiter.get_window_stats(tightest, what, address)[1]
-        if joined > 1:
+        window = self._joins_per_address[0]  # any of them counts the address's recent joins
+        stats = self._limiter.get_window_stats(window, what, address)
+        if window.amount - stats.remaining > 1:  # not this address's first join
             self._hit(self._joins_per_study, "joins to this study", slug)
 
     async def sign_in(self, request: Request) -> None:

@@ -509,16 +509,21 @@ class CompRFBuilder:
     @classmethod
     def from_bytes(cls, data: bytes) -> CompRFBuilder:
         with np.load(io.BytesIO(data), allow_pickle=False) as state:
-            meta = json.loads(state["meta"].tobytes())
-            builder = cls.__new__(cls)
-            builder.params = meta["params"]
-            builder.seed = meta["seed"]
-            builder.random_state = meta["random_state"]
-            builder.classes = None if meta["classes"] is None else np.asarray(meta["classes"])
-            builder.items, builder.y = state["items"], state["y"]
-            builder.members, builder.roots = np.array(state["members"]), state["roots"]
-            builder.nodes = _Nodes.from_state(state)
-            builder.store = AnswerStore.from_state(meta["params"]["answers_per_query"], state)
+            return cls._from_arrays(state)
+
+    @classmethod
+    def _from_arrays(cls, state) -> CompRFBuilder:
+        """The builder from its saved arrays (an npz file, or a dict of its arrays)."""
+        meta = json.loads(state["meta"].tobytes())
+        builder = cls.__new__(cls)
+        builder.params = meta["params"]
+        builder.seed = meta["seed"]
+        builder.random_state = meta["random_state"]
+        builder.classes = None if meta["classes"] is None else np.asarray(meta["classes"])
+        builder.items, builder.y = state["items"], state["y"]
+        builder.members, builder.roots = np.array(state["members"]), state["roots"]
+        builder.nodes = _Nodes.from_state(state)
+        builder.store = AnswerStore.from_state(meta["params"]["answers_per_query"], state)
         builder._pending_cache = None
         builder._query_cache = None
         builder._issued = None
@@ -545,9 +550,9 @@ class CompRFBuilder:
         ValueError, saying what is wrong, unless it is a whole and consistent state whose
         arrays unpack to at most `max_bytes`. A forged state could otherwise make the
         compiled kernels read outside their arrays, or a node be its own descendant."""
-        _check_state_arrays(data, max_bytes)
+        arrays = _checked_state_arrays(data, max_bytes)
         try:
-            builder = cls.from_bytes(data)
+            builder = cls._from_arrays(arrays)
         except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as error:
             raise ValueError(f"the state cannot be read: {error}") from None
         _check_state_consistent(builder)
@@ -695,9 +700,14 @@ _STATE_KINDS = {
 }
 
 
-def _check_state_arrays(data: bytes, max_bytes: int) -> None:
-    """The saved state holds exactly the builder's arrays, one-dimensional, of numeric
-    types, each as long as its bytes: read from the headers, before anything unpacks."""
+class _NotAState(ValueError):
+    """What is wrong with a saved state, worded for the person who sent it."""
+
+
+def _checked_state_arrays(data: bytes, max_bytes: int) -> dict[str, np.ndarray]:
+    """The saved state's arrays, once they are known to be exactly the builder's:
+    one-dimensional, of numeric types, each as long as its bytes (read from the headers
+    before anything unpacks), with votes that fit the hash table they are loaded into."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()
@@ -705,10 +715,10 @@ def _check_state_arrays(data: bytes, max_bytes: int) -> None:
             if sorted(names) != sorted(_STATE_KINDS):
                 missing = sorted(set(_STATE_KINDS) - set(names))
                 wrong = f"it lacks {missing[:5]}" if missing else "some are repeated or unknown"
-                raise ValueError(f"the state's arrays are not a build's: {wrong}")
+                raise _NotAState(f"the state's arrays are not a build's: {wrong}")
             total = sum(info.file_size for info in infos)
             if total > max_bytes:
-                raise ValueError(
+                raise _NotAState(
                     f"the state unpacks to {total:,} bytes, over the limit of {max_bytes:,}"
                 )
             for name, info in zip(names, infos, strict=True):
@@ -722,23 +732,24 @@ def _check_state_arrays(data: bytes, max_bytes: int) -> None:
                     shape, _, dtype = read_header(entry)
                 size = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
                 if dtype.hasobject or dtype.kind not in _STATE_KINDS[name] or len(shape) != 1:
-                    raise ValueError(f"the state's array '{name}' is of the wrong kind or shape")
+                    raise _NotAState(f"the state's array '{name}' is of the wrong kind or shape")
                 if size > info.file_size:
-                    raise ValueError(f"the state's array '{name}' is shorter than it says")
-        # The votes go into a hash table as they are loaded: check them before that.
+                    raise _NotAState(f"the state's array '{name}' is shorter than it says")
         with np.load(io.BytesIO(data), allow_pickle=False) as state:
-            keys = state["store_keys"].astype(np.int64, casting="unsafe")
-            lo, hi = state["store_lo"], state["store_hi"]
-        if not len(keys) == len(lo) == len(hi):
-            raise ValueError("the state is inconsistent: its votes and their queries")
-        if len(keys) and (
-            keys.min() < 0 or min(lo.min(), hi.min()) < 0 or max(lo.max(), hi.max()) >= 2**31
-        ):
-            raise ValueError("the state is inconsistent: its votes")
+            arrays = {name: state[name] for name in state.files}
+    except _NotAState:
+        raise
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, TypeError) as error:
-        if isinstance(error, ValueError) and str(error).startswith("the state"):
-            raise
         raise ValueError(f"the state is not a saved build: {error}") from None
+    keys = arrays["store_keys"].astype(np.int64, casting="unsafe")
+    lo, hi = arrays["store_lo"], arrays["store_hi"]
+    if not len(keys) == len(lo) == len(hi):
+        raise ValueError("the state is inconsistent: its votes and their queries")
+    if len(keys) and (
+        keys.min() < 0 or min(lo.min(), hi.min()) < 0 or max(lo.max(), hi.max()) >= 2**31
+    ):
+        raise ValueError("the state is inconsistent: its votes")
+    return arrays
 
 
 def _check_state_consistent(builder: CompRFBuilder) -> None:
@@ -774,8 +785,10 @@ def _check_state_consistent(builder: CompRFBuilder) -> None:
     require(all(len(array) == count for array in nodes.arrays.values()), "node table lengths")
     require(len(roots) == n_trees and count >= n_trees, "one root per tree")
     trees = np.arange(n_trees)
-    require(np.array_equal(roots, np.sort(roots)) and roots.min() >= 0, "its roots")
-    require(bool(np.all(roots < count)), "its roots")
+    require(
+        np.array_equal(roots, np.sort(roots)) and roots.min() >= 0 and roots.max() < count,
+        "its roots",
+    )
     start, end, status = nodes.start, nodes.end, nodes.status
     require(
         np.array_equal(nodes.tree[roots], trees)
@@ -822,7 +835,7 @@ def _check_state_consistent(builder: CompRFBuilder) -> None:
     keys, lo, hi = builder.store.state().values()
     require(bool(np.all((lo >= 0) & (hi >= 0))), "its votes")
     parts = np.stack([keys >> (2 * ID_BITS), (keys >> ID_BITS) & ID_MASK, keys & ID_MASK])
-    require(bool(np.all(np.isin(parts, items))) if len(keys) else True, "its answers' items")
+    require(bool(np.all(np.isin(parts, items))), "its answers' items")
 
 
 class CompRFRouter:

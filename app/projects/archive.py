@@ -53,6 +53,7 @@ from app.projects.archive_format import (
     FORMAT_VERSION,
     ArchivedBuild,
     ArchivedModel,
+    ArchivedRater,
     ProjectArchive,
     as_model_request,
     read_description,
@@ -65,20 +66,6 @@ from app.triplets.service import export_triplets_csv, ingest_triplets
 from app.uploads.files import SafeZip, UploadedFile
 from app.uploads.service import zip_limits
 
-RATER_FIELDS = (
-    "external_id",
-    "platform",
-    "platform_ids",
-    "answers",
-    "attention_passed",
-    "attention_failed",
-    "majority_compared",
-    "majority_agreement",
-    "excluded",
-    "exclusion_reason",
-    "exclusion_override",
-)
-RATER_TIMES = ("created_at", "completed_at", "last_seen_at", "out_of_work_at", "screened_out_at")
 MODEL_FIELDS = ("name", "kind", "params", "auto_refit", "refit_growth", "min_answers")
 IMPORT_CLAIMS = 0x1A9C  # the claim space of project imports (app/core/claims.py)
 _STILL_IMPORTING = (
@@ -134,9 +121,9 @@ def describe(session: Session, project: Project) -> dict[str, Any]:
     for rater in session.scalars(
         select(Rater).where(Rater.project_id == project.id).order_by(Rater.id)
     ):
-        entry = {name: getattr(rater, name) for name in RATER_FIELDS}
-        entry.update({name: _time(getattr(rater, name)) for name in RATER_TIMES})
-        raters.append(entry)
+        # The fields the import reads (one list: the archive's schema).
+        entry = {name: getattr(rater, name) for name in ArchivedRater.model_fields}
+        raters.append({k: _time(v) if isinstance(v, datetime) else v for k, v in entry.items()})
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -297,27 +284,33 @@ def _earlier_import(
     )
     if earlier is None or not earlier.importing:
         return earlier
-    claim = try_claim(session.get_bind(), IMPORT_CLAIMS, earlier.id)
-    if claim is None:
+    if remove_dead_import(session, store, earlier.id):
+        return None  # its importer died: this request imports anew
+    session.expire_all()
+    again = session.get(Project, earlier.id)
+    if again is not None and again.importing:
         raise Conflict(_STILL_IMPORTING.format(key=key))
-    with claim:
-        remove_dead_import(session, store, earlier.id)
-    return None
+    return again  # it ended while we looked (None: another process removed it)
 
 
 def remove_dead_import(session: Session, store: ImageStore, project_id: int) -> bool:
-    """Remove a project whose import died; the caller holds its claim. Whether there was
-    one to remove (its import may have ended, or another process removed it)."""
-    session.expire_all()
-    project = session.get(Project, project_id)
-    if project is None or not project.importing:
+    """Remove a project whose import died (nobody holds its claim). False while its
+    importer lives, and when there is nothing to remove (its import ended, or another
+    process removed it)."""
+    claim = try_claim(session.get_bind(), IMPORT_CLAIMS, project_id)
+    if claim is None:
         return False
-    delete_project(session=session, store=store, project=project)
-    session.commit()
+    with claim:
+        session.expire_all()
+        project = session.get(Project, project_id)
+        if project is None or not project.importing:
+            return False
+        delete_project(session=session, store=store, project=project)
+        session.commit()
     return True
 
 
-def dead_imports(session: Session) -> list[int]:
+def unfinished_imports(session: Session) -> list[int]:
     """Projects still importing: those whose claim is free lost their importer."""
     return list(session.scalars(select(Project.id).where(Project.importing)))
 
@@ -370,7 +363,9 @@ def _fill(
             )
     _restore_raters(session, project, description)
     build_ids = _restore_builds(session, project, builds)
-    _restore_models(session, project, archive, description, build_ids)
+    # A matrix the API takes fits its JSON limit; packed, it takes at most about twice that.
+    matrix_limit = 2 * settings.max_json_bytes
+    _restore_models(session, project, archive, description, build_ids, matrix_limit)
 
 
 def _spooled(archive: SafeZip, entry: str) -> UploadedFile:
@@ -398,14 +393,7 @@ def _check_build(
     if len(set(entry.items)) != len(entry.items):
         raise _refused("an item is listed twice", f"{where}.items")
     limit = _state_limit(entry)
-    if version == 1:
-        state = entry.state
-    elif _state_entry(entry.ref) in archive.entries:
-        if archive.size(_state_entry(entry.ref)) > limit:
-            raise _refused("larger than such a build's state can be", file=_state_entry(entry.ref))
-        state = archive.read(_state_entry(entry.ref))
-    else:
-        state = None
+    state = _archived_blob(archive, version, entry.state, _state_entry(entry.ref), limit)
     if state is None:
         raise _refused(f"build {entry.ref} has no state ({_state_entry(entry.ref)})", where)
     try:
@@ -499,16 +487,26 @@ def _restore_builds(
     return mapped
 
 
+def _archived_blob(
+    archive: SafeZip, version: int, inline: bytes | None, name: str | None, limit: int
+) -> bytes | None:
+    """What a build's state or a model's matrix is: inline in project.json (format 1),
+    or the entry `name` of at most `limit` bytes (format 2); None when there is none."""
+    if version == 1:
+        return inline
+    if name not in archive.entries:
+        return None
+    if archive.size(name) > limit:
+        raise _refused(f"over the limit of {limit:,} bytes for it", file=name)
+    return archive.read(name)
+
+
 def _archived_matrix(
     archive: SafeZip, version: int, entry: ArchivedModel, limit: int
 ) -> tuple[list[str], np.ndarray] | None:
     """A SMERF model's matrix as the archive carries it, or None."""
-    blob = entry.inputs if version == 1 else None
     name = _matrix_entry(entry.ref) if entry.ref is not None else None
-    if version > 1 and name in archive.entries:
-        if archive.size(name) > limit:
-            raise _refused(f"over the limit of {limit:,} bytes", file=name)
-        blob = archive.read(name)
+    blob = _archived_blob(archive, version, entry.inputs, name, limit)
     if blob is None:
         return None
     try:
@@ -523,6 +521,7 @@ def _restore_models(
     archive: SafeZip,
     description: ProjectArchive,
     build_ids: dict[int, int],
+    matrix_limit: int,
 ) -> None:
     """Each model through the API's own path (set_up_model), fitted anew here."""
     model_ids: dict[int, int] = {}  # the archive's refs to the models made here
@@ -530,7 +529,7 @@ def _restore_models(
         params = dict(entry.params)
         if "embedding_model_id" in params:  # the archive's ref, made this server's id
             params["embedding_model_id"] = model_ids.get(params["embedding_model_id"])
-        matrix = _archived_matrix(archive, description.format_version, entry, 2 * (16 << 20))
+        matrix = _archived_matrix(archive, description.format_version, entry, matrix_limit)
         try:
             body = as_model_request(
                 entry,

@@ -377,7 +377,7 @@ def test_a_restarted_build_replays_a_subset_of_answers_into_the_forest_they_alon
     assert canonical_trees(replay.forest()) == canonical_trees(direct)
 
 
-def _with_array(state: bytes, name: str, change) -> bytes:
+def with_array(state: bytes, name: str, change) -> bytes:
     with np.load(io.BytesIO(state)) as arrays:
         changed = {key: arrays[key] for key in arrays.files}
     changed[name] = change(changed[name].copy())
@@ -402,13 +402,13 @@ def test_a_state_from_elsewhere_loads_only_when_whole_and_consistent(blobs):
     assert canonical_trees(resumed.forest()) == canonical_trees(build.forest())
 
     forged = {
-        "its members": _with_array(state, "members", lambda a: a + 1000),
-        "a split node's children": _with_array(state, "node_left", lambda a: np.where(a > 0, 0, a)),
-        "node pivots": _with_array(state, "node_pivot_right", lambda a: np.where(a >= 0, 77, a)),
-        "the roots' ranges": _with_array(state, "node_end", lambda a: a * 50),
-        "its votes": _with_array(state, "store_hi", lambda a: a - 3),
-        "one root per tree": _with_array(state, "roots", lambda a: a[:1]),
-        "of the wrong kind": _with_array(state, "members", lambda a: a.astype(float)),
+        "its members": with_array(state, "members", lambda a: a + 1000),
+        "a split node's children": with_array(state, "node_left", lambda a: np.where(a > 0, 0, a)),
+        "node pivots": with_array(state, "node_pivot_right", lambda a: np.where(a >= 0, 77, a)),
+        "the roots' ranges": with_array(state, "node_end", lambda a: a * 50),
+        "its votes": with_array(state, "store_hi", lambda a: a - 3),
+        "one root per tree": with_array(state, "roots", lambda a: a[:1]),
+        "of the wrong kind": with_array(state, "members", lambda a: a.astype(float)),
         "not a saved build": b"PK\x03\x04 not a zip",
     }
     for expected, data in forged.items():
