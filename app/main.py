@@ -240,8 +240,13 @@ def _add_error_pages(app: FastAPI, templates: Jinja2Templates) -> None:
         )
 
 
-def _add_routes(app: FastAPI, settings: Settings, templates: Jinja2Templates) -> None:
-    """The JSON API under /api/v1, the pages, the front-end packages and static files."""
+def _closer_routes() -> APIRouter:
+    """The JSON API under /api/v1 and the pages, gathered once per process: FastAPI
+    analyses a route's parameters at every include, and an app includes this router
+    once (tests build an app per test)."""
+    global _CLOSER_ROUTES
+    if _CLOSER_ROUTES is not None:
+        return _CLOSER_ROUTES
     api = APIRouter(prefix=API_PREFIX)
     # Routes match in order: the raters' answer route, the busiest by far, first.
     for router in (
@@ -264,7 +269,8 @@ def _add_routes(app: FastAPI, settings: Settings, templates: Jinja2Templates) ->
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    app.include_router(api)
+    routes = APIRouter()
+    routes.include_router(api)
     for pages in (
         rating_pages,
         auth_pages,
@@ -275,7 +281,17 @@ def _add_routes(app: FastAPI, settings: Settings, templates: Jinja2Templates) ->
         model_pages,
         item_pages,
     ):
-        app.include_router(pages)
+        routes.include_router(pages)
+    _CLOSER_ROUTES = routes
+    return routes
+
+
+_CLOSER_ROUTES: APIRouter | None = None
+
+
+def _add_routes(app: FastAPI, settings: Settings, templates: Jinja2Templates) -> None:
+    """The JSON API under /api/v1, the pages, the front-end packages and static files."""
+    app.include_router(_closer_routes())
     # Mounted before /static, which would otherwise answer for them.
     for name, folder in VENDOR_PACKAGES.items():
         app.mount(
