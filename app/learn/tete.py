@@ -21,6 +21,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from app.learn.judgements import group_folds
 from app.learn.metrics import triplet_error
 from app.learn.triplets import check_triplets
 
@@ -614,6 +615,7 @@ class TETE(BaseEstimator):
         init=None,
         callback=None,
         unbiased=None,
+        groups=None,
     ) -> TETE:
         """Embed items ``0..n_items-1`` so that the triplets hold as far as possible.
 
@@ -624,7 +626,10 @@ class TETE(BaseEstimator):
         it raises stops the fit. `unbiased` (one flag per triplet, default all) marks the
         answers to questions drawn uniformly at random: the cross-validation holds out
         and measures only these, and always fits the others (questions chosen adaptively
-        lean towards hard ones: an error measured on them is biased)."""
+        lean towards hard ones: an error measured on them is biased). `groups` (one label
+        per triplet) names the judgement each triplet came from: a fold holds out a
+        judgement's triplets together or none of them (one screen's triplets are not
+        independent)."""
         _check_fit_params(
             self.n_components,
             self.t,
@@ -645,6 +650,13 @@ class TETE(BaseEstimator):
                 raise ValueError(
                     f"unbiased must be one boolean per triplet ({len(triplets)}); "
                     f"got {unbiased.dtype} of shape {unbiased.shape}"
+                )
+        if groups is not None:
+            groups = np.asarray(groups)
+            if groups.shape != (len(triplets),):
+                raise ValueError(
+                    f"groups must be one label per triplet ({len(triplets)}); got shape "
+                    f"{groups.shape}"
                 )
         if not isinstance(self.init_scale, Real) or self.init_scale <= 0:
             raise ValueError(f"init_scale must be positive; got {self.init_scale!r}")
@@ -667,7 +679,7 @@ class TETE(BaseEstimator):
 
         dims, losses = self._grid()
         per_dim = len(losses) if losses else 1
-        folds = self._folds(len(triplets), len(dims) * per_dim, unbiased)
+        folds = self._folds(len(triplets), len(dims) * per_dim, unbiased, groups)
         quick_steps = (
             self.max_iter if self.optimizer == "lbfgs" else min(self.max_iter, QUICK_MAX_ITER)
         )
@@ -716,10 +728,10 @@ class TETE(BaseEstimator):
         self.t_ = None if chosen[2] == HINGE else float(chosen[1])
         return self
 
-    def _folds(self, n_triplets: int, n_candidates: int, unbiased=None) -> list:
+    def _folds(self, n_triplets: int, n_candidates: int, unbiased=None, groups=None) -> list:
         """The cross-validation folds, where there is a choice to make and enough
         triplets to make it (10 a fold at least): (fit rows, held-out rows), the held-out
-        rows drawn from the `unbiased` ones only."""
+        rows drawn from the `unbiased` ones only, each of the `groups` whole."""
         if n_candidates == 1:
             return []
         if not isinstance(self.cv, Integral) or self.cv < 2:
@@ -727,6 +739,8 @@ class TETE(BaseEstimator):
         eligible = np.arange(n_triplets) if unbiased is None else np.flatnonzero(unbiased)
         if len(eligible) < 10 * self.cv:
             return []
+        if groups is not None:
+            return group_folds(groups, self.cv, self._fold_seed(), eligible=unbiased)
         splitter = KFold(n_splits=self.cv, shuffle=True, random_state=self._fold_seed())
         folds = list(splitter.split(np.empty((len(eligible), 1))))
         if len(eligible) == n_triplets:

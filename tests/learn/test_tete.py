@@ -5,7 +5,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from app.learn import triplet_error
+from app.learn import FeatureOracle, random_triplets, triplet_error
 from app.learn.tete import (
     HINGE,
     PARALLEL_FROM,
@@ -459,3 +459,22 @@ def test_auto_is_reproducible_and_reports_progress_across_every_fit():
         TETE(candidates=(0.5,)).fit(train, 200)
     with pytest.raises(ValueError, match="cv must be"):
         TETE(cv=1).fit(train, 200)
+
+
+def test_a_judgements_triplets_are_held_out_together():
+    """Triplets of one judgement (here each answer stored three times, as one screen's
+    triplets repeat what a person saw) on both sides of a fold let the cross-validation
+    score what it memorised. With `groups` the folds keep each judgement whole and the
+    error is an honest one."""
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    answers = random_triplets(40, 600, FeatureOracle(X, noise=0.25, random_state=1), 2)
+    repeated = np.repeat(answers, 3, axis=0)
+    judgement = np.repeat(np.arange(len(answers)), 3)
+    choose = dict(n_components="auto", candidates=("t-ETE", "SOE"), dimension_candidates=(2, 8))
+    leaky = TETE(**choose, max_iter=300, random_state=0).fit(repeated, 40)
+    whole = TETE(**choose, max_iter=300, random_state=0).fit(repeated, 40, groups=judgement)
+    # A quarter of the held-out answers are flipped: no honest estimate is below that.
+    assert min(leaky.cv_results_["mean_test_error"]) < 0.15
+    assert min(whole.cv_results_["mean_test_error"]) > 0.25
+    with pytest.raises(ValueError, match="one label per triplet"):
+        TETE(**choose).fit(repeated, 40, groups=judgement[:-1])
