@@ -247,7 +247,7 @@ def _closer_routes() -> APIRouter:
     global _CLOSER_ROUTES
     if _CLOSER_ROUTES is not None:
         return _CLOSER_ROUTES
-    api = APIRouter(prefix=API_PREFIX)
+    routes = APIRouter()
     # Routes match in order: the raters' answer route, the busiest by far, first.
     for router in (
         rating_router,
@@ -263,14 +263,12 @@ def _closer_routes() -> APIRouter:
         raters_router,
         participants_router,
     ):
-        api.include_router(router, responses=ERROR_RESPONSES)
+        routes.include_router(router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
 
-    @api.get("/health", tags=["service"], responses={503: ERROR_RESPONSES[503]})
+    @routes.get(f"{API_PREFIX}/health", tags=["service"], responses={503: ERROR_RESPONSES[503]})
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    routes = APIRouter()
-    routes.include_router(api)
     for pages in (
         rating_pages,
         auth_pages,
