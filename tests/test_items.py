@@ -516,3 +516,62 @@ def test_an_item_is_deleted_with_its_answers_unless_a_build_asks_about_it(
     assert (image_of[doomed] in pictures()) == (doomed == "s0")
     assert client.delete(f"{url}/twin", headers=auth).status_code == 200
     assert (image_of["s0"] in pictures()) == (doomed != "s0")
+
+
+def test_deleting_an_item_takes_every_judgement_that_showed_it_whole(app, client, auth, project):
+    """A "2 of 4" screen implies five triplets, some without a given item: deleting an
+    item takes the judgements that showed it, each with all its triplets, and leaves the
+    other judgements and the counts true."""
+    from sqlalchemy import func, select
+
+    from app.core.db import unit_of_work
+    from app.learn.judgements import odd_one_out_triplets, rank_triplets
+    from app.models import Item, Judgement, JudgementFormat, Triplet, TripletSource
+
+    pid = project["id"]
+    items = "key\n" + "".join(f"k{i}\n" for i in range(8))
+    assert upload(client, auth, pid, "items", "items.csv", items).status_code == 201
+    with unit_of_work(app.state.session_factory) as session:
+        ids = dict(session.execute(select(Item.key, Item.id).where(Item.project_id == pid)).all())
+        k = [ids[f"k{i}"] for i in range(8)]
+        screens = [
+            (JudgementFormat.rank, [k[0]], [k[1], k[2], k[3], k[4]], [k[2], k[1]]),
+            (JudgementFormat.rank, [k[5]], [k[6], k[7], k[1], k[2]], [k[7], k[6]]),
+            (JudgementFormat.odd_one_out, [], [k[5], k[6], k[7]], [k[7]]),
+        ]
+        for fmt, context, shown, chosen in screens:
+            judgement = Judgement(
+                project_id=pid, format=fmt, context=context, shown=shown, chosen=chosen
+            )
+            session.add(judgement)
+            session.flush()
+            if fmt is JudgementFormat.rank:
+                implied, _ = rank_triplets(context, [shown], [chosen])
+            else:
+                implied, _ = odd_one_out_triplets([shown], chosen)
+            for anchor, closer, farther in implied.tolist():
+                session.add(
+                    Triplet(
+                        project_id=pid,
+                        anchor_id=anchor,
+                        closer_id=closer,
+                        farther_id=farther,
+                        source=TripletSource.upload,
+                        judgement_id=judgement.id,
+                    )
+                )
+    assert client.get(f"/api/v1/projects/{pid}", headers=auth).json()["triplet_count"] == 12
+
+    # k3 was shown on the first screen only, and named by three of its five triplets.
+    deleted = client.delete(f"/api/v1/projects/{pid}/items/k3", headers=auth)
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["answers_deleted"] == 5
+    with app.state.session_factory() as session:
+        formats = session.scalars(select(Judgement.format).order_by(Judgement.id)).all()
+        assert formats == [JudgementFormat.rank, JudgementFormat.odd_one_out]
+        assert session.scalar(select(func.count()).select_from(Triplet)) == 7
+    assert client.get(f"/api/v1/projects/{pid}", headers=auth).json()["triplet_count"] == 7
+
+    assert client.delete(f"/api/v1/projects/{pid}", headers=auth).status_code == 204
+    with app.state.session_factory() as session:
+        assert session.scalar(select(func.count()).select_from(Judgement)) == 0

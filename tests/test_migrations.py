@@ -91,6 +91,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0021",
             "0022",
             "0023",
+            "0024",
         ]
     finally:
         engine.dispose()

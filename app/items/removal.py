@@ -20,7 +20,16 @@ from app.builds.service import item_ids
 from app.core.db import on_commit, ordinal_in_project
 from app.core.errors import Conflict
 from app.items.images import ImageStore
-from app.models import Assignment, Build, BuildStatus, Item, Project, QuerySlot, Triplet
+from app.models import (
+    Assignment,
+    Build,
+    BuildStatus,
+    Item,
+    Judgement,
+    Project,
+    QuerySlot,
+    Triplet,
+)
 from app.models.queue import Routing, RoutingStatus
 from app.triplets import tally
 
@@ -81,8 +90,21 @@ def delete_item(
             "delete it once that routing ends"
         )
     naming = _names(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id, item.id)
+    # A judgement that showed the item goes whole, with every triplet it implied: what
+    # is left of a screen without one of its items is not what the person answered.
+    judged = session.scalars(
+        select(Triplet.judgement_id)
+        .where(Triplet.project_id == project.id, naming, Triplet.judgement_id.is_not(None))
+        .distinct()
+    ).all()
+    if judged:
+        naming = or_(naming, Triplet.judgement_id.in_(judged))
     answers = tally.forget(session, project.id, naming)
     session.execute(delete(Triplet).where(Triplet.project_id == project.id, naming))
+    if judged:
+        session.execute(
+            delete(Judgement).where(Judgement.project_id == project.id, Judgement.id.in_(judged))
+        )
     # Slots first: an assignment's slot is looked up by id, and one left would be served.
     session.execute(
         delete(QuerySlot).where(

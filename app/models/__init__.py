@@ -19,7 +19,14 @@ from app.models.queue import (
 from app.models.rater import Rater, RaterSession
 from app.models.researcher import ApiToken, Researcher, WebSession
 from app.models.tally import AnswerTally, AnswerTallyCursor
-from app.models.triplet import Triplet, TripletSource, Upload, UploadKind
+from app.models.triplet import (
+    Judgement,
+    JudgementFormat,
+    Triplet,
+    TripletSource,
+    Upload,
+    UploadKind,
+)
 
 __all__ = [
     "ADAPTIVE_PURPOSES",
@@ -34,6 +41,8 @@ __all__ = [
     "Item",
     "Job",
     "JobStatus",
+    "Judgement",
+    "JudgementFormat",
     "LabelType",
     "LinkState",
     "LearnedModel",

@@ -7,7 +7,7 @@ from sqlalchemy import ForeignKey, Index, Integer, String, false, func, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
-from app.models._types import BigId, Timestamp, string_enum, utcnow
+from app.models._types import BigId, JsonValue, Timestamp, string_enum, utcnow
 
 
 class TripletSource(StrEnum):
@@ -86,6 +86,47 @@ class Triplet(Base):
     # An answer to a question chosen for what it would teach (ADAPTIVE_PURPOSES): such
     # questions lean towards hard ones, so held-out errors are measured on the others.
     adaptive: Mapped[bool] = mapped_column(server_default=false())
+    # The judgement (one screen answered) this triplet was derived from, if any: the
+    # triplets of one judgement stay on one side of every held-out split.
+    judgement_id: Mapped[int | None] = mapped_column(BigId)
+
+
+class JudgementFormat(StrEnum):
+    """What a screen asked (see app/learn/judgements.py for the triplets each implies)."""
+
+    triplet = "triplet"  # is the anchor closer to the left or the right item?
+    odd_one_out = "odd_one_out"  # which of three is least like the other two?
+    rank = "rank"  # pick the k most similar to the reference among n, in order
+    sort = "sort"  # put each item with the pivot it resembles more
+
+
+class Judgement(Base):
+    """One screen a person answered (or an uploaded row of a judgement file), kept as
+    shown and as answered; the triplets it implies are stored with its id.
+
+    `context` holds the items the question is about, by format: [] (odd-one-out), [the
+    reference] (rank; a triplet's anchor), [left pivot, right pivot] (sort). `shown`
+    holds the items to choose among in display order; `chosen` what was chosen: [the odd
+    one], [the picks, first first], one of "left"/"right"/"cant_tell" per shown item
+    (sort), [the closer one] (triplet). Item ids throughout."""
+
+    __tablename__ = "judgements"
+    __table_args__ = (Index("ix_judgements_project_id_id", "project_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(Integer)
+    format: Mapped[JudgementFormat] = mapped_column(
+        string_enum(JudgementFormat, "judgement_format")
+    )
+    context: Mapped[list] = mapped_column(JsonValue, default=list)
+    shown: Mapped[list] = mapped_column(JsonValue)
+    chosen: Mapped[list] = mapped_column(JsonValue)
+    rater_id: Mapped[int | None] = mapped_column(Integer)
+    upload_id: Mapped[int | None] = mapped_column(Integer)
+    response_time_ms: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(
+        Timestamp, default=utcnow, server_default=func.current_timestamp()
+    )
 
 
 class Upload(Base):

@@ -14,6 +14,7 @@ from app.core.errors import Conflict, NotFound, ServiceError
 from app.items.images import ImageStore
 from app.models import (
     Item,
+    Judgement,
     LabelType,
     LinkState,
     Project,
@@ -119,13 +120,14 @@ def rename(*, session: Session, project: Project, changes: dict) -> Project:
 
 
 def delete_project(*, session: Session, store: ImageStore, project: Project) -> None:
-    """Remove the project with its items, triplets and images.
+    """Remove the project with its items, judgements, triplets and images.
 
-    Triplets carry no foreign keys (see app/models/triplet.py), so they go explicitly;
-    the rest cascades. Images go only once the deletion is committed.
+    Judgements and triplets carry no foreign keys (see app/models/triplet.py), so they go
+    explicitly; the rest cascades. Images go only once the deletion is committed.
     """
     project_id = project.id
     session.execute(delete(Triplet).where(Triplet.project_id == project_id))
+    session.execute(delete(Judgement).where(Judgement.project_id == project_id))
     session.delete(project)
     session.flush()
     on_commit(session, lambda: store.remove_project(project_id))
