@@ -525,8 +525,8 @@ def test_deleting_an_item_takes_every_judgement_that_showed_it_whole(app, client
     from sqlalchemy import func, select
 
     from app.core.db import unit_of_work
-    from app.learn.judgements import odd_one_out_triplets, rank_triplets
-    from app.models import Item, Judgement, JudgementFormat, Triplet, TripletSource
+    from app.models import Item, Judgement, JudgementFormat, Triplet
+    from tests.support.judgements import store_judgements
 
     pid = project["id"]
     items = "key\n" + "".join(f"k{i}\n" for i in range(8))
@@ -534,32 +534,15 @@ def test_deleting_an_item_takes_every_judgement_that_showed_it_whole(app, client
     with unit_of_work(app.state.session_factory) as session:
         ids = dict(session.execute(select(Item.key, Item.id).where(Item.project_id == pid)).all())
         k = [ids[f"k{i}"] for i in range(8)]
-        screens = [
-            (JudgementFormat.rank, [k[0]], [k[1], k[2], k[3], k[4]], [k[2], k[1]]),
-            (JudgementFormat.rank, [k[5]], [k[6], k[7], k[1], k[2]], [k[7], k[6]]),
-            (JudgementFormat.odd_one_out, [], [k[5], k[6], k[7]], [k[7]]),
-        ]
-        for fmt, context, shown, chosen in screens:
-            judgement = Judgement(
-                project_id=pid, format=fmt, context=context, shown=shown, chosen=chosen
-            )
-            session.add(judgement)
-            session.flush()
-            if fmt is JudgementFormat.rank:
-                implied, _ = rank_triplets(context, [shown], [chosen])
-            else:
-                implied, _ = odd_one_out_triplets([shown], chosen)
-            for anchor, closer, farther in implied.tolist():
-                session.add(
-                    Triplet(
-                        project_id=pid,
-                        anchor_id=anchor,
-                        closer_id=closer,
-                        farther_id=farther,
-                        source=TripletSource.upload,
-                        judgement_id=judgement.id,
-                    )
-                )
+        store_judgements(
+            session,
+            pid,
+            [
+                (JudgementFormat.rank, [k[0]], [k[1], k[2], k[3], k[4]], [k[2], k[1]]),
+                (JudgementFormat.rank, [k[5]], [k[6], k[7], k[1], k[2]], [k[7], k[6]]),
+                (JudgementFormat.odd_one_out, [], [k[5], k[6], k[7]], [k[7]]),
+            ],
+        )
     assert client.get(f"/api/v1/projects/{pid}", headers=auth).json()["triplet_count"] == 12
 
     # k3 was shown on the first screen only, and named by three of its five triplets.

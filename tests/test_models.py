@@ -757,3 +757,68 @@ def test_a_smerf_model_learns_only_from_an_embedding_of_its_own_project(
         for m in client.get(f"{API}/projects/{made.json()['id']}/models", headers=auth).json()
     }
     assert copied["s"]["params"]["embedding_model_id"] == copied["t"]["id"] != mine["id"]
+
+
+def test_a_fit_holds_out_each_judgements_triplets_together(app, client, auth, project):
+    """ "2 of 6" screens stored with the 9 triplets each implies, beside plain uploaded
+    triplets: the fit's snapshot labels every answer with its judgement (a plain one
+    with a label of its own), and the held-out answers the served model is measured on
+    are whole judgements, in the fit and in its cross-validation."""
+    from sqlalchemy import select
+
+    from app.models import Item, JudgementFormat, LearnedModel, Project
+    from app.training import fitting, runs
+    from tests.support.judgements import store_judgements
+    from tests.uploads import upload
+
+    pid = project["id"]
+    items = "key\n" + "".join(f"p{i}\n" for i in range(40))
+    assert upload(client, auth, pid, "items", "items.csv", items).status_code == 201
+    points = np.random.default_rng(0).normal(size=(40, 2))
+    rng = np.random.default_rng(1)
+    plain = random_triplets(40, 300, FeatureOracle(points, random_state=2), random_state=3)
+    rows = "".join(f"p{a},p{c},p{f}\n" for a, c, f in plain)
+    uploaded = upload(client, auth, pid, "triplets", "t.csv", "anchor,closer,farther\n" + rows)
+    assert uploaded.status_code == 201, uploaded.text
+    with unit_of_work(app.state.session_factory) as session:
+        ids = dict(session.execute(select(Item.key, Item.id).where(Item.project_id == pid)).all())
+        item_id = np.array([ids[f"p{i}"] for i in range(40)])
+        screens = []
+        for _ in range(60):
+            reference, *shown = rng.choice(40, 7, replace=False)
+            near = sorted(shown, key=lambda i: np.linalg.norm(points[i] - points[reference]))
+            screens.append(
+                (
+                    JudgementFormat.rank,
+                    [int(item_id[reference])],
+                    [int(item_id[i]) for i in shown],
+                    [int(item_id[i]) for i in near[:2]],
+                )
+            )
+        judged = store_judgements(session, pid, screens)
+    model = _create(
+        client,
+        auth,
+        pid,
+        name="judged",
+        kind="tete",
+        params={"max_iter": 100, "heldout_share": 0.2, "n_components": "auto"},
+    )
+    with app.state.session_factory() as session:
+        snap = runs.snapshot(
+            session, session.get(Project, pid), session.get(LearnedModel, model["id"])
+        )
+    assert len(snap.answers) == 300 + 60 * 9
+    assert sorted(set(snap.groups[snap.groups > 0].tolist())) == judged
+    assert np.bincount(snap.groups[snap.groups > 0]).max() == 9
+    assert len(set(snap.groups[snap.groups < 0].tolist())) == 300
+
+    fit_rows, held = fitting.heldout_split(len(snap.answers), 0.2, 0, None, snap.groups)
+    assert not set(snap.groups[fit_rows].tolist()) & set(snap.groups[held].tolist())
+    assert abs(len(held) - 0.2 * len(snap.answers)) < 9
+    _run_jobs(app)
+    version = _get(client, auth, pid, model["id"])["serving"]
+    assert version["status"] == "ready", version
+    # The fit's split is the grouped one (an ungrouped split holds out exactly 20 %).
+    assert version["heldout_count"] == len(held) != round(0.2 * len(snap.answers))
+    assert version["metrics"]["selection"]["folds"] == 3

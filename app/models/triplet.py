@@ -57,6 +57,15 @@ class Triplet(Base):
             postgresql_where=text("adaptive"),
             sqlite_where=text("adaptive"),
         ),
+        # Answers derived from a judgement, with its id: a fit reads them alone.
+        Index(
+            "ix_triplets_project_id_judged",
+            "project_id",
+            "id",
+            "judgement_id",
+            postgresql_where=text("judgement_id IS NOT NULL"),
+            sqlite_where=text("judgement_id IS NOT NULL"),
+        ),
         Index(
             "uq_triplets_project_id_idempotency_key",
             "project_id",

@@ -51,6 +51,9 @@ class Snapshot:
     test_answers: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
     # Per answer: to a question chosen adaptively (fitted, never held out to measure).
     adaptive: np.ndarray | None = None
+    # Per answer: its judgement (one screen's triplets share one), None where no answer
+    # came from a judgement: held-out splits keep a judgement's triplets together.
+    groups: np.ndarray | None = None
     regression: bool = False
     dissimilarity: np.ndarray | None = None  # SMERF's D over `dissimilarity_items`
     dissimilarity_items: np.ndarray | None = None
@@ -213,16 +216,37 @@ def _can_boost_on(
 
 
 def heldout_split(
-    n_answers: int, share: float, seed: int, unbiased: np.ndarray | None = None
+    n_answers: int,
+    share: float,
+    seed: int,
+    unbiased: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """A seeded split of the answers: (fit rows, held-out rows), a `share` of the
-    `unbiased` ones (default all) held out."""
-    order = np.random.default_rng(seed).permutation(n_answers)
-    if unbiased is not None:
-        order = order[unbiased[order]]
-    n_heldout = round(share * len(order)) if len(order) >= 10 else 0
-    held = np.sort(order[:n_heldout])
-    return np.setdiff1d(np.arange(n_answers), held, assume_unique=True), held
+    `unbiased` ones (default all) held out; with `groups`, whole groups (the triplets of
+    one judgement), drawn until the share is reached, and only groups all unbiased."""
+    every = np.arange(n_answers)
+    if groups is None:
+        order = np.random.default_rng(seed).permutation(n_answers)
+        if unbiased is not None:
+            order = order[unbiased[order]]
+        n_heldout = round(share * len(order)) if len(order) >= 10 else 0
+        held = np.sort(order[:n_heldout])
+        return np.setdiff1d(every, held, assume_unique=True), held
+    eligible = np.ones(n_answers, dtype=bool) if unbiased is None else unbiased
+    names, of_row = np.unique(groups, return_inverse=True)
+    whole = np.ones(len(names), dtype=bool)
+    np.logical_and.at(whole, of_row, eligible)
+    n_eligible = int(eligible.sum())
+    wanted = round(share * n_eligible) if n_eligible >= 10 else 0
+    order = np.random.default_rng(seed).permutation(len(names))
+    order = order[whole[order]]
+    sizes = np.bincount(of_row, minlength=len(names))[order]
+    taken = order[: int(np.searchsorted(np.cumsum(sizes), wanted, side="left")) + 1]
+    if wanted == 0:
+        taken = taken[:0]
+    held = np.flatnonzero(np.isin(of_row, taken))
+    return np.setdiff1d(every, held, assume_unique=True), held
 
 
 def fit_tete(
@@ -250,7 +274,7 @@ def fit_tete(
     share = (0.0 if chooses else 0.1) if share is None else share
     # Held-out errors are measured on answers to uniformly random questions only.
     unbiased = None if snapshot.adaptive is None else ~snapshot.adaptive
-    fit_rows, held_rows = heldout_split(len(answers), share, seed, unbiased)
+    fit_rows, held_rows = heldout_split(len(answers), share, seed, unbiased, snapshot.groups)
     init = None
     notes = []
     if previous is not None and previous.kind == "tete" and params.get("warm_start", True):
@@ -276,6 +300,7 @@ def fit_tete(
         init=init,
         callback=step,
         unbiased=None if unbiased is None else unbiased[fit_rows],
+        groups=None if snapshot.groups is None else snapshot.groups[fit_rows],
     )
     embedding = model.embedding_
     metrics: dict[str, Any] = {

@@ -51,6 +51,7 @@ from app.triplets.log import (
     answer_columns,
     committed_bound,
     item_positions,
+    judgement_groups,
     readable_bound,
 )
 
@@ -86,6 +87,7 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
         answer_ids=answer_ids,
         test_answers=test_answers,
         adaptive=np.isin(answer_ids, adaptive_ids(session, project.id, cutoff)),
+        groups=judgement_groups(session, project.id, cutoff, answer_ids),
         cutoff=cutoff,
         regression=project.label_type is LabelType.regression,
     )

@@ -163,6 +163,30 @@ def adaptive_ids(session: Session, project_id: int, cutoff: int) -> np.ndarray:
     )
 
 
+def judgement_groups(
+    session: Session, project_id: int, cutoff: int, answer_ids: np.ndarray
+) -> np.ndarray | None:
+    """Per answer of `answer_ids` (ascending): the judgement it was derived from, or a
+    negative label of its own where none; None where no answer came from a judgement.
+    The triplets of one judgement share a label: a held-out split keeps them together."""
+    condition = (
+        f"project_id = {int(project_id)} AND id <= {int(cutoff)} AND judgement_id IS NOT NULL"
+    )
+    ids, judgements = _joined_columns(
+        session, project_id, cutoff, condition, ("id", "judgement_id")
+    )
+    if len(ids) == 0:
+        return None
+    groups = -np.arange(1, len(answer_ids) + 1, dtype=np.int64)
+    positions = np.searchsorted(answer_ids, ids)
+    present = positions < len(answer_ids)
+    present[present] = answer_ids[positions[present]] == ids[present]
+    if not present.any():
+        return None
+    groups[positions[present]] = judgements[present]
+    return groups
+
+
 def _joined_columns(
     session: Session, project_id: int, cutoff: int, condition: str, expressions: Collection[str]
 ) -> list[np.ndarray]:

@@ -56,9 +56,17 @@ def upgrade() -> None:
     )
     op.create_index("ix_judgements_project_id_id", "judgements", ["project_id", "id"])
     op.add_column("triplets", sa.Column("judgement_id", BigId, nullable=True))
+    op.create_index(
+        "ix_triplets_project_id_judged",
+        "triplets",
+        ["project_id", "id", "judgement_id"],
+        postgresql_where=sa.text("judgement_id IS NOT NULL"),
+        sqlite_where=sa.text("judgement_id IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_triplets_project_id_judged", table_name="triplets")
     op.execute("ALTER TABLE triplets DROP COLUMN judgement_id")
     op.drop_index("ix_judgements_project_id_id", table_name="judgements")
     op.drop_table("judgements")
