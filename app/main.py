@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -240,13 +241,11 @@ def _add_error_pages(app: FastAPI, templates: Jinja2Templates) -> None:
         )
 
 
+@functools.cache
 def _closer_routes() -> APIRouter:
     """The JSON API under /api/v1 and the pages, gathered once per process: FastAPI
     analyses a route's parameters at every include, and an app includes this router
     once (tests build an app per test)."""
-    global _CLOSER_ROUTES
-    if _CLOSER_ROUTES is not None:
-        return _CLOSER_ROUTES
     routes = APIRouter()
     # Routes match in order: the raters' answer route, the busiest by far, first.
     for router in (
@@ -280,11 +279,7 @@ def _closer_routes() -> APIRouter:
         item_pages,
     ):
         routes.include_router(pages)
-    _CLOSER_ROUTES = routes
     return routes
-
-
-_CLOSER_ROUTES: APIRouter | None = None
 
 
 def _add_routes(app: FastAPI, settings: Settings, templates: Jinja2Templates) -> None:

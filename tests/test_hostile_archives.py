@@ -19,7 +19,7 @@ from app.models import Project, Rater, Triplet
 from app.worker.loop import Worker
 from tests.learn.test_comprf import with_array
 from tests.support.memory import PeakMemory
-from tests.uploads import zip_bytes
+from tests.uploads import upload, zip_bytes
 
 API = "/api/v1"
 MIB = 1 << 20
@@ -31,14 +31,7 @@ def exported(app, client, auth, project) -> dict[str, bytes]:
     half way, a t-ETE model; its entries by name."""
     pid = project["id"]
     rows = ["key,label"] + [f"i{n},c{n % 3}" for n in range(12)]
-    assert (
-        client.post(
-            f"{API}/projects/{pid}/items",
-            headers=auth,
-            files={"file": ("items.csv", "\n".join(rows))},
-        ).status_code
-        == 201
-    )
+    assert upload(client, auth, pid, "items", "items.csv", "\n".join(rows)).status_code == 201
     # Every comparison, answered by label: the first build completes at once (its
     # state has split nodes), the second (three answers a query) waits for more.
     answers = ["anchor,closer,farther,rater"]
@@ -46,14 +39,8 @@ def exported(app, client, auth, project) -> dict[str, bytes]:
         if p < q:  # by label; between two of the same standing, the lower key
             closer, farther = (q, p) if anchor % 3 == q % 3 != p % 3 else (p, q)
             answers.append(f"i{anchor},i{closer},i{farther},r{anchor % 3}")
-    assert (
-        client.post(
-            f"{API}/projects/{pid}/triplets",
-            headers=auth,
-            files={"file": ("answers.csv", "\n".join(answers))},
-        ).status_code
-        == 201
-    )
+    uploaded = upload(client, auth, pid, "triplets", "answers.csv", "\n".join(answers))
+    assert uploaded.status_code == 201, uploaded.text
     for params in ({"n_trees": 2, "random_state": 1}, {"n_trees": 2, "answers_per_query": 3}):
         build = client.post(f"{API}/projects/{pid}/builds", headers=auth, json=params)
         assert build.status_code == 201, build.text

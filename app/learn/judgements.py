@@ -133,25 +133,31 @@ def sort_triplets(pivots, items, sides) -> tuple[np.ndarray, np.ndarray]:
     return triplets, rows.astype(np.int64)
 
 
+def whole_groups(groups, eligible=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The groups (judgements) a split may hold out: those whose every row is `eligible`
+    (default all). Returns the group of each row (an index into the sorted distinct
+    labels), each group's size, and per group whether it may be held out."""
+    groups = np.asarray(groups)
+    if groups.ndim != 1:
+        raise ValueError(f"groups must be one-dimensional; got shape {groups.shape}")
+    names, of_row = np.unique(groups, return_inverse=True)
+    sizes = np.bincount(of_row, minlength=len(names))
+    whole = np.ones(len(names), dtype=bool)
+    if eligible is not None:
+        np.logical_and.at(whole, of_row, np.asarray(eligible, dtype=bool))
+    return of_row, sizes, whole
+
+
 def group_folds(groups, n_splits: int, random_state=None, eligible=None) -> list:
     """Cross-validation folds that keep every group (the triplets of one judgement)
     whole on one side: (fit rows, held-out rows) over ``range(len(groups))``. Held-out
     rows come only from `eligible` rows (default all); a group with any row not eligible
     is always fitted."""
-    groups = np.asarray(groups)
-    if groups.ndim != 1:
-        raise ValueError(f"groups must be one-dimensional; got shape {groups.shape}")
     if not isinstance(n_splits, Integral) or n_splits < 2:
         raise ValueError(f"n_splits must be an integer >= 2; got {n_splits!r}")
-    every = np.arange(len(groups))
-    names, of_row = np.unique(groups, return_inverse=True)
-    if eligible is not None:
-        eligible = np.asarray(eligible, dtype=bool)
-        whole = np.ones(len(names), dtype=bool)
-        np.logical_and.at(whole, of_row, eligible)
-        candidates = np.flatnonzero(whole)
-    else:
-        candidates = np.arange(len(names))
+    of_row, _, whole = whole_groups(groups, eligible)
+    candidates = np.flatnonzero(whole)
+    every = np.arange(len(of_row))
     if len(candidates) < n_splits:
         return []
     splitter = KFold(n_splits=n_splits, shuffle=True, random_state=random_state)

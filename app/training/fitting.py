@@ -233,18 +233,16 @@ def heldout_split(
         n_heldout = round(share * len(order)) if len(order) >= 10 else 0
         held = np.sort(order[:n_heldout])
         return np.setdiff1d(every, held, assume_unique=True), held
-    eligible = np.ones(n_answers, dtype=bool) if unbiased is None else unbiased
-    names, of_row = np.unique(groups, return_inverse=True)
-    whole = np.ones(len(names), dtype=bool)
-    np.logical_and.at(whole, of_row, eligible)
-    n_eligible = int(eligible.sum())
+    from app.learn.judgements import whole_groups  # scikit-learn: loaded where fits run
+
+    of_row, sizes, whole = whole_groups(groups, unbiased)
+    n_eligible = n_answers if unbiased is None else int(unbiased.sum())
     wanted = round(share * n_eligible) if n_eligible >= 10 else 0
-    order = np.random.default_rng(seed).permutation(len(names))
+    order = np.random.default_rng(seed).permutation(len(sizes))
     order = order[whole[order]]
-    sizes = np.bincount(of_row, minlength=len(names))[order]
-    taken = order[: int(np.searchsorted(np.cumsum(sizes), wanted, side="left")) + 1]
-    if wanted == 0:
-        taken = taken[:0]
+    # The fewest groups, in that order, that hold `wanted` answers (none for none).
+    held_so_far = np.concatenate([[0], np.cumsum(sizes[order])])
+    taken = order[: int(np.searchsorted(held_so_far, wanted))]
     held = np.flatnonzero(np.isin(of_row, taken))
     return np.setdiff1d(every, held, assume_unique=True), held
 
