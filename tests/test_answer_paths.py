@@ -29,9 +29,11 @@ from app.models import (
     Base,
     Choice,
     Item,
+    JudgementFormat,
     LinkState,
     Purpose,
     QuerySlot,
+    RatingFormat,
     SlotState,
     TripletSource,
 )
@@ -48,6 +50,8 @@ ENUMS = {
     "Choice": Choice,
     "TripletSource": TripletSource,
     "LinkState": LinkState,
+    "RatingFormat": RatingFormat,
+    "JudgementFormat": JudgementFormat,
 }
 
 
@@ -177,7 +181,7 @@ class Scenario:
         assert changed.status_code == 200 and changed.json()["link_state"] == state
 
     def record(self, response) -> dict:
-        assert response.status_code in (200, 201, 400, 404, 409), response.text
+        assert response.status_code in (200, 201, 400, 404, 409, 422), response.text
         body = response.json()
         body.pop("rater_token", None)
         self.responses.append((response.status_code, body))
@@ -194,8 +198,30 @@ class Scenario:
         return self.record(self.client.get(f"{API}/rate/{slug}/next", headers=token))
 
     def answer(self, slug: str, token: dict, query_id: int, choice: str) -> dict:
-        body = {"query_id": query_id, "choice": choice, "response_time_ms": 700}
+        return self.send(slug, token, query_id, {"choice": choice})
+
+    def send(self, slug: str, token: dict, query_id: int, answer: dict) -> dict:
+        body = {"query_id": query_id, "response_time_ms": 700, **answer}
         return self.record(self.client.post(f"{API}/rate/{slug}/answers", headers=token, json=body))
+
+    def picks(self, shown: dict, careless: bool = False) -> dict:
+        """A screen's answer: a careful rater passes its checks (the reference picked
+        first, the item shown once picked as odd), a careless one picks at random; now
+        and then "can't tell"."""
+        keys = [item["key"] for item in shown["items"]]
+        draw = self.rng.random()
+        if draw < 0.08:
+            return {"choice": "cant_tell"}
+        order = [keys[at] for at in self.rng.permutation(len(keys))]
+        if shown["format"] == "rank":
+            reference = shown["reference"]["key"]
+            if reference in order and not careless:
+                order.remove(reference)
+                order.insert(0, reference)
+            return {"picks": list(dict.fromkeys(order))[: shown["picks"]]}
+        if not careless:
+            order.sort(key=keys.count)  # the item shown once first
+        return {"picks": order[:1]}
 
     def choice(self, shown: dict, careless: bool = False) -> str:
         """An attention check repeats the anchor on one side: a careful rater picks it,
@@ -371,6 +397,39 @@ class Scenario:
                 self.next(screened_slug, three[n])
                 other_tab = None
 
+        # Studies of screens: the function hands them to the Python path, which serves
+        # screens and checks in the study's format and stores judgements; a triplet's
+        # answer to a screen is refused (422), a retry stores nothing more.
+        for judgement in ("odd_one_out", "rank"):
+            _, slug = self.project(
+                judgement,
+                9,
+                judgement=judgement,
+                shown=4,
+                picks=2,
+                attention_rate=0.3,
+                random_share=0.7,
+                allow_cant_tell=True,
+                answers_per_rater=12,
+                completion_code=f"{judgement}-DONE",
+                min_attention_accuracy=0.7,
+                quality_min_answers=2,
+            )
+            two = [self.join(slug, f"{judgement}{n}") for n in range(2)]
+            shown = [self.next(slug, token)["comparison"] for token in two]
+            for turn in range(40):
+                n = turn % 2
+                if shown[n] is None:
+                    continue
+                if turn == 4:
+                    self.answer(slug, two[n], shown[n]["query_id"], "left")
+                answer = self.picks(shown[n], careless=n == 1)
+                state = self.send(slug, two[n], shown[n]["query_id"], answer)
+                if turn % 5 == 2:
+                    state = self.send(slug, two[n], shown[n]["query_id"], answer)
+                shown[n] = state["comparison"]
+            assert shown == [None, None]  # both sessions complete
+
 
 def _value(value):
     if isinstance(value, datetime):
@@ -463,7 +522,8 @@ def test_the_answer_function_and_the_python_scheduler_write_the_same(
     assert purposes == {int(p) for p in Purpose} - {int(Purpose.routing)}, purposes
     assert {row["choice"] for row in assignments} >= {"left", "right", "cant_tell"}
     excluded = [row["id"] for row in function.rows["raters"] if row["excluded"]]
-    assert len(excluded) == 2  # the careless rater of "study" and the one screened out
+    # The careless rater of "study", the one screened out, and each screen study's.
+    assert len(excluded) == 4
     served_to_excluded = [
         row for row in assignments if row["rater_id"] in excluded and row["slot_id"] is not None
     ]
@@ -477,6 +537,11 @@ def test_the_answer_function_and_the_python_scheduler_write_the_same(
     assert sum(row["answered_at"] is not None for row in assignments) >= 280
     assert function.rows["function calls"] >= 250
     assert python.rows["function calls"] == 0
+    formats = {row["format"] for row in function.rows["judgements"]}
+    assert formats == {"odd_one_out", "rank"}
+    screens = [row for row in assignments if row["format"] != "triplet"]
+    assert {row["purpose"] for row in screens} == {int(Purpose.random), int(Purpose.attention)}
+    assert sum(status == 422 for status, _ in function.responses) == 2
 
     assert _first_difference(function, python) is None, _first_difference(function, python)
     assert _first_difference(python, sqlite) is None, _first_difference(python, sqlite)

@@ -92,6 +92,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0022",
             "0023",
             "0024",
+            "0025",
         ]
     finally:
         engine.dispose()

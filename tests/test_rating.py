@@ -787,13 +787,13 @@ def test_choosing_the_next_query_walks_the_open_slot_index(app, client, auth, st
     match it on PostgreSQL)."""
     from sqlalchemy import text
 
-    from app.scheduling.service import _LEASE
+    from app.scheduling.statements import LEASE
 
     project_id, slug, _ = study
     start_build(client, auth, project_id, n_trees=5, random_state=0)
     with app.state.session_factory() as session:
         postgres = session.get_bind().dialect.name == "postgresql"
-        statement = _LEASE[postgres].statement.compile(
+        statement = LEASE[postgres].statement.compile(
             dialect=session.get_bind().dialect, compile_kwargs={"literal_binds": False}
         )
         params = {"project": project_id, "rater": 1, "now": utcnow(), "expires": utcnow()}

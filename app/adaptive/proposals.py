@@ -39,7 +39,7 @@ from app.models import (
     VersionStatus,
 )
 from app.models._types import utcnow
-from app.scheduling.service import IS_OPEN, lease_free
+from app.scheduling.statements import IS_OPEN, lease_free
 from app.training.fitted import Fitted
 from app.training.service import load_fitted, newest_ready
 from app.triplets.log import answer_columns, item_positions, newest_id

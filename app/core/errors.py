@@ -39,6 +39,12 @@ class Conflict(ServiceError):
     status_code = 409
 
 
+class Unprocessable(ServiceError):
+    """Well-formed, but not what this request must send (the detail says what is)."""
+
+    status_code = 422
+
+
 class PayloadTooLarge(ServiceError):
     status_code = 413
 

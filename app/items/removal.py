@@ -34,6 +34,23 @@ from app.models.queue import Routing, RoutingStatus
 from app.triplets import tally
 
 
+def _withdraw_screens_showing(session: Session, project_id: int, item_id: int) -> int:
+    """Screens (odd-one-out, rank) that showed the item among their middle items, which
+    their key does not name: read in batches, and deleted."""
+    showing = [
+        assignment_id
+        for assignment_id, shown in session.execute(
+            select(Assignment.id, Assignment.shown)
+            .where(Assignment.project_id == project_id, Assignment.shown.is_not(None))
+            .execution_options(yield_per=5_000)
+        )
+        if item_id in shown
+    ]
+    for start in range(0, len(showing), 5_000):
+        session.execute(delete(Assignment).where(Assignment.id.in_(showing[start : start + 5_000])))
+    return len(showing)
+
+
 @dataclass(frozen=True)
 class ItemDeleted:
     key: str
@@ -118,6 +135,7 @@ def delete_item(
             _names(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id, item.id),
         )
     ).rowcount
+    withdrawn += _withdraw_screens_showing(session, project.id, item.id)
     image = item.image_file
     key = item.key
     session.delete(item)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-from sklearn.model_selection import KFold
 
 LEFT, RIGHT, CANT_TELL = 0, 1, -1
 
@@ -160,6 +159,10 @@ def group_folds(groups, n_splits: int, random_state=None, eligible=None) -> list
     every = np.arange(len(of_row))
     if len(candidates) < n_splits:
         return []
+    # Imported here: the rating path expands answered screens with this module, and a
+    # web process starts without scikit-learn.
+    from sklearn.model_selection import KFold
+
     splitter = KFold(n_splits=n_splits, shuffle=True, random_state=random_state)
     folds = []
     for _, held in splitter.split(np.empty((len(candidates), 1))):

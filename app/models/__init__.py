@@ -5,7 +5,7 @@ from app.models.build import Build, BuildStatus
 from app.models.item import Item, Split
 from app.models.job import Job, JobStatus
 from app.models.learned import LearnedModel, ModelKind, ModelVersion, VersionStatus
-from app.models.project import LabelType, LinkState, Project
+from app.models.project import LabelType, LinkState, Project, RatingFormat
 from app.models.queue import (
     ADAPTIVE_PURPOSES,
     Assignment,
@@ -51,6 +51,7 @@ __all__ = [
     "Routing",
     "RoutingStatus",
     "Project",
+    "RatingFormat",
     "Purpose",
     "QuerySlot",
     "Rater",

@@ -28,6 +28,16 @@ class LinkState(StrEnum):
     paused = "paused"
 
 
+class RatingFormat(StrEnum):
+    """What each screen of a study asks (app/learn/judgements.py: the triplets each
+    answer implies). A CompRF build's own queries are triplets or sorting screens,
+    whatever the study's format."""
+
+    triplet = "triplet"  # is the one on top closer to the left or the right item?
+    odd_one_out = "odd_one_out"  # which of three is least like the other two?
+    rank = "rank"  # pick the `picks` most like the reference among `shown`, in order
+
+
 def new_public_slug() -> str:
     """The unguessable part of a project's rating link."""
     return secrets.token_urlsafe(12)
@@ -81,6 +91,14 @@ class Project(Base):
         String(300), default="Which of the two is closer to the one on top?"
     )
     allow_cant_tell: Mapped[bool] = mapped_column(default=False)
+    judgement: Mapped[RatingFormat] = mapped_column(
+        string_enum(RatingFormat, "judgement"),
+        default=RatingFormat.triplet,
+        server_default=RatingFormat.triplet.value,
+    )
+    # A rank screen: `shown` items beside the reference, of which the rater picks `picks`.
+    shown: Mapped[int] = mapped_column(default=8, server_default="8")
+    picks: Mapped[int] = mapped_column(default=2, server_default="2")
     answers_per_rater: Mapped[int] = mapped_column(default=40)
     completion_code: Mapped[str] = mapped_column(String(64), default=new_completion_code)
     completion_url: Mapped[str | None] = mapped_column(String(500))

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from app.core.db import Base
 from app.models._types import BigId, JsonValue, Timestamp, string_enum, utcnow
+from app.models.triplet import JudgementFormat
 
 
 class Purpose(IntEnum):
@@ -99,6 +100,11 @@ class Assignment(Base):
     retry finds it set and stores nothing. A rater is never served the same query
     twice (the unique index over rater and query). `left_id` / `right_id` are the
     candidates in the order shown.
+
+    A screen of another format (odd-one-out, rank) keeps its items in display order in
+    `shown` and the rater's picks in `chosen`; its `anchor_id`, `lo_id` and `hi_id` are
+    then its key (see app/scheduling/screens.py): the rank screen's reference (the
+    odd-one-out's smallest item) and the smallest and largest of the rest.
     """
 
     __tablename__ = "assignments"
@@ -128,6 +134,14 @@ class Assignment(Base):
     choice: Mapped[Choice | None] = mapped_column(string_enum(Choice, "answer_choice"))
     response_time_ms: Mapped[int | None] = mapped_column(Integer)
     triplet_id: Mapped[int | None] = mapped_column(BigId)
+    format: Mapped[JudgementFormat] = mapped_column(
+        string_enum(JudgementFormat, "judgement_format"),
+        default=JudgementFormat.triplet,
+        server_default=JudgementFormat.triplet.value,
+    )
+    shown: Mapped[list | None] = mapped_column(JsonValue)
+    picks: Mapped[int | None] = mapped_column(SmallInteger)  # how many the rater picks
+    chosen: Mapped[list | None] = mapped_column(JsonValue)
 
     @property
     def left_id(self) -> int:

@@ -6,7 +6,7 @@ from typing import Annotated, get_args
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from app.core.fields import INT4_MAX, RequestModel
-from app.models import LabelType, LinkState
+from app.models import LabelType, LinkState, RatingFormat
 
 
 class ProjectCreate(RequestModel):
@@ -53,6 +53,17 @@ READ = "What raters read"
 SESSIONS = "Sessions and completion"
 ASKED = "What is asked"
 QUALITY = "Quality"
+
+
+# The judgement formats as the settings page offers them, each in a sentence.
+SCREEN_WORDS = {
+    RatingFormat.triplet.value: "Triplet: is the item on top closer to the left or the "
+    "right one? One triplet a screen.",
+    RatingFormat.odd_one_out.value: "Odd one out: which of three items is least like the "
+    "other two? One tap, two triplets.",
+    RatingFormat.rank.value: "Rank: pick the items most like a reference among several, "
+    "most alike first. Many triplets a screen.",
+}
 
 
 class RatingSettings(BaseModel):
@@ -121,6 +132,33 @@ class RatingSettings(BaseModel):
         title="Redirect when nothing is left to ask",
         description="Where such a rater is sent; null: completion_url",
         json_schema_extra=_shown(SESSIONS, "url"),
+    )
+    judgement: RatingFormat = Field(
+        default=RatingFormat.triplet,
+        strict=False,
+        title="What each screen asks",
+        description="triplet: which of two items is closer to a third (one triplet a "
+        "screen); odd_one_out: which of three is least like the other two (two triplets a "
+        "screen, one tap); rank: pick the `picks` items most like a reference among "
+        "`shown`, most alike first (k(n-k) + k(k-1)/2 triplets a screen: 13 for 2 of 8). "
+        "A CompRF build's own queries stay triplets",
+        json_schema_extra={**_shown(ASKED, "choice"), "x-choices": SCREEN_WORDS},
+    )
+    shown: int = Field(
+        default=8,
+        ge=3,
+        le=12,
+        title="Rank screens: items shown beside the reference",
+        description="How many items a rank screen shows beside its reference (3 to 12)",
+        json_schema_extra=_shown(ASKED, "integer"),
+    )
+    picks: int = Field(
+        default=2,
+        ge=1,
+        le=11,
+        title="Rank screens: items to pick",
+        description="How many of them the rater picks, most alike first (fewer than shown)",
+        json_schema_extra=_shown(ASKED, "integer"),
     )
     random_share: float = Field(
         default=0.1,

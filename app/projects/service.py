@@ -19,6 +19,7 @@ from app.models import (
     LinkState,
     Project,
     Rater,
+    RatingFormat,
     Researcher,
     Triplet,
     TripletSource,
@@ -133,8 +134,24 @@ def delete_project(*, session: Session, store: ImageStore, project: Project) -> 
     on_commit(session, lambda: store.remove_project(project_id))
 
 
+# The question each format asks unless the researcher words it otherwise.
+DEFAULT_QUESTIONS = {
+    RatingFormat.triplet: "Which of the two is closer to the one on top?",
+    RatingFormat.odd_one_out: "Which one is least like the other two?",
+    RatingFormat.rank: "Pick the ones most like the one on top, most alike first.",
+}
+
+
+def items_per_screen(judgement: RatingFormat, shown: int) -> int:
+    """How many distinct items one screen of the format needs."""
+    return shown + 1 if judgement is RatingFormat.rank else 3
+
+
 def update_rating(*, session: Session, project: Project, changes: dict) -> Project:
-    """Apply rating settings; the shares of random and attention queries must leave room."""
+    """Apply rating settings; the shares of random and attention queries must leave room,
+    a rank screen's picks must leave items unpicked, and an open study must hold the
+    items its screens show. A question still worded as the old format's default follows
+    the new format."""
     for name, value in changes.items():
         if value is None and name not in NULLABLE_RATING_SETTINGS:
             raise ServiceError(f"{name} cannot be null")
@@ -145,6 +162,25 @@ def update_rating(*, session: Session, project: Project, changes: dict) -> Proje
             f"random_share + attention_rate must be at most 1; got {random_share} + "
             f"{attention_rate}"
         )
+    judgement = RatingFormat(changes.get("judgement", project.judgement))
+    shown = changes.get("shown", project.shown)
+    picks = changes.get("picks", project.picks)
+    if picks >= shown:
+        raise ServiceError(
+            f"picks must be fewer than shown (a rank screen leaves items unpicked); got "
+            f"picks {picks} of shown {shown}"
+        )
+    needed = items_per_screen(judgement, shown)
+    if project.link_state is LinkState.open and (
+        (items := count_items(session=session, project=project)) < needed
+    ):
+        raise Conflict(
+            f"this study's link is open with {items} items, and a {judgement.value} screen "
+            f"of these settings shows {needed}: upload items or show fewer"
+        )
+    if judgement is not project.judgement and "question" not in changes:
+        if project.question == DEFAULT_QUESTIONS[project.judgement]:
+            project.question = DEFAULT_QUESTIONS[judgement]
     for name, value in changes.items():
         setattr(project, name, value)
     project.settings_version += 1
@@ -152,20 +188,19 @@ def update_rating(*, session: Session, project: Project, changes: dict) -> Proje
     return project
 
 
-MIN_ITEMS_TO_ASK = 3  # a comparison shows three items
-
-
 def set_link(*, session: Session, project: Project, state: LinkState) -> Project:
     """Open, pause or close the study's public link. It opens only once there is
-    something to ask (at least three items); while it is not open raters see a page
-    saying so and no completion code, and answers to comparisons already shown count."""
+    something to ask (the items one screen shows: three for a triplet); while it is not
+    open raters see a page saying so and no completion code, and answers to comparisons
+    already shown count."""
     if state is LinkState.open and project.link_state is not LinkState.open:
         items = count_items(session=session, project=project)
-        if items < MIN_ITEMS_TO_ASK:
+        needed = items_per_screen(project.judgement, project.shown)
+        if items < needed:
             raise Conflict(
                 f"the study link cannot open yet: project {project.id} has {items} item"
-                f"{'' if items == 1 else 's'}, and a comparison shows {MIN_ITEMS_TO_ASK}; "
-                "upload items first"
+                f"{'' if items == 1 else 's'}, and a {project.judgement.value} screen shows "
+                f"{needed}; upload items first"
             )
         if project.link_opened_at is None:
             project.link_opened_at = utcnow()

@@ -204,6 +204,10 @@ def _settings_page(
             "help": {
                 name: field.description for name, field in RatingSettings.model_fields.items()
             },
+            "choices": {
+                name: field.json_schema_extra.get("x-choices")
+                for name, field in RatingSettings.model_fields.items()
+            },
             "values": {**current, **(values or {})},
             "errors": errors or {},
             "saved": saved,

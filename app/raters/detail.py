@@ -5,14 +5,15 @@ both read `answers` and `response_times`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.models import Assignment, Choice, Item, Purpose, Rater
+from app.models import Assignment, Choice, Item, JudgementFormat, Purpose, Rater
+from app.scheduling.screens import check_passed
 
 PURPOSE_WORDS = {
     Purpose.routing: "routing a new item",
@@ -31,10 +32,13 @@ class RaterAnswer:
     anchor: str
     left: str
     right: str
-    choice: Choice
+    choice: str  # left, right, cant_tell; "picked" for a screen's picks
     chosen: str | None  # the key of the candidate chosen; None for "can't tell"
     response_time_ms: int | None
     passed: bool | None  # an attention check's result; None for any other comparison
+    format: JudgementFormat = JudgementFormat.triplet
+    shown: list[str] = field(default_factory=list)  # a screen's items, in display order
+    picked: list[str] = field(default_factory=list)  # a screen's picks, in order
 
 
 def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
@@ -49,10 +53,13 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
         .scalars()
         .all()
     )
-    ids = {i for row in rows for i in (row.anchor_id, row.lo_id, row.hi_id)}
+    ids = {i for row in rows for i in (row.anchor_id, row.lo_id, row.hi_id, *(row.shown or ()))}
     keys = dict(session.execute(select(Item.id, Item.key).where(Item.id.in_(ids))).all())
     found = []
     for row in rows:
+        if row.format is not JudgementFormat.triplet:
+            found.append(_screen_answer(row, keys))
+            continue
         left, right = (row.lo_id, row.hi_id) if row.left_is_lo else (row.hi_id, row.lo_id)
         chosen = {Choice.left: left, Choice.right: right}.get(row.choice)
         attention = row.purpose == Purpose.attention
@@ -71,6 +78,28 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
             )
         )
     return found
+
+
+def _screen_answer(row: Assignment, keys: dict[int, str]) -> RaterAnswer:
+    reference = row.anchor_id if row.format is JudgementFormat.rank else None
+    picked = row.chosen or []
+    attention = row.purpose == Purpose.attention
+    return RaterAnswer(
+        answered_at=row.answered_at,
+        purpose=PURPOSE_WORDS.get(Purpose(row.purpose), str(row.purpose)),
+        anchor="" if reference is None else keys.get(reference, "?"),
+        left="",
+        right="",
+        choice="picked" if picked else Choice.cant_tell.value,
+        chosen=keys.get(picked[0], "?") if picked else None,
+        response_time_ms=row.response_time_ms,
+        passed=(bool(picked) and check_passed(row.format, reference, row.shown, picked))
+        if attention
+        else None,
+        format=row.format,
+        shown=[keys.get(item, "?") for item in row.shown],
+        picked=[keys.get(item, "?") for item in picked],
+    )
 
 
 @dataclass(frozen=True)

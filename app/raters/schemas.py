@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.fields import RequestModel
+from app.models import JudgementFormat
 
 
 class RaterOut(BaseModel):
@@ -64,11 +65,18 @@ class ParticipantOut(BaseModel):
 class RaterAnswerOut(BaseModel):
     answered_at: datetime
     purpose: str = Field(description="Why it was asked: random, a CompRF node, attention check, …")
-    anchor: str
-    left: str
-    right: str
-    choice: str = Field(description="left, right or cant_tell")
+    format: JudgementFormat = Field(
+        default=JudgementFormat.triplet, description="What the screen asked"
+    )
+    anchor: str = Field(description="triplet: the item on top; rank: the reference; else empty")
+    left: str = Field(description="triplet: the left candidate; else empty")
+    right: str = Field(description="triplet: the right candidate; else empty")
+    shown: list[str] = Field(
+        default=[], description="odd_one_out, rank: the items' keys in display order"
+    )
+    choice: str = Field(description="left, right or cant_tell; picked (a screen's picks)")
     chosen: str | None = Field(description="The key of the candidate chosen")
+    picked: list[str] = Field(default=[], description="A screen's picks, in the order picked")
     response_time_ms: int | None
     passed: bool | None = Field(description="An attention check's result; null otherwise")
 

@@ -8,6 +8,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import transaction
 from app.core.routes import StrictJSONRoute
+from app.models import JudgementFormat
 from app.raters.service import project_by_slug
 from app.rating import service as rating
 from app.rating.deps import RaterToken, find_rater, media_folder
@@ -37,12 +38,21 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
     if state.comparison is not None:
         shown = state.comparison
         media = _media_folder(request, slug)
-        comparison = ComparisonOut(
-            query_id=shown.assignment_id,
-            anchor=_item(media, shown.anchor),
-            left=_item(media, shown.left),
-            right=_item(media, shown.right),
-        )
+        if shown.format is JudgementFormat.triplet:
+            comparison = ComparisonOut(
+                query_id=shown.assignment_id,
+                anchor=_item(media, shown.anchor),
+                left=_item(media, shown.left),
+                right=_item(media, shown.right),
+            )
+        else:
+            comparison = ComparisonOut(
+                query_id=shown.assignment_id,
+                format=shown.format,
+                items=[_item(media, item) for item in shown.items],
+                reference=None if shown.reference is None else _item(media, shown.reference),
+                picks=shown.picks,
+            )
     return RaterStateOut(
         comparison=comparison,
         answered=state.answered,
@@ -94,6 +104,8 @@ async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: 
     """Answer a comparison; a retry of the same query_id stores nothing more. The answer
     holds the next comparison."""
     draws = rating.roll(request)
+    if body.picks is not None:  # a screen: the Python path takes it
+        return await run_in_threadpool(_answer, slug, body, request, token, draws)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
         sessions=request.app.state.session_factory,
@@ -120,6 +132,7 @@ def _answer(
             rater=current.rater,
             assignment_id=body.query_id,
             choice=body.choice,
+            picks=body.picks,
             response_time_ms=body.response_time_ms,
             draws=draws,
         )

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.core.fields import RequestModel
-from app.models import Choice, LinkState
+from app.models import Choice, JudgementFormat, LinkState
 from app.scheduling.service import MAX_QUERY_ID, MAX_RESPONSE_MS
 
 
@@ -31,9 +33,25 @@ class ComparisonOut(BaseModel):
     query_id: int = Field(
         description="Send it back with the answer: it makes the answer idempotent"
     )
-    anchor: ShownItem
-    left: ShownItem
-    right: ShownItem
+    format: JudgementFormat = Field(
+        default=JudgementFormat.triplet,
+        description="What the screen asks: triplet (anchor, left, right; answer with "
+        "`choice`), odd_one_out (three `items`; answer with `picks`: the key of the one "
+        "least like the other two) or rank (`reference` and `items`; answer with `picks`: "
+        "the keys of `picks` items, most like the reference first)",
+    )
+    anchor: ShownItem | None = Field(default=None, description="triplet: the item on top")
+    left: ShownItem | None = Field(default=None, description="triplet: the left candidate")
+    right: ShownItem | None = Field(default=None, description="triplet: the right candidate")
+    items: list[ShownItem] | None = Field(
+        default=None, description="odd_one_out, rank: the items to pick among, in display order"
+    )
+    reference: ShownItem | None = Field(
+        default=None, description="rank: the item the picks must be most like"
+    )
+    picks: int | None = Field(
+        default=None, description="odd_one_out, rank: how many keys the answer's picks hold"
+    )
 
 
 class RaterStateOut(BaseModel):
@@ -68,9 +86,31 @@ class JoinOut(RaterStateOut):
     rater_token: str = Field(description="Send as X-Rater-Token on the next calls")
 
 
+ItemKey = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
 class AnswerIn(RequestModel):
+    """An answer: `choice` for a triplet ("cant_tell" for any screen, where the study
+    offers it), `picks` for an odd-one-out or rank screen."""
+
     model_config = ConfigDict(extra="forbid")
 
     query_id: int = Field(ge=1, le=MAX_QUERY_ID)
-    choice: Choice = Field(strict=False)
+    choice: Choice | None = Field(default=None, strict=False)
+    picks: list[ItemKey] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=12,
+        description="The keys picked: the odd one (odd_one_out), or the comparison's "
+        "`picks` items most like the reference, most alike first (rank)",
+    )
     response_time_ms: int | None = Field(default=None, ge=0, le=MAX_RESPONSE_MS)
+
+    @model_validator(mode="after")
+    def _one_answer(self) -> AnswerIn:
+        if (self.choice is None) == (self.picks is None):
+            raise ValueError(
+                'send either "choice" (a triplet: "left" or "right") or "picks" (an '
+                "odd-one-out or rank screen: item keys), not both or neither"
+            )
+        return self

@@ -17,12 +17,20 @@ from app.auth.service import hash_token
 from app.builds import jobs as build_jobs
 from app.core import caches
 from app.core.db import unit_of_work
-from app.models import Choice, Item, LinkState, Project, Rater
+from app.models import (
+    Choice,
+    Item,
+    JudgementFormat,
+    LinkState,
+    Project,
+    Rater,
+    RatingFormat,
+)
 from app.models._types import utcnow
 from app.raters import quality
 from app.raters import service as raters
+from app.scheduling import screens, study_items
 from app.scheduling import service as scheduling
-from app.scheduling import study_items
 from app.scheduling.answer_function import Answered, AnswerFunction
 from app.scheduling.draws import Draws
 from app.scheduling.service import ActiveRater
@@ -40,10 +48,17 @@ class Shown:
 
 @dataclass(frozen=True)
 class Comparison:
+    """A triplet (anchor, left, right), or a screen of another format: its items in
+    display order, its reference (rank), and how many to pick."""
+
     assignment_id: int
-    anchor: Shown
-    left: Shown
-    right: Shown
+    anchor: Shown | None
+    left: Shown | None
+    right: Shown | None
+    format: JudgementFormat = JudgementFormat.triplet
+    items: tuple[Shown, ...] = ()
+    reference: Shown | None = None
+    picks: int = 0
 
 
 @dataclass(frozen=True)
@@ -132,9 +147,25 @@ def _cards() -> _Cards:
 
 
 def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -> Comparison | None:
-    ids = (served.anchor_id, served.left_id, served.right_id)
-    cards = _cards().get(session, project, ids)
-    return None if cards is None else Comparison(served.assignment_id, *cards)
+    screen = served.screen
+    if screen is None:
+        ids = (served.anchor_id, served.left_id, served.right_id)
+        cards = _cards().get(session, project, ids)
+        return None if cards is None else Comparison(served.assignment_id, *cards)
+    reference = () if screen.reference is None else (screen.reference,)
+    cards = _cards().get(session, project, (*reference, *screen.shown))
+    if cards is None:
+        return None
+    return Comparison(
+        served.assignment_id,
+        None,
+        None,
+        None,
+        format=screen.format,
+        items=tuple(cards[len(reference) :]),
+        reference=cards[0] if reference else None,
+        picks=screen.picks,
+    )
 
 
 def state(
@@ -180,16 +211,17 @@ def progress(*, project: Project, rater: ActiveRater) -> RaterState:
 
 
 def preview(*, session: Session, project: Project, answered: int = 0) -> RaterState:
-    """What a rater would see, for the researcher: three of the project's items drawn at
-    random, nothing leased and nothing recorded (None: fewer than three items)."""
+    """What a rater would see, for the researcher: a screen of the project's items drawn
+    at random, nothing leased and nothing recorded (None: fewer items than it shows)."""
+    wanted = screens.screen_size(project)
     bounds = session.execute(
         select(func.min(Item.id), func.max(Item.id)).where(Item.project_id == project.id)
     ).one()
     if bounds[0] is None:
         return _progress(project, answered, None, replayed=False, asked=False, previewing=True)
     picked: list[Item] = []
-    for _ in range(12):  # ids may have gaps: a few more draws than needed
-        if len(picked) == 3:
+    for _ in range(4 * wanted):  # ids may have gaps: a few more draws than needed
+        if len(picked) == wanted:
             break
         start = secrets.randbelow(bounds[1] - bounds[0] + 1) + bounds[0]
         found = session.scalar(
@@ -210,10 +242,19 @@ def preview(*, session: Session, project: Project, answered: int = 0) -> RaterSt
         if found is None:
             break
         picked.append(found)
-    if len(picked) < 3:
+    if len(picked) < wanted:
         return _progress(project, answered, None, replayed=False, asked=False, previewing=True)
-    anchor, left, right = (Shown(item.key, item.text, item.image_file) for item in picked)
-    comparison = Comparison(assignment_id=0, anchor=anchor, left=left, right=right)
+    cards = [Shown(item.key, item.text, item.image_file) for item in picked]
+    if not screens.is_screen_study(project):
+        comparison = Comparison(0, *cards)
+    elif project.judgement is RatingFormat.rank:
+        comparison = Comparison(
+            0, None, None, None, JudgementFormat.rank, tuple(cards[1:]), cards[0], project.picks
+        )
+    else:
+        comparison = Comparison(
+            0, None, None, None, JudgementFormat.odd_one_out, tuple(cards), None, 1
+        )
     return _progress(project, answered, comparison, replayed=False, asked=False, previewing=True)
 
 
@@ -258,9 +299,10 @@ def answer(
     project: Project,
     rater: ActiveRater,
     assignment_id: int,
-    choice: Choice,
+    choice: Choice | None,
     response_time_ms: int | None,
     draws: Draws,
+    picks: list[str] | None = None,
 ) -> RaterState:
     """Record one answer (once, however often it is sent) and serve the next query."""
     if scheduling.is_screened_out(project, rater):
@@ -272,6 +314,7 @@ def answer(
         rater=rater,
         assignment_id=assignment_id,
         choice=choice,
+        picks=picks,
         response_time_ms=response_time_ms,
     )
     rater.screened_out = outcome.screened_out

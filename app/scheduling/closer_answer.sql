@@ -7,8 +7,9 @@
 -- It runs the common case (a rater answers the unanswered, non-check query they were
 -- served) with the same rules as the Python scheduler (app/scheduling/service.py), and
 -- the same random draws (app/scheduling/draws.py: p_draw, p_left_is_lo, p_candidates).
--- For every other case (a retry, an attention check, an unknown query or session) it
--- returns outcome 'full' having written nothing, and the Python path takes the request.
+-- For every other case (a retry, an attention check, an unknown query or session, a
+-- study or a screen of another format than triplets) it returns outcome 'full' having
+-- written nothing, and the Python path takes the request.
 -- The differential test runs the same scenarios through both and compares every row.
 
 CREATE OR REPLACE FUNCTION closer_answer(
@@ -54,14 +55,16 @@ DECLARE
 BEGIN
     SELECT r.id AS rater_id, r.excluded, r.screened_out_at, p.id AS project_id, p.settings_version,
            p.allow_cant_tell, p.answers_per_rater, p.attention_rate, p.random_share,
-           p.lease_seconds, p.link_state
+           p.lease_seconds, p.link_state, p.judgement
       INTO who
       FROM rater_sessions s JOIN raters r ON r.id = s.rater_id
       JOIN projects p ON p.id = r.project_id
      WHERE s.token_hash = p_token_hash AND p.public_slug = p_slug;
     -- A rater screened out by failed attention checks answers nothing more (the Python
     -- path shows them their code).
+    -- A study of screens (odd-one-out, rank) is served by the Python path.
     IF NOT FOUND OR who.screened_out_at IS NOT NULL
+       OR who.judgement <> 'triplet' /* RatingFormat.triplet */
        OR (p_choice = 'cant_tell' /* Choice.cant_tell */ AND NOT who.allow_cant_tell) THEN
         RETURN QUERY SELECT 'full', NULL::integer, NULL::integer, NULL::integer,
             NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
@@ -72,6 +75,7 @@ BEGIN
        SET answered_at = p_now, choice = p_choice, response_time_ms = p_elapsed
      WHERE a.id = p_assignment AND a.rater_id = who.rater_id
        AND a.answered_at IS NULL AND a.purpose <> 4 /* Purpose.attention */
+       AND a.format = 'triplet' /* JudgementFormat.triplet */
     RETURNING a.slot_id, a.anchor_id, a.lo_id, a.hi_id, a.left_is_lo, a.purpose INTO given;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,

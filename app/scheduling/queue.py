@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.models import Purpose, QuerySlot, SlotState
 from app.models._types import utcnow
-from app.scheduling.service import IS_OPEN
+from app.scheduling.statements import IS_OPEN
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,11 @@ Answering: the assignment's id is the idempotency key. The first answer marks th
 assignment answered and writes one triplet; a retry, a double click or a replay finds it
 answered and writes nothing. An answer whose lease expired still counts if it is the
 assignment's first.
+
+Studies of screens (odd-one-out, rank: app/scheduling/screens.py) serve their random
+questions and checks as screens; the queue's slots (CompRF's queries, the samplers'
+proposals) stay triplets. An answered screen is stored as one judgement with the
+triplets it implies.
 """
 
 from __future__ import annotations
@@ -19,28 +24,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import numpy as np
-from sqlalchemy import bindparam, case, delete, exists, insert, literal_column, or_, select, update
+from sqlalchemy import delete, exists, insert, select, update
 from sqlalchemy.orm import Session
 
-from app.core.db import FastStatement
-from app.core.errors import NotFound, ServiceError
+from app.core.errors import NotFound, ServiceError, Unprocessable
 from app.core.fields import INT8_MAX
 from app.models import (
     ADAPTIVE_PURPOSES,
     Assignment,
     Choice,
+    Item,
+    Judgement,
+    JudgementFormat,
     LinkState,
     Project,
     Purpose,
     QuerySlot,
     Rater,
-    SlotState,
     Triplet,
     TripletSource,
 )
-from app.models._types import Timestamp, utcnow
+from app.models._types import utcnow
+from app.scheduling import screens, unseen
 from app.scheduling.draws import Draws
+from app.scheduling.screens import Screen
+from app.scheduling.statements import (
+    ANSWER,
+    ANSWER_SLOT,
+    COUNT_ANSWER,
+    LEASE,
+    RELEASE_SLOT,
+    SERVE,
+    SERVED_TO,
+    STORE_TRIPLET,
+)
 from app.scheduling.study_items import item_ids
 from app.triplets.log import hold_append_lock
 
@@ -73,168 +90,29 @@ class AnswerOutcome:
     exclusion_changed: bool = False
     screened_out: bool = False  # this check ended the rater's session (screened_out_code)
     triplet: dict | None = None  # the row to append with store_answer, last
-
-
-# The open-slot indexes are partial (WHERE state = 'open'); PostgreSQL uses them only for
-# a query that says so literally, not through a bound parameter.
-IS_OPEN = QuerySlot.state == literal_column("'open'")
-
-
-def lease_free(now):
-    """Open slots no rater holds: never leased, or the lease ran out."""
-    return or_(QuerySlot.lease_expires_at.is_(None), QuerySlot.lease_expires_at < now)
-
-
-# The statements of the answer's hot path, built and compiled once and run on the
-# driver's cursor (see FastStatement): an answer is one request of eight statements.
-NOW = bindparam("now", type_=Timestamp)
-_ANSWER = FastStatement(
-    update(Assignment)
-    .where(
-        Assignment.id == bindparam("assignment"),
-        Assignment.rater_id == bindparam("rater"),
-        Assignment.answered_at.is_(None),
-    )
-    .values(
-        answered_at=NOW,
-        choice=bindparam("choice"),
-        response_time_ms=bindparam("elapsed"),
-    )
-    .returning(
-        Assignment.slot_id,
-        Assignment.purpose,
-        Assignment.anchor_id,
-        Assignment.lo_id,
-        Assignment.hi_id,
-        Assignment.left_is_lo,
-    )
-)
-_SERVED_TO = FastStatement(
-    select(Assignment.id).where(
-        Assignment.id == bindparam("assignment"), Assignment.rater_id == bindparam("rater")
-    )
-)
-_COUNT_ANSWER = FastStatement(
-    update(Rater)
-    .where(Rater.id == bindparam("rater"))
-    .values(
-        answers=Rater.answers + 1,
-        attention_passed=Rater.attention_passed + bindparam("passed"),
-        attention_failed=Rater.attention_failed + bindparam("failed"),
-        last_seen_at=NOW,
-        completed_at=case(
-            (
-                (bindparam("target") > 0)
-                & (Rater.answers + 1 >= bindparam("target"))
-                & Rater.completed_at.is_(None),
-                NOW,
-            ),
-            else_=Rater.completed_at,
-        ),
-    )
-    .returning(Rater.answers)
-)
-_RELEASE_SLOT = FastStatement(
-    update(QuerySlot)
-    .where(QuerySlot.id == bindparam("slot"), QuerySlot.lease_rater_id == bindparam("rater"))
-    .values(lease_rater_id=None, lease_expires_at=None)
-)
-# A late answer to an expired lease that was served again may find its slot answered:
-# the answer still counts, the slot stays as it is.
-_ANSWER_SLOT = FastStatement(
-    update(QuerySlot)
-    .where(QuerySlot.id == bindparam("slot"))
-    .values(
-        state=case(
-            (QuerySlot.state == SlotState.open, SlotState.answered.value),
-            else_=QuerySlot.state,
-        )
-    )
-    .returning(QuerySlot.build_id, QuerySlot.routing_id)
-)
-_STORE_TRIPLET = FastStatement(
-    insert(Triplet).values(
-        project_id=bindparam("project"),
-        anchor_id=bindparam("anchor"),
-        closer_id=bindparam("closer"),
-        farther_id=bindparam("farther"),
-        source=TripletSource.rater,
-        rater_id=bindparam("rater"),
-        query_id=bindparam("assignment"),
-        response_time_ms=bindparam("elapsed"),
-        created_at=NOW,
-        adaptive=bindparam("adaptive"),
-    )
-)
-_SERVE = FastStatement(
-    insert(Assignment)
-    .values(
-        project_id=bindparam("project"),
-        rater_id=bindparam("rater"),
-        slot_id=bindparam("slot"),
-        purpose=bindparam("purpose"),
-        anchor_id=bindparam("anchor"),
-        lo_id=bindparam("lo"),
-        hi_id=bindparam("hi"),
-        left_is_lo=bindparam("left_is_lo"),
-        served_at=NOW,
-        expires_at=bindparam("expires", type_=Timestamp),
-    )
-    .returning(Assignment.id)
-)
-
-
-def _lease_statement(postgres: bool):
-    """Lease the first free slot the rater has not seen, in one statement. On PostgreSQL
-    the inner read skips rows another transaction holds; SQLite runs one writer at a
-    time."""
-    seen = exists().where(
-        Assignment.rater_id == bindparam("rater"),
-        Assignment.anchor_id == QuerySlot.anchor_id,
-        Assignment.lo_id == QuerySlot.lo_id,
-        Assignment.hi_id == QuerySlot.hi_id,
-    )
-    first = (
-        select(QuerySlot.id)
-        .where(
-            QuerySlot.project_id == bindparam("project"),
-            IS_OPEN,
-            lease_free(NOW),
-            ~seen,
-        )
-        .order_by(QuerySlot.priority, QuerySlot.id)
-        .limit(1)
-    )
-    if postgres:
-        first = first.with_for_update(skip_locked=True)
-    return (
-        update(QuerySlot)
-        .where(QuerySlot.id == first.scalar_subquery())
-        .values(
-            lease_rater_id=bindparam("rater"),
-            lease_expires_at=bindparam("expires", type_=Timestamp),
-        )
-        .returning(
-            QuerySlot.id, QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, QuerySlot.priority
-        )
-    )
-
-
-_LEASE = {
-    False: FastStatement(_lease_statement(False)),
-    True: FastStatement(_lease_statement(True)),
-}
+    judgement: dict | None = None  # an answered screen's row, its triplets after it
+    implied: list[dict] | None = None
 
 
 @dataclass(frozen=True)
 class ServedQuery:
     """A query served to a rater, as the pages show it: its assignment (the id raters
-    send back as `query_id`) and the items in the places they are shown."""
+    send back as `query_id`) and the items in the places they are shown; a screen of
+    another format has its `screen` instead (anchor, left and right are then 0)."""
 
     assignment_id: int
     anchor_id: int
     left_id: int
     right_id: int
+    screen: Screen | None = None
+
+    @classmethod
+    def of(cls, assignment: Assignment) -> ServedQuery:
+        if assignment.format is JudgementFormat.triplet:
+            return cls(assignment.id, assignment.anchor_id, assignment.left_id, assignment.right_id)
+        reference = assignment.anchor_id if assignment.format is JudgementFormat.rank else None
+        screen = Screen(assignment.format, reference, tuple(assignment.shown), assignment.picks)
+        return cls(assignment.id, 0, 0, 0, screen)
 
 
 def _seen_by(rater_id: int):
@@ -264,75 +142,10 @@ def _lease_slot(session: Session, project: Project, rater: ActiveRater, now: dat
     """Lease the first free queue slot this rater has not seen; None when there is none."""
     expires = now + timedelta(seconds=lease_seconds(project, rater))
     postgres = session.get_bind().dialect.name == "postgresql"
-    slot = _LEASE[postgres].run(
+    slot = LEASE[postgres].run(
         session, {"project": project.id, "rater": rater.id, "now": now, "expires": expires}
     )
     return slot, expires
-
-
-def _draw_unseen(
-    session: Session, rater: ActiveRater, ids: np.ndarray, attention: bool, draws: Draws
-):
-    """A random query (or attention check) the rater has not been served: the first of
-    the drawn candidates, as closer_answer() takes it, else one found by a full search;
-    None once the rater has seen every one the study has."""
-    if len(ids) < 3:
-        return None
-    for anchor, p, q in draws.candidates(ids):
-        first = anchor if attention else p
-        lo, hi = min(first, q), max(first, q)
-        seen = session.scalar(
-            select(Assignment.id).where(
-                Assignment.rater_id == rater.id,
-                Assignment.anchor_id == anchor,
-                Assignment.lo_id == lo,
-                Assignment.hi_id == hi,
-            )
-        )
-        if seen is None:
-            return anchor, lo, hi
-    return _any_unseen(session, rater, ids, attention, draws.search_rng())
-
-
-# Studies with at most this many distinct queries (about 75 items) are searched whole once
-# random draws keep hitting queries the rater has seen; larger ones are drawn from again.
-MOST_ENUMERATED = 200_000
-MORE_DRAWS = 2_000
-
-
-def _any_unseen(session: Session, rater: ActiveRater, ids: np.ndarray, attention: bool, rng):
-    """A query (or check) the rater was never served, found against everything they were
-    served; None only once they have seen every one the study has."""
-    seen = {
-        tuple(row)
-        for row in session.execute(
-            select(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).where(
-                Assignment.rater_id == rater.id
-            )
-        )
-    }
-    n = len(ids)
-    total = n * (n - 1) if attention else n * (n - 1) * (n - 2) // 2
-    if total > MOST_ENUMERATED:
-        for _ in range(MORE_DRAWS):
-            anchor, p, q = rng.sample(range(n), 3)
-            first = ids[anchor] if attention else ids[p]
-            lo, hi = sorted((int(first), int(ids[q])))
-            if (int(ids[anchor]), lo, hi) not in seen:
-                return int(ids[anchor]), lo, hi
-        return None
-    unseen = [query for query in _every_query(ids, attention) if query not in seen]
-    return rng.choice(unseen) if unseen else None
-
-
-def _every_query(ids: np.ndarray, attention: bool):
-    ordered = sorted(int(i) for i in ids)
-    for anchor in ordered:
-        others = [i for i in ordered if i != anchor]
-        if attention:
-            yield from ((anchor, min(anchor, o), max(anchor, o)) for o in others)
-        else:
-            yield from ((anchor, lo, hi) for at, lo in enumerate(others) for hi in others[at + 1 :])
 
 
 def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | None = None):
@@ -391,32 +204,40 @@ def serve_next(
     if not just_answered:
         held = current_assignment(session=session, rater=rater, now=now)
         if held is not None:
-            return ServedQuery(held.id, held.anchor_id, held.left_id, held.right_id)
+            return ServedQuery.of(held)
     draw = draws.kind
     slot = None
     expires = now + timedelta(seconds=lease_seconds(project, rater))
     ids = item_ids().get(session, project)
+
+    def unseen_query(check: bool):
+        if screens.is_screen_study(project):
+            return unseen.screen(session, project, rater.id, ids, check, draws)
+        return unseen.triplet(session, rater.id, ids, check, draws)
+
     if draw < project.attention_rate:
-        purpose, chosen = Purpose.attention, _draw_unseen(session, rater, ids, True, draws)
+        purpose, chosen = Purpose.attention, unseen_query(True)
     elif draw < project.attention_rate + project.random_share:
-        purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, draws)
+        purpose, chosen = Purpose.random, unseen_query(False)
     else:
         if rater.answers or just_answered:  # joins that only look hold no build query
             slot, expires = _lease_slot(session, project, rater, now)
         if slot is not None:
             purpose, chosen = Purpose(slot.priority), (slot.anchor_id, slot.lo_id, slot.hi_id)
         else:
-            purpose, chosen = Purpose.random, _draw_unseen(session, rater, ids, False, draws)
+            purpose, chosen = Purpose.random, unseen_query(False)
     # A rater who has seen every check still has random triplets to answer, and the
     # other way round; None only once both are used up (the session then ends).
     if chosen is None:
         purpose = Purpose.random if purpose is Purpose.attention else Purpose.attention
-        chosen = _draw_unseen(session, rater, ids, purpose is Purpose.attention, draws)
+        chosen = unseen_query(purpose is Purpose.attention)
     if chosen is None:
         return None
+    if isinstance(chosen, Screen):
+        return _serve_screen(session, project, rater, chosen, purpose, now, expires)
     anchor, lo, hi = chosen
     left_is_lo = draws.left_is_lo
-    assignment_id = _SERVE.run(
+    assignment_id = SERVE.run(
         session,
         {
             "project": project.id,
@@ -435,6 +256,37 @@ def serve_next(
     return ServedQuery(assignment_id, anchor, left, right)
 
 
+def _serve_screen(
+    session: Session,
+    project: Project,
+    rater: ActiveRater,
+    screen: Screen,
+    purpose: Purpose,
+    now: datetime,
+    expires: datetime,
+) -> ServedQuery:
+    anchor, lo, hi = screen.key
+    assignment_id = session.scalar(
+        insert(Assignment)
+        .values(
+            project_id=project.id,
+            rater_id=rater.id,
+            purpose=int(purpose),
+            anchor_id=anchor,
+            lo_id=lo,
+            hi_id=hi,
+            left_is_lo=True,
+            served_at=now,
+            expires_at=expires,
+            format=screen.format,
+            shown=list(screen.shown),
+            picks=screen.picks,
+        )
+        .returning(Assignment.id)
+    )
+    return ServedQuery(assignment_id, 0, 0, 0, screen)
+
+
 MAX_RESPONSE_MS = 86_400_000
 
 
@@ -448,11 +300,13 @@ def submit_answer(
     project: Project,
     rater: ActiveRater,
     assignment_id: int,
-    choice: Choice,
+    choice: Choice | None = None,
+    picks: list[str] | None = None,
     response_time_ms: int | None = None,
     now: datetime | None = None,
 ) -> AnswerOutcome:
-    """Record the rater's answer to one assignment, once."""
+    """Record the rater's answer to one assignment, once: a `choice` for a triplet (or
+    "can't tell" for any screen), the `picks` (item keys) for a screen."""
     if choice is Choice.cant_tell and not project.allow_cant_tell:
         raise ServiceError('this project does not offer "can\'t tell": choose left or right')
     if not response_time_allowed(response_time_ms):
@@ -462,11 +316,19 @@ def submit_answer(
         )
     now = now or utcnow()
     ids = {"assignment": assignment_id, "rater": rater.id, "now": now}
-    answered = _ANSWER.run(session, {**ids, "choice": choice, "elapsed": response_time_ms})
+    if picks is not None:
+        return _submit_screen(session, project, rater, ids, picks, response_time_ms)
+    answered = ANSWER.run(session, {**ids, "choice": choice, "elapsed": response_time_ms})
     if answered is None:
-        if _SERVED_TO.run(session, ids) is None:
+        served = SERVED_TO.run(session, ids)
+        if served is None:
             raise NotFound(f"no query {assignment_id} was served to you")
-        return AnswerOutcome(replayed=True)
+        if served.format == JudgementFormat.triplet.value:
+            return AnswerOutcome(replayed=True)
+        if choice is not Choice.cant_tell:
+            format = JudgementFormat(served.format)
+            raise Unprocessable(screens.expected_answer(format, served.picks))
+        return _submit_screen(session, project, rater, ids, None, response_time_ms)
 
     chosen_lo = (choice is Choice.left) == answered.left_is_lo
     check = answered.purpose == Purpose.attention
@@ -475,33 +337,18 @@ def submit_answer(
         and choice is not Choice.cant_tell
         and (answered.lo_id if chosen_lo else answered.hi_id) == answered.anchor_id
     )
-    counted = _COUNT_ANSWER.run(
-        session,
-        {
-            **ids,
-            "passed": int(check and passed),
-            "failed": int(check and not passed),
-            "target": project.answers_per_rater,
-        },
-    )
-    rater.answers = counted.answers
+    counted = _count(session, project, rater, ids, check, passed)
     if check:
-        # Checks are a few in a hundred answers: the thresholds work on the full rater.
-        full = session.get(Rater, rater.id)
-        changed = apply_thresholds(project=project, rater=full)
-        screened = screens_out(project=project, rater=full)
-        if screened:
-            full.screened_out_at = now
-        return AnswerOutcome(replayed=False, exclusion_changed=changed, screened_out=screened)
+        return _after_check(session, project, rater, now)
 
     slot_owner = (None, None)
     if answered.slot_id is not None:
         slot = {"slot": answered.slot_id, "rater": rater.id}
         if choice is Choice.cant_tell or rater.excluded:
             # Someone else may be able to tell (or is counted): the slot goes back.
-            _RELEASE_SLOT.run(session, slot)
+            RELEASE_SLOT.run(session, slot)
         else:
-            slot_owner = _ANSWER_SLOT.run(session, slot)
+            slot_owner = ANSWER_SLOT.run(session, slot)
     if choice is Choice.cant_tell:
         return AnswerOutcome(replayed=False)
     closer, farther = (
@@ -512,7 +359,7 @@ def submit_answer(
         build_id=slot_owner[0],
         routing_id=slot_owner[1],
         triplet={
-            **ids,
+            **counted,
             "project": project.id,
             "anchor": answered.anchor_id,
             "closer": closer,
@@ -520,6 +367,129 @@ def submit_answer(
             "elapsed": response_time_ms,
             "adaptive": answered.purpose in ADAPTIVE_PURPOSES,
         },
+    )
+
+
+def _count(
+    session: Session, project: Project, rater: ActiveRater, ids: dict, check: bool, passed: bool
+) -> dict:
+    """Count the answer (and a check's result) on the rater; returns `ids`."""
+    counted = COUNT_ANSWER.run(
+        session,
+        {
+            **ids,
+            "passed": int(check and passed),
+            "failed": int(check and not passed),
+            "target": project.answers_per_rater,
+        },
+    )
+    rater.answers = counted.answers
+    return ids
+
+
+def _after_check(
+    session: Session, project: Project, rater: ActiveRater, now: datetime
+) -> AnswerOutcome:
+    # Checks are a few in a hundred answers: the thresholds work on the full rater.
+    full = session.get(Rater, rater.id)
+    changed = apply_thresholds(project=project, rater=full)
+    screened = screens_out(project=project, rater=full)
+    if screened:
+        full.screened_out_at = now
+    return AnswerOutcome(replayed=False, exclusion_changed=changed, screened_out=screened)
+
+
+def _submit_screen(
+    session: Session,
+    project: Project,
+    rater: ActiveRater,
+    ids: dict,
+    picks: list[str] | None,
+    response_time_ms: int | None,
+) -> AnswerOutcome:
+    """An answer to a screen: the keys picked (None: "can't tell"), checked against what
+    the screen showed before anything is written."""
+    served = session.execute(
+        select(
+            Assignment.format,
+            Assignment.shown,
+            Assignment.picks,
+            Assignment.purpose,
+            Assignment.anchor_id,
+            Assignment.answered_at,
+        ).where(Assignment.id == ids["assignment"], Assignment.rater_id == rater.id)
+    ).one_or_none()
+    if served is None:
+        raise NotFound(f"no query {ids['assignment']} was served to you")
+    if served.format is JudgementFormat.triplet:
+        raise Unprocessable(screens.expected_answer(served.format, 0))
+    picked = None
+    if picks is not None:
+        keys = dict(
+            session.execute(
+                select(Item.id, Item.key).where(
+                    Item.id.in_(set(served.shown)), Item.project_id == project.id
+                )
+            ).all()
+        )
+        picked = screens.picked_ids(served.format, served.shown, served.picks, keys, picks)
+        if isinstance(picked, str):
+            raise Unprocessable(picked)
+    if served.answered_at is not None:
+        return AnswerOutcome(replayed=True)
+    claimed = session.execute(
+        update(Assignment)
+        .where(Assignment.id == ids["assignment"], Assignment.answered_at.is_(None))
+        .values(
+            answered_at=ids["now"],
+            choice=None if picked is not None else Choice.cant_tell,
+            chosen=picked,
+            response_time_ms=response_time_ms,
+        )
+    ).rowcount
+    if not claimed:
+        return AnswerOutcome(replayed=True)
+    reference = served.anchor_id if served.format is JudgementFormat.rank else None
+    check = served.purpose == Purpose.attention
+    passed = (
+        check
+        and picked is not None
+        and screens.check_passed(served.format, reference, served.shown, picked)
+    )
+    _count(session, project, rater, ids, check, passed)
+    if check:
+        return _after_check(session, project, rater, ids["now"])
+    if picked is None:
+        return AnswerOutcome(replayed=False)
+    implied = screens.implied_triplets(served.format, reference, served.shown, picked)
+    adaptive = served.purpose in ADAPTIVE_PURPOSES
+    return AnswerOutcome(
+        replayed=False,
+        judgement={
+            "project_id": project.id,
+            "format": served.format,
+            "context": [] if reference is None else [reference],
+            "shown": list(served.shown),
+            "chosen": picked,
+            "rater_id": rater.id,
+            "response_time_ms": response_time_ms,
+            "created_at": ids["now"],
+        },
+        implied=[
+            {
+                "project_id": project.id,
+                "anchor_id": int(anchor),
+                "closer_id": int(closer),
+                "farther_id": int(farther),
+                "source": TripletSource.rater,
+                "rater_id": rater.id,
+                "query_id": ids["assignment"],
+                "response_time_ms": response_time_ms,
+                "created_at": ids["now"],
+                "adaptive": adaptive,
+            }
+            for anchor, closer, farther in implied
+        ],
     )
 
 
@@ -535,7 +505,15 @@ def store_answer(*, session: Session, outcome: AnswerOutcome) -> None:
     triplets log's lock (see app/triplets/log.py) is held only until the commit."""
     if outcome.triplet is not None:
         hold_append_lock(session, outcome.triplet["project"])
-        _STORE_TRIPLET.run(session, outcome.triplet)
+        STORE_TRIPLET.run(session, outcome.triplet)
+    if outcome.judgement is not None:
+        hold_append_lock(session, outcome.judgement["project_id"])
+        judgement_id = session.scalar(
+            insert(Judgement).values(outcome.judgement).returning(Judgement.id)
+        )
+        session.execute(
+            insert(Triplet), [{**row, "judgement_id": judgement_id} for row in outcome.implied]
+        )
 
 
 def failed_attention(*, project: Project, rater: Rater) -> str | None:

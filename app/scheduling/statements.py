@@ -1,0 +1,163 @@
+"""The statements of the answer's hot path, built and compiled once per dialect and run
+on the driver's cursor (see FastStatement): an answer is one request of eight of them.
+closer_answer() (closer_answer.sql) runs the same steps in PostgreSQL."""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam, case, exists, insert, literal_column, or_, select, update
+
+from app.core.db import FastStatement
+from app.models import Assignment, QuerySlot, Rater, SlotState, Triplet, TripletSource
+from app.models._types import Timestamp
+
+# The open-slot indexes are partial (WHERE state = 'open'); PostgreSQL uses them only for
+# a query that says so literally, not through a bound parameter.
+IS_OPEN = QuerySlot.state == literal_column("'open'")
+
+
+def lease_free(now):
+    """Open slots no rater holds: never leased, or the lease ran out."""
+    return or_(QuerySlot.lease_expires_at.is_(None), QuerySlot.lease_expires_at < now)
+
+
+# The statements of the answer's hot path, built and compiled once and run on the
+# driver's cursor (see FastStatement): an answer is one request of eight statements.
+NOW = bindparam("now", type_=Timestamp)
+ANSWER = FastStatement(
+    update(Assignment)
+    .where(
+        Assignment.id == bindparam("assignment"),
+        Assignment.rater_id == bindparam("rater"),
+        Assignment.answered_at.is_(None),
+        Assignment.format == literal_column("'triplet'"),
+    )
+    .values(
+        answered_at=NOW,
+        choice=bindparam("choice"),
+        response_time_ms=bindparam("elapsed"),
+    )
+    .returning(
+        Assignment.slot_id,
+        Assignment.purpose,
+        Assignment.anchor_id,
+        Assignment.lo_id,
+        Assignment.hi_id,
+        Assignment.left_is_lo,
+    )
+)
+SERVED_TO = FastStatement(
+    select(Assignment.id, Assignment.format, Assignment.picks).where(
+        Assignment.id == bindparam("assignment"), Assignment.rater_id == bindparam("rater")
+    )
+)
+COUNT_ANSWER = FastStatement(
+    update(Rater)
+    .where(Rater.id == bindparam("rater"))
+    .values(
+        answers=Rater.answers + 1,
+        attention_passed=Rater.attention_passed + bindparam("passed"),
+        attention_failed=Rater.attention_failed + bindparam("failed"),
+        last_seen_at=NOW,
+        completed_at=case(
+            (
+                (bindparam("target") > 0)
+                & (Rater.answers + 1 >= bindparam("target"))
+                & Rater.completed_at.is_(None),
+                NOW,
+            ),
+            else_=Rater.completed_at,
+        ),
+    )
+    .returning(Rater.answers)
+)
+RELEASE_SLOT = FastStatement(
+    update(QuerySlot)
+    .where(QuerySlot.id == bindparam("slot"), QuerySlot.lease_rater_id == bindparam("rater"))
+    .values(lease_rater_id=None, lease_expires_at=None)
+)
+# A late answer to an expired lease that was served again may find its slot answered:
+# the answer still counts, the slot stays as it is.
+ANSWER_SLOT = FastStatement(
+    update(QuerySlot)
+    .where(QuerySlot.id == bindparam("slot"))
+    .values(
+        state=case(
+            (QuerySlot.state == SlotState.open, SlotState.answered.value),
+            else_=QuerySlot.state,
+        )
+    )
+    .returning(QuerySlot.build_id, QuerySlot.routing_id)
+)
+STORE_TRIPLET = FastStatement(
+    insert(Triplet).values(
+        project_id=bindparam("project"),
+        anchor_id=bindparam("anchor"),
+        closer_id=bindparam("closer"),
+        farther_id=bindparam("farther"),
+        source=TripletSource.rater,
+        rater_id=bindparam("rater"),
+        query_id=bindparam("assignment"),
+        response_time_ms=bindparam("elapsed"),
+        created_at=NOW,
+        adaptive=bindparam("adaptive"),
+    )
+)
+SERVE = FastStatement(
+    insert(Assignment)
+    .values(
+        project_id=bindparam("project"),
+        rater_id=bindparam("rater"),
+        slot_id=bindparam("slot"),
+        purpose=bindparam("purpose"),
+        anchor_id=bindparam("anchor"),
+        lo_id=bindparam("lo"),
+        hi_id=bindparam("hi"),
+        left_is_lo=bindparam("left_is_lo"),
+        served_at=NOW,
+        expires_at=bindparam("expires", type_=Timestamp),
+        format=literal_column("'triplet'"),
+    )
+    .returning(Assignment.id)
+)
+
+
+def _lease_statement(postgres: bool):
+    """Lease the first free slot the rater has not seen, in one statement. On PostgreSQL
+    the inner read skips rows another transaction holds; SQLite runs one writer at a
+    time."""
+    seen = exists().where(
+        Assignment.rater_id == bindparam("rater"),
+        Assignment.anchor_id == QuerySlot.anchor_id,
+        Assignment.lo_id == QuerySlot.lo_id,
+        Assignment.hi_id == QuerySlot.hi_id,
+    )
+    first = (
+        select(QuerySlot.id)
+        .where(
+            QuerySlot.project_id == bindparam("project"),
+            IS_OPEN,
+            lease_free(NOW),
+            ~seen,
+        )
+        .order_by(QuerySlot.priority, QuerySlot.id)
+        .limit(1)
+    )
+    if postgres:
+        first = first.with_for_update(skip_locked=True)
+    return (
+        update(QuerySlot)
+        .where(QuerySlot.id == first.scalar_subquery())
+        .values(
+            lease_rater_id=bindparam("rater"),
+            lease_expires_at=bindparam("expires", type_=Timestamp),
+        )
+        .returning(
+            QuerySlot.id, QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, QuerySlot.priority
+        )
+    )
+
+
+LEASE = {
+    False: FastStatement(_lease_statement(False)),
+    True: FastStatement(_lease_statement(True)),
+}

@@ -1,0 +1,112 @@
+"""Queries a rater was never served: a random triplet (or check) drawn from the
+scheduler's `Draws`, or a screen of the study's format, with a full search where random
+draws keep finding what the rater has seen."""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.models import Assignment, Project
+from app.scheduling import screens
+from app.scheduling.draws import Draws
+from app.scheduling.screens import Screen
+
+
+def triplet(session: Session, rater_id: int, ids: np.ndarray, attention: bool, draws: Draws):
+    """A random query (or attention check) the rater has not been served: the first of
+    the drawn candidates, as closer_answer() takes it, else one found by a full search;
+    None once the rater has seen every one the study has."""
+    if len(ids) < 3:
+        return None
+    for anchor, p, q in draws.candidates(ids):
+        first = anchor if attention else p
+        lo, hi = min(first, q), max(first, q)
+        seen = session.scalar(
+            select(Assignment.id).where(
+                Assignment.rater_id == rater_id,
+                Assignment.anchor_id == anchor,
+                Assignment.lo_id == lo,
+                Assignment.hi_id == hi,
+            )
+        )
+        if seen is None:
+            return anchor, lo, hi
+    return _any_triplet(session, rater_id, ids, attention, draws.search_rng())
+
+
+# Studies with at most this many distinct queries (about 75 items) are searched whole once
+# random draws keep hitting queries the rater has seen; larger ones are drawn from again.
+MOST_ENUMERATED = 200_000
+MORE_DRAWS = 2_000
+
+
+def _any_triplet(session: Session, rater_id: int, ids: np.ndarray, attention: bool, rng):
+    """A query (or check) the rater was never served, found against everything they were
+    served; None only once they have seen every one the study has."""
+    seen = {
+        tuple(row)
+        for row in session.execute(
+            select(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).where(
+                Assignment.rater_id == rater_id
+            )
+        )
+    }
+    n = len(ids)
+    total = n * (n - 1) if attention else n * (n - 1) * (n - 2) // 2
+    if total > MOST_ENUMERATED:
+        for _ in range(MORE_DRAWS):
+            anchor, p, q = rng.sample(range(n), 3)
+            first = ids[anchor] if attention else ids[p]
+            lo, hi = sorted((int(first), int(ids[q])))
+            if (int(ids[anchor]), lo, hi) not in seen:
+                return int(ids[anchor]), lo, hi
+        return None
+    unseen = [query for query in _every_triplet(ids, attention) if query not in seen]
+    return rng.choice(unseen) if unseen else None
+
+
+def _every_triplet(ids: np.ndarray, attention: bool):
+    ordered = sorted(int(i) for i in ids)
+    for anchor in ordered:
+        others = [i for i in ordered if i != anchor]
+        if attention:
+            yield from ((anchor, min(anchor, o), max(anchor, o)) for o in others)
+        else:
+            yield from ((anchor, lo, hi) for at, lo in enumerate(others) for hi in others[at + 1 :])
+
+
+def screen(
+    session: Session,
+    project: Project,
+    rater_id: int,
+    ids: np.ndarray,
+    check: bool,
+    draws: Draws,
+) -> Screen | None:
+    def was_served(key: screens.ScreenKey) -> bool:
+        anchor, lo, hi = key
+        return (
+            session.scalar(
+                select(Assignment.id).where(
+                    Assignment.rater_id == rater_id,
+                    Assignment.anchor_id == anchor,
+                    Assignment.lo_id == lo,
+                    Assignment.hi_id == hi,
+                )
+            )
+            is not None
+        )
+
+    def served_keys() -> set[screens.ScreenKey]:
+        return {
+            tuple(row)
+            for row in session.execute(
+                select(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).where(
+                    Assignment.rater_id == rater_id
+                )
+            )
+        }
+
+    return screens.draw_unseen(project, ids, check, draws, was_served, served_keys)
