@@ -6,6 +6,8 @@ shape is wrong; a retried answer counts once."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from sqlalchemy import select
@@ -259,3 +261,36 @@ def test_deleting_an_item_withdraws_the_screens_that_show_it(client, auth, proje
     assert late.status_code == 404
     following = _next(client, slug, token)
     assert middle not in {item["key"] for item in following["items"]}
+
+
+def test_the_rating_page_takes_picks_as_a_plain_form_and_says_what_is_missing(
+    client, auth, project, app
+):
+    """Without scripts a rank screen's checkboxes post in display order: too few picks
+    show the same screen again saying how many to pick, and nothing is stored."""
+    pid = project["id"]
+    _items(client, auth, pid, 10)
+    _rating(client, auth, pid, judgement="rank", shown=5, picks=2, attention_rate=0)
+    slug = open_link(client, auth, pid)["public_slug"]
+    started = client.post(f"/r/{slug}/start", data={}, follow_redirects=False)
+    assert started.status_code == 303
+    page = client.get(f"/r/{slug}/rate")
+    assert page.status_code == 200 and 'class="pick-box"' in page.text
+    query = re.search(r'name="query_id" value="(\d+)"', page.text).group(1)
+    keys = re.findall(r'name="picks" value="([^"]+)" class="pick-box"', page.text)
+    assert len(keys) == 5
+    short = client.post(
+        f"/r/{slug}/answer", data={"query_id": query, "picks": keys[:1]}, follow_redirects=False
+    )
+    assert short.status_code == 422
+    assert "Pick 2 of the items, most alike first, then press Submit." in short.text
+    assert f'name="query_id" value="{query}"' in short.text  # the same screen
+    assert _rows(app, Judgement, pid) == []
+    sent = client.post(
+        f"/r/{slug}/answer", data={"query_id": query, "picks": keys[1:3]}, follow_redirects=False
+    )
+    assert sent.status_code == 303
+    (judgement,) = _rows(app, Judgement, pid)
+    with app.state.session_factory() as session:
+        by_id = dict(session.execute(select(Item.id, Item.key)).all())
+    assert [by_id[item] for item in judgement.chosen] == keys[1:3]

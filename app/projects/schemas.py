@@ -164,8 +164,9 @@ class RatingSettings(BaseModel):
         default=0.1,
         ge=0,
         le=1,
-        title="Share of random triplets",
-        description="Share of random triplets for the passive learners",
+        title="Share of random questions",
+        description="Share of random questions (triplets, or screens in the study's format) "
+        "for the passive learners",
         json_schema_extra=_shown(ASKED, "share"),
     )
     attention_rate: float = Field(

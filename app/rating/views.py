@@ -10,8 +10,9 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
+from app.core.db import roll_back
 from app.core.deps import SessionDep, is_from_another_origin, is_https, transaction
-from app.core.errors import NotFound, ServiceError
+from app.core.errors import NotFound, ServiceError, Unprocessable
 from app.core.fields import BigRowId
 from app.core.routes import StrictJSONRoute
 from app.core.signing import RATER_COOKIE
@@ -123,17 +124,34 @@ def _milliseconds(text: str) -> int | None:
     return None
 
 
+# A screen shows at most 12 items; keys are at most 200 characters.
+MOST_PICKS, LONGEST_KEY = 12, 200
+
+
 @router.post("/answer", response_class=HTMLResponse)
 async def answer(
     slug: str,
     request: Request,
     query_id: Annotated[BigRowId, Form()],
-    choice: Annotated[Choice, Form()],
+    choice: Annotated[Choice | None, Form()] = None,
+    picks: Annotated[list[str] | None, Form()] = None,
     response_time_ms: Annotated[str, Form()] = "",
 ):
+    """A triplet's `choice`, or a screen's `picks` (in the order picked); "can't tell"
+    on a screen sends both, and the choice wins."""
     token = cookie_rater_token(request)  # (rate limited before routing: ThrottleRaterRoutes)
     elapsed = _milliseconds(response_time_ms)
     draws = rating.roll(request)
+    if choice is not None:
+        picks = None
+    elif not picks:
+        raise ServiceError("choose one of the items shown")
+    if picks is not None:
+        if len(picks) > MOST_PICKS or any(len(key) > LONGEST_KEY for key in picks):
+            raise ServiceError(f"send at most {MOST_PICKS} picks, each a key of the items shown")
+        return await run_in_threadpool(
+            _answer, slug, request, token, query_id, None, elapsed, draws, picks
+        )
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
         sessions=request.app.state.session_factory,
@@ -154,9 +172,10 @@ def _answer(
     request: Request,
     token: str | None,
     query_id: int,
-    choice: Choice,
+    choice: Choice | None,
     elapsed: int | None,
     draws: rating.Draws,
+    picks: list[str] | None = None,
 ):
     with transaction(request) as session:  # see transaction(): the busiest page route
         found = raters.authenticate_in_study(session=session, slug=slug, token=token)
@@ -168,15 +187,25 @@ def _answer(
                 request, "rate/_expired.html", {"project": project, "slug": slug}, status_code
             )
         project, rater = found
-        state = rating.answer(
-            session=session,
-            project=project,
-            rater=rater,
-            assignment_id=query_id,
-            choice=choice,
-            response_time_ms=elapsed,
-            draws=draws,
-        )
+        try:
+            state = rating.answer(
+                session=session,
+                project=project,
+                rater=rater,
+                assignment_id=query_id,
+                choice=choice,
+                picks=picks,
+                response_time_ms=elapsed,
+                draws=draws,
+            )
+        except Unprocessable as wrong:
+            # The same screen again, saying what to pick (a form sent without scripts).
+            roll_back(session)
+            state = rating.state(session=session, project=project, rater=rater, draws=draws)
+            context = {**_comparison_context(project, state, slug), "problem": str(wrong)}
+            if request.headers.get("HX-Request"):
+                return _page(request, "rate/_comparison.html", context)
+            return _page(request, "rate/rate.html", context, status_code=422)
     return _answered(request, slug, project, state)
 
 

@@ -1,10 +1,13 @@
-// The rating page: answer with the arrow keys, measure the time to answer, go back to the
-// recruiting platform when done. htmx swaps each next comparison in (see _comparison.html).
+// The rating page: answer with the arrow keys (a screen of several items: number keys),
+// measure the time to answer, go back to the recruiting platform when done. htmx swaps
+// each next comparison in (see _comparison.html and _screen.html).
 (() => {
   "use strict";
   let shownAt = performance.now();
   let leaving = false;
-  let sending = null; // the answer in flight: { choice, time }
+  let sending = null; // the answer in flight: { button, time }
+  let pressed = null; // the submit button of the last answer given
+  let order = []; // a rank screen's picks, in the order picked
   let resending = false; // it failed to arrive and is being sent again
   let pointer = null; // where the pointer is, and where it rested when a comparison came
   let restedAt = null;
@@ -20,6 +23,8 @@
   function shown() {
     shownAt = performance.now();
     restedAt = pointer;
+    order = [];
+    showPicks();
     document.getElementById("comparison")?.classList.add("fresh");
     const done = document.querySelector("#comparison [data-redirect]");
     if (done && !leaving) {
@@ -40,16 +45,62 @@
   document.addEventListener("pointerdown", (event) => {
     pointer = { x: event.clientX, y: event.clientY };
   });
+  // A rank screen: each tap on an item picks it (its number shows the order) or takes
+  // it back; Submit is enabled once the screen's number of picks is reached.
+  function rankGrid() {
+    return document.querySelector("#comparison .screen-grid[data-picks]");
+  }
+
+  function showPicks() {
+    const grid = rankGrid();
+    if (!grid) return;
+    const wanted = Number(grid.dataset.picks);
+    for (const label of grid.querySelectorAll(".pick")) {
+      const at = order.indexOf(label.dataset.key);
+      label.classList.toggle("picked", at >= 0);
+      label.querySelector(".order").textContent = at >= 0 ? String(at + 1) : "";
+    }
+    const count = document.querySelector("#comparison .picked-count");
+    if (count) count.textContent = String(order.length);
+    const send = document.querySelector("#comparison .send-picks");
+    if (send) send.disabled = order.length !== wanted;
+  }
+
+  document.addEventListener("change", (event) => {
+    const box = event.target;
+    const grid = rankGrid();
+    if (!grid || !box.classList?.contains("pick-box") || resending) return;
+    const key = box.value;
+    if (box.checked && order.length >= Number(grid.dataset.picks)) {
+      box.checked = false; // enough picked: take one back first
+    } else if (box.checked) {
+      order.push(key);
+    } else {
+      order = order.filter((picked) => picked !== key);
+    }
+    showPicks();
+  });
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest?.("#comparison button[type=submit]");
+    if (button) pressed = button;
+  });
+
   document.addEventListener("htmx:configRequest", (event) => {
     const parameters = event.detail.parameters;
     const time = resending && sending ? sending.time : elapsed();
+    const ranked = rankGrid() !== null && !(pressed && pressed.name === "choice");
     if (parameters instanceof FormData) {
       parameters.set("response_time_ms", time);
-      sending = { choice: parameters.get("choice"), time };
+      if (ranked) {
+        parameters.delete("picks");
+        for (const key of order) parameters.append("picks", key);
+      }
     } else {
       parameters.response_time_ms = time;
-      sending = { choice: parameters.choice, time };
+      if (ranked) parameters.picks = order.slice();
     }
+    sending = { button: pressed, time };
   });
   // Without htmx (scripts blocked, or an old browser) the form posts normally.
   document.addEventListener("submit", (event) => {
@@ -70,9 +121,8 @@
   }
 
   function resend() {
-    const form = document.getElementById("comparison");
-    const button = form?.querySelector(`button[value="${sending?.choice}"]`);
-    if (button) button.click(); // the same query id: the form was not swapped
+    const button = sending?.button;
+    if (button?.isConnected) button.click(); // the same query id: the form was not swapped
   }
 
   document.addEventListener("htmx:afterRequest", (event) => {
@@ -104,6 +154,24 @@
 
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey || event.repeat || resending) return;
+    const place = document.querySelector(`#comparison .pick[data-place="${CSS.escape(event.key)}"]`);
+    if (place) {
+      event.preventDefault();
+      place.click(); // odd one out: answers; rank: picks or takes back
+      return;
+    }
+    if (rankGrid() && (event.key === "Backspace" || event.key === "Enter")) {
+      event.preventDefault();
+      if (event.key === "Enter") {
+        const send = document.querySelector("#comparison .send-picks");
+        if (send && !send.disabled) send.click();
+      } else if (order.length) {
+        const last = order[order.length - 1];
+        const box = document.querySelector(`#comparison .pick-box[value="${CSS.escape(last)}"]`);
+        if (box) box.click();
+      }
+      return;
+    }
     const choice = keys[event.key];
     if (!choice) return;
     const button = document.querySelector(`#comparison button[value="${choice}"]`);

@@ -507,7 +507,7 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     )
     page.get_by_label("Answers per rater").fill("25")
     page.get_by_label("Redirect when done").fill("https://app.prolific.com/submissions/complete")
-    page.get_by_label("Share of random triplets").fill("0.7")
+    page.get_by_label("Share of random questions").fill("0.7")
     page.get_by_label("Share of attention checks").fill("0.5")
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_role("alert")).to_contain_text("random_share + attention_rate")
