@@ -97,17 +97,43 @@ class _Items:
             self.noise = noise
         self.rng = random.Random(seed)
 
-    def choose(self, comparison: dict) -> str:
+    def choose(self, comparison: dict) -> dict:
+        """The answer's body: a triplet's `choice`, a screen's `picks`."""
+        if comparison.get("format", "triplet") != "triplet":
+            return {"picks": self._pick(comparison)}
         a, left, right = (
             self.index[comparison[role]["key"]] for role in ("anchor", "left", "right")
         )
         if a in (left, right):  # an attention check: the anchor itself is a candidate
             right_answer = "left" if a == left else "right"
             if self.rng.random() < self.noise:
-                return "right" if right_answer == "left" else "left"
-            return right_answer
+                right_answer = "right" if right_answer == "left" else "left"
+            return {"choice": right_answer}
         answered = self.oracle.answer(np.array([[a, left, right]]))
-        return "left" if answered[0, 1] == left else "right"
+        return {"choice": "left" if answered[0, 1] == left else "right"}
+
+    def _pick(self, comparison: dict) -> list[str]:
+        """A screen's picks, each decision with the oracle's noise; a check (an item
+        shown twice, or the reference among the items) is answered right, but for the
+        lapses of the uniform noise model."""
+        keys = [item["key"] for item in comparison["items"]]
+        shown = [self.index[key] for key in keys]
+        lapse = self.rng.random() < self.noise
+        if comparison["format"] == "odd_one_out":
+            once = [key for key in keys if keys.count(key) == 1]
+            if len(once) == 1:  # a check
+                return [self.rng.choice(keys) if lapse else once[0]]
+            return [keys[shown.index(self.oracle.odd_one_out(shown))]]
+        reference, picks = comparison["reference"]["key"], comparison["picks"]
+        if reference in keys:  # a check: the reference itself comes first
+            if lapse:
+                return self.rng.sample(keys, picks)
+            rest = [key for key in keys if key != reference]
+            ids = [self.index[key] for key in rest]
+            more = self.oracle.rank(self.index[reference], ids, picks - 1) if picks > 1 else []
+            return [reference, *(rest[ids.index(item)] for item in more)]
+        picked = self.oracle.rank(self.index[reference], shown, comparison["picks"])
+        return [keys[shown.index(item)] for item in picked]
 
 
 @dataclass(frozen=True)
@@ -201,7 +227,7 @@ async def _rater(
                 return
             comparison = state["comparison"]
             shown = time.perf_counter()
-            choice = items.choose(comparison)
+            answer = items.choose(comparison)
             if think_time > 0:
                 # People take about `think_time` seconds, some much longer: log-normal.
                 await asyncio.sleep(rng.lognormvariate(math.log(think_time), 0.5))
@@ -213,7 +239,7 @@ async def _rater(
                 headers=headers,
                 json={
                     "query_id": comparison["query_id"],
-                    "choice": choice,
+                    **answer,
                     "response_time_ms": int((time.perf_counter() - shown) * 1000),
                 },
             )

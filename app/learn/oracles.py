@@ -30,7 +30,9 @@ class FeatureOracle:
 
     ``answer(queries)`` takes ``(m, 3)`` ``(anchor, p, q)`` and returns the triplets
     ``(anchor, closer, farther)``. Exact ties go to ``p`` without human-like noise.
-    ``n_answered_`` counts the queries answered so far.
+    ``rank(reference, shown, picks)`` and ``odd_one_out(shown)`` answer a screen of
+    several items, with the same noise applied to each decision on it.
+    ``n_answered_`` counts the queries (and screens) answered so far.
     """
 
     def __init__(
@@ -136,3 +138,40 @@ class FeatureOracle:
         closer = np.where(p_closer, p, q)
         farther = np.where(p_closer, q, p)
         return np.stack([anchor, closer, farther], axis=1)
+
+    def _one_of(self, costs: np.ndarray) -> int:
+        """Which of several options a person takes, the least costly most often: with
+        human-like noise a softmax over ``-cost / noise_scale`` (for two options the
+        triplet's Bradley-Terry answer), else the least costly; a lapse (``noise``)
+        takes any at random."""
+        if self.noise > 0 and self._rng.random_sample() < self.noise:
+            return int(self._rng.randint(len(costs)))
+        if self.noise_scale > 0:
+            weights = np.exp(-(costs - costs.min()) / self.noise_scale)
+            return int(self._rng.choice(len(costs), p=weights / weights.sum()))
+        return int(np.argmin(costs))
+
+    def rank(self, reference: int, shown, picks: int) -> np.ndarray:
+        """Answer "pick the `picks` of `shown` most like `reference`, most alike first":
+        each pick made in turn among the items left, the nearer the likelier (see
+        ``answer`` for the noise). Returns the picked items in order."""
+        left = np.asarray(shown, dtype=np.int64)
+        if not 1 <= picks < len(left):
+            raise ValueError(f"picks must be at least 1 and fewer than {len(left)}; got {picks}")
+        costs = self.distance(np.full(len(left), reference), left)
+        picked = []
+        for _ in range(picks):
+            at = self._one_of(costs)
+            picked.append(int(left[at]))
+            left, costs = np.delete(left, at), np.delete(costs, at)
+        self.n_answered_ += 1
+        return np.array(picked, dtype=np.int64)
+
+    def odd_one_out(self, shown) -> int:
+        """Answer "which of these three is least like the other two?": the pair most
+        alike is kept together (the nearer pair the likelier, see ``answer`` for the
+        noise), and the third item is the odd one."""
+        a, b, c = np.asarray(shown, dtype=np.int64)
+        pairs = self.distance(np.array([b, a, a]), np.array([c, c, b]))  # without a, b, c
+        self.n_answered_ += 1
+        return int((a, b, c)[self._one_of(pairs)])

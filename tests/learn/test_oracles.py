@@ -156,3 +156,38 @@ def test_the_simulated_crowd_errs_like_people_when_asked():
     margin = np.abs(truth.distance(anchor, p) - truth.distance(anchor, q))
     assert wrong[margin < np.quantile(margin, 0.25)].mean() > 3 * wrong.mean() / 2
     assert all(crowd.choose(shown(0, 0, i)) == "left" for i in range(1, 40))
+
+
+def test_screens_are_answered_by_the_nearest_items_without_noise():
+    X = np.array([[0.0], [1.0], [2.5], [4.0], [10.0], [10.5]])
+    oracle = FeatureOracle(X)
+    assert oracle.rank(0, [4, 3, 1, 2], 2).tolist() == [1, 2]
+    assert oracle.rank(5, [0, 1, 4], 1).tolist() == [4]
+    assert oracle.odd_one_out([4, 0, 5]) == 0  # 4 and 5 go together
+    assert oracle.odd_one_out([1, 0, 4]) == 4
+    with pytest.raises(ValueError, match="picks must be"):
+        oracle.rank(0, [1, 2], 2)
+
+
+def test_each_decision_on_a_screen_takes_the_triplets_human_like_noise():
+    """A rank screen of two items is a triplet: its first pick is right as often as the
+    oracle's triplet answer; an odd-one-out is decided by its nearest pair, with the
+    softmax of the pairs' distances."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 3))
+    oracle = FeatureOracle(X, noise_scale=0.4, random_state=0)
+    queries = rng.integers(0, 40, (4000, 3))
+    queries = queries[(queries[:, 0] != queries[:, 1]) & (queries[:, 0] != queries[:, 2])]
+    queries = queries[queries[:, 1] != queries[:, 2]]
+    truth = FeatureOracle(X)
+    right = truth.answer(queries)[:, 1]
+    by_rank = np.array([oracle.rank(a, [p, q], 1)[0] for a, p, q in queries])
+    by_triplet = FeatureOracle(X, noise_scale=0.4, random_state=1).answer(queries)[:, 1]
+    assert abs(np.mean(by_rank == right) - np.mean(by_triplet == right)) < 0.03
+    assert 0.6 < np.mean(by_rank == right) < 0.95  # noisy, and mostly right
+    odd = np.array([oracle.odd_one_out(row) for row in queries])
+    exact = np.array([truth.odd_one_out(row) for row in queries])
+    assert 0.5 < np.mean(odd == exact) < 0.95
+    lapses = FeatureOracle(X, noise=1.0, random_state=0)
+    firsts = np.array([lapses.rank(0, [1, 2, 3, 4], 1)[0] for _ in range(2000)])
+    assert set(np.unique(firsts)) == {1, 2, 3, 4}  # a lapse picks at random
