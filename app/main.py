@@ -49,6 +49,7 @@ from app.training.api import labelling_router
 from app.training.api import router as models_router
 from app.training.service import TRAIN_JOB
 from app.training.views import router as model_pages
+from app.triplets.api import judgements_router
 from app.triplets.api import router as triplets_router
 from app.uploads.views import router as upload_pages
 from app.worker.loop import Worker, start_in_thread
@@ -254,6 +255,7 @@ def _closer_routes() -> APIRouter:
         project_archives_router,
         items_router,
         triplets_router,
+        judgements_router,
         builds_router,
         routings_router,
         models_router,

@@ -41,7 +41,8 @@ def test_an_empty_studys_link_is_closed_and_pays_no_code(app, client, auth, proj
 
     refused = _put_link(client, auth, project["id"], "open")
     assert refused.status_code == 409
-    assert "has 0 items, and a triplet screen shows 3; upload items first" in refused.json()["detail"]
+    detail = refused.json()["detail"]
+    assert "has 0 items, and a triplet screen shows 3; upload items first" in detail
     unknown = _put_link(client, auth, project["id"], "ajar")
     assert unknown.status_code == 422 and "state" in unknown.text
     assert (

@@ -12,7 +12,7 @@ from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import TripletSource
 from app.projects.service import get_project
-from app.triplets import service
+from app.triplets import judged, service
 from app.uploads.api import (
     UPLOAD_RESPONSES,
     IdempotencyKey,
@@ -121,6 +121,83 @@ def export_triplets(
         body = service.export_triplets_csv(engine, project.id, only)
         media_type = "text/csv; charset=utf-8"
     filename = f"project-{project.id}-triplets.{format.value}"
+    return StreamingResponse(
+        body,
+        media_type=media_type,
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+judgements_router = APIRouter(
+    prefix="/projects/{project_id}/judgements", tags=["triplets"], route_class=StrictJSONRoute
+)
+
+
+@judgements_router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=UploadOut, responses=UPLOAD_RESPONSES
+)
+def upload_judgements(
+    project_id: RowId,
+    file: UploadFile,
+    response: Response,
+    session: SessionDep,
+    settings: SettingsDep,
+    researcher: CurrentResearcher,
+    idempotency_key: IdempotencyKey = None,
+    on_error: OnError = "reject",
+    format: Annotated[
+        FileFormat | None, Query(description="Defaults to the file's extension")
+    ] = None,
+):
+    """Add odd-one-out and rank ("pick k of n") judgements by item key, all or nothing;
+    each is stored with the triplets it implies (odd-one-out: 2; rank: every pick closer
+    to the reference than every item left, and each pick closer than the later picks).
+
+    CSV columns `item1`…`itemN` (the items shown, 3 to 12, in display order), `pick1`…
+    (what was picked, in order: the odd one, or the picks most like the reference, most
+    alike first), `reference` (rank), and optionally `format` (odd_one_out or rank),
+    `rater`, `response_time_ms`, `created_at`, `judgement` (as exported; not read).
+    THINGS' odd-one-out files map to `item1,item2,item3,pick1`; ImageNet-HSJ's 2-of-8
+    trials to `reference,item1…item8,pick1,pick2`. JSON: an array of objects with
+    `items` and `picks` (lists of keys) and the same optional fields. `rows` in the
+    answer counts the judgements.
+    """
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    result = judged.ingest_judgements(
+        session=session,
+        settings=settings,
+        project=project,
+        upload=as_uploaded(file),
+        requested_format=format,
+        idempotency_key=idempotency_key,
+        on_error=on_error,
+    )
+    return upload_response(result, response)
+
+
+@judgements_router.get(
+    "/export",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
+)
+def export_judgements(
+    project_id: RowId,
+    request: Request,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+    format: AnswerExportFormat = AnswerExportFormat.csv,
+):
+    """Every odd-one-out and rank judgement of the project as shown and answered, oldest
+    first, streamed, in the layout the upload takes (`judgement` is its id; the
+    triplets export lists the triplets each implied among the answers)."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    engine = request.app.state.engine
+    if format is AnswerExportFormat.json:
+        body, media_type = judged.export_judgements_json(engine, project.id), "application/json"
+    else:
+        body = judged.export_judgements_csv(engine, project.id)
+        media_type = "text/csv; charset=utf-8"
+    filename = f"project-{project.id}-judgements.{format.value}"
     return StreamingResponse(
         body,
         media_type=media_type,

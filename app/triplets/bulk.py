@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session
 
-from app.models import Rater, RaterSession, Triplet, Upload
+from app.models import Judgement, Rater, RaterSession, Triplet, Upload
 from app.models._types import utcnow
 from app.triplets.log import hold_append_lock, newest_id
 
@@ -124,8 +124,8 @@ def claim_abandoned_upload(session: Session, upload_id: int) -> bool:
 
 def discard_upload(session: Session, upload_id: int) -> int:
     """Take out an unpublished upload: its rows a chunk per transaction (they are read by
-    nobody meanwhile), then the raters it created that nothing else refers to, then the
-    upload itself. Returns the number of rows removed.
+    nobody meanwhile), then its judgements, then the raters it created that nothing else
+    refers to, then the upload itself. Returns the number of rows removed.
 
     The caller must be the upload's only discarder: its writer (a rejected upload) or the
     worker holding `claim_abandoned_upload`. Even so the upload row goes only once none
@@ -151,6 +151,19 @@ def discard_upload(session: Session, upload_id: int) -> int:
             session.commit()
             removed += count
             if count == 0:  # a short batch is no proof of the end: only an empty one is
+                break
+        while True:  # a judgement upload's judgements, once their triplets are gone
+            batch = select(Judgement.id).where(
+                Judgement.project_id == project_id, Judgement.upload_id == upload_id
+            )
+            count = session.execute(
+                delete(Judgement).where(Judgement.id.in_(batch.limit(DISCARD_BATCH)))
+            ).rowcount
+            session.execute(
+                update(Upload).where(Upload.id == upload_id).values(touched_at=utcnow())
+            )
+            session.commit()
+            if count == 0:
                 break
         # Triplets naming a rater created after the upload began come after its floor.
         session.execute(

@@ -233,6 +233,7 @@ _APPENDED_COLUMNS = {
     "response_time_ms": "response_time_ms",
     "split": "is_test",
     "adaptive": "adaptive",
+    "judgement": "judgement_id",  # a judgement upload's triplets (app/triplets/judged.py)
 }
 
 

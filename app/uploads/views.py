@@ -4,6 +4,7 @@ swaps in the result this route renders; without scripts the form posts as usual.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Header, Request, UploadFile
@@ -18,12 +19,23 @@ from app.core.fields import RowId
 from app.core.pages import render as page
 from app.core.routes import StrictJSONRoute
 from app.items.service import ingest_items
-from app.models import Upload, UploadKind
+from app.models import Upload
 from app.projects.service import get_project
+from app.triplets.judged import ingest_judgements
 from app.triplets.service import ingest_triplets
 from app.uploads.api import as_uploaded
 
 router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
+
+
+class UploadForm(StrEnum):
+    """The page's upload forms: what a file holds."""
+
+    items = "items"
+    triplets = "triplets"
+    judgements = "judgements"  # odd-one-out and rank judgements (app/triplets/judged.py)
+
+
 RECENT_UPLOADS = 20
 
 
@@ -51,7 +63,7 @@ def uploads_page(
             "project": project,
             "tab": "uploads",
             "uploads": _recent(session, project),
-            "kinds": list(UploadKind),
+            "kinds": list(UploadForm),
         },
     )
 
@@ -61,7 +73,7 @@ def uploads_page(
 )
 def upload(
     project_id: RowId,
-    kind: UploadKind,
+    kind: UploadForm,
     file: UploadFile,
     request: Request,
     session: SessionDep,
@@ -74,11 +86,21 @@ def upload(
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     context = {"researcher": researcher, "project": project, "tab": "uploads", "kind": kind}
     try:
-        if kind is UploadKind.items:
+        if kind is UploadForm.items:
             result = ingest_items(
                 session=session,
                 settings=settings,
                 store=request.app.state.images,
+                project=project,
+                upload=as_uploaded(file),
+                requested_format=None,
+                idempotency_key=idempotency_key,
+                on_error=on_error,
+            )
+        elif kind is UploadForm.judgements:
+            result = ingest_judgements(
+                session=session,
+                settings=settings,
                 project=project,
                 upload=as_uploaded(file),
                 requested_format=None,

@@ -492,6 +492,15 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
         f"{server}{API}/projects/{project_id}/triplets/export?format=json", headers=bearer
     ).json()
     assert [row["split"] for row in exported] == ["train"] * 3 + ["test"]
+    # Judgements: an odd-one-out stored with the two triplets it implies.
+    judgements_form = page.locator("form[data-upload]").nth(2)
+    odd = tmp_path / "odd-one-out.csv"
+    odd.write_text("item1,item2,item3,pick1\ncircle,oval,square,square\n")
+    judgements_form.locator("input[type=file]").set_input_files(odd)
+    judgements_form.get_by_role("button", name="Upload judgements").click()
+    expect(judgements_form.locator(".success")).to_contain_text("Stored 1 judgements")
+    counted = httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).json()
+    assert counted["triplet_count"] == 6
     page.set_viewport_size(PHONE)
     page.screenshot(path=str(shots / "workspace-uploads-phone.png"), full_page=True)
     page.set_viewport_size(DESKTOP)

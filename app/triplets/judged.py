@@ -1,0 +1,428 @@
+"""Judgements in files: uploads of odd-one-out and rank ("pick k of n") judgements, each
+stored as one judgement with the triplets it implies (app/learn/judgements.py), and the
+export of every judgement as shown and answered.
+
+One column layout serves both, so an export uploads again, and the files real studies
+publish map onto it (THINGS' odd-one-out triplets: `item1..item3` and the odd one as
+`pick1`; ImageNet-HSJ's 2-of-8 trials: the query as `reference`, the eight shown as
+`item1..item8`, the two picks in order as `pick1`, `pick2`):
+
+    reference   rank only: the item the picks are most like
+    item1 …     the items shown, in display order (3 to 12; trailing cells may be empty)
+    pick1 …     what was picked, in order: the odd one (odd-one-out), or the picks most
+                like the reference, most alike first (rank: fewer than the items)
+    format      optional: odd_one_out or rank (else: rank with a reference, else
+                odd-one-out), and rater, response_time_ms, created_at as for triplets
+
+JSON: an array of objects with `reference`, `items` (a list), `picks` (a list) and the
+optional fields. An upload commits in chunks like a triplet upload (judgements and their
+triplets in the same chunk) and is published whole at its end or taken out whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, exists, func, insert, or_, select
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.errors import ProblemCollector, echo
+from app.core.spreadsheets import spreadsheet_safe
+from app.learn.judgements import odd_one_out_triplets, rank_triplets
+from app.models import (
+    Item,
+    Judgement,
+    JudgementFormat,
+    Project,
+    Rater,
+    Upload,
+    UploadKind,
+)
+from app.triplets.bulk import discard_upload
+from app.triplets.service import _INVALID, _RowParser
+from app.uploads.files import (
+    FileFormat,
+    UploadedFile,
+    csv_rows,
+    detect_format,
+    json_array_entries,
+    read_header,
+)
+from app.uploads.service import UploadResult, find_replay, open_upload
+
+MOST_ITEMS = 12
+CELLS = ("rater", "response_time_ms", "created_at")
+OPTIONAL = ("judgement", "format", "reference", *CELLS)
+UPLOADED = (JudgementFormat.odd_one_out, JudgementFormat.rank)
+_NUMBERED = re.compile(r"^(item|pick)([1-9][0-9]?)$")
+_CHUNK = 5_000  # judgements a committed chunk holds (up to 13 triplets each)
+
+
+class _Judgements:
+    """Reads one judgement's cells, checks it, and writes judgements and their triplets
+    in committed chunks of the upload."""
+
+    def __init__(self, session: Session, project: Project, upload: Upload, file: str, problems):
+        self.cells = _RowParser(
+            session=session,
+            project=project,
+            upload=upload,
+            extras=(*CELLS, "judgement"),
+            file=file,
+            problems=problems,
+        )
+        self.writer = self.cells.writer
+        self.session, self.project, self.upload, self.file = session, project, upload, file
+        self.problems = problems
+        self.ids = dict(
+            session.execute(select(Item.key, Item.id).where(Item.project_id == project.id)).all()
+        )
+        self.pending: list[dict] = []
+        self.judged = 0
+
+    def _bad(self, row: int, column: str | None, message: str) -> None:
+        self.problems.add(self.file, message, row=row, column=column)
+
+    def _id(self, row: int, column: str, key: Any) -> int | None:
+        if isinstance(key, int) and not isinstance(key, bool):
+            key = str(key)
+        if not isinstance(key, str):
+            self._bad(row, column, "must be an item key")
+            return None
+        found = self.ids.get(key, self.ids.get(key.strip()))
+        if found is None:
+            self._bad(row, column, f"unknown item '{echo(key)}' (not in this project)")
+        return found
+
+    def add(self, row: int, fields: dict[str, Any], items: list, picks: list) -> None:
+        """One judgement: its reference (or None), items and picks as keys, and its
+        optional cells; a problem is recorded instead of a judgement."""
+        reference = fields.get("reference")
+        reference = None if reference in ("", None) else reference
+        declared = fields.get("format")
+        try:
+            format = JudgementFormat(declared) if declared not in ("", None) else None
+        except ValueError:
+            format = None
+        if format not in (None, *UPLOADED):
+            self._bad(row, "format", f"'{echo(declared)}' is not odd_one_out or rank")
+            return
+        format = format or (
+            JudgementFormat.rank if reference is not None else JudgementFormat.odd_one_out
+        )
+        if not self._shape_fits(row, format, reference, items, picks):
+            return
+        ids = [self._id(row, f"item{at}", key) for at, key in enumerate(items, start=1)]
+        chosen = [self._id(row, f"pick{at}", key) for at, key in enumerate(picks, start=1)]
+        anchor = None if reference is None else self._id(row, "reference", reference)
+        if None in ids or None in chosen or (reference is not None and anchor is None):
+            return
+        if len(set(ids)) < len(ids):
+            self._bad(row, None, "shows an item twice; a judgement's items are different")
+            return
+        if anchor in ids:
+            self._bad(row, "reference", "is also among the items shown")
+            return
+        if len(set(chosen)) < len(chosen) or not set(chosen) <= set(ids):
+            self._bad(row, None, "picks must be different items, each one of the items shown")
+            return
+        values = {name: self.cells._parse_extra[name](row, fields.get(name)) for name in CELLS}
+        if _INVALID in values.values():
+            return
+        self.pending.append(
+            {
+                "project_id": self.project.id,
+                "format": format,
+                "context": [] if anchor is None else [anchor],
+                "shown": ids,
+                "chosen": chosen,
+                "rater_id": values["rater"],
+                "upload_id": self.upload.id,
+                "response_time_ms": values["response_time_ms"],
+                "created_at": values["created_at"],
+            }
+        )
+        if len(self.pending) >= _CHUNK:
+            self.flush(commit=True)
+
+    def _shape_fits(self, row, format, reference, items, picks) -> bool:
+        if format is JudgementFormat.odd_one_out:
+            if reference is not None:
+                self._bad(row, "reference", "an odd-one-out has no reference")
+            elif len(items) != 3 or len(picks) != 1:
+                self._bad(
+                    row,
+                    None,
+                    f"an odd-one-out shows 3 items and picks 1; got {len(items)} and {len(picks)}",
+                )
+            else:
+                return True
+            return False
+        if reference is None:
+            self._bad(row, "reference", "a rank judgement needs its reference")
+        elif not 3 <= len(items) <= MOST_ITEMS or not 1 <= len(picks) < len(items):
+            self._bad(
+                row,
+                None,
+                f"a rank judgement shows 3 to {MOST_ITEMS} items and picks fewer than it shows; "
+                f"got {len(items)} and {len(picks)}",
+            )
+        else:
+            return True
+        return False
+
+    def flush(self, commit: bool = False) -> None:
+        """Write the judgements read so far, and their triplets (unless a problem was found)."""
+        if not self.pending or self.problems.problems:
+            self.pending = []
+            return
+        returned = self.session.execute(
+            insert(Judgement).returning(Judgement.id, sort_by_parameter_order=True), self.pending
+        )
+        encode = self.writer.encode
+        rows = []
+        for judgement, (judgement_id,) in zip(self.pending, returned.all(), strict=True):
+            for anchor, closer, farther in _implied(judgement):
+                rows.append(
+                    (
+                        *self.cells._head,
+                        encode(anchor),
+                        encode(closer),
+                        encode(farther),
+                        self.cells._tail[0],
+                        self.cells._upload,
+                        encode(judgement["created_at"]),
+                        encode(judgement["rater_id"]),
+                        encode(judgement["response_time_ms"]),
+                        encode(judgement_id),
+                    )
+                )
+        self.judged += len(self.pending)
+        self.pending = []
+        self.writer.write(rows, commit=commit)
+
+
+def _implied(judgement: dict) -> np.ndarray:
+    if judgement["format"] is JudgementFormat.odd_one_out:
+        return odd_one_out_triplets([judgement["shown"]], judgement["chosen"])[0].tolist()
+    return rank_triplets(judgement["context"], [judgement["shown"]], [judgement["chosen"]])[
+        0
+    ].tolist()
+
+
+def _numbered(columns: list[str], kind: str) -> list[int]:
+    """The positions of the item1… (or pick1…) columns, in order; they must run from 1."""
+    found = {
+        int(m.group(2)): at
+        for at, name in enumerate(columns)
+        if (m := _NUMBERED.match(name)) and m.group(1) == kind
+    }
+    return [found[n] for n in range(1, len(found) + 1) if n in found]
+
+
+def _read_csv(upload: UploadedFile, judgements: _Judgements, problems: ProblemCollector) -> None:
+    rows = csv_rows(upload, problems)
+    columns = read_header(upload, rows, ("item1", "pick1"), OPTIONAL, ("item", "pick"))
+    items, picks = _numbered(columns, "item"), _numbered(columns, "pick")
+    if len(items) != sum(name.startswith("item") for name in columns) or len(picks) != sum(
+        name.startswith("pick") for name in columns
+    ):
+        problems.add(upload.name, "item and pick columns must be numbered from 1 without gaps")
+        problems.raise_if_any()
+    named = {name: columns.index(name) for name in OPTIONAL if name in columns}
+    width = len(columns)
+    for line, fields in rows:
+        if len(fields) != width:
+            if fields:
+                problems.add(upload.name, f"expected {width} fields, found {len(fields)}", row=line)
+            continue
+        judgements.add(
+            line,
+            {name: fields[at] for name, at in named.items()},
+            [fields[at] for at in items if fields[at] != ""],
+            [fields[at] for at in picks if fields[at] != ""],
+        )
+    judgements.flush()
+
+
+def _read_json(upload: UploadedFile, judgements: _Judgements, problems: ProblemCollector) -> None:
+    allowed = {"items", "picks", *OPTIONAL}
+    for index, entry in json_array_entries(upload, "judgements", "judgements"):
+        if not isinstance(entry, dict):
+            problems.add(upload.name, "expected an object", row=index)
+            continue
+        unknown = sorted(set(entry) - allowed)
+        for name in unknown:
+            problems.add(
+                upload.name,
+                f"unknown field (expected items, picks, {', '.join(OPTIONAL)})",
+                row=index,
+                column=name,
+            )
+        items, picks = entry.get("items"), entry.get("picks")
+        if not isinstance(items, list) or not isinstance(picks, list):
+            problems.add(upload.name, "items and picks must be lists of item keys", row=index)
+            continue
+        if unknown or len(items) > MOST_ITEMS or len(picks) > MOST_ITEMS:
+            if not unknown:
+                problems.add(upload.name, f"at most {MOST_ITEMS} items and picks", row=index)
+            continue
+        judgements.add(index, entry, items, picks)
+    judgements.flush()
+
+
+def ingest_judgements(
+    *,
+    session: Session,
+    settings: Settings,
+    project: Project,
+    upload: UploadedFile,
+    requested_format: FileFormat | None,
+    idempotency_key: str | None,
+    on_error: str = "reject",
+) -> UploadResult:
+    """Judgements from a file, each with the triplets it implies, all or nothing (with
+    on_error="skip" a row with a problem is left out and listed). `rows` counts the
+    judgements stored."""
+    replay = find_replay(
+        session=session, project=project, kind=UploadKind.triplets, idempotency_key=idempotency_key
+    )
+    if replay:
+        return replay
+    fmt = detect_format(upload, requested_format, (FileFormat.csv, FileFormat.json))
+    upload_row = open_upload(
+        session=session,
+        project=project,
+        kind=UploadKind.triplets,
+        filename=upload.name,
+        idempotency_key=idempotency_key,
+    )
+    problems = ProblemCollector(settings.max_upload_errors, skip_rows=on_error == "skip")
+    upload_id = upload_row.id
+    try:
+        judgements = _Judgements(session, project, upload_row, upload.name, problems)
+        (_read_csv if fmt is FileFormat.csv else _read_json)(upload, judgements, problems)
+        if not problems.problems and judgements.judged == 0:
+            problems.add(upload.name, "no judgements in the file")
+        problems.raise_if_any()
+    except BaseException:
+        if upload_row.pending:  # a chunk was committed: take it out again
+            session.rollback()
+            discard_upload(session, upload_id)
+        raise
+    upload_row.row_count = judgements.judged
+    upload_row.pending = False  # published with the request's commit
+    session.flush()
+    return UploadResult(upload_id, UploadKind.triplets, judgements.judged).with_skipped(problems)
+
+
+def _published_judgements(project_id: int):
+    """The project's judgements but those of an upload still being written."""
+    unpublished = exists().where(Upload.id == Judgement.upload_id, Upload.pending)
+    return (Judgement.project_id == project_id, or_(Judgement.upload_id.is_(None), ~unpublished))
+
+
+def _widest(engine: Engine, project_id: int) -> tuple[int, int]:
+    length = (
+        func.jsonb_array_length if engine.dialect.name == "postgresql" else func.json_array_length
+    )
+    with engine.connect() as connection:
+        items, picks = connection.execute(
+            select(func.max(length(Judgement.shown)), func.max(length(Judgement.chosen))).where(
+                *_published_judgements(project_id)
+            )
+        ).one()
+    return items or 3, picks or 1
+
+
+def _exported(engine: Engine, project_id: int) -> Iterator[list[dict]]:
+    """Judgements with item keys and rater ids, oldest first, in batches."""
+    with engine.connect() as connection:
+        keys = dict(
+            connection.execute(select(Item.id, Item.key).where(Item.project_id == project_id)).all()
+        )
+        raters = dict(
+            connection.execute(
+                select(Rater.id, Rater.external_id).where(Rater.project_id == project_id)
+            ).all()
+        )
+        after = 0
+        while True:
+            batch = connection.execute(
+                select(Judgement)
+                .where(*_published_judgements(project_id), Judgement.id > after)
+                .order_by(Judgement.id)
+                .limit(_CHUNK)
+            ).all()
+            if not batch:
+                return
+            after = batch[-1].id
+            yield [
+                {
+                    "judgement": row.id,
+                    "format": row.format.value,
+                    "reference": keys.get(row.context[0])
+                    if row.format is JudgementFormat.rank
+                    else None,
+                    "items": [keys.get(item) for item in row.shown],
+                    "picks": [keys.get(item) for item in row.chosen],
+                    "rater": raters.get(row.rater_id),
+                    "response_time_ms": row.response_time_ms,
+                    "created_at": row.created_at.isoformat(),
+                }
+                for row in batch
+                if row.format in UPLOADED
+            ]
+
+
+def export_judgements_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
+    widest_items, widest_picks = _widest(engine, project_id)
+    header = [
+        "judgement",
+        "format",
+        "reference",
+        *(f"item{n}" for n in range(1, widest_items + 1)),
+        *(f"pick{n}" for n in range(1, widest_picks + 1)),
+        *CELLS,
+    ]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for batch in _exported(engine, project_id):
+        for row in batch:
+            items = row["items"] + [""] * (widest_items - len(row["items"]))
+            picks = row["picks"] + [""] * (widest_picks - len(row["picks"]))
+            writer.writerow(
+                [
+                    row["judgement"],
+                    row["format"],
+                    spreadsheet_safe(row["reference"] or ""),
+                    *(spreadsheet_safe(key) for key in items),
+                    *(spreadsheet_safe(key) for key in picks),
+                    spreadsheet_safe(row["rater"] or ""),
+                    "" if row["response_time_ms"] is None else row["response_time_ms"],
+                    row["created_at"],
+                ]
+            )
+        yield buffer.getvalue().encode()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue().encode()
+
+
+def export_judgements_json(engine: Engine, project_id: int) -> Iterator[str]:
+    yield "["
+    separator = ""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    for batch in _exported(engine, project_id):
+        if batch:
+            yield separator + encode(batch)[1:-1]
+            separator = ","
+    yield "]"
