@@ -11,6 +11,10 @@ The peer, in the same run and at the same concurrency, is the service's cheapest
 the floor that uvicorn, FastAPI and the load generator (aiohttp) set on this machine.
 
     .venv/bin/python benchmarks/rating_latency.py [--seconds 30] [--raters 100,300]
+
+With `--judgements triplet,rank`, the runs are made once per judgement format on a study
+of its own (rank: "2 of 8" screens, odd_one_out: three items), with `--random-share`
+of the questions random (screens in the study's format; the rest the build's triplets).
 """
 
 from __future__ import annotations
@@ -74,7 +78,14 @@ def main() -> None:
     parser.add_argument("--max-raters", default="8,16,32", help="concurrencies without think time")
     parser.add_argument("--items", type=int, default=500)
     parser.add_argument("--trees", type=int, default=20)
+    parser.add_argument("--judgements", default="triplet", help="formats, one study each")
+    parser.add_argument("--random-share", type=float, default=0.1)
     args = parser.parse_args()
+    formats = {
+        "triplet": {"judgement": "triplet"},
+        "odd_one_out": {"judgement": "odd_one_out"},
+        "rank": {"judgement": "rank", "shown": 8, "picks": 2},
+    }
 
     server = start_postgres()
     root = Path(tempfile.mkdtemp(prefix="closer-rating-bench-"))
@@ -82,12 +93,18 @@ def main() -> None:
     try:
         url, token = database_with_token(server, "rating_bench")
         service = ServiceProcesses(url, root / "data", web_processes=2, workers=1).start()
-        project, _ = digits_study(service.url, token, args.items, args.trees)
         http = httpx.Client(
             base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
         )
+        studies = {}
+        for name in args.judgements.split(","):
+            studies[name], _ = digits_study(service.url, token, args.items, args.trees)
+            http.patch(
+                f"/api/v1/projects/{studies[name]}/rating",
+                json={**formats[name], "random_share": args.random_share},
+            ).raise_for_status()
 
-        def crowd(raters: int, think: float, seed: int) -> dict:
+        def crowd(project: int, raters: int, think: float, seed: int) -> dict:
             report = asyncio.run(
                 run_crowd(
                     url=service.url,
@@ -111,17 +128,21 @@ def main() -> None:
         seed = 1
         shapes = [(int(n), 1.0) for n in args.raters.split(",")]
         shapes += [(int(n), 0.0) for n in args.max_raters.split(",")]
-        for raters, think in shapes:
-            ours = crowd(raters, think, seed)
-            peer = asyncio.run(floor(service.url, raters, args.seconds, think))
-            rows.append((raters, think, ours, peer))
-            seed += 1
-            print(
-                f"  {raters} raters, think {think:g} s: {ours['per_second']:.0f} answers/s, "
-                f"p50 {ours['p50_ms']:.1f} ms, p99 {ours['p99_ms']:.1f} ms",
-                file=sys.stderr,
-            )
-        build = http.get(f"/api/v1/projects/{project}/builds").json()[0]
+        for name, project in studies.items():
+            for raters, think in shapes:
+                ours = crowd(project, raters, think, seed)
+                peer = asyncio.run(floor(service.url, raters, args.seconds, think))
+                rows.append((name, raters, think, ours, peer))
+                seed += 1
+                print(
+                    f"  {name}: {raters} raters, think {think:g} s: {ours['per_second']:.0f} "
+                    f"answers/s, p50 {ours['p50_ms']:.1f} ms, p99 {ours['p99_ms']:.1f} ms",
+                    file=sys.stderr,
+                )
+        builds = {
+            name: http.get(f"/api/v1/projects/{project}/builds").json()[0]
+            for name, project in studies.items()
+        }
     finally:
         if service is not None:
             service.stop()
@@ -129,24 +150,31 @@ def main() -> None:
 
     print()
     print("answer + next query over HTTP, PostgreSQL, 2 web processes + 1 worker, this machine")
+    print(f"random share {args.random_share:g}: the rest are the build's triplets")
     header = (
-        f"{'raters':>7} {'think':>6} | {'answers/s':>10} {'p50 ms':>8} {'p99 ms':>8} | "
+        f"{'format':>11} {'raters':>7} {'think':>6} | "
+        f"{'answers/s':>10} {'p50 ms':>8} {'p99 ms':>8} | "
         f"{'health/s':>9} {'p50 ms':>8} {'p99 ms':>8} | {'p99 ratio':>9}"
     )
     print(header)
     print("-" * len(header))
-    for raters, think, ours, peer in rows:
+    for name, raters, think, ours, peer in rows:
         print(
-            f"{raters:>7} {think:>5g}s | {ours['per_second']:>10.0f} {ours['p50_ms']:>8.1f} "
-            f"{ours['p99_ms']:>8.1f} | {peer['per_second']:>9.0f} {peer['p50_ms']:>8.1f} "
-            f"{peer['p99_ms']:>8.1f} | {ours['p99_ms'] / peer['p99_ms']:>9.1f}"
+            f"{name:>11} {raters:>7} {think:>5g}s | "
+            f"{ours['per_second']:>10.0f} {ours['p50_ms']:>8.1f} {ours['p99_ms']:>8.1f} | "
+            f"{peer['per_second']:>9.0f} {peer['p50_ms']:>8.1f} {peer['p99_ms']:>8.1f} | "
+            f"{ours['p99_ms'] / peer['p99_ms']:>9.1f}"
         )
-    best = max(ours["per_second"] for raters, think, ours, _ in rows if think == 0)
-    print(f"maximum without think time: {best:.0f} answers/s (target >= 500)")
-    print(
-        f"build after the runs: {build['status']}, {build['progress']['queries_answered']} "
-        f"queries answered, {build['progress']['queries_pending']} pending"
-    )
+    for name, build in builds.items():
+        best = max(
+            ours["per_second"] for shown, _, think, ours, _ in rows if think == 0 and shown == name
+        )
+        print(f"{name}: maximum without think time: {best:.0f} answers/s (target >= 500)")
+        print(
+            f"{name}: build after the runs: {build['status']}, "
+            f"{build['progress']['queries_answered']} queries answered, "
+            f"{build['progress']['queries_pending']} pending"
+        )
 
 
 if __name__ == "__main__":

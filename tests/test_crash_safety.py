@@ -50,3 +50,22 @@ def test_no_acknowledged_answer_is_lost_or_doubled_across_ten_crashes(crashable_
     assert (
         run.build_answers_at_end > run.build_answers_before_last or run.build_status == "complete"
     ), (run.build_status, run.build_answers_at_end)
+
+
+def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_path):
+    """A study of rank "2 of 8" screens (half its questions; the rest its build's
+    triplets): every acknowledged screen is one judgement, however often it was sent."""
+    run = crash_run(
+        server=crashable_server,
+        folder=tmp_path / "data",
+        crashes=4,
+        gaps=(1.0, 2.0),
+        seed=2,
+        rating={"judgement": "rank", "shown": 8, "picks": 2, "random_share": 0.5},
+    )
+    print(run.table(), run.report.summary(), dict(run.report.server_errors))
+    assert {crash.kind for crash in run.crashes} == {"web", "database"}
+    assert run.report.retries > 0
+    assert run.acknowledged > 150
+    assert run.stored_twice == 0 and run.missing == 0
+    assert set(run.report.server_errors) <= {503}, run.report.server_errors

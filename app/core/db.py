@@ -153,15 +153,29 @@ class FastStatement:
             self._by_dialect[dialect.name] = found
         return found
 
-    def run(self, session: Session, params: dict):
-        """Execute; returns the first row (or None) when the statement returns rows."""
-        connection = session.connection()
-        compiled, sql, processors, order, row_type = self._compiled(connection.dialect)
+    def _arguments(self, compiled, processors, order, params: dict):
         values = compiled.construct_params(params)
         for name, process in processors.items():
             if name in values:
                 values[name] = process(values[name])
-        arguments = tuple(values[name] for name in order) if order is not None else values
+        return tuple(values[name] for name in order) if order is not None else values
+
+    def run_many(self, session: Session, rows: list[dict]) -> None:
+        """Execute once per row of parameters, in one driver call (no rows returned)."""
+        connection = session.connection()
+        compiled, sql, processors, order, _ = self._compiled(connection.dialect)
+        arguments = [self._arguments(compiled, processors, order, row) for row in rows]
+        cursor = connection.connection.driver_connection.cursor()
+        try:
+            cursor.executemany(sql, arguments)
+        finally:
+            cursor.close()
+
+    def run(self, session: Session, params: dict):
+        """Execute; returns the first row (or None) when the statement returns rows."""
+        connection = session.connection()
+        compiled, sql, processors, order, row_type = self._compiled(connection.dialect)
+        arguments = self._arguments(compiled, processors, order, params)
         driver = connection.connection.driver_connection
         cursor = driver.cursor()
         try:

@@ -146,6 +146,12 @@ def _cards() -> _Cards:
     return caches.current().get("rating.cards", _Cards)
 
 
+def _keys(session: Session, project: Project, item_ids: list[int]) -> dict[int, str]:
+    """The items' keys from this process's cards (the screen just shown holds them)."""
+    cards = _cards().get(session, project, tuple(item_ids))
+    return {} if cards is None else {i: card.key for i, card in zip(item_ids, cards, strict=True)}
+
+
 def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -> Comparison | None:
     screen = served.screen
     if screen is None:
@@ -316,6 +322,7 @@ def answer(
         choice=choice,
         picks=picks,
         response_time_ms=response_time_ms,
+        keys_of=lambda ids: _keys(session, project, ids),
     )
     rater.screened_out = outcome.screened_out
     if outcome.exclusion_changed:

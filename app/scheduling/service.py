@@ -21,10 +21,12 @@ triplets it implies.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, exists, insert, select, update
+from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError, Unprocessable
@@ -34,15 +36,12 @@ from app.models import (
     Assignment,
     Choice,
     Item,
-    Judgement,
     JudgementFormat,
     LinkState,
     Project,
     Purpose,
     QuerySlot,
     Rater,
-    Triplet,
-    TripletSource,
 )
 from app.models._types import utcnow
 from app.scheduling import screens, unseen
@@ -54,8 +53,13 @@ from app.scheduling.statements import (
     COUNT_ANSWER,
     LEASE,
     RELEASE_SLOT,
+    SCREEN_ANSWER,
+    SCREEN_SERVED,
     SERVE,
+    SERVE_SCREEN,
     SERVED_TO,
+    STORE_DERIVED,
+    STORE_JUDGEMENT,
     STORE_TRIPLET,
 )
 from app.scheduling.study_items import item_ids
@@ -266,25 +270,23 @@ def _serve_screen(
     expires: datetime,
 ) -> ServedQuery:
     anchor, lo, hi = screen.key
-    assignment_id = session.scalar(
-        insert(Assignment)
-        .values(
-            project_id=project.id,
-            rater_id=rater.id,
-            purpose=int(purpose),
-            anchor_id=anchor,
-            lo_id=lo,
-            hi_id=hi,
-            left_is_lo=True,
-            served_at=now,
-            expires_at=expires,
-            format=screen.format,
-            shown=list(screen.shown),
-            picks=screen.picks,
-        )
-        .returning(Assignment.id)
+    served = SERVE_SCREEN.run(
+        session,
+        {
+            "project": project.id,
+            "rater": rater.id,
+            "purpose": int(purpose),
+            "anchor": anchor,
+            "lo": lo,
+            "hi": hi,
+            "now": now,
+            "expires": expires,
+            "format": screen.format,
+            "shown": list(screen.shown),
+            "picks": screen.picks,
+        },
     )
-    return ServedQuery(assignment_id, 0, 0, 0, screen)
+    return ServedQuery(served.id, 0, 0, 0, screen)
 
 
 MAX_RESPONSE_MS = 86_400_000
@@ -304,6 +306,7 @@ def submit_answer(
     picks: list[str] | None = None,
     response_time_ms: int | None = None,
     now: datetime | None = None,
+    keys_of: Callable[[list[int]], dict[int, str]] | None = None,
 ) -> AnswerOutcome:
     """Record the rater's answer to one assignment, once: a `choice` for a triplet (or
     "can't tell" for any screen), the `picks` (item keys) for a screen."""
@@ -317,7 +320,7 @@ def submit_answer(
     now = now or utcnow()
     ids = {"assignment": assignment_id, "rater": rater.id, "now": now}
     if picks is not None:
-        return _submit_screen(session, project, rater, ids, picks, response_time_ms)
+        return _submit_screen(session, project, rater, ids, picks, response_time_ms, keys_of)
     answered = ANSWER.run(session, {**ids, "choice": choice, "elapsed": response_time_ms})
     if answered is None:
         served = SERVED_TO.run(session, ids)
@@ -399,6 +402,11 @@ def _after_check(
     return AnswerOutcome(replayed=False, exclusion_changed=changed, screened_out=screened)
 
 
+def _listed(value) -> list:
+    """A JSON column as the driver gives it: parsed on PostgreSQL, text on SQLite."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def _submit_screen(
     session: Session,
     project: Project,
@@ -406,90 +414,71 @@ def _submit_screen(
     ids: dict,
     picks: list[str] | None,
     response_time_ms: int | None,
+    keys_of: Callable[[list[int]], dict[int, str]] | None = None,
 ) -> AnswerOutcome:
     """An answer to a screen: the keys picked (None: "can't tell"), checked against what
-    the screen showed before anything is written."""
-    served = session.execute(
-        select(
-            Assignment.format,
-            Assignment.shown,
-            Assignment.picks,
-            Assignment.purpose,
-            Assignment.anchor_id,
-            Assignment.answered_at,
-        ).where(Assignment.id == ids["assignment"], Assignment.rater_id == rater.id)
-    ).one_or_none()
+    the screen showed before anything is written. `keys_of` gives the shown items' keys
+    (the rating path's cards); without it they are read."""
+    served = SCREEN_SERVED.run(session, ids)
     if served is None:
         raise NotFound(f"no query {ids['assignment']} was served to you")
-    if served.format is JudgementFormat.triplet:
-        raise Unprocessable(screens.expected_answer(served.format, 0))
+    format = JudgementFormat(served.format)
+    if format is JudgementFormat.triplet:
+        raise Unprocessable(screens.expected_answer(format, 0))
+    shown = _listed(served.shown)
     picked = None
     if picks is not None:
-        keys = dict(
-            session.execute(
-                select(Item.id, Item.key).where(
-                    Item.id.in_(set(served.shown)), Item.project_id == project.id
-                )
-            ).all()
-        )
-        picked = screens.picked_ids(served.format, served.shown, served.picks, keys, picks)
+        keys = keys_of(shown) if keys_of is not None else _item_keys(session, project, shown)
+        picked = screens.picked_ids(format, shown, served.picks, keys, picks)
         if isinstance(picked, str):
             raise Unprocessable(picked)
     if served.answered_at is not None:
         return AnswerOutcome(replayed=True)
-    claimed = session.execute(
-        update(Assignment)
-        .where(Assignment.id == ids["assignment"], Assignment.answered_at.is_(None))
-        .values(
-            answered_at=ids["now"],
-            choice=None if picked is not None else Choice.cant_tell,
-            chosen=picked,
-            response_time_ms=response_time_ms,
-        )
-    ).rowcount
-    if not claimed:
-        return AnswerOutcome(replayed=True)
-    reference = served.anchor_id if served.format is JudgementFormat.rank else None
-    check = served.purpose == Purpose.attention
-    passed = (
-        check
-        and picked is not None
-        and screens.check_passed(served.format, reference, served.shown, picked)
+    claimed = SCREEN_ANSWER.run(
+        session,
+        {
+            **ids,
+            "choice": None if picked is not None else Choice.cant_tell,
+            "chosen": picked,
+            "elapsed": response_time_ms,
+        },
     )
+    if claimed is None:
+        return AnswerOutcome(replayed=True)
+    reference = served.anchor_id if format is JudgementFormat.rank else None
+    check = served.purpose == Purpose.attention
+    passed = check and picked is not None and screens.check_passed(format, reference, shown, picked)
     _count(session, project, rater, ids, check, passed)
     if check:
         return _after_check(session, project, rater, ids["now"])
     if picked is None:
         return AnswerOutcome(replayed=False)
-    implied = screens.implied_triplets(served.format, reference, served.shown, picked)
+    implied = screens.implied_triplets(format, reference, shown, picked)
+    common = {**ids, "project": project.id, "elapsed": response_time_ms}
     adaptive = served.purpose in ADAPTIVE_PURPOSES
     return AnswerOutcome(
         replayed=False,
         judgement={
-            "project_id": project.id,
-            "format": served.format,
+            **common,
+            "format": format,
             "context": [] if reference is None else [reference],
-            "shown": list(served.shown),
+            "shown": shown,
             "chosen": picked,
-            "rater_id": rater.id,
-            "response_time_ms": response_time_ms,
-            "created_at": ids["now"],
         },
         implied=[
-            {
-                "project_id": project.id,
-                "anchor_id": int(anchor),
-                "closer_id": int(closer),
-                "farther_id": int(farther),
-                "source": TripletSource.rater,
-                "rater_id": rater.id,
-                "query_id": ids["assignment"],
-                "response_time_ms": response_time_ms,
-                "created_at": ids["now"],
-                "adaptive": adaptive,
-            }
-            for anchor, closer, farther in implied
+            {**common, "anchor": anchor, "closer": closer, "farther": farther, "adaptive": adaptive}
+            for anchor, closer, farther in implied.tolist()
         ],
+    )
+
+
+def _item_keys(session: Session, project: Project, item_ids: list[int]) -> dict[int, str]:
+    return dict(
+        session.execute(
+            select(Item.id, Item.key).where(
+                Item.id.in_(set(item_ids)), Item.project_id == project.id
+            )
+        ).all()
     )
 
 
@@ -507,12 +496,10 @@ def store_answer(*, session: Session, outcome: AnswerOutcome) -> None:
         hold_append_lock(session, outcome.triplet["project"])
         STORE_TRIPLET.run(session, outcome.triplet)
     if outcome.judgement is not None:
-        hold_append_lock(session, outcome.judgement["project_id"])
-        judgement_id = session.scalar(
-            insert(Judgement).values(outcome.judgement).returning(Judgement.id)
-        )
-        session.execute(
-            insert(Triplet), [{**row, "judgement_id": judgement_id} for row in outcome.implied]
+        hold_append_lock(session, outcome.judgement["project"])
+        judgement_id = STORE_JUDGEMENT.run(session, outcome.judgement).id
+        STORE_DERIVED.run_many(
+            session, [{**row, "judgement": judgement_id} for row in outcome.implied]
         )
 
 

@@ -7,7 +7,15 @@ from __future__ import annotations
 from sqlalchemy import bindparam, case, exists, insert, literal_column, or_, select, update
 
 from app.core.db import FastStatement
-from app.models import Assignment, QuerySlot, Rater, SlotState, Triplet, TripletSource
+from app.models import (
+    Assignment,
+    Judgement,
+    QuerySlot,
+    Rater,
+    SlotState,
+    Triplet,
+    TripletSource,
+)
 from app.models._types import Timestamp
 
 # The open-slot indexes are partial (WHERE state = 'open'); PostgreSQL uses them only for
@@ -161,3 +169,85 @@ LEASE = {
     False: FastStatement(_lease_statement(False)),
     True: FastStatement(_lease_statement(True)),
 }
+
+
+# A screen's answer (app/scheduling/screens.py): what it showed, then its answer claimed
+# once, its judgement and the triplets it implies.
+SCREEN_SERVED = FastStatement(
+    select(
+        Assignment.format,
+        Assignment.shown,
+        Assignment.picks,
+        Assignment.purpose,
+        Assignment.anchor_id,
+        Assignment.answered_at,
+    ).where(Assignment.id == bindparam("assignment"), Assignment.rater_id == bindparam("rater"))
+)
+SCREEN_ANSWER = FastStatement(
+    update(Assignment)
+    .where(Assignment.id == bindparam("assignment"), Assignment.answered_at.is_(None))
+    .values(
+        answered_at=NOW,
+        choice=bindparam("choice"),
+        chosen=bindparam("chosen", type_=Assignment.chosen.type),
+        response_time_ms=bindparam("elapsed"),
+    )
+    .returning(Assignment.id)
+)
+SEEN = FastStatement(
+    select(Assignment.id)
+    .where(
+        Assignment.rater_id == bindparam("rater"),
+        Assignment.anchor_id == bindparam("anchor"),
+        Assignment.lo_id == bindparam("lo"),
+        Assignment.hi_id == bindparam("hi"),
+    )
+    .limit(1)
+)
+SERVE_SCREEN = FastStatement(
+    insert(Assignment)
+    .values(
+        project_id=bindparam("project"),
+        rater_id=bindparam("rater"),
+        purpose=bindparam("purpose"),
+        anchor_id=bindparam("anchor"),
+        lo_id=bindparam("lo"),
+        hi_id=bindparam("hi"),
+        left_is_lo=True,
+        served_at=NOW,
+        expires_at=bindparam("expires", type_=Timestamp),
+        format=bindparam("format", type_=Assignment.format.type),
+        shown=bindparam("shown", type_=Assignment.shown.type),
+        picks=bindparam("picks"),
+    )
+    .returning(Assignment.id)
+)
+STORE_JUDGEMENT = FastStatement(
+    insert(Judgement)
+    .values(
+        project_id=bindparam("project"),
+        format=bindparam("format", type_=Judgement.format.type),
+        context=bindparam("context", type_=Judgement.context.type),
+        shown=bindparam("shown", type_=Judgement.shown.type),
+        chosen=bindparam("chosen", type_=Judgement.chosen.type),
+        rater_id=bindparam("rater"),
+        response_time_ms=bindparam("elapsed"),
+        created_at=NOW,
+    )
+    .returning(Judgement.id)
+)
+STORE_DERIVED = FastStatement(
+    insert(Triplet).values(
+        project_id=bindparam("project"),
+        anchor_id=bindparam("anchor"),
+        closer_id=bindparam("closer"),
+        farther_id=bindparam("farther"),
+        source=TripletSource.rater,
+        rater_id=bindparam("rater"),
+        query_id=bindparam("assignment"),
+        response_time_ms=bindparam("elapsed"),
+        created_at=NOW,
+        adaptive=bindparam("adaptive"),
+        judgement_id=bindparam("judgement"),
+    )
+)

@@ -12,6 +12,7 @@ from app.models import Assignment, Project
 from app.scheduling import screens
 from app.scheduling.draws import Draws
 from app.scheduling.screens import Screen
+from app.scheduling.statements import SEEN
 
 
 def triplet(session: Session, rater_id: int, ids: np.ndarray, attention: bool, draws: Draws):
@@ -87,17 +88,8 @@ def screen(
 ) -> Screen | None:
     def was_served(key: screens.ScreenKey) -> bool:
         anchor, lo, hi = key
-        return (
-            session.scalar(
-                select(Assignment.id).where(
-                    Assignment.rater_id == rater_id,
-                    Assignment.anchor_id == anchor,
-                    Assignment.lo_id == lo,
-                    Assignment.hi_id == hi,
-                )
-            )
-            is not None
-        )
+        found = SEEN.run(session, {"rater": rater_id, "anchor": anchor, "lo": lo, "hi": hi})
+        return found is not None
 
     def served_keys() -> set[screens.ScreenKey]:
         return {

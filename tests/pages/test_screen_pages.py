@@ -168,7 +168,7 @@ SCREENS = {
 }
 FORMATS = {
     "odd-one-out": {"judgement": "odd_one_out"},
-    "rank-2-of-8": {"judgement": "rank", "shown": 8, "picks": 2},
+    "rank-2-of-8": {"judgement": "rank", "shown": 8, "picks": 2, "allow_cant_tell": True},
     "rank-3-of-12": {"judgement": "rank", "shown": 12, "picks": 3},
 }
 
@@ -188,6 +188,8 @@ def test_every_screen_fits_without_scrolling(
     parts = [page.locator("#comparison .pick").nth(i) for i in range(page.locator(".pick").count())]
     if layout.startswith("rank"):
         parts += [page.locator(".anchor"), page.locator(".send-picks")]
+    if FORMATS[layout].get("allow_cant_tell"):
+        parts.append(page.locator(".cant-tell"))
     for part in parts:
         box = part.bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= width, (layout, screen, box)

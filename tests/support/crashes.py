@@ -101,8 +101,10 @@ def crash_run(
     gaps: tuple[float, float] = (2.0, 5.0),
     downtime: tuple[float, float] = (1.0, 3.0),
     seed: int = 0,
+    rating: dict | None = None,
 ) -> CrashRun:
-    """`server` must be one this run may crash (it is started again each time)."""
+    """`server` must be one this run may crash (it is started again each time);
+    `rating`: settings for the study (a judgement format, say)."""
     rng = random.Random(seed)
     url, token = database_with_token(server, f"crash_{seed}")
     service = ServiceProcesses(url, folder, web_processes=2, workers=1).start()
@@ -115,6 +117,12 @@ def crash_run(
     sessions = make_session_factory(engine)
     try:
         project_id, slug = digits_study(service.url, token, items, trees=5)
+        if rating:
+            httpx.patch(
+                f"{service.url}/api/v1/projects/{project_id}/rating",
+                headers={"Authorization": f"Bearer {token}"},
+                json=rating,
+            ).raise_for_status()
 
         runner, outcome = crowd_in_thread(
             url=service.url,

@@ -76,9 +76,11 @@ def acknowledged_storage(
     unanswered = acknowledged - set(answered)
     # Checks are not triplets: every other acknowledged answer must be one.
     expected = {i for i in acknowledged if answered.get(i) != 4} - unanswered
+    # A screen's answer is one judgement of several triplets: counted once.
+    answer = func.coalesce(Triplet.judgement_id, -Triplet.id)
     counts = dict(
         session.execute(
-            select(Triplet.query_id, func.count())
+            select(Triplet.query_id, func.count(answer.distinct()))
             .where(Triplet.project_id == project_id, Triplet.source == TripletSource.rater)
             .group_by(Triplet.query_id)
         ).all()
