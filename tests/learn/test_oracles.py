@@ -148,14 +148,14 @@ def test_the_simulated_crowd_errs_like_people_when_asked():
     def shown(a, p, q):
         return {role: {"key": f"k{i}"} for role, i in zip(("anchor", "left", "right"), (a, p, q))}
 
-    chosen = np.array([crowd.choose(shown(*query)) == "left" for query in queries])
+    chosen = np.array([crowd.choose(shown(*query))["choice"] == "left" for query in queries])
     right = truth.answer(queries)[:, 1] == queries[:, 1]
     wrong = chosen != right
     assert 0.17 < wrong.mean() < 0.23
     anchor, p, q = queries.T
     margin = np.abs(truth.distance(anchor, p) - truth.distance(anchor, q))
     assert wrong[margin < np.quantile(margin, 0.25)].mean() > 3 * wrong.mean() / 2
-    assert all(crowd.choose(shown(0, 0, i)) == "left" for i in range(1, 40))
+    assert all(crowd.choose(shown(0, 0, i)) == {"choice": "left"} for i in range(1, 40))
 
 
 def test_screens_are_answered_by_the_nearest_items_without_noise():
