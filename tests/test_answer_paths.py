@@ -401,20 +401,22 @@ class Scenario:
         # screens and checks in the study's format and stores judgements; a triplet's
         # answer to a screen is refused (422), a retry stores nothing more.
         for judgement in ("odd_one_out", "rank"):
-            _, slug = self.project(
+            screened_study, slug = self.project(
                 judgement,
                 9,
                 judgement=judgement,
                 shown=4,
                 picks=2,
                 attention_rate=0.3,
-                random_share=0.7,
+                random_share=0.5,
                 allow_cant_tell=True,
                 answers_per_rater=12,
                 completion_code=f"{judgement}-DONE",
                 min_attention_accuracy=0.7,
                 quality_min_answers=2,
             )
+            # A sampler's questions, asked on screens around them (after the first answer).
+            self.propose(screened_study, 4)
             two = [self.join(slug, f"{judgement}{n}") for n in range(2)]
             shown = [self.next(slug, token)["comparison"] for token in two]
             for turn in range(40):
@@ -540,7 +542,11 @@ def test_the_answer_function_and_the_python_scheduler_write_the_same(
     formats = {row["format"] for row in function.rows["judgements"]}
     assert formats == {"odd_one_out", "rank"}
     screens = [row for row in assignments if row["format"] != "triplet"]
-    assert {row["purpose"] for row in screens} == {int(Purpose.random), int(Purpose.attention)}
+    assert {row["purpose"] for row in screens} == {
+        int(Purpose.random),
+        int(Purpose.attention),
+        int(Purpose.proposal),
+    }
     assert sum(status == 422 for status, _ in function.responses) == 2
 
     assert _first_difference(function, python) is None, _first_difference(function, python)

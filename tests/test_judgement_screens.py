@@ -294,3 +294,46 @@ def test_the_rating_page_takes_picks_as_a_plain_form_and_says_what_is_missing(
     with app.state.session_factory() as session:
         by_id = dict(session.execute(select(Item.id, Item.key)).all())
     assert [by_id[item] for item in judgement.chosen] == keys[1:3]
+
+
+def test_a_samplers_question_is_asked_on_a_screen_around_it(client, auth, project, app):
+    """In a rank study, a proposed triplet (anchor, lo, hi) is a rank screen with the
+    anchor as reference and lo and hi among the items; answered, its slot is done and its
+    triplets are marked adaptive (never held out)."""
+    from app.models import QuerySlot, SlotState
+    from app.models._types import utcnow
+
+    pid = project["id"]
+    _items(client, auth, pid, 12)
+    _rating(client, auth, pid, judgement="rank", shown=5, picks=2, attention_rate=0, random_share=0)
+    slug = open_link(client, auth, pid)["public_slug"]
+    with app.state.session_factory() as session:
+        ids = session.scalars(select(Item.id).where(Item.project_id == pid).order_by(Item.id)).all()
+        session.add(
+            QuerySlot(
+                project_id=pid,
+                priority=int(Purpose.proposal),
+                query_key=1,
+                anchor_id=ids[3],
+                lo_id=ids[5],
+                hi_id=ids[9],
+                state=SlotState.open,
+                created_at=utcnow(),
+            )
+        )
+        session.commit()
+    token = _join(client, slug)
+    first = _next(client, slug, token)  # a first answer holds no queue slot
+    keys = [item["key"] for item in first["items"]]
+    second = _answer(client, slug, token, first["query_id"], picks=keys[:2]).json()["comparison"]
+    assert second["format"] == "rank" and second["reference"]["key"] == "w3"
+    assert {"w5", "w9"} <= {item["key"] for item in second["items"]}
+    assert len(second["items"]) == 5
+    _answer(client, slug, token, second["query_id"], picks=["w5", "w9"])
+    with app.state.session_factory() as session:
+        slot = session.scalars(select(QuerySlot)).one()
+        served = session.get(Assignment, second["query_id"])
+        derived = session.scalars(select(Triplet).where(Triplet.query_id == served.id)).all()
+    assert slot.state == SlotState.answered
+    assert served.slot_id == slot.id and served.purpose == int(Purpose.proposal)
+    assert len(derived) == 7 and all(t.adaptive for t in derived)

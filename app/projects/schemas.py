@@ -141,7 +141,8 @@ class RatingSettings(BaseModel):
         "screen); odd_one_out: which of three is least like the other two (two triplets a "
         "screen, one tap); rank: pick the `picks` items most like a reference among "
         "`shown`, most alike first (k(n-k) + k(k-1)/2 triplets a screen: 13 for 2 of 8). "
-        "A CompRF build's own queries stay triplets",
+        "The samplers' questions are asked on screens too; a CompRF build's own queries "
+        "stay triplets",
         json_schema_extra={**_shown(ASKED, "choice"), "x-choices": SCREEN_WORDS},
     )
     shown: int = Field(

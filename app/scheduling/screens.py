@@ -148,6 +148,25 @@ def draw_unseen(
     return _from_key(project, ids, rng.choice(unseen), rng) if unseen else None
 
 
+def around(
+    project: Project, ids: np.ndarray, triplet: tuple[int, int, int], rng: random.Random
+) -> Screen | None:
+    """A screen of the study's format that asks a proposed triplet (anchor, lo, hi): a
+    rank screen with the anchor as reference and lo and hi among its items (the rest
+    drawn), an odd-one-out of the three; None if the study has too few items."""
+    anchor, lo, hi = triplet
+    if project.judgement is RatingFormat.odd_one_out:
+        shown = [anchor, lo, hi]
+        rng.shuffle(shown)
+        return Screen(JudgementFormat.odd_one_out, None, tuple(shown), 1)
+    others = [int(item) for item in ids if item not in triplet]
+    if len(others) < project.shown - 2:
+        return None
+    shown = [lo, hi, *rng.sample(others, project.shown - 2)]
+    rng.shuffle(shown)
+    return Screen(JudgementFormat.rank, anchor, tuple(shown), project.picks)
+
+
 def expected_answer(format: JudgementFormat, picks: int) -> str:
     """What an answer to the screen must send, in words (for a refused one)."""
     if format is JudgementFormat.triplet:

@@ -14,8 +14,8 @@ answered and writes nothing. An answer whose lease expired still counts if it is
 assignment's first.
 
 Studies of screens (odd-one-out, rank: app/scheduling/screens.py) serve their random
-questions and checks as screens; the queue's slots (CompRF's queries, the samplers'
-proposals) stay triplets. An answered screen is stored as one judgement with the
+questions and checks as screens, and a sampler's proposed triplet on a screen around it;
+CompRF's queries stay triplets. An answered screen is stored as one judgement with the
 triplets it implies.
 """
 
@@ -228,6 +228,11 @@ def serve_next(
             slot, expires = _lease_slot(session, project, rater, now)
         if slot is not None:
             purpose, chosen = Purpose(slot.priority), (slot.anchor_id, slot.lo_id, slot.hi_id)
+            if purpose is Purpose.proposal and screens.is_screen_study(project):
+                # A sampler's question, asked on a screen of the study's format.
+                chosen = (
+                    unseen.screen_around(session, project, rater.id, ids, chosen, draws) or chosen
+                )
         else:
             purpose, chosen = Purpose.random, unseen_query(False)
     # A rater who has seen every check still has random triplets to answer, and the
@@ -238,7 +243,8 @@ def serve_next(
     if chosen is None:
         return None
     if isinstance(chosen, Screen):
-        return _serve_screen(session, project, rater, chosen, purpose, now, expires)
+        slot_id = None if slot is None else slot.id
+        return _serve_screen(session, project, rater, chosen, purpose, now, expires, slot_id)
     anchor, lo, hi = chosen
     left_is_lo = draws.left_is_lo
     assignment_id = SERVE.run(
@@ -268,6 +274,7 @@ def _serve_screen(
     purpose: Purpose,
     now: datetime,
     expires: datetime,
+    slot_id: int | None = None,
 ) -> ServedQuery:
     anchor, lo, hi = screen.key
     served = SERVE_SCREEN.run(
@@ -275,6 +282,7 @@ def _serve_screen(
         {
             "project": project.id,
             "rater": rater.id,
+            "slot": slot_id,
             "purpose": int(purpose),
             "anchor": anchor,
             "lo": lo,
@@ -451,6 +459,13 @@ def _submit_screen(
     _count(session, project, rater, ids, check, passed)
     if check:
         return _after_check(session, project, rater, ids["now"])
+    slot_owner = (None, None)
+    if served.slot_id is not None:
+        slot = {"slot": served.slot_id, "rater": rater.id}
+        if picked is None or rater.excluded:
+            RELEASE_SLOT.run(session, slot)  # someone else may tell (or be counted)
+        else:
+            slot_owner = ANSWER_SLOT.run(session, slot)
     if picked is None:
         return AnswerOutcome(replayed=False)
     implied = screens.implied_triplets(format, reference, shown, picked)
@@ -458,6 +473,8 @@ def _submit_screen(
     adaptive = served.purpose in ADAPTIVE_PURPOSES
     return AnswerOutcome(
         replayed=False,
+        build_id=slot_owner[0],
+        routing_id=slot_owner[1],
         judgement={
             **common,
             "format": format,

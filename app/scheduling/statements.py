@@ -175,6 +175,7 @@ LEASE = {
 # once, its judgement and the triplets it implies.
 SCREEN_SERVED = FastStatement(
     select(
+        Assignment.slot_id,
         Assignment.format,
         Assignment.shown,
         Assignment.picks,
@@ -209,6 +210,7 @@ SERVE_SCREEN = FastStatement(
     .values(
         project_id=bindparam("project"),
         rater_id=bindparam("rater"),
+        slot_id=bindparam("slot"),
         purpose=bindparam("purpose"),
         anchor_id=bindparam("anchor"),
         lo_id=bindparam("lo"),

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.models import Assignment, Project
 from app.scheduling import screens
-from app.scheduling.draws import Draws
+from app.scheduling.draws import RANDOM_DRAWS, Draws
 from app.scheduling.screens import Screen
 from app.scheduling.statements import SEEN
 
@@ -78,6 +78,29 @@ def _every_triplet(ids: np.ndarray, attention: bool):
             yield from ((anchor, lo, hi) for at, lo in enumerate(others) for hi in others[at + 1 :])
 
 
+def _was_served(session: Session, rater_id: int, key: screens.ScreenKey) -> bool:
+    anchor, lo, hi = key
+    return SEEN.run(session, {"rater": rater_id, "anchor": anchor, "lo": lo, "hi": hi}) is not None
+
+
+def screen_around(
+    session: Session,
+    project: Project,
+    rater_id: int,
+    ids: np.ndarray,
+    triplet: tuple[int, int, int],
+    draws: Draws,
+) -> Screen | None:
+    """A proposed triplet asked on a screen of the study's format the rater was never
+    served (a few draws of the other items); None: ask it as a triplet."""
+    rng = draws.search_rng()
+    for _ in range(RANDOM_DRAWS):
+        found = screens.around(project, ids, triplet, rng)
+        if found is None or not _was_served(session, rater_id, found.key):
+            return found
+    return None
+
+
 def screen(
     session: Session,
     project: Project,
@@ -87,9 +110,7 @@ def screen(
     draws: Draws,
 ) -> Screen | None:
     def was_served(key: screens.ScreenKey) -> bool:
-        anchor, lo, hi = key
-        found = SEEN.run(session, {"rater": rater_id, "anchor": anchor, "lo": lo, "hi": hi})
-        return found is not None
+        return _was_served(session, rater_id, key)
 
     def served_keys() -> set[screens.ScreenKey]:
         return {
