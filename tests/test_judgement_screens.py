@@ -15,6 +15,7 @@ from sqlalchemy import select
 from app.learn.judgements import rank_triplet_count
 from app.models import Assignment, Item, Judgement, Purpose, Rater, Triplet
 from tests.support.links import open_link
+from tests.test_hostile_input import _signed_in_page_token
 
 API = "/api/v1"
 
@@ -192,6 +193,14 @@ def test_attention_checks_have_a_known_answer_in_every_format(
     assert {answer["format"] for answer in listed["answers"]} == {judgement}
     wanted = 2 if judgement == "rank" else 1
     assert {len(answer["picked"]) for answer in listed["answers"]} == {wanted}
+    # The rater's page lists each screen with its items and picks, in order.
+    _signed_in_page_token(client, auth, f"/projects/{pid}")
+    page = client.get(f"/projects/{pid}/raters/{rater.id}")
+    assert page.status_code == 200 and "Items shown" in page.text
+    first = listed["answers"][0]
+    assert (
+        " › ".join(first["picked"]) in page.text if wanted > 1 else first["picked"][0] in page.text
+    )
 
 
 def test_a_small_study_of_screens_ends_with_no_screen_served_twice(client, auth, project, app):
