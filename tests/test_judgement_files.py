@@ -151,3 +151,26 @@ def test_a_retried_upload_counts_once_and_the_export_uploads_again(client, auth,
     assert [{k: v for k, v in row.items() if k not in drop} for row in again.json()] == [
         {k: v for k, v in row.items() if k not in drop} for row in as_json.json()
     ]
+
+
+def test_an_archive_keeps_a_screen_studys_format_and_answers(client, auth, app):
+    """The archive holds the judgement format and every triplet; the judgements
+    themselves are not in it yet (their download is): an import keeps the triplets as
+    answers."""
+    pid = _project(client, auth, "screens")
+    client.patch(
+        f"{API}/projects/{pid}/rating",
+        headers=auth,
+        json={"judgement": "rank", "shown": 8, "picks": 2},
+    ).raise_for_status()
+    assert _upload(client, auth, pid, "hsj.csv", HSJ).status_code == 201
+    archive = client.get(f"{API}/projects/{pid}/archive", headers=auth)
+    assert archive.status_code == 200
+    imported = client.post(
+        f"{API}/project-archives", headers=auth, files={"file": ("screens.zip", archive.content)}
+    )
+    assert imported.status_code == 201, imported.text
+    copy = imported.json()["id"]
+    rating = client.get(f"{API}/projects/{copy}/rating", headers=auth).json()
+    assert (rating["judgement"], rating["shown"], rating["picks"]) == ("rank", 8, 2)
+    assert _counts(app, copy) == (0, 26)

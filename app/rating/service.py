@@ -368,6 +368,8 @@ async def answer_quickly(
     if not allowed_id or not scheduling.response_time_allowed(response_time_ms):
         return None  # the full path names what is wrong
     project = raters.studies().cached(slug)
+    if project is not None and screens.is_screen_study(project):
+        return None  # the function hands a study of screens to the full path
     item_ids = None if project is None else study_items.item_ids().cached(project)
     if item_ids is None:
         return None
