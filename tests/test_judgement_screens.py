@@ -281,6 +281,9 @@ def test_the_rating_page_takes_picks_as_a_plain_form_and_says_what_is_missing(
     _items(client, auth, pid, 10)
     _rating(client, auth, pid, judgement="rank", shown=5, picks=2, attention_rate=0)
     slug = open_link(client, auth, pid)["public_slug"]
+    instructions = client.get(f"/r/{slug}").text
+    assert "Pick the 2 below that are <strong>most like</strong> the one on top" in instructions
+    assert "press their numbers" in instructions
     started = client.post(f"/r/{slug}/start", data={}, follow_redirects=False)
     assert started.status_code == 303
     page = client.get(f"/r/{slug}/rate")

@@ -96,20 +96,20 @@ ANSWER_SLOT = FastStatement(
     )
     .returning(QuerySlot.build_id, QuerySlot.routing_id)
 )
-STORE_TRIPLET = FastStatement(
-    insert(Triplet).values(
-        project_id=bindparam("project"),
-        anchor_id=bindparam("anchor"),
-        closer_id=bindparam("closer"),
-        farther_id=bindparam("farther"),
-        source=TripletSource.rater,
-        rater_id=bindparam("rater"),
-        query_id=bindparam("assignment"),
-        response_time_ms=bindparam("elapsed"),
-        created_at=NOW,
-        adaptive=bindparam("adaptive"),
-    )
-)
+# A rater's triplet: the answer to a triplet, or one of those a screen implies.
+_ANSWERED_TRIPLET = {
+    "project_id": bindparam("project"),
+    "anchor_id": bindparam("anchor"),
+    "closer_id": bindparam("closer"),
+    "farther_id": bindparam("farther"),
+    "source": TripletSource.rater,
+    "rater_id": bindparam("rater"),
+    "query_id": bindparam("assignment"),
+    "response_time_ms": bindparam("elapsed"),
+    "created_at": NOW,
+    "adaptive": bindparam("adaptive"),
+}
+STORE_TRIPLET = FastStatement(insert(Triplet).values(**_ANSWERED_TRIPLET))
 SERVE = FastStatement(
     insert(Assignment)
     .values(
@@ -239,17 +239,5 @@ STORE_JUDGEMENT = FastStatement(
     .returning(Judgement.id)
 )
 STORE_DERIVED = FastStatement(
-    insert(Triplet).values(
-        project_id=bindparam("project"),
-        anchor_id=bindparam("anchor"),
-        closer_id=bindparam("closer"),
-        farther_id=bindparam("farther"),
-        source=TripletSource.rater,
-        rater_id=bindparam("rater"),
-        query_id=bindparam("assignment"),
-        response_time_ms=bindparam("elapsed"),
-        created_at=NOW,
-        adaptive=bindparam("adaptive"),
-        judgement_id=bindparam("judgement"),
-    )
+    insert(Triplet).values(**_ANSWERED_TRIPLET, judgement_id=bindparam("judgement"))
 )

@@ -33,6 +33,18 @@ class AnswerExportFormat(StrEnum):
     json = "json"
 
 
+def _download(body, format: AnswerExportFormat, name: str) -> StreamingResponse:
+    """A streamed export, downloaded as `name` with the format's extension."""
+    media_type = (
+        "application/json" if format is AnswerExportFormat.json else "text/csv; charset=utf-8"
+    )
+    return StreamingResponse(
+        body,
+        media_type=media_type,
+        headers={"Content-Disposition": f'attachment; filename="{name}.{format.value}"'},
+    )
+
+
 class RaterFilter(StrEnum):
     all = "all"
     counted = "counted"
@@ -116,16 +128,9 @@ def export_triplets(
     only = service.ExportFilter(source=source, rater=rater, raters=raters.value)
     if format is AnswerExportFormat.json:
         body = service.export_triplets_json(engine, project.id, only)
-        media_type = "application/json"
     else:
         body = service.export_triplets_csv(engine, project.id, only)
-        media_type = "text/csv; charset=utf-8"
-    filename = f"project-{project.id}-triplets.{format.value}"
-    return StreamingResponse(
-        body,
-        media_type=media_type,
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
+    return _download(body, format, f"project-{project.id}-triplets")
 
 
 judgements_router = APIRouter(
@@ -193,13 +198,7 @@ def export_judgements(
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     engine = request.app.state.engine
     if format is AnswerExportFormat.json:
-        body, media_type = judged.export_judgements_json(engine, project.id), "application/json"
+        body = judged.export_judgements_json(engine, project.id)
     else:
         body = judged.export_judgements_csv(engine, project.id)
-        media_type = "text/csv; charset=utf-8"
-    filename = f"project-{project.id}-judgements.{format.value}"
-    return StreamingResponse(
-        body,
-        media_type=media_type,
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
+    return _download(body, format, f"project-{project.id}-judgements")

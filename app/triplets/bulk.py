@@ -9,6 +9,8 @@ again with `discard_upload`, so it still changes nothing that anyone sees.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, exists, select, update
@@ -100,6 +102,27 @@ class TripletWriter:
         # A new transaction, maybe on another pooled connection.
         hold_append_lock(self._session, self._project_id)
         self._driver = self._session.connection().connection.driver_connection
+
+
+@contextmanager
+def taken_out_on_failure(session: Session, upload: Upload) -> Iterator[None]:
+    """Whatever fails inside, the chunks this upload committed are taken out again, so
+    the upload changes nothing."""
+    upload_id = upload.id
+    try:
+        yield
+    except BaseException:
+        if upload.pending:  # a chunk was committed
+            session.rollback()
+            discard_upload(session, upload_id)
+        raise
+
+
+def publish(session: Session, upload: Upload, rows: int) -> None:
+    """The upload's rows, read by everyone from the request's commit on."""
+    upload.row_count = rows
+    upload.pending = False
+    session.flush()
 
 
 def claim_abandoned_upload(session: Session, upload_id: int) -> bool:

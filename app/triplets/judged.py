@@ -45,7 +45,7 @@ from app.models import (
     Upload,
     UploadKind,
 )
-from app.triplets.bulk import discard_upload
+from app.triplets.bulk import publish, taken_out_on_failure
 from app.triplets.service import _INVALID, _RowParser
 from app.uploads.files import (
     FileFormat,
@@ -305,22 +305,16 @@ def ingest_judgements(
         idempotency_key=idempotency_key,
     )
     problems = ProblemCollector(settings.max_upload_errors, skip_rows=on_error == "skip")
-    upload_id = upload_row.id
-    try:
+    with taken_out_on_failure(session, upload_row):
         judgements = _Judgements(session, project, upload_row, upload.name, problems)
         (_read_csv if fmt is FileFormat.csv else _read_json)(upload, judgements, problems)
         if not problems.problems and judgements.judged == 0:
             problems.add(upload.name, "no judgements in the file")
         problems.raise_if_any()
-    except BaseException:
-        if upload_row.pending:  # a chunk was committed: take it out again
-            session.rollback()
-            discard_upload(session, upload_id)
-        raise
-    upload_row.row_count = judgements.judged
-    upload_row.pending = False  # published with the request's commit
-    session.flush()
-    return UploadResult(upload_id, UploadKind.triplets, judgements.judged).with_skipped(problems)
+    publish(session, upload_row, judgements.judged)
+    return UploadResult(upload_row.id, UploadKind.triplets, judgements.judged).with_skipped(
+        problems
+    )
 
 
 def _published_judgements(project_id: int):

@@ -19,7 +19,7 @@ from app.core.config import Settings
 from app.core.errors import ProblemCollector, echo
 from app.core.spreadsheets import spreadsheet_safe_sql
 from app.models import Item, Project, Rater, Triplet, TripletSource, Upload, UploadKind
-from app.triplets.bulk import TripletWriter, discard_upload
+from app.triplets.bulk import TripletWriter, publish, taken_out_on_failure
 from app.triplets.log import published
 from app.triplets.tally import answer_count
 from app.uploads.files import (
@@ -368,8 +368,7 @@ def ingest_triplets(
         )
 
     ingest = _ingest_csv if fmt is FileFormat.csv else _ingest_json
-    upload_id = upload_row.id
-    try:
+    with taken_out_on_failure(session, upload_row):
         written = ingest(upload, make_parser, problems).writer.written
         if not problems.problems and written == 0:
             skipped = (
@@ -377,15 +376,8 @@ def ingest_triplets(
             )
             problems.add(upload.name, f"no triplets in the file{skipped}")
         problems.raise_if_any()
-    except BaseException:
-        if upload_row.pending:  # a chunk was committed: take it out again
-            session.rollback()
-            discard_upload(session, upload_id)
-        raise
-    upload_row.row_count = written
-    upload_row.pending = False  # published with the request's commit
-    session.flush()
-    return UploadResult(upload_id, UploadKind.triplets, written).with_skipped(problems)
+    publish(session, upload_row, written)
+    return UploadResult(upload_row.id, UploadKind.triplets, written).with_skipped(problems)
 
 
 @dataclass(frozen=True)
