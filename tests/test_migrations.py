@@ -93,6 +93,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0023",
             "0024",
             "0025",
+            "0026",
         ]
     finally:
         engine.dispose()

@@ -120,7 +120,16 @@ class Judgement(Base):
     (sort), [the closer one] (triplet). Item ids throughout."""
 
     __tablename__ = "judgements"
-    __table_args__ = (Index("ix_judgements_project_id_id", "project_id", "id"),)
+    __table_args__ = (
+        Index("ix_judgements_project_id_id", "project_id", "id"),
+        # An upload's judgements: taken out with it, named on the uploads page.
+        Index(
+            "ix_judgements_upload_id",
+            "upload_id",
+            postgresql_where=text("upload_id IS NOT NULL"),
+            sqlite_where=text("upload_id IS NOT NULL"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     project_id: Mapped[int] = mapped_column(Integer)

@@ -176,9 +176,7 @@ def discard_upload(session: Session, upload_id: int) -> int:
             if count == 0:  # a short batch is no proof of the end: only an empty one is
                 break
         while True:  # a judgement upload's judgements, once their triplets are gone
-            batch = select(Judgement.id).where(
-                Judgement.project_id == project_id, Judgement.upload_id == upload_id
-            )
+            batch = select(Judgement.id).where(Judgement.upload_id == upload_id)
             count = session.execute(
                 delete(Judgement).where(Judgement.id.in_(batch.limit(DISCARD_BATCH)))
             ).rowcount

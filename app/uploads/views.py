@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Header, Request, UploadFile
 from fastapi.responses import HTMLResponse
-from sqlalchemy import select
+from sqlalchemy import exists, select
 
 from app.auth.deps import WorkspaceResearcher
 from app.core.db import ordinal_in_project, roll_back
@@ -19,7 +19,7 @@ from app.core.fields import RowId
 from app.core.pages import render as page
 from app.core.routes import StrictJSONRoute
 from app.items.service import ingest_items
-from app.models import Upload
+from app.models import Judgement, Upload
 from app.projects.service import get_project
 from app.triplets.judged import ingest_judgements
 from app.triplets.service import ingest_triplets
@@ -39,15 +39,32 @@ class UploadForm(StrEnum):
 RECENT_UPLOADS = 20
 
 
-def _recent(session, project) -> list[tuple[int, Upload]]:
-    """The newest uploads, each with its number in the project."""
+def _recent(session, project) -> list[tuple[int, Upload, str]]:
+    """The newest uploads, each with its number in the project and what it held (a
+    judgement file is stored as an upload of answers)."""
     uploads = session.scalars(
         select(Upload)
         .where(Upload.project_id == project.id, Upload.pending.is_(False))
         .order_by(Upload.id.desc())
         .limit(RECENT_UPLOADS)
+    ).all()
+    # One index probe an upload (a judgement file may hold millions of rows).
+    judged = set(
+        session.scalars(
+            select(Upload.id).where(
+                Upload.id.in_([upload.id for upload in uploads]),
+                exists().where(Judgement.upload_id == Upload.id),
+            )
+        )
     )
-    return [(ordinal_in_project(session, Upload, project.id, u.id), u) for u in uploads]
+    return [
+        (
+            ordinal_in_project(session, Upload, project.id, upload.id),
+            upload,
+            UploadForm.judgements.value if upload.id in judged else upload.kind.value,
+        )
+        for upload in uploads
+    ]
 
 
 @router.get("/projects/{project_id}/uploads", response_class=HTMLResponse, name="uploads_page")

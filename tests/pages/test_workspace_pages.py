@@ -499,6 +499,9 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     judgements_form.locator("input[type=file]").set_input_files(odd)
     judgements_form.get_by_role("button", name="Upload judgements").click()
     expect(judgements_form.locator(".success")).to_contain_text("Stored 1 judgements")
+    newest = page.locator("#recent-uploads tbody tr").first
+    expect(newest).to_contain_text("judgements")
+    expect(newest).to_contain_text("odd-one-out.csv")
     counted = httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).json()
     assert counted["triplet_count"] == 6
     page.set_viewport_size(PHONE)
