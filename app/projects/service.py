@@ -26,6 +26,7 @@ from app.models import (
 )
 from app.models._types import utcnow
 from app.projects.schemas import NULLABLE_RATING_SETTINGS
+from app.scheduling.screens import items_per_screen
 from app.triplets.service import count_triplets
 from app.triplets.tally import answers_per_hour
 
@@ -140,11 +141,6 @@ DEFAULT_QUESTIONS = {
     RatingFormat.odd_one_out: "Which one is least like the other two?",
     RatingFormat.rank: "Pick the ones most like the one on top, most alike first.",
 }
-
-
-def items_per_screen(judgement: RatingFormat, shown: int) -> int:
-    """How many distinct items one screen of the format needs."""
-    return shown + 1 if judgement is RatingFormat.rank else 3
 
 
 def update_rating(*, session: Session, project: Project, changes: dict) -> Project:

@@ -86,7 +86,9 @@ class JoinOut(RaterStateOut):
     rater_token: str = Field(description="Send as X-Rater-Token on the next calls")
 
 
-ItemKey = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+# A screen shows at most 12 items; item keys are at most 200 characters.
+MOST_PICKS, LONGEST_KEY = 12, 200
+ItemKey = Annotated[str, StringConstraints(min_length=1, max_length=LONGEST_KEY)]
 
 
 class AnswerIn(RequestModel):
@@ -100,7 +102,7 @@ class AnswerIn(RequestModel):
     picks: list[ItemKey] | None = Field(
         default=None,
         min_length=1,
-        max_length=12,
+        max_length=MOST_PICKS,
         description="The keys picked: the odd one (odd_one_out), or the comparison's "
         "`picks` items most like the reference, most alike first (rank)",
     )

@@ -24,7 +24,6 @@ from app.models import (
     LinkState,
     Project,
     Rater,
-    RatingFormat,
 )
 from app.models._types import utcnow
 from app.raters import quality
@@ -162,15 +161,23 @@ def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -
     cards = _cards().get(session, project, (*reference, *screen.shown))
     if cards is None:
         return None
+    return _screen(served.assignment_id, screen.format, cards, screen.picks)
+
+
+def _screen(
+    assignment_id: int, format: JudgementFormat, cards: list[Shown], picks: int
+) -> Comparison:
+    """A screen as shown: a rank screen's cards start with its reference."""
+    ranked = format is JudgementFormat.rank
     return Comparison(
-        served.assignment_id,
+        assignment_id,
         None,
         None,
         None,
-        format=screen.format,
-        items=tuple(cards[len(reference) :]),
-        reference=cards[0] if reference else None,
-        picks=screen.picks,
+        format=format,
+        items=tuple(cards[1:] if ranked else cards),
+        reference=cards[0] if ranked else None,
+        picks=picks,
     )
 
 
@@ -253,14 +260,10 @@ def preview(*, session: Session, project: Project, answered: int = 0) -> RaterSt
     cards = [Shown(item.key, item.text, item.image_file) for item in picked]
     if not screens.is_screen_study(project):
         comparison = Comparison(0, *cards)
-    elif project.judgement is RatingFormat.rank:
-        comparison = Comparison(
-            0, None, None, None, JudgementFormat.rank, tuple(cards[1:]), cards[0], project.picks
-        )
     else:
-        comparison = Comparison(
-            0, None, None, None, JudgementFormat.odd_one_out, tuple(cards), None, 1
-        )
+        format = JudgementFormat(project.judgement.value)
+        picks = project.picks if format is JudgementFormat.rank else 1
+        comparison = _screen(0, format, cards, picks)
     return _progress(project, answered, comparison, replayed=False, asked=False, previewing=True)
 
 

@@ -20,6 +20,7 @@ from app.models import Choice, Item
 from app.raters import service as raters
 from app.rating import service as rating
 from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token
+from app.rating.schemas import LONGEST_KEY, MOST_PICKS
 from app.scheduling.service import MAX_RESPONSE_MS
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=StrictJSONRoute)
@@ -122,10 +123,6 @@ def _milliseconds(text: str) -> int | None:
     if text.isascii() and text.isdigit() and len(text) <= 9:
         return int(text) if int(text) <= MAX_RESPONSE_MS else None
     return None
-
-
-# A screen shows at most 12 items; keys are at most 200 characters.
-MOST_PICKS, LONGEST_KEY = 12, 200
 
 
 @router.post("/answer", response_class=HTMLResponse)

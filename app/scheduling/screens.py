@@ -56,9 +56,15 @@ def is_screen_study(project: Project) -> bool:
     return project.judgement is not RatingFormat.triplet
 
 
+def items_per_screen(judgement: RatingFormat, shown: int) -> int:
+    """Distinct items one screen of the format shows, a rank screen's reference included
+    (a triplet shows three)."""
+    return shown + 1 if judgement is RatingFormat.rank else 3
+
+
 def screen_size(project: Project) -> int:
-    """Distinct items a screen of the study shows, the reference included."""
-    return project.shown + 1 if project.judgement is RatingFormat.rank else 3
+    """Distinct items a screen of the study shows."""
+    return items_per_screen(project.judgement, project.shown)
 
 
 def _drawn(project: Project, ids: np.ndarray, rng: random.Random, check: bool) -> Screen:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError, Unprocessable
@@ -35,12 +35,10 @@ from app.models import (
     ADAPTIVE_PURPOSES,
     Assignment,
     Choice,
-    Item,
     JudgementFormat,
     LinkState,
     Project,
     Purpose,
-    QuerySlot,
     Rater,
 )
 from app.models._types import utcnow
@@ -117,16 +115,6 @@ class ServedQuery:
         reference = assignment.anchor_id if assignment.format is JudgementFormat.rank else None
         screen = Screen(assignment.format, reference, tuple(assignment.shown), assignment.picks)
         return cls(assignment.id, 0, 0, 0, screen)
-
-
-def _seen_by(rater_id: int):
-    """The rater was served this slot's query before."""
-    return exists().where(
-        Assignment.rater_id == rater_id,
-        Assignment.anchor_id == QuerySlot.anchor_id,
-        Assignment.lo_id == QuerySlot.lo_id,
-        Assignment.hi_id == QuerySlot.hi_id,
-    )
 
 
 # A rater who has answered nothing yet holds their (random) query this long at most.
@@ -314,10 +302,11 @@ def submit_answer(
     picks: list[str] | None = None,
     response_time_ms: int | None = None,
     now: datetime | None = None,
-    keys_of: Callable[[list[int]], dict[int, str]] | None = None,
+    keys_of: Callable[[list[int]], dict[int, str]],
 ) -> AnswerOutcome:
     """Record the rater's answer to one assignment, once: a `choice` for a triplet (or
-    "can't tell" for any screen), the `picks` (item keys) for a screen."""
+    "can't tell" for any screen), the `picks` (item keys) for a screen, read against the
+    shown items' keys that `keys_of` gives."""
     if choice is Choice.cant_tell and not project.allow_cant_tell:
         raise ServiceError('this project does not offer "can\'t tell": choose left or right')
     if not response_time_allowed(response_time_ms):
@@ -339,7 +328,7 @@ def submit_answer(
         if choice is not Choice.cant_tell:
             format = JudgementFormat(served.format)
             raise Unprocessable(screens.expected_answer(format, served.picks))
-        return _submit_screen(session, project, rater, ids, None, response_time_ms)
+        return _submit_screen(session, project, rater, ids, None, response_time_ms, keys_of)
 
     chosen_lo = (choice is Choice.left) == answered.left_is_lo
     check = answered.purpose == Purpose.attention
@@ -348,19 +337,12 @@ def submit_answer(
         and choice is not Choice.cant_tell
         and (answered.lo_id if chosen_lo else answered.hi_id) == answered.anchor_id
     )
-    counted = _count(session, project, rater, ids, check, passed)
+    _count(session, project, rater, ids, check, passed)
     if check:
         return _after_check(session, project, rater, now)
-
-    slot_owner = (None, None)
-    if answered.slot_id is not None:
-        slot = {"slot": answered.slot_id, "rater": rater.id}
-        if choice is Choice.cant_tell or rater.excluded:
-            # Someone else may be able to tell (or is counted): the slot goes back.
-            RELEASE_SLOT.run(session, slot)
-        else:
-            slot_owner = ANSWER_SLOT.run(session, slot)
-    if choice is Choice.cant_tell:
+    told = choice is not Choice.cant_tell
+    slot_owner = _settle_slot(session, answered.slot_id, rater, told)
+    if not told:
         return AnswerOutcome(replayed=False)
     closer, farther = (
         (answered.lo_id, answered.hi_id) if chosen_lo else (answered.hi_id, answered.lo_id)
@@ -370,7 +352,7 @@ def submit_answer(
         build_id=slot_owner[0],
         routing_id=slot_owner[1],
         triplet={
-            **counted,
+            **ids,
             "project": project.id,
             "anchor": answered.anchor_id,
             "closer": closer,
@@ -383,8 +365,8 @@ def submit_answer(
 
 def _count(
     session: Session, project: Project, rater: ActiveRater, ids: dict, check: bool, passed: bool
-) -> dict:
-    """Count the answer (and a check's result) on the rater; returns `ids`."""
+) -> None:
+    """Count the answer (and a check's result) on the rater."""
     counted = COUNT_ANSWER.run(
         session,
         {
@@ -395,7 +377,21 @@ def _count(
         },
     )
     rater.answers = counted.answers
-    return ids
+
+
+def _settle_slot(
+    session: Session, slot_id: int | None, rater: ActiveRater, told: bool
+) -> tuple[int | None, int | None]:
+    """The queue slot an answer was for: answered, or given back where the rater could
+    not tell or is excluded (someone else may tell, or be counted). Returns the build
+    and routing it belongs to, when answered."""
+    if slot_id is None:
+        return None, None
+    slot = {"slot": slot_id, "rater": rater.id}
+    if not told or rater.excluded:
+        RELEASE_SLOT.run(session, slot)
+        return None, None
+    return ANSWER_SLOT.run(session, slot)
 
 
 def _after_check(
@@ -422,11 +418,10 @@ def _submit_screen(
     ids: dict,
     picks: list[str] | None,
     response_time_ms: int | None,
-    keys_of: Callable[[list[int]], dict[int, str]] | None = None,
+    keys_of: Callable[[list[int]], dict[int, str]],
 ) -> AnswerOutcome:
     """An answer to a screen: the keys picked (None: "can't tell"), checked against what
-    the screen showed before anything is written. `keys_of` gives the shown items' keys
-    (the rating path's cards); without it they are read."""
+    the screen showed before anything is written."""
     served = SCREEN_SERVED.run(session, ids)
     if served is None:
         raise NotFound(f"no query {ids['assignment']} was served to you")
@@ -436,8 +431,7 @@ def _submit_screen(
     shown = _listed(served.shown)
     picked = None
     if picks is not None:
-        keys = keys_of(shown) if keys_of is not None else _item_keys(session, project, shown)
-        picked = screens.picked_ids(format, shown, served.picks, keys, picks)
+        picked = screens.picked_ids(format, shown, served.picks, keys_of(shown), picks)
         if isinstance(picked, str):
             raise Unprocessable(picked)
     if served.answered_at is not None:
@@ -459,13 +453,7 @@ def _submit_screen(
     _count(session, project, rater, ids, check, passed)
     if check:
         return _after_check(session, project, rater, ids["now"])
-    slot_owner = (None, None)
-    if served.slot_id is not None:
-        slot = {"slot": served.slot_id, "rater": rater.id}
-        if picked is None or rater.excluded:
-            RELEASE_SLOT.run(session, slot)  # someone else may tell (or be counted)
-        else:
-            slot_owner = ANSWER_SLOT.run(session, slot)
+    slot_owner = _settle_slot(session, served.slot_id, rater, picked is not None)
     if picked is None:
         return AnswerOutcome(replayed=False)
     implied = screens.implied_triplets(format, reference, shown, picked)
@@ -486,16 +474,6 @@ def _submit_screen(
             {**common, "anchor": anchor, "closer": closer, "farther": farther, "adaptive": adaptive}
             for anchor, closer, farther in implied.tolist()
         ],
-    )
-
-
-def _item_keys(session: Session, project: Project, item_ids: list[int]) -> dict[int, str]:
-    return dict(
-        session.execute(
-            select(Item.id, Item.key).where(
-                Item.id.in_(set(item_ids)), Item.project_id == project.id
-            )
-        ).all()
     )
 
 

@@ -24,15 +24,7 @@ def triplet(session: Session, rater_id: int, ids: np.ndarray, attention: bool, d
     for anchor, p, q in draws.candidates(ids):
         first = anchor if attention else p
         lo, hi = min(first, q), max(first, q)
-        seen = session.scalar(
-            select(Assignment.id).where(
-                Assignment.rater_id == rater_id,
-                Assignment.anchor_id == anchor,
-                Assignment.lo_id == lo,
-                Assignment.hi_id == hi,
-            )
-        )
-        if seen is None:
+        if not _was_served(session, rater_id, (anchor, lo, hi)):
             return anchor, lo, hi
     return _any_triplet(session, rater_id, ids, attention, draws.search_rng())
 
@@ -46,14 +38,7 @@ MORE_DRAWS = 2_000
 def _any_triplet(session: Session, rater_id: int, ids: np.ndarray, attention: bool, rng):
     """A query (or check) the rater was never served, found against everything they were
     served; None only once they have seen every one the study has."""
-    seen = {
-        tuple(row)
-        for row in session.execute(
-            select(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).where(
-                Assignment.rater_id == rater_id
-            )
-        )
-    }
+    seen = _served_keys(session, rater_id)
     n = len(ids)
     total = n * (n - 1) if attention else n * (n - 1) * (n - 2) // 2
     if total > MOST_ENUMERATED:
@@ -78,9 +63,22 @@ def _every_triplet(ids: np.ndarray, attention: bool):
             yield from ((anchor, lo, hi) for at, lo in enumerate(others) for hi in others[at + 1 :])
 
 
-def _was_served(session: Session, rater_id: int, key: screens.ScreenKey) -> bool:
+def _was_served(session: Session, rater_id: int, key: tuple[int, int, int]) -> bool:
+    """Whether the rater was served this query (or screen) before, by its key."""
     anchor, lo, hi = key
     return SEEN.run(session, {"rater": rater_id, "anchor": anchor, "lo": lo, "hi": hi}) is not None
+
+
+def _served_keys(session: Session, rater_id: int) -> set[tuple[int, int, int]]:
+    """The key of every query (and screen) the rater was served."""
+    return {
+        tuple(row)
+        for row in session.execute(
+            select(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).where(
+                Assignment.rater_id == rater_id
+            )
+        )
+    }
 
 
 def screen_around(
@@ -109,17 +107,11 @@ def screen(
     check: bool,
     draws: Draws,
 ) -> Screen | None:
-    def was_served(key: screens.ScreenKey) -> bool:
-        return _was_served(session, rater_id, key)
-
-    def served_keys() -> set[screens.ScreenKey]:
-        return {
-            tuple(row)
-            for row in session.execute(
-                select(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).where(
-                    Assignment.rater_id == rater_id
-                )
-            )
-        }
-
-    return screens.draw_unseen(project, ids, check, draws, was_served, served_keys)
+    return screens.draw_unseen(
+        project,
+        ids,
+        check,
+        draws,
+        lambda key: _was_served(session, rater_id, key),
+        lambda: _served_keys(session, rater_id),
+    )
