@@ -27,6 +27,7 @@ from app.models import (
     ADAPTIVE_PURPOSES,
     Assignment,
     Base,
+    BuildStatus,
     Choice,
     Item,
     JudgementFormat,
@@ -52,6 +53,7 @@ ENUMS = {
     "LinkState": LinkState,
     "RatingFormat": RatingFormat,
     "JudgementFormat": JudgementFormat,
+    "BuildStatus": BuildStatus,
 }
 
 

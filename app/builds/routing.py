@@ -34,8 +34,7 @@ from app.models import (
     Triplet,
     TripletSource,
 )
-from app.scheduling import queue
-from app.scheduling import service as scheduling
+from app.scheduling import queue, thresholds
 from app.triplets.log import committed_bound, hold_append_lock, item_positions
 
 if TYPE_CHECKING:
@@ -153,7 +152,7 @@ def _answers_about(session: Session, routing: Routing, every, order):
         Triplet.anchor_id.in_(routing.item_ids),
         Triplet.is_test.is_(False),
     )
-    excluded = scheduling.excluded_rater_ids(session, routing.project_id)
+    excluded = thresholds.excluded_rater_ids(session, routing.project_id)
     if excluded:
         query = query.where(Triplet.rater_id.is_(None) | Triplet.rater_id.not_in(excluded))
     rows = np.array(session.execute(query).all(), dtype=np.int64).reshape(-1, 3)

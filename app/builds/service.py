@@ -24,8 +24,7 @@ from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn.keys import query_keys, unpack_query_keys
 from app.learn.subtrees import expected_subtree_queries
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
-from app.scheduling import queue
-from app.scheduling import service as scheduling
+from app.scheduling import queue, thresholds
 from app.triplets.log import committed_bound, item_positions, readable_bound
 
 if TYPE_CHECKING:
@@ -93,7 +92,7 @@ def _begin(
         params=params,
         state=builder.to_bytes(),
         items=items,
-        excluded_rater_ids=scheduling.excluded_rater_ids(session, project_id),
+        excluded_rater_ids=thresholds.excluded_rater_ids(session, project_id),
     )
     session.add(build)
     session.flush()
@@ -161,7 +160,7 @@ def exclusion_change(session: Session, build: Build) -> ExclusionChange | None:
     """None while the build follows the exclusions (unfinished builds are replayed)."""
     if build.status not in FINAL:
         return None
-    now = set(scheduling.excluded_rater_ids(session, build.project_id))
+    now = set(thresholds.excluded_rater_ids(session, build.project_id))
     then = set(build.excluded_rater_ids or [])
     excluded, included = sorted(now - then), sorted(then - now)
     if not excluded and not included:
@@ -197,7 +196,7 @@ def answers_after(
     query = select(Triplet.id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
         Triplet.project_id == project_id, Triplet.id <= bound, Triplet.is_test.is_(False)
     )
-    excluded = scheduling.excluded_rater_ids(session, project_id)
+    excluded = thresholds.excluded_rater_ids(session, project_id)
     if excluded:
         query = query.where(Triplet.rater_id.is_(None) | Triplet.rater_id.not_in(excluded))
     batches = []
@@ -404,7 +403,7 @@ def replay(*, session: Session, build: Build) -> Build:
     if build.status in FINAL:
         return build
     build.state = _builder(build).restarted().to_bytes()
-    build.excluded_rater_ids = scheduling.excluded_rater_ids(session, build.project_id)
+    build.excluded_rater_ids = thresholds.excluded_rater_ids(session, build.project_id)
     build.answers_cursor = 0
     build.version += 1
     session.flush()

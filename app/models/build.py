@@ -4,7 +4,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKey, LargeBinary, Text
+from sqlalchemy import BigInteger, ForeignKey, LargeBinary, SmallInteger, Text
 from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from app.core.db import Base
@@ -44,6 +44,8 @@ class Build(Base):
     version: Mapped[int] = mapped_column(default=0)
     progress: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     message: Mapped[str] = mapped_column(Text, default="")
+    # Up to this many of a node's items on one sorting screen (1: one triplet a screen).
+    sort_size: Mapped[int] = mapped_column(SmallInteger, default=1, server_default="1")
     # The raters whose answers the state leaves out, as of its last replay: a finished
     # build is not replayed, so later exclusions show as a difference from this.
     excluded_rater_ids: Mapped[list[int]] = mapped_column(

@@ -105,6 +105,10 @@ class Assignment(Base):
     `shown` and the rater's picks in `chosen`; its `anchor_id`, `lo_id` and `hi_id` are
     then its key (see app/scheduling/screens.py): the rank screen's reference (the
     odd-one-out's smallest item) and the smallest and largest of the rest.
+
+    A sorting screen (a CompRF node's items beside its two pivots) is one assignment per
+    item, each an ordinary triplet query (item, pivots) with its own slot and choice;
+    the first keeps the items in `shown`, the others name it in `screen_id`.
     """
 
     __tablename__ = "assignments"
@@ -116,6 +120,12 @@ class Assignment(Base):
             "lo_id",
             "hi_id",
             unique=True,
+        ),
+        Index(
+            "ix_assignments_screen_id",
+            "screen_id",
+            postgresql_where=text("screen_id IS NOT NULL"),
+            sqlite_where=text("screen_id IS NOT NULL"),
         ),
     )
 
@@ -142,6 +152,7 @@ class Assignment(Base):
     shown: Mapped[list | None] = mapped_column(JsonValue)
     picks: Mapped[int | None] = mapped_column(SmallInteger)  # how many the rater picks
     chosen: Mapped[list | None] = mapped_column(JsonValue)
+    screen_id: Mapped[int | None] = mapped_column(BigId)  # a sorting screen's first
 
     @property
     def left_id(self) -> int:

@@ -24,7 +24,7 @@ from app.core.spreadsheets import spreadsheet_safe
 from app.models import Project, Rater
 from app.models._types import utcnow
 from app.raters.service import PLATFORM_PARAMETERS
-from app.scheduling.service import failed_attention
+from app.scheduling.thresholds import failed_attention
 
 ABANDONED_AFTER = timedelta(minutes=30)
 

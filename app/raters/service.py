@@ -25,7 +25,8 @@ from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.models import LinkState, Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
-from app.scheduling.service import ActiveRater, apply_thresholds, is_asking
+from app.scheduling.service import ActiveRater, is_asking
+from app.scheduling.thresholds import apply_thresholds
 from app.triplets.log import published
 
 PLATFORM_PARAMETERS = {

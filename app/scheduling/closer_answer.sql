@@ -8,8 +8,9 @@
 -- served) with the same rules as the Python scheduler (app/scheduling/service.py), and
 -- the same random draws (app/scheduling/draws.py: p_draw, p_left_is_lo, p_candidates).
 -- For every other case (a retry, an attention check, an unknown query or session, a
--- study or a screen of another format than triplets) it returns outcome 'full' having
--- written nothing, and the Python path takes the request.
+-- study or a screen of another format than triplets, a queue draw while a build sorts)
+-- it returns outcome 'full' having written nothing, and the Python path takes the
+-- request.
 -- The differential test runs the same scenarios through both and compares every row.
 
 CREATE OR REPLACE FUNCTION closer_answer(
@@ -65,7 +66,13 @@ BEGIN
     -- A study of screens (odd-one-out, rank) is served by the Python path.
     IF NOT FOUND OR who.screened_out_at IS NOT NULL
        OR who.judgement <> 'triplet' /* RatingFormat.triplet */
-       OR (p_choice = 'cant_tell' /* Choice.cant_tell */ AND NOT who.allow_cant_tell) THEN
+       OR (p_choice = 'cant_tell' /* Choice.cant_tell */ AND NOT who.allow_cant_tell)
+       -- A build that sorts (sort_size > 1) asks its queries on sorting screens, which
+       -- the Python path serves: a draw that goes to the queue is handed over.
+       OR (p_draw >= who.attention_rate + who.random_share AND EXISTS (
+           SELECT 1 FROM builds b
+            WHERE b.project_id = who.project_id AND b.sort_size > 1
+              AND b.status = 'running' /* BuildStatus.running */)) THEN
         RETURN QUERY SELECT 'full', NULL::integer, NULL::integer, NULL::integer,
             NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
         RETURN;

@@ -31,7 +31,7 @@ from app.models import (
     VersionStatus,
 )
 from app.models._types import utcnow
-from app.scheduling.service import excluded_rater_ids
+from app.scheduling.thresholds import excluded_rater_ids
 from app.training.fitting import FITTERS, CannotFit, Snapshot, measure_on_test_split
 from app.training.service import (
     PASSIVE,
