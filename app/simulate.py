@@ -98,7 +98,18 @@ class _Items:
         self.rng = random.Random(seed)
 
     def choose(self, comparison: dict) -> dict:
-        """The answer's body: a triplet's `choice`, a screen's `picks`."""
+        """The answer's body: a triplet's `choice`, a screen's `picks`, a sorting screen's
+        `sides` (each item a triplet decision of its own, with the oracle's noise)."""
+        if comparison.get("format") == "sort":
+            left, right = (self.index[pivot["key"]] for pivot in comparison["pivots"])
+            keys = [item["key"] for item in comparison["items"]]
+            answered = self.oracle.answer(np.array([[self.index[k], left, right] for k in keys]))
+            return {
+                "sides": [
+                    {"key": key, "side": "left" if row[1] == left else "right"}
+                    for key, row in zip(keys, answered.tolist(), strict=True)
+                ]
+            }
         if comparison.get("format", "triplet") != "triplet":
             return {"picks": self._pick(comparison)}
         a, left, right = (

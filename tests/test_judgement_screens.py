@@ -93,8 +93,8 @@ def test_a_rank_study_serves_k_of_n_screens_and_stores_each_as_one_judgement(
         "count": ({"picks": shown[:1]}, "got 1 key"),
         "twice": ({"picks": [shown[0], shown[0]]}, "a key was sent twice"),
         "stray": ({"picks": [shown[0], reference]}, f"{reference!r} is not one of the items"),
-        "both": ({"picks": shown[:2], "choice": "left"}, "not both or neither"),
-        "neither": ({}, "not both or neither"),
+        "both": ({"picks": shown[:2], "choice": "left"}, "send one of"),
+        "neither": ({}, "send one of"),
     }
     for name, (body, words) in wrong.items():
         response = _answer(client, slug, token, query, **body)

@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.fields import INT4_MAX, JSONTuple, RequestModel
 from app.models import BuildStatus, RoutingStatus
+from app.scheduling.sorting import MOST_SORTED
 
 
 class BuildCreate(RequestModel):
@@ -22,6 +23,14 @@ class BuildCreate(RequestModel):
     )
     random_state: int | None = Field(
         default=None, ge=0, le=INT4_MAX, description="Seed, for a reproducible build"
+    )
+    sort_size: int = Field(
+        default=1,
+        ge=1,
+        le=MOST_SORTED,
+        description="Items of a node asked on one sorting screen, beside its two pivots "
+        "(1: one triplet per screen). The trees are the same; a screen asks up to this many "
+        "queries at once",
     )
 
 

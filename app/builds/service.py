@@ -41,6 +41,7 @@ class BuildParams:
     subsample: float = 1.0
     answers_per_query: int = 1
     random_state: int | None = None
+    sort_size: int = 1
 
 
 def _labelled_items(session: Session, project: Project) -> tuple[np.ndarray, np.ndarray]:
@@ -93,6 +94,7 @@ def _begin(
         state=builder.to_bytes(),
         items=items,
         excluded_rater_ids=thresholds.excluded_rater_ids(session, project_id),
+        sort_size=params.get("sort_size", 1),
     )
     session.add(build)
     session.flush()

@@ -470,6 +470,7 @@ def _restore_builds(
             project_id=project.id,
             status=entry.status,
             params=entry.params.model_dump(),
+            sort_size=entry.params.sort_size,
             progress=checked.progress,
             message=entry.message,
             state=checked.state,

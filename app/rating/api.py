@@ -51,7 +51,10 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
                 format=shown.format,
                 items=[_item(media, item) for item in shown.items],
                 reference=None if shown.reference is None else _item(media, shown.reference),
-                picks=shown.picks,
+                picks=None if shown.format is JudgementFormat.sort else shown.picks,
+                pivots=None
+                if shown.pivots is None
+                else [_item(media, pivot) for pivot in shown.pivots],
             )
     return RaterStateOut(
         comparison=comparison,
@@ -104,7 +107,7 @@ async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: 
     """Answer a comparison; a retry of the same query_id stores nothing more. The answer
     holds the next comparison."""
     draws = rating.roll(request)
-    if body.picks is not None:  # a screen: the Python path takes it
+    if body.choice is None:  # a screen: the Python path takes it
         return await run_in_threadpool(_answer, slug, body, request, token, draws)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
@@ -133,6 +136,7 @@ def _answer(
             assignment_id=body.query_id,
             choice=body.choice,
             picks=body.picks,
+            sides=body.side_pairs,
             response_time_ms=body.response_time_ms,
             draws=draws,
         )

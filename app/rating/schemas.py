@@ -37,20 +37,27 @@ class ComparisonOut(BaseModel):
         default=JudgementFormat.triplet,
         description="What the screen asks: triplet (anchor, left, right; answer with "
         "`choice`), odd_one_out (three `items`; answer with `picks`: the key of the one "
-        "least like the other two) or rank (`reference` and `items`; answer with `picks`: "
-        "the keys of `picks` items, most like the reference first)",
+        "least like the other two), rank (`reference` and `items`; answer with `picks`: "
+        "the keys of `picks` items, most like the reference first) or sort (two `pivots` "
+        "and `items`; answer with `sides`: each item's side, that of the pivot it is more "
+        "like)",
     )
     anchor: ShownItem | None = Field(default=None, description="triplet: the item on top")
     left: ShownItem | None = Field(default=None, description="triplet: the left candidate")
     right: ShownItem | None = Field(default=None, description="triplet: the right candidate")
     items: list[ShownItem] | None = Field(
-        default=None, description="odd_one_out, rank: the items to pick among, in display order"
+        default=None,
+        description="odd_one_out, rank: the items to pick among; sort: the items to put "
+        "with a pivot; in display order",
     )
     reference: ShownItem | None = Field(
         default=None, description="rank: the item the picks must be most like"
     )
     picks: int | None = Field(
         default=None, description="odd_one_out, rank: how many keys the answer's picks hold"
+    )
+    pivots: list[ShownItem] | None = Field(
+        default=None, description="sort: the two pivots, left then right as shown"
     )
 
 
@@ -91,9 +98,23 @@ MOST_PICKS, LONGEST_KEY = 12, 200
 ItemKey = Annotated[str, StringConstraints(min_length=1, max_length=LONGEST_KEY)]
 
 
+class SideIn(RequestModel):
+    """Where a sorting screen's item goes: with the left or the right pivot."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: ItemKey
+    side: Choice = Field(
+        strict=False,
+        description='"left" or "right": the pivot the item is more like; "cant_tell" '
+        "where the study offers it",
+    )
+
+
 class AnswerIn(RequestModel):
     """An answer: `choice` for a triplet ("cant_tell" for any screen, where the study
-    offers it), `picks` for an odd-one-out or rank screen."""
+    offers it), `picks` for an odd-one-out or rank screen, `sides` for a sorting
+    screen."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -106,13 +127,25 @@ class AnswerIn(RequestModel):
         description="The keys picked: the odd one (odd_one_out), or the comparison's "
         "`picks` items most like the reference, most alike first (rank)",
     )
+    sides: list[SideIn] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MOST_PICKS,
+        description="A sorting screen's answer: one side per item shown",
+    )
     response_time_ms: int | None = Field(default=None, ge=0, le=MAX_RESPONSE_MS)
 
     @model_validator(mode="after")
     def _one_answer(self) -> AnswerIn:
-        if (self.choice is None) == (self.picks is None):
+        if sum(answer is not None for answer in (self.choice, self.picks, self.sides)) != 1:
             raise ValueError(
-                'send either "choice" (a triplet: "left" or "right") or "picks" (an '
-                "odd-one-out or rank screen: item keys), not both or neither"
+                'send one of "choice" (a triplet: "left" or "right"), "picks" (an '
+                'odd-one-out or rank screen: item keys) or "sides" (a sorting screen: '
+                '{"key", "side"} per item)'
             )
         return self
+
+    @property
+    def side_pairs(self) -> list[tuple[str, str]] | None:
+        """The sides as (item key, side) pairs."""
+        return None if self.sides is None else [(s.key, s.side.value) for s in self.sides]

@@ -48,7 +48,7 @@ class Shown:
 @dataclass(frozen=True)
 class Comparison:
     """A triplet (anchor, left, right), or a screen of another format: its items in
-    display order, its reference (rank), and how many to pick."""
+    display order, its reference (rank), how many to pick, its pivots (sort)."""
 
     assignment_id: int
     anchor: Shown | None
@@ -58,6 +58,7 @@ class Comparison:
     items: tuple[Shown, ...] = ()
     reference: Shown | None = None
     picks: int = 0
+    pivots: tuple[Shown, Shown] | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -
         cards = _cards().get(session, project, ids)
         return None if cards is None else Comparison(served.assignment_id, *cards)
     reference = () if screen.reference is None else (screen.reference,)
-    cards = _cards().get(session, project, (*reference, *screen.shown))
+    cards = _cards().get(session, project, (*(screen.pivots or ()), *reference, *screen.shown))
     if cards is None:
         return None
     return _screen(served.assignment_id, screen.format, cards, screen.picks)
@@ -167,7 +168,18 @@ def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -
 def _screen(
     assignment_id: int, format: JudgementFormat, cards: list[Shown], picks: int
 ) -> Comparison:
-    """A screen as shown: a rank screen's cards start with its reference."""
+    """A screen as shown: a rank screen's cards start with its reference, a sorting
+    screen's with its two pivots."""
+    if format is JudgementFormat.sort:
+        return Comparison(
+            assignment_id,
+            None,
+            None,
+            None,
+            format=format,
+            items=tuple(cards[2:]),
+            pivots=(cards[0], cards[1]),
+        )
     ranked = format is JudgementFormat.rank
     return Comparison(
         assignment_id,
@@ -312,6 +324,7 @@ def answer(
     response_time_ms: int | None,
     draws: Draws,
     picks: list[str] | None = None,
+    sides: list[tuple[str, str]] | None = None,
 ) -> RaterState:
     """Record one answer (once, however often it is sent) and serve the next query."""
     if scheduling.is_screened_out(project, rater):
@@ -324,6 +337,7 @@ def answer(
         assignment_id=assignment_id,
         choice=choice,
         picks=picks,
+        sides=sides,
         response_time_ms=response_time_ms,
         keys_of=lambda ids: _keys(session, project, ids),
     )

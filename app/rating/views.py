@@ -132,13 +132,23 @@ async def answer(
     query_id: Annotated[BigRowId, Form()],
     choice: Annotated[Choice | None, Form()] = None,
     picks: Annotated[list[str] | None, Form()] = None,
+    item: Annotated[list[str] | None, Form()] = None,
     response_time_ms: Annotated[str, Form()] = "",
 ):
-    """A triplet's `choice`, or a screen's `picks` (in the order picked); "can't tell"
-    on a screen sends both, and the choice wins."""
+    """A triplet's `choice`, a screen's `picks` (in the order picked), or a sorting
+    screen's items (`item`, in display order) with each one's side (`side-0`, `side-1`,
+    …); "can't tell" on a screen sends both, and the choice wins."""
     token = cookie_rater_token(request)  # (rate limited before routing: ThrottleRaterRoutes)
     elapsed = _milliseconds(response_time_ms)
     draws = rating.roll(request)
+    if choice is None and item:
+        if len(item) > MOST_PICKS or any(len(key) > LONGEST_KEY for key in item):
+            raise ServiceError(f"send at most {MOST_PICKS} items, each a key of the items shown")
+        form = await request.form()
+        sides = [(key, str(form.get(f"side-{at}") or "")) for at, key in enumerate(item)]
+        return await run_in_threadpool(
+            _answer, slug, request, token, query_id, None, elapsed, draws, None, sides
+        )
     if choice is not None:
         picks = None
     elif not picks:
@@ -173,6 +183,7 @@ def _answer(
     elapsed: int | None,
     draws: rating.Draws,
     picks: list[str] | None = None,
+    sides: list[tuple[str, str]] | None = None,
 ):
     with transaction(request) as session:  # see transaction(): the busiest page route
         found = raters.authenticate_in_study(session=session, slug=slug, token=token)
@@ -192,6 +203,7 @@ def _answer(
                 assignment_id=query_id,
                 choice=choice,
                 picks=picks,
+                sides=sides,
                 response_time_ms=elapsed,
                 draws=draws,
             )

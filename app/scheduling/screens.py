@@ -24,6 +24,7 @@ import numpy as np
 
 from app.learn.judgements import odd_one_out_triplets, rank_triplets
 from app.models import JudgementFormat, Project, RatingFormat
+from app.scheduling import sorting
 from app.scheduling.draws import RANDOM_DRAWS, Draws
 
 ScreenKey = tuple[int, int, int]  # (anchor_id, lo_id, hi_id) of the assignment
@@ -36,16 +37,19 @@ MORE_DRAWS = 2_000
 
 @dataclass(frozen=True)
 class Screen:
-    """A screen as served: its format, the reference (rank), the items in display order
-    and how many the rater picks."""
+    """A screen as served: its format, the reference (rank), the items in display order,
+    how many the rater picks, and a sorting screen's pivots (left, right as shown)."""
 
     format: JudgementFormat
     reference: int | None
     shown: tuple[int, ...]
     picks: int
+    pivots: tuple[int, int] | None = None
 
     @property
     def key(self) -> ScreenKey:
+        if self.pivots is not None:  # its first item's query
+            return self.shown[0], min(self.pivots), max(self.pivots)
         if self.reference is None:
             low, middle, high = sorted(self.shown)
             return low, middle, high
@@ -173,8 +177,10 @@ def around(
     return Screen(JudgementFormat.rank, anchor, tuple(shown), project.picks)
 
 
-def expected_answer(format: JudgementFormat, picks: int) -> str:
+def expected_answer(format: JudgementFormat, picks: int, allow_cant_tell: bool = True) -> str:
     """What an answer to the screen must send, in words (for a refused one)."""
+    if format is JudgementFormat.sort:
+        return sorting.expected_sides(allow_cant_tell)
     if format is JudgementFormat.triplet:
         return 'this query is a triplet: answer with "choice" ("left" or "right")'
     if format is JudgementFormat.odd_one_out:

@@ -14,19 +14,19 @@ answered and writes nothing. An answer whose lease expired still counts if it is
 assignment's first.
 
 Studies of screens (odd-one-out, rank: app/scheduling/screens.py) serve their random
-questions and checks as screens, and a sampler's proposed triplet on a screen around it;
-CompRF's queries stay triplets. An answered screen is stored as one judgement with the
-triplets it implies.
+questions and checks as screens, and a sampler's proposed triplet on a screen around it.
+A build that sorts asks up to `sort_size` of a node's items on one sorting screen
+(app/scheduling/sorting.py); otherwise CompRF's queries are triplets. An answered
+screen is stored as one judgement with the triplets it implies.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError, Unprocessable
@@ -39,20 +39,15 @@ from app.models import (
     LinkState,
     Project,
     Purpose,
-    Rater,
 )
 from app.models._types import utcnow
-from app.scheduling import screens, unseen
+from app.scheduling import answers, screens, sorting, unseen
+from app.scheduling.answers import ActiveRater, AnswerOutcome
 from app.scheduling.draws import Draws
 from app.scheduling.screens import Screen
 from app.scheduling.statements import (
     ANSWER,
-    ANSWER_SLOT,
-    COUNT_ANSWER,
     LEASE,
-    RELEASE_SLOT,
-    SCREEN_ANSWER,
-    SCREEN_SERVED,
     SERVE,
     SERVE_SCREEN,
     SERVED_TO,
@@ -61,40 +56,10 @@ from app.scheduling.statements import (
     STORE_TRIPLET,
 )
 from app.scheduling.study_items import item_ids
-from app.scheduling.thresholds import apply_thresholds, screens_out
 from app.triplets.log import hold_append_lock
 
 # Query ids are the assignments' BIGINT keys.
 MAX_QUERY_ID = INT8_MAX
-
-
-@dataclass
-class ActiveRater:
-    """The rater behind a request, as the rating path needs them: read with a plain
-    query (no ORM object), their answer count kept current by the answer it records."""
-
-    id: int
-    answers: int
-    excluded: bool
-    screened_out: bool = False  # ended on failed attention checks: nothing more is asked
-
-    @classmethod
-    def of(cls, rater: Rater) -> ActiveRater:
-        return cls(rater.id, rater.answers, rater.excluded, rater.screened_out_at is not None)
-
-
-@dataclass(frozen=True)
-class AnswerOutcome:
-    """What an answer did: whether it was new, and what it asks of the builds."""
-
-    replayed: bool
-    build_id: int | None = None
-    routing_id: int | None = None
-    exclusion_changed: bool = False
-    screened_out: bool = False  # this check ended the rater's session (screened_out_code)
-    triplet: dict | None = None  # the row to append with store_answer, last
-    judgement: dict | None = None  # an answered screen's row, its triplets after it
-    implied: list[dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +78,10 @@ class ServedQuery:
     def of(cls, assignment: Assignment) -> ServedQuery:
         if assignment.format is JudgementFormat.triplet:
             return cls(assignment.id, assignment.anchor_id, assignment.left_id, assignment.right_id)
+        if assignment.format is JudgementFormat.sort:
+            pivots = (assignment.left_id, assignment.right_id)
+            screen = Screen(JudgementFormat.sort, None, tuple(assignment.shown), 0, pivots)
+            return cls(assignment.id, 0, 0, 0, screen)
         reference = assignment.anchor_id if assignment.format is JudgementFormat.rank else None
         screen = Screen(assignment.format, reference, tuple(assignment.shown), assignment.picks)
         return cls(assignment.id, 0, 0, 0, screen)
@@ -142,7 +111,8 @@ def _lease_slot(session: Session, project: Project, rater: ActiveRater, now: dat
 
 
 def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | None = None):
-    """The query the rater holds and has not answered yet (a page reload shows it again)."""
+    """The query the rater holds and has not answered yet (a page reload shows it again;
+    a sorting screen by its first item's assignment)."""
     now = now or utcnow()
     return session.scalar(
         select(Assignment)
@@ -150,6 +120,7 @@ def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | 
             Assignment.rater_id == rater.id,
             Assignment.answered_at.is_(None),
             Assignment.expires_at > now,
+            Assignment.screen_id.is_(None),
         )
         .order_by(Assignment.id.desc())
         .limit(1)
@@ -215,6 +186,9 @@ def serve_next(
     else:
         if rater.answers or just_answered:  # joins that only look hold no build query
             slot, expires = _lease_slot(session, project, rater, now)
+        size = 1 if slot is None else sorting.sort_size(session, slot.build_id)
+        if size > 1:
+            return _serve_sort(session, project, rater, slot, size, draws, now, expires)
         if slot is not None:
             purpose, chosen = Purpose(slot.priority), (slot.anchor_id, slot.lo_id, slot.hi_id)
             if purpose is Purpose.proposal and screens.is_screen_study(project):
@@ -276,6 +250,7 @@ def _serve_screen(
             "anchor": anchor,
             "lo": lo,
             "hi": hi,
+            "left_is_lo": True,
             "now": now,
             "expires": expires,
             "format": screen.format,
@@ -284,6 +259,51 @@ def _serve_screen(
         },
     )
     return ServedQuery(served.id, 0, 0, 0, screen)
+
+
+def _serve_sort(
+    session: Session,
+    project: Project,
+    rater: ActiveRater,
+    slot,
+    size: int,
+    draws: Draws,
+    now: datetime,
+    expires: datetime,
+) -> ServedQuery:
+    """A sorting screen: the leased slot's item and up to `size` - 1 more of its node."""
+    siblings = sorting.lease_siblings(session, slot, rater.id, size - 1, now, expires)
+    left_is_lo = draws.left_is_lo
+    shown = (slot.anchor_id, *(row.anchor_id for row in siblings))
+    served = {
+        "project_id": project.id,
+        "rater_id": rater.id,
+        "lo_id": slot.lo_id,
+        "hi_id": slot.hi_id,
+        "left_is_lo": left_is_lo,
+        "served_at": now,
+    }
+    first_id = SERVE_SCREEN.run(
+        session,
+        {
+            "project": project.id,
+            "rater": rater.id,
+            "slot": slot.id,
+            "purpose": slot.priority,
+            "anchor": slot.anchor_id,
+            "lo": slot.lo_id,
+            "hi": slot.hi_id,
+            "left_is_lo": left_is_lo,
+            "now": now,
+            "expires": expires,
+            "format": JudgementFormat.sort,
+            "shown": list(shown),
+            "picks": None,
+        },
+    ).id
+    sorting.serve_siblings(session, first_id, served, siblings, expires)
+    pivots = (slot.lo_id, slot.hi_id) if left_is_lo else (slot.hi_id, slot.lo_id)
+    return ServedQuery(first_id, 0, 0, 0, Screen(JudgementFormat.sort, None, shown, 0, pivots))
 
 
 MAX_RESPONSE_MS = 86_400_000
@@ -301,13 +321,15 @@ def submit_answer(
     assignment_id: int,
     choice: Choice | None = None,
     picks: list[str] | None = None,
+    sides: list[tuple[str, str]] | None = None,
     response_time_ms: int | None = None,
     now: datetime | None = None,
     keys_of: Callable[[list[int]], dict[int, str]],
 ) -> AnswerOutcome:
     """Record the rater's answer to one assignment, once: a `choice` for a triplet (or
-    "can't tell" for any screen), the `picks` (item keys) for a screen, read against the
-    shown items' keys that `keys_of` gives."""
+    "can't tell" for any screen), the `picks` (item keys) for an odd-one-out or rank
+    screen, the `sides` (item key, side) for a sorting screen, read against the shown
+    items' keys that `keys_of` gives."""
     if choice is Choice.cant_tell and not project.allow_cant_tell:
         raise ServiceError('this project does not offer "can\'t tell": choose left or right')
     if not response_time_allowed(response_time_ms):
@@ -317,8 +339,10 @@ def submit_answer(
         )
     now = now or utcnow()
     ids = {"assignment": assignment_id, "rater": rater.id, "now": now}
+    if sides is not None:
+        return answers.submit_sort(session, project, rater, ids, sides, response_time_ms, keys_of)
     if picks is not None:
-        return _submit_screen(session, project, rater, ids, picks, response_time_ms, keys_of)
+        return answers.submit_screen(session, project, rater, ids, picks, response_time_ms, keys_of)
     answered = ANSWER.run(session, {**ids, "choice": choice, "elapsed": response_time_ms})
     if answered is None:
         served = SERVED_TO.run(session, ids)
@@ -326,10 +350,16 @@ def submit_answer(
             raise NotFound(f"no query {assignment_id} was served to you")
         if served.format == JudgementFormat.triplet.value:
             return AnswerOutcome(replayed=True)
+        if served.format == JudgementFormat.sort.value and choice is Choice.cant_tell:
+            return answers.submit_sort(
+                session, project, rater, ids, None, response_time_ms, keys_of
+            )
         if choice is not Choice.cant_tell:
             format = JudgementFormat(served.format)
-            raise Unprocessable(screens.expected_answer(format, served.picks))
-        return _submit_screen(session, project, rater, ids, None, response_time_ms, keys_of)
+            raise Unprocessable(
+                screens.expected_answer(format, served.picks, project.allow_cant_tell)
+            )
+        return answers.submit_screen(session, project, rater, ids, None, response_time_ms, keys_of)
 
     chosen_lo = (choice is Choice.left) == answered.left_is_lo
     check = answered.purpose == Purpose.attention
@@ -338,11 +368,11 @@ def submit_answer(
         and choice is not Choice.cant_tell
         and (answered.lo_id if chosen_lo else answered.hi_id) == answered.anchor_id
     )
-    _count(session, project, rater, ids, check, passed)
+    answers.count_answer(session, project, rater, ids, check, passed)
     if check:
-        return _after_check(session, project, rater, now)
+        return answers.after_check(session, project, rater, now)
     told = choice is not Choice.cant_tell
-    slot_owner = _settle_slot(session, answered.slot_id, rater, told)
+    slot_owner = answers.settle_slot(session, answered.slot_id, rater, told)
     if not told:
         return AnswerOutcome(replayed=False)
     closer, farther = (
@@ -364,124 +394,14 @@ def submit_answer(
     )
 
 
-def _count(
-    session: Session, project: Project, rater: ActiveRater, ids: dict, check: bool, passed: bool
-) -> None:
-    """Count the answer (and a check's result) on the rater."""
-    counted = COUNT_ANSWER.run(
-        session,
-        {
-            **ids,
-            "passed": int(check and passed),
-            "failed": int(check and not passed),
-            "target": project.answers_per_rater,
-        },
-    )
-    rater.answers = counted.answers
-
-
-def _settle_slot(
-    session: Session, slot_id: int | None, rater: ActiveRater, told: bool
-) -> tuple[int | None, int | None]:
-    """The queue slot an answer was for: answered, or given back where the rater could
-    not tell or is excluded (someone else may tell, or be counted). Returns the build
-    and routing it belongs to, when answered."""
-    if slot_id is None:
-        return None, None
-    slot = {"slot": slot_id, "rater": rater.id}
-    if not told or rater.excluded:
-        RELEASE_SLOT.run(session, slot)
-        return None, None
-    return ANSWER_SLOT.run(session, slot)
-
-
-def _after_check(
-    session: Session, project: Project, rater: ActiveRater, now: datetime
-) -> AnswerOutcome:
-    # Checks are a few in a hundred answers: the thresholds work on the full rater.
-    full = session.get(Rater, rater.id)
-    changed = apply_thresholds(project=project, rater=full)
-    screened = screens_out(project=project, rater=full)
-    if screened:
-        full.screened_out_at = now
-    return AnswerOutcome(replayed=False, exclusion_changed=changed, screened_out=screened)
-
-
-def _listed(value) -> list:
-    """A JSON column as the driver gives it: parsed on PostgreSQL, text on SQLite."""
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _submit_screen(
-    session: Session,
-    project: Project,
-    rater: ActiveRater,
-    ids: dict,
-    picks: list[str] | None,
-    response_time_ms: int | None,
-    keys_of: Callable[[list[int]], dict[int, str]],
-) -> AnswerOutcome:
-    """An answer to a screen: the keys picked (None: "can't tell"), checked against what
-    the screen showed before anything is written."""
-    served = SCREEN_SERVED.run(session, ids)
-    if served is None:
-        raise NotFound(f"no query {ids['assignment']} was served to you")
-    format = JudgementFormat(served.format)
-    if format is JudgementFormat.triplet:
-        raise Unprocessable(screens.expected_answer(format, 0))
-    shown = _listed(served.shown)
-    picked = None
-    if picks is not None:
-        picked = screens.picked_ids(format, shown, served.picks, keys_of(shown), picks)
-        if isinstance(picked, str):
-            raise Unprocessable(picked)
-    if served.answered_at is not None:
-        return AnswerOutcome(replayed=True)
-    claimed = SCREEN_ANSWER.run(
-        session,
-        {
-            **ids,
-            "choice": None if picked is not None else Choice.cant_tell,
-            "chosen": picked,
-            "elapsed": response_time_ms,
-        },
-    )
-    if claimed is None:
-        return AnswerOutcome(replayed=True)
-    reference = served.anchor_id if format is JudgementFormat.rank else None
-    check = served.purpose == Purpose.attention
-    passed = check and picked is not None and screens.check_passed(format, reference, shown, picked)
-    _count(session, project, rater, ids, check, passed)
-    if check:
-        return _after_check(session, project, rater, ids["now"])
-    slot_owner = _settle_slot(session, served.slot_id, rater, picked is not None)
-    if picked is None:
-        return AnswerOutcome(replayed=False)
-    implied = screens.implied_triplets(format, reference, shown, picked)
-    common = {**ids, "project": project.id, "elapsed": response_time_ms}
-    adaptive = served.purpose in ADAPTIVE_PURPOSES
-    return AnswerOutcome(
-        replayed=False,
-        build_id=slot_owner[0],
-        routing_id=slot_owner[1],
-        judgement={
-            **common,
-            "format": format,
-            "context": [] if reference is None else [reference],
-            "shown": shown,
-            "chosen": picked,
-        },
-        implied=[
-            {**common, "anchor": anchor, "closer": closer, "farther": farther, "adaptive": adaptive}
-            for anchor, closer, farther in implied.tolist()
-        ],
-    )
-
-
 def withdraw(*, session: Session, assignment_id: int) -> None:
-    """Take back a query served but not answered (it names an item deleted since)."""
+    """Take back a query served but not answered (it names an item deleted since), with
+    the rest of its sorting screen."""
     session.execute(
-        delete(Assignment).where(Assignment.id == assignment_id, Assignment.answered_at.is_(None))
+        delete(Assignment).where(
+            or_(Assignment.id == assignment_id, Assignment.screen_id == assignment_id),
+            Assignment.answered_at.is_(None),
+        )
     )
 
 

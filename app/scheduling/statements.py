@@ -160,7 +160,12 @@ def _lease_statement(postgres: bool):
             lease_expires_at=bindparam("expires", type_=Timestamp),
         )
         .returning(
-            QuerySlot.id, QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, QuerySlot.priority
+            QuerySlot.id,
+            QuerySlot.anchor_id,
+            QuerySlot.lo_id,
+            QuerySlot.hi_id,
+            QuerySlot.priority,
+            QuerySlot.build_id,
         )
     )
 
@@ -181,6 +186,9 @@ SCREEN_SERVED = FastStatement(
         Assignment.picks,
         Assignment.purpose,
         Assignment.anchor_id,
+        Assignment.lo_id,
+        Assignment.hi_id,
+        Assignment.left_is_lo,
         Assignment.answered_at,
     ).where(Assignment.id == bindparam("assignment"), Assignment.rater_id == bindparam("rater"))
 )
@@ -215,7 +223,7 @@ SERVE_SCREEN = FastStatement(
         anchor_id=bindparam("anchor"),
         lo_id=bindparam("lo"),
         hi_id=bindparam("hi"),
-        left_is_lo=True,
+        left_is_lo=bindparam("left_is_lo"),
         served_at=NOW,
         expires_at=bindparam("expires", type_=Timestamp),
         format=bindparam("format", type_=Assignment.format.type),

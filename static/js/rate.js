@@ -1,4 +1,5 @@
-// The rating page: answer with the arrow keys (a screen of several items: number keys),
+// The rating page: answer with the arrow keys (a screen of several items: number keys; a
+// sorting screen: the arrow keys place one item after another),
 // measure the time to answer, go back to the recruiting platform when done. htmx swaps
 // each next comparison in (see _comparison.html and _screen.html).
 (() => {
@@ -8,6 +9,7 @@
   let sending = null; // the answer in flight: { button, time }
   let pressed = null; // the submit button of the last answer given
   let order = []; // a rank screen's picks, in the order picked
+  let placed = []; // a sorting screen's items, in the order placed (Backspace undoes)
   let resending = false; // it failed to arrive and is being sent again
   let pointer = null; // where the pointer is, and where it rested when a comparison came
   let restedAt = null;
@@ -24,7 +26,9 @@
     shownAt = performance.now();
     restedAt = pointer;
     order = [];
+    placed = [];
     showPicks();
+    showSides();
     document.getElementById("comparison")?.classList.add("fresh");
     const done = document.querySelector("#comparison [data-redirect]");
     if (done && !leaving) {
@@ -66,8 +70,55 @@
     if (send) send.disabled = order.length !== wanted;
   }
 
+  // A sorting screen: each item is placed by a tap on its ◀ or ▶ (or ?), or by the arrow
+  // keys on the highlighted one (the first not placed yet); Submit once all are placed.
+  function sortGrid() {
+    return document.querySelector("#comparison .sort-grid");
+  }
+
+  function sideOf(sortee) {
+    return sortee.querySelector("input[type=radio]:checked")?.value ?? null;
+  }
+
+  function showSides() {
+    const grid = sortGrid();
+    if (!grid) return;
+    const sortees = [...grid.querySelectorAll(".sortee")];
+    let current = null;
+    for (const sortee of sortees) {
+      const side = sideOf(sortee);
+      sortee.classList.toggle("to-left", side === "left");
+      sortee.classList.toggle("to-right", side === "right");
+      sortee.classList.toggle("to-cant", side === "cant_tell");
+      if (!side && !current) current = sortee;
+      sortee.classList.toggle("current", sortee === current);
+    }
+    const done = sortees.filter(sideOf).length;
+    const count = document.querySelector("#comparison .sorted-count");
+    if (count) count.textContent = String(done);
+    const send = document.querySelector("#comparison .send-sides");
+    if (send) send.disabled = done !== sortees.length;
+  }
+
+  function place(sortee, side) {
+    const radio = sortee.querySelector(`input[type=radio][value="${side}"]`);
+    if (!radio) return false;
+    radio.checked = true;
+    placed = placed.filter((key) => key !== sortee.dataset.key);
+    placed.push(sortee.dataset.key);
+    showSides();
+    return true;
+  }
+
   document.addEventListener("change", (event) => {
     const box = event.target;
+    if (box.type === "radio" && box.closest?.("#comparison .sortee")) {
+      const sortee = box.closest(".sortee");
+      placed = placed.filter((key) => key !== sortee.dataset.key);
+      placed.push(sortee.dataset.key);
+      showSides();
+      return;
+    }
     const grid = rankGrid();
     if (!grid || !box.classList?.contains("pick-box") || resending) return;
     const key = box.value;
@@ -152,8 +203,35 @@
     notice("Something went wrong with this comparison. Please reload the page.");
   });
 
+  function sortingKey(event) {
+    const grid = sortGrid();
+    if (!grid) return false;
+    if (keys[event.key]) {
+      const current = grid.querySelector(".sortee.current");
+      if (current) place(current, keys[event.key]);
+      return true;
+    }
+    if (event.key === "Enter") {
+      const send = document.querySelector("#comparison .send-sides");
+      if (send && !send.disabled) send.click();
+      return true;
+    }
+    if (event.key === "Backspace" && placed.length) {
+      const last = placed.pop();
+      const sortee = grid.querySelector(`.sortee[data-key="${CSS.escape(last)}"]`);
+      for (const radio of sortee?.querySelectorAll("input[type=radio]") ?? []) radio.checked = false;
+      showSides();
+      return true;
+    }
+    return event.key === "Backspace";
+  }
+
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey || event.repeat || resending) return;
+    if (sortingKey(event)) {
+      event.preventDefault();
+      return;
+    }
     const place = document.querySelector(`#comparison .pick[data-place="${CSS.escape(event.key)}"]`);
     if (place) {
       event.preventDefault();

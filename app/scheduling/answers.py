@@ -1,0 +1,245 @@
+"""What an answer does once it is the assignment's first: counted on the rater, a check's
+result applied to their exclusion, its queue slot settled; and a screen's answer (odd-one-
+out, rank, sorting) read against what the screen showed into one judgement and the
+triplets it implies. The scheduler's `submit_answer` (app/scheduling/service.py) takes
+the request and hands a screen's answer here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from app.core.errors import NotFound, Unprocessable
+from app.models import ADAPTIVE_PURPOSES, Choice, JudgementFormat, Project, Purpose, Rater
+from app.scheduling import screens, sorting
+from app.scheduling.statements import (
+    ANSWER_SLOT,
+    COUNT_ANSWER,
+    RELEASE_SLOT,
+    SCREEN_ANSWER,
+    SCREEN_SERVED,
+)
+from app.scheduling.thresholds import apply_thresholds, screens_out
+
+
+@dataclass
+class ActiveRater:
+    """The rater behind a request, as the rating path needs them: read with a plain
+    query (no ORM object), their answer count kept current by the answer it records."""
+
+    id: int
+    answers: int
+    excluded: bool
+    screened_out: bool = False  # ended on failed attention checks: nothing more is asked
+
+    @classmethod
+    def of(cls, rater: Rater) -> ActiveRater:
+        return cls(rater.id, rater.answers, rater.excluded, rater.screened_out_at is not None)
+
+
+@dataclass(frozen=True)
+class AnswerOutcome:
+    """What an answer did: whether it was new, and what it asks of the builds."""
+
+    replayed: bool
+    build_id: int | None = None
+    routing_id: int | None = None
+    exclusion_changed: bool = False
+    screened_out: bool = False  # this check ended the rater's session (screened_out_code)
+    triplet: dict | None = None  # the row to append with store_answer, last
+    judgement: dict | None = None  # an answered screen's row, its triplets after it
+    implied: list[dict] | None = None
+
+
+def count_answer(
+    session: Session, project: Project, rater: ActiveRater, ids: dict, check: bool, passed: bool
+) -> None:
+    """Count the answer (and a check's result) on the rater."""
+    counted = COUNT_ANSWER.run(
+        session,
+        {
+            **ids,
+            "passed": int(check and passed),
+            "failed": int(check and not passed),
+            "target": project.answers_per_rater,
+        },
+    )
+    rater.answers = counted.answers
+
+
+def settle_slot(
+    session: Session, slot_id: int | None, rater: ActiveRater, told: bool
+) -> tuple[int | None, int | None]:
+    """The queue slot an answer was for: answered, or given back where the rater could
+    not tell or is excluded (someone else may tell, or be counted). Returns the build
+    and routing it belongs to, when answered."""
+    if slot_id is None:
+        return None, None
+    slot = {"slot": slot_id, "rater": rater.id}
+    if not told or rater.excluded:
+        RELEASE_SLOT.run(session, slot)
+        return None, None
+    return ANSWER_SLOT.run(session, slot)
+
+
+def after_check(
+    session: Session, project: Project, rater: ActiveRater, now: datetime
+) -> AnswerOutcome:
+    # Checks are a few in a hundred answers: the thresholds work on the full rater.
+    full = session.get(Rater, rater.id)
+    changed = apply_thresholds(project=project, rater=full)
+    screened = screens_out(project=project, rater=full)
+    if screened:
+        full.screened_out_at = now
+    return AnswerOutcome(replayed=False, exclusion_changed=changed, screened_out=screened)
+
+
+def _listed(value) -> list:
+    """A JSON column as the driver gives it: parsed on PostgreSQL, text on SQLite."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def submit_screen(
+    session: Session,
+    project: Project,
+    rater: ActiveRater,
+    ids: dict,
+    picks: list[str] | None,
+    response_time_ms: int | None,
+    keys_of: Callable[[list[int]], dict[int, str]],
+) -> AnswerOutcome:
+    """An answer to a screen: the keys picked (None: "can't tell"), checked against what
+    the screen showed before anything is written."""
+    served = SCREEN_SERVED.run(session, ids)
+    if served is None:
+        raise NotFound(f"no query {ids['assignment']} was served to you")
+    format = JudgementFormat(served.format)
+    if format in (JudgementFormat.triplet, JudgementFormat.sort):
+        raise Unprocessable(screens.expected_answer(format, 0, project.allow_cant_tell))
+    shown = _listed(served.shown)
+    picked = None
+    if picks is not None:
+        picked = screens.picked_ids(format, shown, served.picks, keys_of(shown), picks)
+        if isinstance(picked, str):
+            raise Unprocessable(picked)
+    if served.answered_at is not None:
+        return AnswerOutcome(replayed=True)
+    claimed = SCREEN_ANSWER.run(
+        session,
+        {
+            **ids,
+            "choice": None if picked is not None else Choice.cant_tell,
+            "chosen": picked,
+            "elapsed": response_time_ms,
+        },
+    )
+    if claimed is None:
+        return AnswerOutcome(replayed=True)
+    reference = served.anchor_id if format is JudgementFormat.rank else None
+    check = served.purpose == Purpose.attention
+    passed = check and picked is not None and screens.check_passed(format, reference, shown, picked)
+    count_answer(session, project, rater, ids, check, passed)
+    if check:
+        return after_check(session, project, rater, ids["now"])
+    slot_owner = settle_slot(session, served.slot_id, rater, picked is not None)
+    if picked is None:
+        return AnswerOutcome(replayed=False)
+    implied = screens.implied_triplets(format, reference, shown, picked)
+    common = {**ids, "project": project.id, "elapsed": response_time_ms}
+    adaptive = served.purpose in ADAPTIVE_PURPOSES
+    return AnswerOutcome(
+        replayed=False,
+        build_id=slot_owner[0],
+        routing_id=slot_owner[1],
+        judgement={
+            **common,
+            "format": format,
+            "context": [] if reference is None else [reference],
+            "shown": shown,
+            "chosen": picked,
+        },
+        implied=[
+            {**common, "anchor": anchor, "closer": closer, "farther": farther, "adaptive": adaptive}
+            for anchor, closer, farther in implied.tolist()
+        ],
+    )
+
+
+def submit_sort(
+    session: Session,
+    project: Project,
+    rater: ActiveRater,
+    ids: dict,
+    sent: list[tuple[str, str]] | None,
+    response_time_ms: int | None,
+    keys_of: Callable[[list[int]], dict[int, str]],
+) -> AnswerOutcome:
+    """An answer to a sorting screen: each item's side (None: "can't tell" for all),
+    checked against what the screen showed before anything is written. Each item's
+    assignment takes its side as its choice, and its slot is settled as a triplet's."""
+    served = SCREEN_SERVED.run(session, ids)
+    if served is None:
+        raise NotFound(f"no query {ids['assignment']} was served to you")
+    format = JudgementFormat(served.format)
+    if format is not JudgementFormat.sort:
+        raise Unprocessable(screens.expected_answer(format, served.picks))
+    shown = _listed(served.shown)
+    sides = [Choice.cant_tell.value] * len(shown)
+    if sent is not None:
+        sides = sorting.sides_of(shown, keys_of(shown), sent, project.allow_cant_tell)
+        if isinstance(sides, str):
+            raise Unprocessable(sides)
+    if served.answered_at is not None:
+        return AnswerOutcome(replayed=True)
+    claimed = SCREEN_ANSWER.run(
+        session, {**ids, "choice": Choice(sides[0]), "chosen": sides, "elapsed": response_time_ms}
+    )
+    if claimed is None:
+        return AnswerOutcome(replayed=True)
+    count_answer(session, project, rater, ids, False, False)
+    side_of = dict(zip(shown, sides, strict=True))
+    siblings = sorting.siblings_answered(session, ids["assignment"], rater.id)
+    sorting.ANSWER_SIBLING.run_many(
+        session,
+        [
+            {"sibling": row.id, "side": Choice(side_of[row.anchor_id]), **ids}
+            | {"elapsed": response_time_ms}
+            for row in siblings
+        ],
+    )
+    owner = (None, None)
+    for slot_id, item in [(served.slot_id, shown[0])] + [
+        (r.slot_id, r.anchor_id) for r in siblings
+    ]:
+        settled = settle_slot(session, slot_id, rater, side_of[item] != Choice.cant_tell.value)
+        owner = settled if settled[0] is not None else owner
+    pivots = (served.lo_id, served.hi_id) if served.left_is_lo else (served.hi_id, served.lo_id)
+    told = [
+        (item, *(pivots if side == Choice.left.value else pivots[::-1]))
+        for item, side in zip(shown, sides, strict=True)
+        if side != Choice.cant_tell.value
+    ]
+    if not told:
+        return AnswerOutcome(replayed=False)
+    common = {**ids, "project": project.id, "elapsed": response_time_ms}
+    adaptive = served.purpose in ADAPTIVE_PURPOSES
+    return AnswerOutcome(
+        replayed=False,
+        build_id=owner[0],
+        routing_id=owner[1],
+        judgement={
+            **common,
+            "format": JudgementFormat.sort,
+            "context": list(pivots),
+            "shown": shown,
+            "chosen": sides,
+        },
+        implied=[
+            {**common, "anchor": anchor, "closer": closer, "farther": farther, "adaptive": adaptive}
+            for anchor, closer, farther in told
+        ],
+    )
