@@ -73,6 +73,15 @@ class CrowdReport:
         }
 
 
+def rater_oracle(X: np.ndarray, noise: float, noise_model: str, seed: int) -> FeatureOracle:
+    """A simulated person over feature vectors `X`, wrong on a share `noise` of triplets:
+    on the near ties, as people are ("human"), or uniformly at random ("uniform")."""
+    if noise_model == "human" and noise > 0:
+        scale = FeatureOracle(X).scale_for_error(min(noise, 0.499))
+        return FeatureOracle(X, noise_scale=scale, random_state=seed)
+    return FeatureOracle(X, noise=noise, random_state=seed)
+
+
 class _Items:
     """Item keys to oracle positions, and the oracle answering by key."""
 
@@ -87,14 +96,9 @@ class _Items:
             )
         self.index = {item["key"]: i for i, item in enumerate(with_features)}
         X = np.array([item["features"] for item in with_features], dtype=np.float64)
-        if noise_model == "human" and noise > 0:
-            # Wrong as often as asked, but on the near ties, as people are.
-            scale = FeatureOracle(X).scale_for_error(min(noise, 0.499))
-            self.oracle = FeatureOracle(X, noise_scale=scale, random_state=seed)
-            self.noise = 0.0  # attention checks are clear questions: answered right
-        else:
-            self.oracle = FeatureOracle(X, noise=noise, random_state=seed)
-            self.noise = noise
+        self.oracle = rater_oracle(X, noise, noise_model, seed)
+        # A person errs on near ties: attention checks are clear questions, answered right.
+        self.noise = 0.0 if noise_model == "human" else noise
         self.rng = random.Random(seed)
 
     def choose(self, comparison: dict) -> dict:

@@ -12,9 +12,10 @@ the floor that uvicorn, FastAPI and the load generator (aiohttp) set on this mac
 
     .venv/bin/python benchmarks/rating_latency.py [--seconds 30] [--raters 100,300]
 
-With `--judgements triplet,rank`, the runs are made once per judgement format on a study
-of its own (rank: "2 of 8" screens, odd_one_out: three items), with `--random-share`
-of the questions random (screens in the study's format; the rest the build's triplets).
+With `--judgements triplet,rank,sort8`, the runs are made once per judgement format on a
+study of its own (rank: "2 of 8" screens, odd_one_out: three items, sort8: a triplet
+study whose build asks on sorting screens of 8), with `--random-share` of the questions
+random (screens in the study's format; the rest the build's queries).
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ def main() -> None:
         "triplet": {"judgement": "triplet"},
         "odd_one_out": {"judgement": "odd_one_out"},
         "rank": {"judgement": "rank", "shown": 8, "picks": 2},
+        "sort8": {"judgement": "triplet"},
     }
+    sort_sizes = {"sort8": 8}
 
     server = start_postgres()
     root = Path(tempfile.mkdtemp(prefix="closer-rating-bench-"))
@@ -98,7 +101,9 @@ def main() -> None:
         )
         studies = {}
         for name in args.judgements.split(","):
-            studies[name], _ = digits_study(service.url, token, args.items, args.trees)
+            studies[name], _ = digits_study(
+                service.url, token, args.items, args.trees, sort_size=sort_sizes.get(name, 1)
+            )
             http.patch(
                 f"/api/v1/projects/{studies[name]}/rating",
                 json={**formats[name], "random_share": args.random_share},

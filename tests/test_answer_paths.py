@@ -225,6 +225,20 @@ class Scenario:
             order.sort(key=keys.count)  # the item shown once first
         return {"picks": order[:1]}
 
+    def sides(self, shown: dict) -> dict:
+        """A sorting screen's answer: each item to a side, now and then "can't tell" for
+        one item or the whole screen."""
+        draw = self.rng.random()
+        if draw < 0.08:
+            return {"choice": "cant_tell"}
+        sides = self.rng.choice(["left", "right", "cant_tell"], p=[0.45, 0.45, 0.1], size=99)
+        return {
+            "sides": [
+                {"key": item["key"], "side": str(side)}
+                for item, side in zip(shown["items"], sides, strict=False)
+            ]
+        }
+
     def choice(self, shown: dict, careless: bool = False) -> str:
         """An attention check repeats the anchor on one side: a careful rater picks it,
         a careless one answers at random (and is excluded for it)."""
@@ -434,6 +448,47 @@ class Scenario:
                 shown[n] = state["comparison"]
             assert shown == [None, None]  # both sessions complete
 
+        # A build that sorts: a queue draw is handed to the Python path, which serves
+        # sorting screens of the node's items; triplets (random questions, checks) still
+        # take the function. A screen's answer of another shape is refused (422).
+        sorting_study, slug = self.project(
+            "sorting",
+            14,
+            attention_rate=0.15,
+            random_share=0.25,
+            allow_cant_tell=True,
+            answers_per_rater=25,
+            completion_code="SORTED",
+        )
+        build = self.client.post(
+            f"{API}/projects/{sorting_study}/builds",
+            headers=self.auth,
+            json={"n_trees": 2, "answers_per_query": 2, "random_state": 1, "sort_size": 3},
+        )
+        assert build.status_code == 201, build.text
+        three = [self.join(slug, f"sort{n}") for n in range(3)]
+        shown = [self.next(slug, token)["comparison"] for token in three]
+        formats = set()
+        for turn in range(90):
+            n = turn % 3
+            if shown[n] is None:
+                continue
+            if turn % 10 == 9:
+                self.build_steps()
+            formats.add(shown[n]["format"])
+            query_id = shown[n]["query_id"]
+            if shown[n]["format"] == "sort":
+                if turn % 11 == 4:
+                    self.send(slug, three[n], query_id, {"picks": [shown[n]["items"][0]["key"]]})
+                answer = self.sides(shown[n])
+            else:
+                answer = {"choice": self.choice(shown[n])}
+            state = self.send(slug, three[n], query_id, answer)
+            if turn % 6 == 1:
+                state = self.send(slug, three[n], query_id, answer)
+            shown[n] = state["comparison"]
+        assert formats == {"triplet", "sort"}
+
 
 def _value(value):
     if isinstance(value, datetime):
@@ -542,14 +597,17 @@ def test_the_answer_function_and_the_python_scheduler_write_the_same(
     assert function.rows["function calls"] >= 250
     assert python.rows["function calls"] == 0
     formats = {row["format"] for row in function.rows["judgements"]}
-    assert formats == {"odd_one_out", "rank"}
+    assert formats == {"odd_one_out", "rank", "sort"}
     screens = [row for row in assignments if row["format"] != "triplet"]
-    assert {row["purpose"] for row in screens} == {
+    assert {row["purpose"] for row in screens} >= {
         int(Purpose.random),
         int(Purpose.attention),
         int(Purpose.proposal),
+        int(Purpose.build),
     }
-    assert sum(status == 422 for status, _ in function.responses) == 2
+    sorted_items = [row for row in assignments if row["format"] == "sort"]
+    assert sum(row["screen_id"] is not None for row in sorted_items) >= 20
+    assert sum(status == 422 for status, _ in function.responses) >= 3
 
     assert _first_difference(function, python) is None, _first_difference(function, python)
     assert _first_difference(python, sqlite) is None, _first_difference(python, sqlite)

@@ -130,6 +130,20 @@ def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_j
     served = [row for row in _rows(app, Assignment, pid) if query in (row.id, row.screen_id)]
     assert len(served) == 6 and all(row.answered_at is not None for row in served)
     assert [row.choice.value for row in served] == [side["side"] for side in sides]
+    # The export gives the screen as shown and answered; it is not uploaded again.
+    exported = client.get(f"{API}/projects/{pid}/judgements/export?format=json", headers=auth)
+    [row] = exported.json()
+    assert (row["format"], row["pivot_left"], row["pivot_right"]) == ("sort", *pivots)
+    assert (row["items"], row["picks"]) == (keys, [side["side"] for side in sides])
+    table = client.get(f"{API}/projects/{pid}/judgements/export?format=csv", headers=auth).text
+    header, line = table.splitlines()
+    assert header.startswith("judgement,format,reference,pivot_left,pivot_right,item1,")
+    assert line.split(",")[1:5] == ["sort", "", *pivots]
+    again = client.post(
+        f"{API}/projects/{pid}/judgements", headers=auth, files={"file": ("j.csv", table)}
+    )
+    assert again.status_code == 422, again.text
+    assert "upload its triplets instead" in again.text
     # The answer served the next screen of the node, with none of the items sorted.
     following = first.json()["comparison"]
     assert following["format"] == "sort" and following["query_id"] != query

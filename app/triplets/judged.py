@@ -14,6 +14,10 @@ publish map onto it (THINGS' odd-one-out triplets: `item1..item3` and the odd on
     format      optional: odd_one_out or rank (else: rank with a reference, else
                 odd-one-out), and rater, response_time_ms, created_at as for triplets
 
+The export adds the judgements of CompRF's sorting screens (format `sort`): their
+`pivot_left` and `pivot_right`, the items shown, and as `pick1 …` the side each item was
+put on (left, right or cant_tell). Those are not uploaded (their triplets are).
+
 JSON: an array of objects with `reference`, `items` (a list), `picks` (a list) and the
 optional fields. An upload commits in chunks like a triplet upload (judgements and their
 triplets in the same chunk) and is published whole at its end or taken out whole.
@@ -59,7 +63,8 @@ from app.uploads.service import UploadResult, find_replay, open_upload
 
 MOST_ITEMS = 12
 CELLS = ("rater", "response_time_ms", "created_at")
-OPTIONAL = ("judgement", "format", "reference", *CELLS)
+PIVOTS = ("pivot_left", "pivot_right")
+OPTIONAL = ("judgement", "format", "reference", *PIVOTS, *CELLS)
 UPLOADED = (JudgementFormat.odd_one_out, JudgementFormat.rank)
 _NUMBERED = re.compile(r"^(item|pick)([1-9][0-9]?)$")
 _CHUNK = 5_000  # judgements a committed chunk holds (up to 13 triplets each)
@@ -111,6 +116,13 @@ class _Judgements:
             format = JudgementFormat(declared) if declared not in ("", None) else None
         except ValueError:
             format = None
+        if format is JudgementFormat.sort or any(fields.get(name) for name in PIVOTS):
+            self._bad(
+                row,
+                "format",
+                "a sorting screen's judgement is not uploaded: upload its triplets instead",
+            )
+            return
         if format not in (None, *UPLOADED):
             self._bad(row, "format", f"'{echo(declared)}' is not odd_one_out or rank")
             return
@@ -358,22 +370,25 @@ def _exported(engine: Engine, project_id: int) -> Iterator[list[dict]]:
             if not batch:
                 return
             after = batch[-1].id
-            yield [
-                {
-                    "judgement": row.id,
-                    "format": row.format.value,
-                    "reference": keys.get(row.context[0])
-                    if row.format is JudgementFormat.rank
-                    else None,
-                    "items": [keys.get(item) for item in row.shown],
-                    "picks": [keys.get(item) for item in row.chosen],
-                    "rater": raters.get(row.rater_id),
-                    "response_time_ms": row.response_time_ms,
-                    "created_at": row.created_at.isoformat(),
-                }
-                for row in batch
-                if row.format in UPLOADED
-            ]
+            yield [_judgement_out(row, keys, raters) for row in batch]
+
+
+def _judgement_out(row, keys: dict[int, str], raters: dict[int, str]) -> dict:
+    sorting = row.format is JudgementFormat.sort
+    pivots = [keys.get(pivot) for pivot in row.context] if sorting else [None, None]
+    return {
+        "judgement": row.id,
+        "format": row.format.value,
+        "reference": keys.get(row.context[0]) if row.format is JudgementFormat.rank else None,
+        "pivot_left": pivots[0],
+        "pivot_right": pivots[1],
+        "items": [keys.get(item) for item in row.shown],
+        # A sorting screen's: the side each item was put on.
+        "picks": list(row.chosen) if sorting else [keys.get(item) for item in row.chosen],
+        "rater": raters.get(row.rater_id),
+        "response_time_ms": row.response_time_ms,
+        "created_at": row.created_at.isoformat(),
+    }
 
 
 def export_judgements_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
@@ -382,6 +397,7 @@ def export_judgements_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
         "judgement",
         "format",
         "reference",
+        *PIVOTS,
         *(f"item{n}" for n in range(1, widest_items + 1)),
         *(f"pick{n}" for n in range(1, widest_picks + 1)),
         *CELLS,
@@ -398,6 +414,7 @@ def export_judgements_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
                     row["judgement"],
                     row["format"],
                     spreadsheet_safe(row["reference"] or ""),
+                    *(spreadsheet_safe(row[name] or "") for name in PIVOTS),
                     *(spreadsheet_safe(key) for key in items),
                     *(spreadsheet_safe(key) for key in picks),
                     spreadsheet_safe(row["rater"] or ""),

@@ -21,9 +21,9 @@ from app.auth.service import create_token
 from app.builds import service as builds
 from app.core.db import unit_of_work
 from app.demo.service import digits_archive
-from app.learn import CompRF, FeatureOracle
-from app.models import Assignment, Build, Item, Split, Triplet, TripletSource
-from app.simulate import CrowdReport, run_crowd
+from app.learn import CompRF
+from app.models import Assignment, Build, Item, Purpose, Split, Triplet, TripletSource
+from app.simulate import CrowdReport, rater_oracle, run_crowd
 from tests.support.service import ServiceProcesses
 
 API = "/api/v1"
@@ -41,6 +41,12 @@ class CrowdBuild:
     offline_accuracy: float
     offline_queries: int
     build_queries: int
+    screens: dict[Purpose, int]  # answered, by purpose
+
+    @property
+    def build_screens(self) -> int:
+        """Screens that asked the build's queries (first answers and majority votes)."""
+        return sum(self.screens.get(purpose, 0) for purpose in (Purpose.build, Purpose.majority))
 
 
 def crowd_in_thread(**crowd) -> tuple[threading.Thread, dict]:
@@ -116,6 +122,8 @@ def crowd_build(
     web_processes: int = 2,
     seed: int = 0,
     timeout: float = 3600,
+    sort_size: int = 1,
+    noise_model: str = "uniform",
 ) -> CrowdBuild:
     with unit_of_work(sessions) as session:
         token = create_token(session=session, researcher_name=f"crowd-{seed}")
@@ -143,7 +151,12 @@ def crowd_build(
         http.put(f"{API}/projects/{project_id}/link", json={"state": "open"}).raise_for_status()
         build = http.post(
             f"{API}/projects/{project_id}/builds",
-            json={"n_trees": trees, "answers_per_query": answers_per_query, "random_state": seed},
+            json={
+                "n_trees": trees,
+                "answers_per_query": answers_per_query,
+                "random_state": seed,
+                "sort_size": sort_size,
+            },
         ).json()
         seen: list[CrowdReport] = []
         runner, outcome = crowd_in_thread(
@@ -152,6 +165,7 @@ def crowd_build(
             token=token,
             raters=raters,
             noise=noise,
+            noise_model=noise_model,
             think_time=0,
             build_id=build["id"],
             seconds=timeout,
@@ -188,6 +202,18 @@ def crowd_build(
             select(Item.key).where(Item.project_id == project_id, Item.split == Split.test)
         ).all()
         build_queries = the_build.queries_answered
+        # Screens answered, by what they asked (a sorting screen once, by its first item).
+        screens = dict(
+            session.execute(
+                select(Assignment.purpose, func.count())
+                .where(
+                    Assignment.project_id == project_id,
+                    Assignment.answered_at.is_not(None),
+                    Assignment.screen_id.is_(None),
+                )
+                .group_by(Assignment.purpose)
+            ).all()
+        )
 
     X_all, y_all = load_digits(return_X_y=True)
     rows_of = [int(keys[int(i)].split("-")[1]) for i in train_ids]
@@ -197,12 +223,12 @@ def crowd_build(
     test = np.arange(n_train, len(X))
     accuracy = float("nan")
     if forest is not None:
-        routing = FeatureOracle(X, noise=noise, random_state=seed + 11)
+        routing = rater_oracle(X, noise, noise_model, seed + 11)
         accuracy = float(np.mean(forest.predict(test, routing) == y[test]))
     offline = CompRF(n_trees=trees, answers_per_query=answers_per_query, random_state=seed).fit(
-        np.arange(n_train), y[:n_train], FeatureOracle(X, noise=noise, random_state=seed + 5)
+        np.arange(n_train), y[:n_train], rater_oracle(X, noise, noise_model, seed + 5)
     )
-    routing = FeatureOracle(X, noise=noise, random_state=seed + 11)
+    routing = rater_oracle(X, noise, noise_model, seed + 11)
     offline_accuracy = float(np.mean(offline.predict(test, routing) == y[test]))
     return CrowdBuild(
         report=report,
@@ -215,6 +241,7 @@ def crowd_build(
         offline_accuracy=offline_accuracy,
         offline_queries=offline.n_queries_,
         build_queries=build_queries,
+        screens={Purpose(purpose): count for purpose, count in screens.items()},
     )
 
 
