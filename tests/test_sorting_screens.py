@@ -144,6 +144,14 @@ def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_j
     )
     assert again.status_code == 422, again.text
     assert "upload its triplets instead" in again.text
+    # The rater's answers, as the researcher reads them: one row per item placed.
+    [rater] = client.get(f"{API}/projects/{pid}/raters", headers=auth).json()
+    rows = client.get(f"{API}/projects/{pid}/raters/{rater['id']}/answers", headers=auth)
+    placed = [row for row in rows.json()["answers"] if row["format"] == "sort"]
+    assert sorted((row["anchor"], row["choice"]) for row in placed) == sorted(
+        (side["key"], side["side"]) for side in sides
+    )
+    assert {(row["left"], row["right"]) for row in placed} == {tuple(pivots)}
     # The answer served the next screen of the node, with none of the items sorted.
     following = first.json()["comparison"]
     assert following["format"] == "sort" and following["query_id"] != query

@@ -57,7 +57,8 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
     keys = dict(session.execute(select(Item.id, Item.key).where(Item.id.in_(ids))).all())
     found = []
     for row in rows:
-        if row.format is not JudgementFormat.triplet:
+        # A sorting screen's items are triplet queries (item, pivots) answered by a side.
+        if row.format not in (JudgementFormat.triplet, JudgementFormat.sort):
             found.append(_screen_answer(row, keys))
             continue
         left, right = (row.lo_id, row.hi_id) if row.left_is_lo else (row.hi_id, row.lo_id)
@@ -75,6 +76,7 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
                 response_time_ms=row.response_time_ms,
                 # A check's anchor is one of the candidates: choosing it is the answer.
                 passed=(chosen == row.anchor_id) if attention else None,
+                format=row.format,
             )
         )
     return found
@@ -117,7 +119,9 @@ def response_times(*, session: Session, rater: Rater) -> ResponseTimes:
     mine = np.array(
         session.scalars(
             select(Assignment.response_time_ms).where(
-                Assignment.rater_id == rater.id, Assignment.response_time_ms.is_not(None)
+                Assignment.rater_id == rater.id,
+                Assignment.response_time_ms.is_not(None),
+                Assignment.screen_id.is_(None),  # a sorting screen's time once
             )
         ).all(),
         dtype=float,
@@ -128,6 +132,7 @@ def response_times(*, session: Session, rater: Rater) -> ResponseTimes:
             .where(
                 Assignment.project_id == rater.project_id,
                 Assignment.response_time_ms.is_not(None),
+                Assignment.screen_id.is_(None),
             )
             .order_by(Assignment.id.desc())
             .limit(20_000)

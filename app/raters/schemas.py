@@ -68,9 +68,14 @@ class RaterAnswerOut(BaseModel):
     format: JudgementFormat = Field(
         default=JudgementFormat.triplet, description="What the screen asked"
     )
-    anchor: str = Field(description="triplet: the item on top; rank: the reference; else empty")
-    left: str = Field(description="triplet: the left candidate; else empty")
-    right: str = Field(description="triplet: the right candidate; else empty")
+    anchor: str = Field(
+        description="triplet: the item on top; sort: the item placed (one row per item of "
+        "a sorting screen); rank: the reference; else empty"
+    )
+    left: str = Field(description="triplet: the left candidate; sort: the left pivot; else empty")
+    right: str = Field(
+        description="triplet: the right candidate; sort: the right pivot; else empty"
+    )
     shown: list[str] = Field(
         default=[], description="odd_one_out, rank: the items' keys in display order"
     )
