@@ -54,7 +54,8 @@ def test_no_acknowledged_answer_is_lost_or_doubled_across_ten_crashes(crashable_
 
 def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_path):
     """A study of rank "2 of 8" screens (half its questions; the rest its build's
-    triplets): every acknowledged screen is one judgement, however often it was sent."""
+    queries, on sorting screens of 4): every acknowledged screen is one judgement,
+    however often it was sent."""
     run = crash_run(
         server=crashable_server,
         folder=tmp_path / "data",
@@ -62,6 +63,7 @@ def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_p
         gaps=(1.0, 2.0),
         seed=2,
         rating={"judgement": "rank", "shown": 8, "picks": 2, "random_share": 0.5},
+        sort_size=4,
     )
     print(run.table(), run.report.summary(), dict(run.report.server_errors))
     assert {crash.kind for crash in run.crashes} == {"web", "database"}
@@ -69,3 +71,4 @@ def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_p
     assert run.acknowledged > 150
     assert run.stored_twice == 0 and run.missing == 0
     assert set(run.report.server_errors) <= {503}, run.report.server_errors
+    assert run.judgements["rank"] > 50 and run.judgements["sort"] > 50, run.judgements

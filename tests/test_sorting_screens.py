@@ -193,7 +193,9 @@ def _build_by_a_noiseless_crowd(client, auth, app, sort_size: int) -> tuple[set,
         "id"
     ]
     X = _labelled(client, auth, pid, 40, dimensions=2)
-    slug, build = _study(client, auth, pid, n_trees=3, random_state=5, sort_size=sort_size)
+    settings = {"n_trees": 3, "random_state": 5, "sort_size": sort_size}
+    estimate = client.post(f"{API}/projects/{pid}/builds/estimate", headers=auth, json=settings)
+    slug, build = _study(client, auth, pid, **settings)
     crowd = _Items(
         [{"key": f"p{n}", "features": X[n].tolist()} for n in range(40)], noise=0.0, seed=0
     )
@@ -219,6 +221,9 @@ def _build_by_a_noiseless_crowd(client, auth, app, sort_size: int) -> tuple[set,
             ):
                 break
         assert screens < 5_000
+    # What the estimate said before the build started.
+    expected = estimate.json()["screens"]
+    assert abs(screens - expected) <= 0.25 * expected, (screens, expected)
     answers = len(_rows(app, Triplet, pid))
     return _builder_nodes(app, build["id"]), screens, answers
 

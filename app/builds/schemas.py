@@ -156,3 +156,9 @@ class BuildEstimateOut(BaseModel):
     )
     answers_per_hour: float | None = Field(description="The project's recent answer rate")
     hours: float | None = Field(description="The answers at that rate (null: no recent rate)")
+    screens: int = Field(
+        default=0,
+        description="Screens raters answer for them: the answers, or with sort_size > 1 the "
+        "sorting screens (a node's items that many at a time; raters answering at once "
+        "share a node's items over a few more)",
+    )

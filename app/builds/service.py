@@ -105,8 +105,9 @@ def _begin(
 @dataclass(frozen=True)
 class BuildEstimate:
     """What a build with these settings would ask of raters, before it starts: its items
-    (labelled, outside the test split), the queries its trees are expected to ask and the
-    answers they take, and the hours that is at the project's recent answer rate."""
+    (labelled, outside the test split), the queries its trees are expected to ask, the
+    answers they take and the screens that shows raters (fewer on sorting screens), and
+    the hours that is at the project's recent answer rate."""
 
     items: int
     items_per_tree: int
@@ -114,6 +115,7 @@ class BuildEstimate:
     answers: int
     answers_per_hour: float | None
     hours: float | None
+    screens: int = 0
 
 
 def estimate(
@@ -125,13 +127,18 @@ def estimate(
     items = len(_labelled_items(session, project)[0])
     per_tree = items if params.subsample == 1 else max(2, int(round(params.subsample * items)))
     per_tree = min(per_tree, items)
-    queries = 0
+    queries = screens = 0
     if per_tree >= 2:
         expected = expected_subtree_queries(np.array([per_tree]), params.leaf_size)
         queries = int(round(max(0.0, float(expected[0])) * params.n_trees))
+        sorted_on = expected_subtree_queries(
+            np.array([per_tree]), params.leaf_size, params.sort_size
+        )
+        screens = int(round(max(0.0, float(sorted_on[0])) * params.n_trees))
     answers = queries * params.answers_per_query
     hours = answers / answers_per_hour if answers_per_hour else None
-    return BuildEstimate(items, per_tree, queries, answers, answers_per_hour, hours)
+    screens *= params.answers_per_query
+    return BuildEstimate(items, per_tree, queries, answers, answers_per_hour, hours, screens)
 
 
 def build_again(*, session: Session, build: Build) -> Build:

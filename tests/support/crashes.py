@@ -22,7 +22,7 @@ import httpx
 from sqlalchemy import func, select
 
 from app.core.db import make_engine, make_session_factory
-from app.models import Build, BuildStatus, Triplet
+from app.models import Build, BuildStatus, Judgement, Triplet
 from app.simulate import CrowdReport
 from tests.support.crowd import acknowledged_storage, crowd_in_thread
 from tests.support.postgres import PostgresServer
@@ -52,6 +52,7 @@ class CrashRun:
     build_answers_before_last: int = 0
     build_answers_at_end: int = 0
     build_status: str = ""
+    judgements: Counter = field(default_factory=Counter)  # screens stored, by format
 
     def table(self) -> str:
         lines = [
@@ -102,9 +103,11 @@ def crash_run(
     downtime: tuple[float, float] = (1.0, 3.0),
     seed: int = 0,
     rating: dict | None = None,
+    sort_size: int = 1,
 ) -> CrashRun:
     """`server` must be one this run may crash (it is started again each time);
-    `rating`: settings for the study (a judgement format, say)."""
+    `rating`: settings for the study (a judgement format, say); `sort_size`: the build's
+    items per sorting screen."""
     rng = random.Random(seed)
     url, token = database_with_token(server, f"crash_{seed}")
     service = ServiceProcesses(url, folder, web_processes=2, workers=1).start()
@@ -116,7 +119,7 @@ def crash_run(
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     try:
-        project_id, slug = digits_study(service.url, token, items, trees=5)
+        project_id, slug = digits_study(service.url, token, items, trees=5, sort_size=sort_size)
         if rating:
             httpx.patch(
                 f"{service.url}/api/v1/projects/{project_id}/rating",
@@ -172,6 +175,13 @@ def crash_run(
         with sessions() as session:
             run.build_answers_at_end = _build_answers(session)
             run.build_status = session.scalars(select(Build)).one().status.value
+            run.judgements = Counter(
+                dict(
+                    session.execute(
+                        select(Judgement.format, func.count()).group_by(Judgement.format)
+                    ).all()
+                )
+            )
             run.acknowledged = len(run.report.acknowledged)
             run.stored_twice, run.missing = acknowledged_storage(
                 session, project_id, run.report.acknowledged
