@@ -35,7 +35,7 @@ from tests.support.browser import (  # noqa: E402
     serve_in_thread,
     until,
 )
-from tests.uploads import png, zip_bytes  # noqa: E402
+from tests.uploads import coloured_squares  # noqa: E402
 
 API = "/api/v1"
 STUDIES = {
@@ -56,16 +56,7 @@ LISTEN = """() => {
 
 
 def study(http: httpx.Client, name: str, rating: dict, sort_size: int | None) -> str:
-    colours = [(20 + 9 * i, 220 - 8 * i, (70 * i) % 256) for i in range(24)]
-    manifest = "key,image,label\n" + "\n".join(
-        f"c{i},img/{i}.png,{'warm' if i < 12 else 'cool'}" for i in range(24)
-    )
-    archive = zip_bytes(
-        {
-            "manifest.csv": manifest,
-            **{f"img/{i}.png": png(c, (64, 64)) for i, c in enumerate(colours)},
-        }
-    )
+    archive = coloured_squares(24, size=64, labels=["warm"] * 12 + ["cool"] * 12)
     project = http.post(f"{API}/projects", json={"name": name}).json()["id"]
     http.post(
         f"{API}/projects/{project}/items", files={"file": ("c.zip", archive)}

@@ -33,3 +33,17 @@ def upload(client, auth, project_id: int, kind: str, filename: str, content, **k
 
 def messages(response) -> list[str]:
     return [entry["msg"] for entry in response.json()["detail"]]
+
+
+def coloured_squares(count: int, size: int = 48, labels: list[str] | None = None) -> bytes:
+    """An items archive of `count` squares of gradually changing colour, keys c0, c1, …,
+    labelled where `labels` are given."""
+    colours = [((20 + 9 * i) % 256, (220 - 7 * i) % 256, (70 * i) % 256) for i in range(count)]
+    header = "key,image" + (",label" if labels else "")
+    rows = [f"c{i},img/{i}.png" + (f",{labels[i]}" if labels else "") for i in range(count)]
+    return zip_bytes(
+        {
+            "manifest.csv": "\n".join([header, *rows]),
+            **{f"img/{i}.png": png(colour, (size, size)) for i, colour in enumerate(colours)},
+        }
+    )

@@ -170,26 +170,19 @@ def _screen(
 ) -> Comparison:
     """A screen as shown: a rank screen's cards start with its reference, a sorting
     screen's with its two pivots."""
-    if format is JudgementFormat.sort:
-        return Comparison(
-            assignment_id,
-            None,
-            None,
-            None,
-            format=format,
-            items=tuple(cards[2:]),
-            pivots=(cards[0], cards[1]),
-        )
-    ranked = format is JudgementFormat.rank
+    pivots = (cards[0], cards[1]) if format is JudgementFormat.sort else None
+    reference = cards[0] if format is JudgementFormat.rank else None
+    first = 2 if pivots else int(reference is not None)
     return Comparison(
         assignment_id,
         None,
         None,
         None,
         format=format,
-        items=tuple(cards[1:] if ranked else cards),
-        reference=cards[0] if ranked else None,
+        items=tuple(cards[first:]),
+        reference=reference,
         picks=picks,
+        pivots=pivots,
     )
 
 

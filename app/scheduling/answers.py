@@ -149,22 +149,32 @@ def submit_screen(
     if picked is None:
         return AnswerOutcome(replayed=False)
     implied = screens.implied_triplets(format, reference, shown, picked)
+    context = [] if reference is None else [reference]
+    judgement = {"format": format, "context": context, "shown": shown, "chosen": picked}
+    return _judged(project, ids, response_time_ms, served, slot_owner, judgement, implied.tolist())
+
+
+def _judged(
+    project: Project,
+    ids: dict,
+    response_time_ms: int | None,
+    served,
+    owner: tuple[int | None, int | None],
+    judgement: dict,
+    triplets: list,
+) -> AnswerOutcome:
+    """An answered screen's outcome: its judgement row, then the triplets (anchor, closer,
+    farther) it implies, for store_answer; the build or routing its slots belong to."""
     common = {**ids, "project": project.id, "elapsed": response_time_ms}
     adaptive = served.purpose in ADAPTIVE_PURPOSES
     return AnswerOutcome(
         replayed=False,
-        build_id=slot_owner[0],
-        routing_id=slot_owner[1],
-        judgement={
-            **common,
-            "format": format,
-            "context": [] if reference is None else [reference],
-            "shown": shown,
-            "chosen": picked,
-        },
+        build_id=owner[0],
+        routing_id=owner[1],
+        judgement={**common, **judgement},
         implied=[
             {**common, "anchor": anchor, "closer": closer, "farther": farther, "adaptive": adaptive}
-            for anchor, closer, farther in implied.tolist()
+            for anchor, closer, farther in triplets
         ],
     )
 
@@ -225,21 +235,10 @@ def submit_sort(
     ]
     if not told:
         return AnswerOutcome(replayed=False)
-    common = {**ids, "project": project.id, "elapsed": response_time_ms}
-    adaptive = served.purpose in ADAPTIVE_PURPOSES
-    return AnswerOutcome(
-        replayed=False,
-        build_id=owner[0],
-        routing_id=owner[1],
-        judgement={
-            **common,
-            "format": JudgementFormat.sort,
-            "context": list(pivots),
-            "shown": shown,
-            "chosen": sides,
-        },
-        implied=[
-            {**common, "anchor": anchor, "closer": closer, "farther": farther, "adaptive": adaptive}
-            for anchor, closer, farther in told
-        ],
-    )
+    judgement = {
+        "format": JudgementFormat.sort,
+        "context": list(pivots),
+        "shown": shown,
+        "chosen": sides,
+    }
+    return _judged(project, ids, response_time_ms, served, owner, judgement, told)

@@ -13,21 +13,14 @@ from sqlalchemy import select
 from app.models import Item, Judgement
 from tests.support.browser import screenshots_dir, until
 from tests.support.links import open_link
-from tests.uploads import png, zip_bytes
+from tests.uploads import coloured_squares
 
 API = "/api/v1"
 
 
 def _study(client, auth, project_id: int, **rating) -> str:
     """24 coloured squares; returns the study's public slug."""
-    colours = [(30 + 9 * i, 210 - 7 * i, (70 * i) % 256) for i in range(24)]
-    manifest = "key,image\n" + "\n".join(f"c{i},img/{i}.png" for i in range(24))
-    archive = zip_bytes(
-        {
-            "manifest.csv": manifest,
-            **{f"img/{i}.png": png(c, (48, 48)) for i, c in enumerate(colours)},
-        }
-    )
+    archive = coloured_squares(24)
     uploaded = client.post(
         f"{API}/projects/{project_id}/items", headers=auth, files={"file": ("c.zip", archive)}
     )

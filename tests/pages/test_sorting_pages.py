@@ -15,23 +15,14 @@ from app.models import Item, Judgement
 from tests.pages.test_screen_pages import SCREENS, _query
 from tests.support.browser import screenshots_dir, until
 from tests.support.links import open_link
-from tests.uploads import png, zip_bytes
+from tests.uploads import coloured_squares
 
 API = "/api/v1"
 
 
 def _study(client, auth, project_id: int, sort_size: int, **rating) -> str:
     """40 labelled coloured squares and a running build that sorts; the public slug."""
-    colours = [(20 + 5 * i, 220 - 5 * i, (60 * i) % 256) for i in range(40)]
-    manifest = "key,image,label\n" + "\n".join(
-        f"c{i},img/{i}.png,{'warm' if i < 20 else 'cool'}" for i in range(40)
-    )
-    archive = zip_bytes(
-        {
-            "manifest.csv": manifest,
-            **{f"img/{i}.png": png(c, (48, 48)) for i, c in enumerate(colours)},
-        }
-    )
+    archive = coloured_squares(40, labels=["warm"] * 20 + ["cool"] * 20)
     uploaded = client.post(
         f"{API}/projects/{project_id}/items", headers=auth, files={"file": ("c.zip", archive)}
     )
