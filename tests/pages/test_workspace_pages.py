@@ -651,8 +651,11 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     page.get_by_role("link", name="Builds").click()
     page.get_by_label("Trees").fill("3")
     page.get_by_label("Seed (optional)").fill("0")
+    page.get_by_label("Items per sorting screen").fill("4")  # a node's items 4 at a time
+    expect(page.locator("#build-estimate")).to_contain_text("sorting screens of up to 4 items")
     page.get_by_role("button", name="Start build").click()
     expect(page.locator(".build")).to_have_count(1)
+    expect(page.locator(".build h3")).to_contain_text("sorting screens of up to 4 items")
     build_id = int(page.locator(".build").first.get_attribute("id").split("-")[1])
     bar = page.locator(".build .overall progress")
     before = float(bar.get_attribute("value"))
