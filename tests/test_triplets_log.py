@@ -1,8 +1,10 @@
 """The triplets log read by id on PostgreSQL: a reader never moves past an answer that a
-slower transaction is still writing, and never makes writers wait."""
+slower transaction is still writing, makes writers wait a moment at most, and finds a
+bound while answers stream in without a pause."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -51,6 +53,61 @@ def test_a_write_in_flight_holds_the_readers_bound_back(make_database_url):
             assert committed_bound(reader, project_id) == 2
     finally:
         engine.dispose()
+
+
+def test_a_reader_finds_a_bound_while_writers_always_hold_the_log(make_database_url):
+    """Four writers append answers back to back, each holding the log a few milliseconds,
+    so that some writer always holds it: the reader still reads a bound each time (it
+    had found none for minutes, and a build waited), and no writer waited long."""
+    url = make_database_url("postgresql", "log_stream")
+    migrations.upgrade(url)
+    engine = make_engine(url, pool_size=8)
+    sessions = make_session_factory(engine)
+    stop = threading.Event()
+    waits: list[float] = []
+    try:
+        with unit_of_work(sessions) as session:
+            owner = Researcher(name="r")
+            session.add(owner)
+            session.flush()
+            project = Project(owner_id=owner.id, name="p")
+            session.add(project)
+            session.flush()
+            project_id = project.id
+        row = {
+            "project_id": project_id,
+            "anchor_id": 1,
+            "closer_id": 2,
+            "farther_id": 3,
+            "source": TripletSource.rater,
+        }
+
+        def writer() -> None:
+            while not stop.is_set():
+                with unit_of_work(sessions) as session:
+                    started = time.monotonic()
+                    hold_append_lock(session, project_id)
+                    waits.append(time.monotonic() - started)
+                    session.execute(insert(Triplet), [row])
+                    time.sleep(0.004)  # the rest of the answer's transaction
+
+        writers = [threading.Thread(target=writer) for _ in range(4)]
+        for thread in writers:
+            thread.start()
+        time.sleep(0.2)
+        bounds = []
+        for _ in range(10):
+            with sessions() as reader:
+                bounds.append(committed_bound(reader, project_id))
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        for thread in writers:
+            thread.join()
+        engine.dispose()
+    assert None not in bounds, bounds
+    assert bounds == sorted(bounds) and bounds[-1] > bounds[0]
+    assert max(waits) < 0.5, max(waits)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

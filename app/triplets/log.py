@@ -25,12 +25,15 @@ from collections.abc import Collection
 
 import numpy as np
 from sqlalchemy import ColumnElement, func, select, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app.models import Item, Triplet, Upload
 
 LOG_LOCK = 0x7121  # the advisory-lock namespace of the triplets log
-TRIES = 20
+TRIES = 3
+# How long a reader queues for the log at most, once quick tries found writers in it.
+QUEUE_MS = 50
 
 
 def _is_postgres(session: Session) -> bool:
@@ -72,21 +75,51 @@ def readable_bound(session: Session, project_id: int) -> int:
 
 def committed_bound(session: Session, project_id: int) -> int | None:
     """The highest triplet id of the project below which nothing can still appear, or
-    None when writers kept the log busy (read nothing new now; a later step will).
+    None when a write kept the log busy (read nothing new now; a later step will).
 
-    The reader only tries the lock, a few times: a reader waiting in the lock queue
-    would make every new writer wait behind it."""
+    The reader tries the lock a few times, then queues for it for `QUEUE_MS` at most.
+    Under a steady stream of answers some writer always holds the log, so tries alone
+    found no moment for minutes (a build then waited on answers it had). Queued, the
+    reader holds back the writers that arrive after it while those in flight finish (an
+    answer holds the log for a moment); a long write (an upload's chunk) costs the
+    writers behind it no more than `QUEUE_MS`."""
     if not _is_postgres(session):
         return readable_bound(session, project_id)
     params = {"space": LOG_LOCK, "project": project_id}
     for attempt in range(TRIES):
         if session.scalar(text("SELECT pg_try_advisory_lock(:space, :project)"), params):
-            try:
-                return readable_bound(session, project_id)
-            finally:
-                session.execute(text("SELECT pg_advisory_unlock(:space, :project)"), params)
+            return _bound_and_unlock(session, project_id, params)
         time.sleep(0.002 * (attempt + 1))
-    return None
+    previous = session.scalar(text("SELECT current_setting('lock_timeout')"))
+    try:
+        with session.begin_nested():
+            session.execute(
+                text("SELECT set_config('lock_timeout', :wait, true)"), {"wait": f"{QUEUE_MS}ms"}
+            )
+            session.execute(text("SELECT pg_advisory_lock(:space, :project)"), params)
+            session.execute(
+                text("SELECT set_config('lock_timeout', :wait, true)"), {"wait": previous}
+            )
+    except OperationalError:  # lock_timeout: the savepoint's rollback restored the setting
+        # The lock may have been granted as the timeout struck; a session's lock outlives
+        # the rollback, and one left held stops every writer for good.
+        if session.scalar(_HELD, params):
+            session.execute(text("SELECT pg_advisory_unlock(:space, :project)"), params)
+        return None
+    return _bound_and_unlock(session, project_id, params)
+
+
+_HELD = text(
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    " AND granted AND mode = 'ExclusiveLock' AND classid = :space AND objid = :project"
+)
+
+
+def _bound_and_unlock(session: Session, project_id: int, params: dict) -> int:
+    try:
+        return readable_bound(session, project_id)
+    finally:
+        session.execute(text("SELECT pg_advisory_unlock(:space, :project)"), params)
 
 
 # COPY … (FORMAT BINARY) of bigint columns: a 19-byte header, then per row a field count
