@@ -13,7 +13,18 @@ from app.core import caches
 from app.core.db import unit_of_work
 from app.core.errors import Conflict, ServiceError
 from app.learn import CompRF, FeatureOracle
-from app.models import Build, BuildStatus, Item, Job, Project, Split, Triplet, TripletSource
+from app.models import (
+    Build,
+    BuildStatus,
+    Item,
+    Job,
+    Project,
+    QuerySlot,
+    SlotState,
+    Split,
+    Triplet,
+    TripletSource,
+)
 from app.worker.loop import Worker
 
 
@@ -274,3 +285,45 @@ def test_the_estimate_before_a_build_is_what_it_then_asks(
 
     page = client.get(f"/projects/{project_id}/builds", headers=auth).text
     assert "answers</strong> from raters" in page
+
+
+def test_a_query_whose_answers_tie_is_asked_again_at_the_next_step(sessions, labelled_project):
+    """Two answers to one query that disagree (it was asked twice: a step read the first
+    after it had put the query in the queue again) want one more: the next step puts it
+    back in the queue at once, not half a minute later at the next full comparison."""
+    project_id, ids = labelled_project
+    with unit_of_work(sessions) as session:
+        build = start(session, project_id, n_trees=1, random_state=0)
+        build_id = build.id
+    with unit_of_work(sessions) as session:
+        slot = session.scalars(
+            select(QuerySlot)
+            .where(QuerySlot.build_id == build_id, QuerySlot.state == SlotState.open)
+            .order_by(QuerySlot.id)
+            .limit(1)
+        ).one()
+        slot.state = SlotState.answered
+        query = (slot.anchor_id, slot.lo_id, slot.hi_id)
+        session.add_all(
+            Triplet(
+                project_id=project_id,
+                anchor_id=query[0],
+                closer_id=closer,
+                farther_id=farther,
+                source=TripletSource.oracle,
+            )
+            for closer, farther in ((query[1], query[2]), (query[2], query[1]))
+        )
+    with unit_of_work(sessions) as session:
+        service.step(session=session, build=session.get(Build, build_id))
+    with sessions() as session:
+        open_for_query = session.scalars(
+            select(QuerySlot).where(
+                QuerySlot.build_id == build_id,
+                QuerySlot.state == SlotState.open,
+                QuerySlot.anchor_id == query[0],
+                QuerySlot.lo_id == query[1],
+                QuerySlot.hi_id == query[2],
+            )
+        ).all()
+    assert len(open_for_query) == 1

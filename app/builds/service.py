@@ -344,7 +344,10 @@ def step(*, session: Session, build: Build) -> int:
         return 0
     session.refresh(build)
     full = warm_builds.full_sync_due(warm)
-    wanted = _sync_queue(session, build, builder, None if full else warm.wanted)
+    # A query answered now may still be wanted as much as before (two answers that tie
+    # want one more): its answered slots are not open, so it is looked at again.
+    touched = query_keys(*answers.T) if len(answers) else np.empty(0, np.int64)
+    wanted = _sync_queue(session, build, builder, None if full else warm.wanted, touched)
     if wanted is not None:
         warm_builds.keep(
             build,
@@ -366,10 +369,12 @@ def _sync_queue(
     build: Build,
     builder: CompRFBuilder,
     before: tuple[np.ndarray, np.ndarray] | None,
+    touched: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Put the queries the build waits for into the scheduler's queue (and nothing else).
-    Knowing what it waited for `before`, only the queries whose need changed are
-    written. Returns what it waits for now."""
+    Knowing what it waited for `before`, only the queries whose need changed, or that
+    answers just read were about (`touched` keys), are written. Returns what it waits
+    for now."""
     if build.status is not BuildStatus.running:
         queue.withdraw_slots(session=session, build_id=build.id)
         return None
@@ -384,6 +389,7 @@ def _sync_queue(
         if len(old_keys):
             at = np.minimum(np.searchsorted(old_keys, keys), len(old_keys) - 1)
             same = (old_keys[at] == keys) & (old_needed[at] == needed)
+            same &= ~np.isin(keys, touched)
         else:
             same = np.zeros(len(keys), bool)
         gone = old_keys[~np.isin(old_keys, keys, assume_unique=True)]
