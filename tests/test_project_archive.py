@@ -74,7 +74,9 @@ def pilot(app, client, auth, project):
     slug = open_link(client, auth, pid)["public_slug"]
     assert settings["answers_per_rater"] == 0
     build = client.post(
-        f"{API}/projects/{pid}/builds", headers=auth, json={"n_trees": 2, "random_state": 4}
+        f"{API}/projects/{pid}/builds",
+        headers=auth,
+        json={"n_trees": 2, "random_state": 4, "sort_size": 3},
     ).json()
     Worker(app.state.session_factory).run(until_idle=True)
     keys = [f"s{i}" for i in range(36)]
@@ -182,6 +184,7 @@ def test_a_project_moves_to_the_other_database_and_exports_the_same(
     moved = created.json()
     assert moved["name"] == "shapes" and moved["item_count"] == 36
     new_build = lab.get(f"{API}/projects/{moved['id']}/builds", headers=lab_auth).json()[0]
+    assert new_build["params"]["sort_size"] == 3  # it asks on sorting screens there too
     after = _exports(lab, lab_auth, moved["id"], new_build["id"])
     for name, value in before.items():
         assert after[name] == value, name
