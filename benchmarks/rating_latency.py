@@ -81,12 +81,16 @@ def main() -> None:
     parser.add_argument("--trees", type=int, default=20)
     parser.add_argument("--judgements", default="triplet", help="formats, one study each")
     parser.add_argument("--random-share", type=float, default=0.1)
+    parser.add_argument(
+        "--think-time", type=float, default=1.0, help="median seconds per answer for --raters"
+    )
     args = parser.parse_args()
     formats = {
         "triplet": {"judgement": "triplet"},
         "odd_one_out": {"judgement": "odd_one_out"},
         "rank": {"judgement": "rank", "shown": 8, "picks": 2},
-        "sort8": {"judgement": "triplet"},
+        # The build's queries are what a sorting screen asks: few random questions.
+        "sort8": {"judgement": "triplet", "random_share": 0.05},
     }
     sort_sizes = {"sort8": 8}
 
@@ -106,7 +110,7 @@ def main() -> None:
             )
             http.patch(
                 f"/api/v1/projects/{studies[name]}/rating",
-                json={**formats[name], "random_share": args.random_share},
+                json={"random_share": args.random_share, **formats[name]},
             ).raise_for_status()
 
         def crowd(project: int, raters: int, think: float, seed: int) -> dict:
@@ -131,7 +135,7 @@ def main() -> None:
 
         rows = []
         seed = 1
-        shapes = [(int(n), 1.0) for n in args.raters.split(",")]
+        shapes = [(int(n), args.think_time) for n in args.raters.split(",")]
         shapes += [(int(n), 0.0) for n in args.max_raters.split(",")]
         for name, project in studies.items():
             for raters, think in shapes:
