@@ -86,13 +86,12 @@ def pilot(app, client, auth, project):
             comparison = state["comparison"]
             if comparison is None:
                 break
-            choice = oracle_choice(features, keys, comparison)
             state = client.post(
                 f"{API}/rate/{slug}/answers",
                 headers=rater,
                 json={
                     "query_id": comparison["query_id"],
-                    "choice": choice,
+                    **_answer(features, keys, comparison),
                     "response_time_ms": 900,
                 },
             ).json()
@@ -120,6 +119,20 @@ def pilot(app, client, auth, project):
         made = client.post(f"{API}/projects/{pid}/models", headers=auth, json=body)
         assert made.status_code == 201, made.text
     return pid, build["id"]
+
+
+def _answer(features, keys, comparison) -> dict:
+    """A triplet's choice, or a sorting screen's sides, as the features say."""
+    if comparison["format"] == "triplet":
+        return {"choice": oracle_choice(features, keys, comparison)}
+    index = {key: i for i, key in enumerate(keys)}
+    left, right = (features[index[pivot["key"]]] for pivot in comparison["pivots"])
+    sides = []
+    for item in comparison["items"]:
+        x = features[index[item["key"]]]
+        nearer_left = np.linalg.norm(x - left) < np.linalg.norm(x - right)
+        sides.append({"key": item["key"], "side": "left" if nearer_left else "right"})
+    return {"sides": sides}
 
 
 def _exports(client, auth, pid, build_id) -> dict:
