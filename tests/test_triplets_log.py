@@ -16,27 +16,27 @@ from app.models import Project, Researcher, Triplet, TripletSource
 from app.triplets.log import answer_columns, committed_bound, hold_append_lock
 
 
+def _project_and_row(sessions, source: TripletSource) -> tuple[int, dict]:
+    """A new project's id, and a triplet row of it to insert."""
+    with unit_of_work(sessions) as session:
+        owner = Researcher(name="r")
+        session.add(owner)
+        session.flush()
+        project = Project(owner_id=owner.id, name="p")
+        session.add(project)
+        session.flush()
+        project_id = project.id
+    row = {"project_id": project_id, "anchor_id": 1, "closer_id": 2, "farther_id": 3}
+    return project_id, {**row, "source": source}
+
+
 def test_a_write_in_flight_holds_the_readers_bound_back(make_database_url):
     url = make_database_url("postgresql", "log")
     migrations.upgrade(url)
     engine = make_engine(url)
     sessions = make_session_factory(engine)
     try:
-        with unit_of_work(sessions) as session:
-            owner = Researcher(name="r")
-            session.add(owner)
-            session.flush()
-            project = Project(owner_id=owner.id, name="p")
-            session.add(project)
-            session.flush()
-            project_id = project.id
-        row = {
-            "project_id": project_id,
-            "anchor_id": 1,
-            "closer_id": 2,
-            "farther_id": 3,
-            "source": TripletSource.upload,
-        }
+        project_id, row = _project_and_row(sessions, TripletSource.upload)
         slow = sessions()
         hold_append_lock(slow, project_id)
         slow.execute(insert(Triplet), [row])  # takes an id, not committed yet
@@ -66,21 +66,7 @@ def test_a_reader_finds_a_bound_while_writers_always_hold_the_log(make_database_
     stop = threading.Event()
     waits: list[float] = []
     try:
-        with unit_of_work(sessions) as session:
-            owner = Researcher(name="r")
-            session.add(owner)
-            session.flush()
-            project = Project(owner_id=owner.id, name="p")
-            session.add(project)
-            session.flush()
-            project_id = project.id
-        row = {
-            "project_id": project_id,
-            "anchor_id": 1,
-            "closer_id": 2,
-            "farther_id": 3,
-            "source": TripletSource.rater,
-        }
+        project_id, row = _project_and_row(sessions, TripletSource.rater)
 
         def writer() -> None:
             while not stop.is_set():
