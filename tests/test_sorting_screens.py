@@ -269,3 +269,28 @@ def test_items_a_rater_cannot_tell_go_back_to_the_queue_for_another(client, auth
     for item in theirs["items"]:
         slot = slots[ids[item["key"]]]
         assert (slot.state, slot.lease_rater_id) == (SlotState.open, None)
+
+
+def test_an_item_deleted_after_its_build_is_cancelled_takes_its_sorting_screen_along(
+    client, auth, project, app
+):
+    """A running build's items cannot be deleted; once it is cancelled, the second item
+    of a sorting screen still on a rater's screen can: the whole screen is withdrawn
+    (its answer is a 404), none of its items' assignments left behind."""
+    pid = project["id"]
+    _labelled(client, auth, pid, 20)
+    slug, build = _study(client, auth, pid, n_trees=1, random_state=1, sort_size=4)
+    token = _join(client, slug)
+    screen = _first_screen(client, slug, token)
+    keys = [item["key"] for item in screen["items"]]
+    refused = client.delete(f"{API}/projects/{pid}/items/{keys[1]}", headers=auth)
+    assert refused.status_code == 409
+    cancelled = client.post(f"{API}/projects/{pid}/builds/{build['id']}/cancel", headers=auth)
+    assert cancelled.status_code == 200, cancelled.text
+    deleted = client.delete(f"{API}/projects/{pid}/items/{keys[1]}", headers=auth)
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["queries_withdrawn"] == len(keys)
+    sides = [{"key": key, "side": "left"} for key in keys]
+    late = _answer(client, slug, token, screen["query_id"], sides=sides)
+    assert late.status_code == 404
+    assert [row for row in _rows(app, Assignment, pid) if row.format.value == "sort"] == []

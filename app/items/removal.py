@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.builds.service import item_ids
@@ -35,8 +35,9 @@ from app.triplets import tally
 
 
 def _withdraw_screens_showing(session: Session, project_id: int, item_id: int) -> int:
-    """Screens (odd-one-out, rank) that showed the item among their middle items, which
-    their key does not name: read in batches, and deleted."""
+    """Screens (odd-one-out, rank, sorting) that showed the item, among their middle
+    items their key does not name: read in batches, and deleted. A sorting screen's
+    other items, not answered yet, go with it, and their slots are free again at once."""
     showing = [
         assignment_id
         for assignment_id, shown in session.execute(
@@ -46,9 +47,22 @@ def _withdraw_screens_showing(session: Session, project_id: int, item_id: int) -
         )
         if item_id in shown
     ]
+    withdrawn = len(showing)
     for start in range(0, len(showing), 5_000):
-        session.execute(delete(Assignment).where(Assignment.id.in_(showing[start : start + 5_000])))
-    return len(showing)
+        chunk = showing[start : start + 5_000]
+        others = delete(Assignment).where(
+            Assignment.screen_id.in_(chunk), Assignment.answered_at.is_(None)
+        )
+        freed = session.scalars(others.returning(Assignment.slot_id)).all()
+        withdrawn += len(freed)
+        session.execute(
+            update(QuerySlot)
+            .where(QuerySlot.id.in_([slot for slot in freed if slot is not None]))
+            .values(lease_rater_id=None, lease_expires_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        session.execute(delete(Assignment).where(Assignment.id.in_(chunk)))
+    return withdrawn
 
 
 @dataclass(frozen=True)
@@ -122,6 +136,9 @@ def delete_item(
         session.execute(
             delete(Judgement).where(Judgement.project_id == project.id, Judgement.id.in_(judged))
         )
+    # Screens that show the item, before the rows naming it go (a sorting screen's first
+    # item names it: its other items are found through it).
+    withdrawn = _withdraw_screens_showing(session, project.id, item.id)
     # Slots first: an assignment's slot is looked up by id, and one left would be served.
     session.execute(
         delete(QuerySlot).where(
@@ -129,13 +146,12 @@ def delete_item(
             _names(QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, item.id),
         )
     )
-    withdrawn = session.execute(
+    withdrawn += session.execute(
         delete(Assignment).where(
             Assignment.project_id == project.id,
             _names(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id, item.id),
         )
     ).rowcount
-    withdrawn += _withdraw_screens_showing(session, project.id, item.id)
     image = item.image_file
     key = item.key
     session.delete(item)
