@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import bindparam, exists, insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.core.db import FastStatement
 from app.models import Assignment, Build, Choice, JudgementFormat, QuerySlot
-from app.scheduling.statements import IS_OPEN, NOW, lease_free
+from app.scheduling.statements import IS_OPEN, NOW, lease_free, seen_by_rater
 
 # A build's sorting screens show at most this many items (the page lays out 12 beside
 # the two pivots on a phone).
@@ -32,12 +32,6 @@ SORT_SIZE = FastStatement(select(Build.sort_size).where(Build.id == bindparam("b
 
 def _siblings(postgres: bool):
     """Free open slots of the same build and pivots whose query the rater never saw."""
-    seen = exists().where(
-        Assignment.rater_id == bindparam("rater"),
-        Assignment.anchor_id == QuerySlot.anchor_id,
-        Assignment.lo_id == QuerySlot.lo_id,
-        Assignment.hi_id == QuerySlot.hi_id,
-    )
     query = (
         select(QuerySlot.id, QuerySlot.anchor_id, QuerySlot.priority)
         .where(
@@ -47,7 +41,7 @@ def _siblings(postgres: bool):
             QuerySlot.hi_id == bindparam("hi"),
             QuerySlot.anchor_id != bindparam("anchor"),
             lease_free(NOW),
-            ~seen,
+            ~seen_by_rater(),
         )
         .order_by(QuerySlot.priority, QuerySlot.id)
         .limit(bindparam("most"))

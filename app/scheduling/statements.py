@@ -28,6 +28,17 @@ def lease_free(now):
     return or_(QuerySlot.lease_expires_at.is_(None), QuerySlot.lease_expires_at < now)
 
 
+def seen_by_rater():
+    """The rater (bound as "rater") was served the slot's query before: a rater is never
+    served a query twice."""
+    return exists().where(
+        Assignment.rater_id == bindparam("rater"),
+        Assignment.anchor_id == QuerySlot.anchor_id,
+        Assignment.lo_id == QuerySlot.lo_id,
+        Assignment.hi_id == QuerySlot.hi_id,
+    )
+
+
 # The statements of the answer's hot path, built and compiled once and run on the
 # driver's cursor (see FastStatement): an answer is one request of eight statements.
 NOW = bindparam("now", type_=Timestamp)
@@ -110,21 +121,22 @@ _ANSWERED_TRIPLET = {
     "adaptive": bindparam("adaptive"),
 }
 STORE_TRIPLET = FastStatement(insert(Triplet).values(**_ANSWERED_TRIPLET))
+# A query served: a triplet, or a screen (SERVE_SCREEN) with what it shows.
+_SERVED = {
+    "project_id": bindparam("project"),
+    "rater_id": bindparam("rater"),
+    "slot_id": bindparam("slot"),
+    "purpose": bindparam("purpose"),
+    "anchor_id": bindparam("anchor"),
+    "lo_id": bindparam("lo"),
+    "hi_id": bindparam("hi"),
+    "left_is_lo": bindparam("left_is_lo"),
+    "served_at": NOW,
+    "expires_at": bindparam("expires", type_=Timestamp),
+}
 SERVE = FastStatement(
     insert(Assignment)
-    .values(
-        project_id=bindparam("project"),
-        rater_id=bindparam("rater"),
-        slot_id=bindparam("slot"),
-        purpose=bindparam("purpose"),
-        anchor_id=bindparam("anchor"),
-        lo_id=bindparam("lo"),
-        hi_id=bindparam("hi"),
-        left_is_lo=bindparam("left_is_lo"),
-        served_at=NOW,
-        expires_at=bindparam("expires", type_=Timestamp),
-        format=literal_column("'triplet'"),
-    )
+    .values(**_SERVED, format=literal_column("'triplet'"))
     .returning(Assignment.id)
 )
 
@@ -133,19 +145,13 @@ def _lease_statement(postgres: bool):
     """Lease the first free slot the rater has not seen, in one statement. On PostgreSQL
     the inner read skips rows another transaction holds; SQLite runs one writer at a
     time."""
-    seen = exists().where(
-        Assignment.rater_id == bindparam("rater"),
-        Assignment.anchor_id == QuerySlot.anchor_id,
-        Assignment.lo_id == QuerySlot.lo_id,
-        Assignment.hi_id == QuerySlot.hi_id,
-    )
     first = (
         select(QuerySlot.id)
         .where(
             QuerySlot.project_id == bindparam("project"),
             IS_OPEN,
             lease_free(NOW),
-            ~seen,
+            ~seen_by_rater(),
         )
         .order_by(QuerySlot.priority, QuerySlot.id)
         .limit(1)
@@ -216,16 +222,7 @@ SEEN = FastStatement(
 SERVE_SCREEN = FastStatement(
     insert(Assignment)
     .values(
-        project_id=bindparam("project"),
-        rater_id=bindparam("rater"),
-        slot_id=bindparam("slot"),
-        purpose=bindparam("purpose"),
-        anchor_id=bindparam("anchor"),
-        lo_id=bindparam("lo"),
-        hi_id=bindparam("hi"),
-        left_is_lo=bindparam("left_is_lo"),
-        served_at=NOW,
-        expires_at=bindparam("expires", type_=Timestamp),
+        **_SERVED,
         format=bindparam("format", type_=Assignment.format.type),
         shown=bindparam("shown", type_=Assignment.shown.type),
         picks=bindparam("picks"),

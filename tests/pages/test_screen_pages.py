@@ -18,9 +18,10 @@ from tests.uploads import coloured_squares
 API = "/api/v1"
 
 
-def _study(client, auth, project_id: int, **rating) -> str:
-    """24 coloured squares; returns the study's public slug."""
-    archive = coloured_squares(24)
+def _study(client, auth, project_id: int, items: bytes | None = None, **rating) -> str:
+    """24 coloured squares (or the `items` archive given), its link open; returns the
+    study's public slug."""
+    archive = items or coloured_squares(24)
     uploaded = client.post(
         f"{API}/projects/{project_id}/items", headers=auth, files={"file": ("c.zip", archive)}
     )

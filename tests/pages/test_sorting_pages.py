@@ -13,8 +13,8 @@ from sqlalchemy import select
 
 from app.models import Item, Judgement
 from tests.pages.test_screen_pages import SCREENS, _query
+from tests.pages.test_screen_pages import _study as screen_study
 from tests.support.browser import screenshots_dir, until
-from tests.support.links import open_link
 from tests.uploads import coloured_squares
 
 API = "/api/v1"
@@ -22,24 +22,20 @@ API = "/api/v1"
 
 def _study(client, auth, project_id: int, sort_size: int, **rating) -> str:
     """40 labelled coloured squares and a running build that sorts; the public slug."""
-    archive = coloured_squares(40, labels=["warm"] * 20 + ["cool"] * 20)
-    uploaded = client.post(
-        f"{API}/projects/{project_id}/items", headers=auth, files={"file": ("c.zip", archive)}
+    slug = screen_study(
+        client,
+        auth,
+        project_id,
+        items=coloured_squares(40, labels=["warm"] * 20 + ["cool"] * 20),
+        **{"random_share": 0, "completion_code": "SORTED", **rating},
     )
-    assert uploaded.status_code == 201, uploaded.text
-    settings = client.patch(
-        f"{API}/projects/{project_id}/rating",
-        headers=auth,
-        json={"attention_rate": 0, "random_share": 0, "completion_code": "SORTED", **rating},
-    )
-    assert settings.status_code == 200, settings.text
     build = client.post(
         f"{API}/projects/{project_id}/builds",
         headers=auth,
         json={"n_trees": 2, "random_state": 3, "sort_size": sort_size},
     )
     assert build.status_code == 201, build.text
-    return open_link(client, auth, project_id)["public_slug"]
+    return slug
 
 
 def _to_sorting_screen(page, server: str, slug: str, tap: bool = False) -> None:
