@@ -109,13 +109,18 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     model = _get(client, auth, project_id, model["id"])
     version = model["serving"]
     assert version["number"] == 1 and version["status"] == "ready" and version["progress"] == 1
-    # The temperature is chosen by 3-fold cross-validation (the first fold alone where it
-    # leaves one candidate), and the embedding then fits every answer: the
+    # The dimension and loss are chosen by 3-fold cross-validation (the first fold alone
+    # where it leaves one candidate), every loss at each dimension from 1 up while a
+    # dimension lowers the error, and the embedding then fits every answer: the
     # cross-validated error is the held-out one.
     assert version["answers_count"] == 3000 and version["heldout_count"] == 0
     selection = version["metrics"]["selection"]
-    names = [c["loss"] for c in selection["candidates"]]
-    assert names == ["t-STE", "t-ETE", "t=1.5", "STE", "SOE"]
+    tried = [(c["n_components"], c["loss"]) for c in selection["candidates"]]
+    dims = sorted({d for d, _ in tried})
+    assert dims == [1, 2, 3, 5, 8, 12, 16, 24, 32, 48, 64][: len(dims)] and len(dims) >= 3
+    for d in dims:
+        assert [loss for d_, loss in tried if d_ == d] == ["t-STE", "t-ETE", "t=1.5", "STE", "SOE"]
+    assert selection["chosen"]["n_components"] == version["metrics"]["n_components"] in dims
     assert selection["chosen"]["loss"] == version["metrics"]["loss"]
     assert selection["folds"] == 3 and selection["folds_run"] in (1, 3)
     complete = [c for c in selection["candidates"] if c["folds"] == selection["folds_run"]]
@@ -127,12 +132,14 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     assert version["metrics"]["cv"]["accuracy"] > 0.9
 
     # Offline: the library on the same answers, with the same seed.
-    offline = TETE(max_iter=300, random_state=0).fit(triplets, n_items=len(X))
+    offline = TETE(n_components="auto", max_iter=300, random_state=0)
+    offline.fit(triplets, n_items=len(X))
     assert offline.selection_ == selection["why"]
     served = client.get(
         f"{API}/projects/{project_id}/models/{model['id']}/embedding", headers=auth
     ).json()
-    assert served["keys"] == keys and served["dimension"] == 2 and served["version"] == 1
+    dimension = offline.n_components_
+    assert served["keys"] == keys and served["dimension"] == dimension and served["version"] == 1
     assert np.allclose(served["coordinates"], offline.embedding_)
 
     unlabelled = keys[N_TRAIN + N_TEST :]
@@ -151,8 +158,9 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     )
     assert csv_body.headers["content-type"].startswith("text/csv")
     rows = list(csv.reader(io.StringIO(csv_body.text)))
-    assert rows[0] == ["key", "dim_0", "dim_1", "answered"] and len(rows) == len(X) + 1
-    assert np.allclose([float(v) for v in rows[1][1:3]], offline.embedding_[0])
+    columns = [f"dim_{axis}" for axis in range(dimension)]
+    assert rows[0] == ["key", *columns, "answered"] and len(rows) == len(X) + 1
+    assert np.allclose([float(v) for v in rows[1][1 : 1 + dimension]], offline.embedding_[0])
 
     distances = client.post(
         f"{API}/projects/{project_id}/models/{model['id']}/distances",
@@ -203,7 +211,14 @@ def test_a_failed_first_request_leaves_the_served_model_working(app, client, aut
 def test_a_fit_that_stops_at_max_iter_says_it_did_not_converge(app, client, auth, blob_project):
     project_id, _ = blob_project
     short = _create(client, auth, project_id, name="short", kind="tete", params={"max_iter": 5})
-    settled = _create(client, auth, project_id, name="settled", kind="tete", params={"tol": 1e-3})
+    settled = _create(
+        client,
+        auth,
+        project_id,
+        name="settled",
+        kind="tete",
+        params={"tol": 1e-3, "n_components": 2},
+    )
     _run_jobs(app)
     version = _get(client, auth, project_id, short["id"])["serving"]
     assert version["converged"] is False and version["metrics"]["converged"] is False
@@ -543,8 +558,9 @@ def test_items_without_answers_have_no_place_in_an_embedding_nor_in_smerfs_d(
     assert embedding["answered"] == [True] * N_TRAIN + [False] * (len(keys) - N_TRAIN)
     exported = client.get(f"{base}/embedding?format=csv", headers=auth).text
     rows = list(csv.reader(io.StringIO(exported)))
-    assert rows[0] == ["key", "dim_0", "dim_1", "answered"]
-    assert rows[1][3] == "true" and rows[-1][3] == "false"
+    assert rows[0][0] == "key" and rows[0][-1] == "answered"
+    assert rows[0][1:-1] == [f"dim_{axis}" for axis in range(embedding["dimension"])]
+    assert rows[1][-1] == "true" and rows[-1][-1] == "false"
     version = _get(client, auth, project_id, tete["id"])["serving"]
     assert version["metrics"]["items_answered"] == N_TRAIN
 

@@ -79,7 +79,12 @@ def _fit(app, client, auth, project_id):
     response = client.post(
         f"{API}/projects/{project_id}/models",
         headers=auth,
-        json={"name": "map", "kind": "tete", "params": {"t": 1.0}, "auto_refit": False},
+        json={
+            "name": "map",
+            "kind": "tete",
+            "params": {"t": 1.0, "n_components": 2},
+            "auto_refit": False,
+        },
     )
     assert response.status_code == 201, response.text
     Worker(app.state.session_factory).run(until_idle=True)

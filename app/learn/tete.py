@@ -21,7 +21,9 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from app.learn.judgements import group_folds
+from app.learn import _tete_scale as scale
+from app.learn._tete_sgd import HINGE, squared_distances, tempered
+from app.learn.judgements import group_folds, whole_groups
 from app.learn.metrics import triplet_error
 from app.learn.triplets import check_triplets
 
@@ -29,19 +31,6 @@ from app.learn.triplets import check_triplets
 def default_t(n_components: int) -> float:
     """The authors' default temperature for a given embedding dimension."""
     return min(1.45 + 1.1 / n_components, 2.0)
-
-
-@njit(cache=True, inline="always")
-def _squared_distances(Y, a, p, q, dims):
-    """`dims` is Y's width; a literal 2 where the caller knows it, so the loop unrolls."""
-    d_ap = 0.0
-    d_aq = 0.0
-    for j in range(dims):
-        u = Y[a, j] - Y[p, j]
-        v = Y[a, j] - Y[q, j]
-        d_ap += u * u
-        d_aq += v * v
-    return d_ap, d_aq
 
 
 @njit(cache=True, inline="always")
@@ -65,37 +54,17 @@ def _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable):
 
 @njit(cache=True, nogil=True)
 def _tempered_rows(Y, triplets, weights, t, k, gradient, movable, start, stop):
-    """Total loss, and its gradient accumulated into `gradient` for rows with `movable`.
-
-    Works in log space: log q = -log1p((k-1) d)/(k-1) (or -d at k = 1), and
-    log(1 + l) by a stable softplus, so neither far pairs nor the Gaussian kernel overflow.
-    """
+    """Total loss, and its gradient accumulated into `gradient` for rows with `movable`."""
     total = 0.0
     for row in range(start, stop):
         a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
         if not (movable[a] or movable[p] or movable[q]):
             continue
-        d_ap, d_aq = _squared_distances(Y, a, p, q, Y.shape[1])
+        d_ap, d_aq = squared_distances(Y, a, p, q, Y.shape[1])
         w = weights[row]
-        if k == 1.0:
-            log_q_ap, log_q_aq = -d_ap, -d_aq
-        else:
-            log_q_ap = -np.log1p((k - 1.0) * d_ap) / (k - 1.0)
-            log_q_aq = -np.log1p((k - 1.0) * d_aq) / (k - 1.0)
-        log_ratio = log_q_aq - log_q_ap
-        if log_ratio > 0.0:
-            softplus = log_ratio + np.log1p(np.exp(-log_ratio))
-        else:
-            softplus = np.log1p(np.exp(log_ratio))
-        if t == 1.0:
-            total += w * softplus
-        else:
-            total += w * (np.exp((1.0 - t) * softplus) - 1.0) / (1.0 - t)
-        # dL/dd_ap = c q_ap^(k-1), dL/dd_aq = -c q_aq^(k-1), with c = w (1+l)^-t l
-        c = w * np.exp(log_ratio - t * softplus)
-        g_ap = 2.0 * c * np.exp((k - 1.0) * log_q_ap)
-        g_aq = -2.0 * c * np.exp((k - 1.0) * log_q_aq)
-        _scatter(Y, gradient, a, p, q, g_ap, g_aq, Y.shape[1])
+        loss, g_ap, g_aq = tempered(d_ap, d_aq, t, k)
+        total += w * loss
+        _scatter(Y, gradient, a, p, q, w * g_ap, w * g_aq, Y.shape[1])
     return total
 
 
@@ -116,7 +85,7 @@ def _student_rows(Y, triplets, weights, t, gradient, movable, start, stop, dims)
         a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
         if not (movable[a] or movable[p] or movable[q]):
             continue
-        d_ap, d_aq = _squared_distances(Y, a, p, q, dims)
+        d_ap, d_aq = squared_distances(Y, a, p, q, dims)
         s_ap = 1.0 + d_ap
         s_aq = 1.0 + d_aq
         both = s_ap + s_aq  # 1 + q_aq/q_ap = both/s_aq
@@ -152,9 +121,6 @@ def _student_rows(Y, triplets, weights, t, gradient, movable, start, stop, dims)
     return total + np.log(product)
 
 
-# The kernel code of SOE's loss (Terada & von Luxburg): no similarity kernel, a squared
-# hinge on the distances, max(0, margin + |a - p| - |a - q|)², with t as the margin.
-HINGE = 0.0
 SOE_MARGIN = 0.1
 
 
@@ -165,7 +131,7 @@ def _hinge_rows(Y, triplets, weights, margin, gradient, movable, start, stop, di
         a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
         if not (movable[a] or movable[p] or movable[q]):
             continue
-        d_ap, d_aq = _squared_distances(Y, a, p, q, dims)
+        d_ap, d_aq = squared_distances(Y, a, p, q, dims)
         near = np.sqrt(d_ap)
         far = np.sqrt(d_aq)
         slack = margin + near - far
@@ -190,7 +156,7 @@ def _gaussian_rows(Y, triplets, weights, gradient, movable, start, stop, dims):
         a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
         if not (movable[a] or movable[p] or movable[q]):
             continue
-        d_ap, d_aq = _squared_distances(Y, a, p, q, dims)
+        d_ap, d_aq = squared_distances(Y, a, p, q, dims)
         w = weights[row]
         x = d_ap - d_aq
         e = np.exp(-abs(x))
@@ -274,7 +240,7 @@ def _violations(Y, triplets):
     """Per triplet: 1 where the embedding contradicts it, 0.5 on a tie, 0 else."""
     wrong = np.zeros(triplets.shape[0])
     for row in range(triplets.shape[0]):
-        d_ap, d_aq = _squared_distances(
+        d_ap, d_aq = squared_distances(
             Y, triplets[row, 0], triplets[row, 1], triplets[row, 2], Y.shape[1]
         )
         if d_ap > d_aq:
@@ -295,6 +261,8 @@ def _violated_share(Y, triplets):
 CHECK_EVERY = 10
 CHECK_ROWS = 200_000
 ERROR_TOL = 1e-4
+# The loss-based rule stops only with the loss within this share of its best.
+RECOVERED = 0.01
 
 
 def _descend(
@@ -312,6 +280,7 @@ def _descend(
     n_iter_no_change=None,
     watch=None,
     threads=True,
+    keep_lowest_error=False,
 ):
     """The authors' optimiser: full-batch steps of eta·n/m, eta ×1.01 after a step that
     lowered the loss and ×0.5 after one that did not; keeps the best embedding. Stops
@@ -320,7 +289,9 @@ def _descend(
     error on `watch` (the training triplets unless given) has not fallen by ERROR_TOL in
     `n_iter_no_change` steps: on human answers the loss creeps down long after the
     ordering it encodes has settled. Returns the embedding, the loss curve and whether it
-    converged before `max_iter` steps."""
+    converged before `max_iter` steps. `keep_lowest_error`: return the embedding with the
+    lowest error on `watch` instead (held-out answers: the step where it stopped
+    generalising), and the curve up to it."""
     gradient = np.zeros_like(Y)
     movable_rows = movable.astype(np.bool_)
     eta = 2.0
@@ -330,26 +301,36 @@ def _descend(
     curve = []
     stale = 0
     best_before = []
+    best_error_step = 0
     if n_iter_no_change:
         watch = triplets if watch is None else watch
         watch = watch[:: max(1, len(watch) // CHECK_ROWS)]
         best_error, best_error_step = np.inf, 0
+        if keep_lowest_error:
+            best_error, best_Y = _violated_share(Y, watch), Y.copy()
     for _ in range(max_iter):
         loss = loss_and_gradient(Y, triplets, weights, t, k, gradient, movable_rows, threads)
         curve.append(loss)
         if callback is not None:
             callback(len(curve), loss)
         if loss < best_loss:
-            best_loss, best_Y = loss, Y.copy()
+            best_loss = loss
+            if not keep_lowest_error:
+                best_Y = Y.copy()
         best_before.append(best_loss)
-        if len(best_before) > 10 and best_before[-11] - best_loss <= tol * abs(best_loss):
-            return best_Y, np.array(curve), True
+        # Not while the loss is still far above its best: a step too long for a loss that
+        # grows with distance (SOE's hinge) throws it up for a few steps while eta halves.
+        settled = len(curve) > 10 and best_before[-11] - best_loss <= tol * abs(best_loss)
+        if settled and loss - best_loss <= RECOVERED * abs(best_loss):
+            return (*_kept(best_Y, curve, best_error_step, keep_lowest_error), True)
         if n_iter_no_change and len(curve) % CHECK_EVERY == 0:
             error = _violated_share(Y, watch)
             if error < best_error - ERROR_TOL:
                 best_error, best_error_step = error, len(curve)
+                if keep_lowest_error:
+                    best_Y = Y.copy()
             elif len(curve) - best_error_step >= n_iter_no_change:
-                return best_Y, np.array(curve), True
+                return (*_kept(best_Y, curve, best_error_step, keep_lowest_error), True)
         if loss < previous:
             eta *= 1.01
             stale = 0
@@ -357,10 +338,16 @@ def _descend(
             eta *= 0.5
             stale += 1
             if stale >= patience:
-                return best_Y, np.array(curve), True
+                return (*_kept(best_Y, curve, best_error_step, keep_lowest_error), True)
         previous = loss
         Y -= (eta * step) * gradient * movable[:, None]
-    return best_Y, np.array(curve), False
+    return (*_kept(best_Y, curve, best_error_step, keep_lowest_error), False)
+
+
+def _kept(Y, curve, best_error_step, keep_lowest_error):
+    """The kept embedding and its curve (cut at the kept step where that is the one with
+    the lowest watched error)."""
+    return Y, np.array(curve[:best_error_step] if keep_lowest_error else curve)
 
 
 def _lbfgs(Y, triplets, weights, t, k, movable, max_iter, callback=None, threads=True):
@@ -488,7 +475,12 @@ class TETE(BaseEstimator):
         held-out answers, is not tried on the others; where one candidate is left, the
         other folds are not run. The final fit on every triplet follows the same path:
         the first loss (at most 250 steps), then the chosen one from its embedding.
-    dimension_candidates, cv : what n_components="auto" tries; how many folds.
+    dimension_candidates, cv : what n_components="auto" tries, in ascending order while a
+        dimension lowers the best held-out error by more than 0.002 (the ones above the
+        first that does not are not tried); how many folds.
+    stochastic_from : from this many triplets (default 1,000,000; None: never) a choice
+        is made on one held-out share instead of folds (see `_tete_scale`), and every fit
+        starts with a few epochs of stochastic steps before the full-batch ones.
     random_state : seed of the initial embedding and of the folds.
 
     Attributes
@@ -520,8 +512,9 @@ class TETE(BaseEstimator):
         optimizer: str = "gd",
         init_scale: float = 1.0,
         candidates=("t-STE", "t-ETE", 1.5, "STE", "SOE"),
-        dimension_candidates=(1, 2, 3, 5, 8),
+        dimension_candidates=(1, 2, 3, 5, 8, 12, 16, 24, 32, 48, 64),
         cv: int = 3,
+        stochastic_from: int | None = scale.SCALE_FROM,
         random_state=None,
     ) -> None:
         self.n_components = n_components
@@ -536,6 +529,7 @@ class TETE(BaseEstimator):
         self.candidates = candidates
         self.dimension_candidates = dimension_candidates
         self.cv = cv
+        self.stochastic_from = stochastic_from
         self.random_state = random_state
 
     def _optimise(
@@ -679,6 +673,17 @@ class TETE(BaseEstimator):
 
         dims, losses = self._grid()
         per_dim = len(losses) if losses else 1
+        at_scale = (
+            self.optimizer == "gd"
+            and self.stochastic_from is not None
+            and len(triplets) >= self.stochastic_from
+        )
+        if at_scale and len(dims) * per_dim > 1:
+            holdout = self._holdout(len(triplets), unbiased, groups)
+            if holdout is not None:
+                return self._fit_at_scale(
+                    triplets, weights, n, dims, losses, holdout, init, callback
+                )
         folds = self._folds(len(triplets), len(dims) * per_dim, unbiased, groups)
         quick_steps = (
             self.max_iter if self.optimizer == "lbfgs" else min(self.max_iter, QUICK_MAX_ITER)
@@ -712,6 +717,17 @@ class TETE(BaseEstimator):
         # kept what that fold got wrong: the bounded t-ETE loss leaves a folded cluster
         # folded (planted, neighbour questions: 1.3 % held-out error against 1.0 %).
         Y = start(n, d, check_random_state(self.random_state))
+        if at_scale:
+            # One answer at a time first: a few epochs move every item hundreds of times.
+            warm = init is not None and init.shape[1] == d
+            Y = scale.warm_up(
+                Y,
+                *scale.shuffled(triplets, weights, self._fold_seed()),
+                chosen,
+                scale.EPOCHS_WARM if warm else scale.EPOCHS_FROM_SCRATCH,
+                scale.WARM_RATE if warm else scale.RATE,
+                self._fold_seed(),
+            )
         base = losses[0] if losses else chosen
         if base != chosen:
             Y, curve, _ = self._optimise(
@@ -727,6 +743,70 @@ class TETE(BaseEstimator):
         self.loss_, self._loss_code = chosen[0], chosen
         self.t_ = None if chosen[2] == HINGE else float(chosen[1])
         return self
+
+    def _fit_at_scale(self, triplets, weights, n, dims, losses, holdout, init, callback):
+        fit_rows, held_rows = holdout
+        losses = losses or [self._fixed_loss(d) for d in dims[:1]]
+        _, above, below = scale.ladder(dims, scale.SCREEN_DIMENSION)
+        warm = init is not None
+        self.planned_steps_ = scale.planned_units(len(losses), len(above) + len(below), warm)
+
+        def start(d: int):
+            return init.copy() if init is not None and init.shape[1] == d else None
+
+        def report(units: int) -> None:
+            if callback is not None:
+                callback(units, float("nan"))
+
+        Y, curve, settled, (d, loss), tried, why = scale.choose(
+            self, triplets, weights, n, dims, losses, fit_rows, held_rows, start, report
+        )
+        errors = np.array([error for _, _, error, _ in tried])
+        order = np.argsort(errors, kind="stable")
+        rank = np.empty(len(tried), np.int64)
+        rank[order] = np.arange(1, len(tried) + 1)
+        self.cv_results_ = {
+            "params": [{"n_components": c_d, "loss": c_loss[0]} for c_d, c_loss, _, _ in tried],
+            "param_n_components": np.array([c_d for c_d, _, _, _ in tried]),
+            "param_loss": np.array([c_loss[0] for _, c_loss, _, _ in tried]),
+            "split0_test_error": errors,
+            "mean_test_error": errors,
+            "std_test_error": np.zeros(len(tried)),
+            "rank_test_error": rank,
+            "folds_tried": np.ones(len(tried), np.int64),
+            "mean_fit_time": np.array([seconds for _, _, _, seconds in tried]),
+        }
+        self.best_index_ = next(
+            i for i, (c_d, c_loss, _, _) in enumerate(tried) if (c_d, c_loss) == (d, loss)
+        )
+        self.best_params_ = {"n_components": d, "loss": loss[0]}
+        self.selection_ = why
+        self.embedding_, self.loss_curve_, self.converged_ = Y, curve, settled
+        self.n_iter_ = len(curve)
+        self.n_components_ = int(d)
+        self.loss_, self._loss_code = loss[0], loss
+        self.t_ = None if loss[2] == HINGE else float(loss[1])
+        return self
+
+    def _holdout(self, n_triplets: int, unbiased=None, groups=None):
+        """One held-out share for the choice at scale, (fit rows, held-out rows): at most
+        HOLDOUT_MOST answers, a tenth where fewer are `unbiased`; None where that is under
+        ten per candidate fold would be."""
+        eligible = n_triplets if unbiased is None else int(unbiased.sum())
+        wanted = min(scale.HOLDOUT_MOST, eligible // 10)
+        if wanted < 10 * self.cv:
+            return None
+        rng = np.random.default_rng(self._fold_seed())
+        if groups is None:
+            rows = np.arange(n_triplets) if unbiased is None else np.flatnonzero(unbiased)
+            held = np.sort(rng.choice(rows, wanted, replace=False))
+        else:
+            # Whole judgements, drawn until they hold `wanted` answers.
+            of_row, sizes, whole = whole_groups(groups, unbiased)
+            order = rng.permutation(np.flatnonzero(whole))
+            taken = order[: int(np.searchsorted(np.cumsum(sizes[order]), wanted)) + 1]
+            held = np.flatnonzero(np.isin(of_row, taken))
+        return np.setdiff1d(np.arange(n_triplets), held, assume_unique=True), held
 
     def _folds(self, n_triplets: int, n_candidates: int, unbiased=None, groups=None) -> list:
         """The cross-validation folds, where there is a choice to make and enough
@@ -761,6 +841,7 @@ class TETE(BaseEstimator):
         errors = np.full((len(candidates), len(folds)), np.nan)
         seconds = np.zeros(len(candidates))
         alive = set(range(len(candidates)))
+        lowest_below = np.inf
         for fold, (fit_rows, held_rows) in enumerate(folds):
             rng = np.random.default_rng([self._fold_seed(), fold])
             fitted_on, fit_weights = triplets[fit_rows], weights[fit_rows]
@@ -791,10 +872,21 @@ class TETE(BaseEstimator):
                         errors[row, fold] = wrong[row].mean()
                     seconds[row] += time.perf_counter() - began
                     began = time.perf_counter()
+                if fold == 0 and self.n_components == AUTO:
+                    # Climb while a dimension lowers the best error by more than the
+                    # tolerance; the dimensions above one that did not are not tried.
+                    here = np.nanmin(errors[[candidates.index((d, x)) for x in per_dim[d]], 0])
+                    if here >= lowest_below - DIMENSION_TOLERANCE:
+                        alive -= {i for i, (c_d, _) in enumerate(candidates) if c_d > d}
+                    lowest_below = min(lowest_below, here)
             if fold == 0:
                 alive = _survivors(errors[:, 0], wrong)
                 if len(alive) == 1:
                     break
+        # Candidates above where the dimensions stopped climbing were never tried.
+        tried = np.flatnonzero(~np.isnan(errors).all(axis=1))
+        candidates = [candidates[i] for i in tried]
+        errors, seconds = errors[tried], seconds[tried]
         tried_folds = np.sum(~np.isnan(errors), axis=1)
         run = int(tried_folds.max())
         mean = np.nanmean(errors, axis=1)
@@ -849,6 +941,7 @@ class TETE(BaseEstimator):
                 else ""
             )
             + ("; the other folds not run: one candidate left" if run < len(folds) else "")
+            + _climb_stopped(dims, [c_d for c_d, _ in candidates])
         )
         return loss
 
@@ -904,6 +997,13 @@ def _survivors(first: np.ndarray, wrong: dict[int, np.ndarray]) -> set[int]:
                 continue
         kept.add(i)
     return kept
+
+
+def _climb_stopped(dims, tried_dims) -> str:
+    highest = max(tried_dims)
+    if highest == max(dims):
+        return ""
+    return f"; dimensions above {highest} not tried: {highest} did not lower the error"
 
 
 def _measurable(unbiased, n_triplets: int) -> str:

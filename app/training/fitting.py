@@ -258,7 +258,7 @@ def fit_tete(
     seed = params.get("random_state", 0)
     n = len(snapshot.item_ids)
     model = learn.TETE(
-        n_components=params.get("n_components", 2),
+        n_components=params.get("n_components", "auto"),
         t=params.get("t", "auto"),
         cv=params.get("cv", 3),
         max_iter=params.get("max_iter", 1000),
@@ -289,7 +289,7 @@ def fit_tete(
 
     def step(number: int, loss: float) -> None:
         planned = model.planned_steps_
-        stage = "choosing by cross-validation, then fitting" if chooses else "fitting"
+        stage = "choosing the dimension and loss, then fitting" if chooses else "fitting"
         progress(min(number / planned, 1.0), f"{stage}: step {number} of at most {planned}")
 
     model.fit(

@@ -1,0 +1,112 @@
+"""t-ETE on answers too many to cross-validate (ImageNet-HSJ's size): the choice on one
+held-out share, climbing the dimensions, with stochastic epochs first. `stochastic_from`
+brings the same path down to sizes a test can afford."""
+
+import numpy as np
+import pytest
+
+from app.learn import FeatureOracle, random_triplets, triplet_error
+from app.learn.tete import TETE
+
+
+def _planted(items: int, answers: int, latent: int = 8, seed: int = 0):
+    """Items around 10 centres in `latent` dimensions, answers with human-like noise
+    (people err on near ties), and fresh answers of the same kind."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=3.0, size=(10, latent))
+    X = centres[rng.integers(0, 10, items)] + rng.normal(size=(items, latent))
+    oracle = FeatureOracle(X, noise_scale=0.5, random_state=seed + 1)
+    train = random_triplets(items, answers, oracle, random_state=seed)
+    fresh = random_triplets(items, 20_000, oracle, random_state=seed + 100)
+    return X, train, fresh
+
+
+@pytest.fixture(scope="module")
+def study():
+    return _planted(400, 40_000)
+
+
+def test_the_choice_climbs_to_the_dimensions_the_answers_hold(study):
+    X, train, fresh = study
+    at_scale = TETE(n_components="auto", stochastic_from=10_000, random_state=0).fit(train, 400)
+    flat = TETE(n_components=2, stochastic_from=None, random_state=0).fit(train, 400)
+    assert at_scale.n_components_ >= 5
+    error = triplet_error(at_scale.embedding_, fresh)
+    assert error < triplet_error(flat.embedding_, fresh) - 0.05
+    assert error < triplet_error(X, fresh) + 0.04
+    results = at_scale.cv_results_
+    assert set(results["folds_tried"]) == {1}
+    tried = list(zip(results["param_n_components"], results["param_loss"], strict=True))
+    assert tried[at_scale.best_index_] == (at_scale.n_components_, at_scale.loss_)
+    # The dimensions above the chosen one were tried, and one more did not help.
+    assert max(results["param_n_components"]) > at_scale.n_components_
+    assert "held-out answers" in at_scale.selection_
+    assert "4,000 held-out" in at_scale.selection_
+
+
+def test_the_choice_at_scale_is_reproducible_and_reports_progress(study):
+    _, train, _ = study
+    units = []
+    first = TETE(n_components="auto", stochastic_from=10_000, random_state=5)
+    first.fit(train[:20_000], 400, callback=lambda unit, loss: units.append(unit))
+    again = TETE(n_components="auto", stochastic_from=10_000, random_state=5)
+    again.fit(train[:20_000], 400)
+    assert np.array_equal(first.embedding_, again.embedding_)
+    assert units == sorted(units) and 0 < units[-1] <= first.planned_steps_
+
+
+def test_a_callback_stops_the_choice_at_scale(study):
+    _, train, _ = study
+
+    class Enough(Exception):
+        pass
+
+    calls = []
+
+    def stop(unit, loss):
+        calls.append(unit)
+        if len(calls) >= 2:
+            raise Enough
+
+    with pytest.raises(Enough):
+        TETE(n_components="auto", stochastic_from=10_000, random_state=0).fit(
+            train, 400, callback=stop
+        )
+
+
+def test_a_fixed_fit_at_scale_starts_stochastically_and_ends_as_well(study):
+    X, train, fresh = study
+    quick = TETE(n_components=8, t=1.0, stochastic_from=10_000, random_state=0).fit(train, 400)
+    plain = TETE(n_components=8, t=1.0, stochastic_from=None, random_state=0).fit(train, 400)
+    assert quick.n_iter_ < plain.n_iter_
+    assert triplet_error(quick.embedding_, fresh) <= triplet_error(plain.embedding_, fresh) + 0.01
+
+
+def test_a_judgements_triplets_stay_together_in_the_held_out_share():
+    """Each answer stored three times (one screen's triplets repeat what a person saw):
+    split apart, the held-out share would score what the fit memorised. Only answers to
+    uniformly random questions are held out."""
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    answers = random_triplets(40, 2_000, FeatureOracle(X, noise=0.25, random_state=1), 2)
+    repeated = np.repeat(answers, 3, axis=0)
+    judgement = np.repeat(np.arange(len(answers)), 3)
+    unbiased = np.arange(len(repeated)) < 4_500
+    model = TETE(n_components="auto", stochastic_from=1_000, random_state=0)
+    fit_rows, held_rows = model._holdout(len(repeated), unbiased, judgement)
+    assert len(held_rows) >= 450 and unbiased[held_rows].all()
+    assert not set(judgement[held_rows]) & set(judgement[fit_rows])
+    assert len(fit_rows) + len(held_rows) == len(repeated)
+    model.fit(repeated, 40, unbiased=unbiased, groups=judgement)
+    assert f"{len(held_rows):,} held-out answers" in model.selection_
+
+
+@pytest.mark.slow
+def test_soe_from_scratch_recovers_from_a_first_step_too_long():
+    """SOE's hinge grows with distance: on 5,000 items its first steps threw the loss up
+    a hundredfold, and the loss-based rule took ten steps without a new best for
+    convergence (held-out error 0.44 after 13 steps)."""
+    X, train, fresh = _planted(5_000, 500_000)
+    soe = TETE(n_components=8, candidates=("SOE",), stochastic_from=None, random_state=0)
+    soe.fit(train, 5_000)
+    assert soe.n_iter_ > 100
+    assert triplet_error(soe.embedding_, fresh) < triplet_error(X, fresh) + 0.04
