@@ -478,14 +478,15 @@ class TETE(BaseEstimator):
     dimension_candidates, cv : what n_components="auto" tries, in ascending order while a
         dimension lowers the best held-out error by more than 0.002 (the ones above the
         first that does not are not tried); how many folds.
-    stochastic_from : from this many triplets (default 1,000,000; None: never) a choice
+    stochastic_from : from this many triplets (default 100,000; None: never) a choice
         is made on one held-out share instead of folds (see `_tete_scale`), and every fit
         starts with a few epochs of stochastic steps before the full-batch ones.
     random_state : seed of the initial embedding and of the folds.
 
     Attributes
     ----------
-    embedding_ : (n_items, n_components_) array.
+    embedding_ : (n_items, n_components_) array, centred and turned onto its principal
+        axes (the first spreads the items most: a plot of the first two shows the most).
     loss_, t_, n_components_ : the loss, its temperature (None for SOE) and the dimension
         fitted (chosen, where "auto").
     cv_results_ : where something was chosen, as scikit-learn's GridSearchCV has it:
@@ -737,7 +738,7 @@ class TETE(BaseEstimator):
         Y, curve, converged = self._optimise(
             Y, triplets, weights, np.ones(n), float(n), chosen, counted
         )
-        self.embedding_, self.loss_curve_, self.converged_ = Y, curve, converged
+        self.embedding_, self.loss_curve_, self.converged_ = scale.projected(Y), curve, converged
         self.n_iter_ = len(curve)
         self.n_components_ = int(d)
         self.loss_, self._loss_code = chosen[0], chosen
@@ -781,7 +782,7 @@ class TETE(BaseEstimator):
         )
         self.best_params_ = {"n_components": d, "loss": loss[0]}
         self.selection_ = why
-        self.embedding_, self.loss_curve_, self.converged_ = Y, curve, settled
+        self.embedding_, self.loss_curve_, self.converged_ = scale.projected(Y), curve, settled
         self.n_iter_ = len(curve)
         self.n_components_ = int(d)
         self.loss_, self._loss_code = loss[0], loss

@@ -79,7 +79,7 @@ class TETEParams(_Params):
         description="Embedding dimension, or 'auto': the smallest of 1, 2, 3, 5, 8, 12, 16, "
         "24, 32, 48, 64 (tried upwards while a dimension lowers the error) whose held-out "
         "triplet error is within one standard error (or 0.002) of the best: cross-validated "
-        "below a million answers, on one held-out share above",
+        "below 100,000 answers, on one held-out share from there",
     )
     t: Annotated[float | Literal["auto"] | None, _number_or_auto(1, 3, False, nullable=True)] = (
         Field(
