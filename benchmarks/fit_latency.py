@@ -20,6 +20,7 @@ worker's wait before the fit started, its own clock (reading, fitting, storing),
 fast the answers were read into arrays (rows/s, the first read after the upload).
 
     .venv/bin/python benchmarks/fit_latency.py [--sizes 100000,1000000] [--items 1000]
+        [--databases sqlite,postgresql] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -221,13 +222,14 @@ def _library_fit() -> tuple[float, str, int]:
 
 
 def main() -> None:
-    global ITEMS
+    global ITEMS, REPEATS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--databases", default="sqlite,postgresql")
     parser.add_argument("--items", type=int, default=ITEMS)
+    parser.add_argument("--repeats", type=int, default=REPEATS)
     arguments = parser.parse_args()
-    ITEMS = arguments.items
+    ITEMS, REPEATS = arguments.items, arguments.repeats
     sizes = [int(size) for size in arguments.sizes.split(",")]
     databases = arguments.databases.split(",")
     postgres = start_postgres()

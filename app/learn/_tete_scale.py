@@ -117,9 +117,10 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
     """Choose (dimension, loss) on `held_rows` as the module says and fit the choice on
     every triplet. `start(d)` gives the starting embedding at d (the caller's init where
     it has d columns, else None); `report(units)` is called from this thread at least
-    every half second and may raise to stop. Returns (embedding, final curve, whether
-    the final fit settled, chosen (d, loss), the candidates tried as
-    [(d, loss, held-out error, seconds)], a sentence saying why)."""
+    every half second and may raise to stop. Returns (embedding, final curve, True (the
+    final fit takes the steps the held-out answers found worth taking), chosen (d, loss),
+    the candidates tried as [(d, loss, held-out error, seconds)], a sentence saying
+    why)."""
     tete = _tete()
     seeds = np.random.default_rng(model._fold_seed())
     fit_triplets, fit_weights = shuffled(
@@ -164,8 +165,8 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
             try:
                 while not all(job.done() for job in jobs.values()):
                     time.sleep(0.05)
-                    if time.perf_counter() - rung.reported > 0.5:
-                        rung.reported = time.perf_counter()
+                    if time.perf_counter() - reported[0] > 0.5:
+                        reported[0] = time.perf_counter()
                         report(units[0])
             except BaseException:
                 stop.set()
@@ -177,7 +178,7 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
                 tried[(d, name)] = (error, seconds, steps)
             return results
 
-        rung.reported = time.perf_counter()
+        reported = [time.perf_counter()]
         first, above, below = ladder(dims, SCREEN_DIMENSION)
         initial = start(first)
         warm = initial is not None
@@ -186,16 +187,24 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
                 np.random.default_rng(int(seeds.integers(2**31))).standard_normal((n, first))
                 * model.init_scale
             )
+
+        def replan(fits: int, rungs_left: int) -> None:
+            # The progress bar's "at most", shrunk as the ladder's end comes into view.
+            per_rung = fits * (EPOCHS_WARM + POLISH_STEPS)
+            model.planned_steps_ = units[0] + rungs_left * per_rung + POLISH_STEPS
+
         # Every loss a few epochs, unpolished: enough to drop those far behind.
         epochs = EPOCHS_WARM if warm else EPOCHS_FROM_SCRATCH
         screened = rung(first, {name: initial.copy() for name in names}, epochs, polish=False)
         lowest = min(result[2] for result in screened.values())
         alive = {n_: r[0] for n_, r in screened.items() if r[2] <= lowest + SCREEN_MARGIN}
+        replan(len(alive), 1 + len(above) + len(below))
         alive = rung(first, alive, EPOCHS_WARM)
         lowest = min(result[2] for result in alive.values())
         kept = {(first, n_): r for n_, r in alive.items()}
         current = alive
-        for d in above:
+        for position, d in enumerate(above):
+            replan(len(current), len(above) - position + len(below))
             grow = np.random.default_rng(int(seeds.integers(2**31)))
             results = rung(d, {n_: padded(r[0], d, grow) for n_, r in current.items()}, EPOCHS_WARM)
             best_here = min(r[2] for r in results.values())
@@ -207,18 +216,22 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
             kept = {key: r for key, r in kept.items() if r[2] <= lowest + tete.DIMENSION_TOLERANCE}
             kept.update({(d, n_): r for n_, r in current.items()})
         bar = lowest + tete.DIMENSION_TOLERANCE
-        for d in below:
+        for position, d in enumerate(below):
+            replan(len(alive), len(below) - position)
             results = rung(d, {n_: projected(r[0], d) for n_, r in alive.items()}, EPOCHS_WARM)
             if min(r[2] for r in results.values()) > bar:
                 break
             kept.update({(d, n_): r for n_, r in results.items()})
+        replan(0, 0)
     within = [key for key, r in kept.items() if r[2] <= bar]
     smallest = min(d for d, _ in within)
     chosen = min((key for key in within if key[0] == smallest), key=lambda key: kept[key][2])
     Y, steps, error = kept[chosen][0], kept[chosen][1], kept[chosen][2]
     _, t, k = names[chosen[1]]
     done = units[0]
-    Y, curve, settled = tete._descend(
+    # As many full-batch steps as the held-out answers found worth taking: where they
+    # run out, the fit stopped where it generalised best, not short of settling.
+    Y, curve, _ = tete._descend(
         Y, triplets, weights, t, k, np.ones(n), max(steps, FINAL_STEPS_LEAST), model.patience,
         model.tol, float(n), lambda step, loss: report(done + step), model.n_iter_no_change,
     )  # fmt: skip
@@ -228,8 +241,9 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
         f"({bar:.4f}) of the lowest error on {len(held_rows):,} held-out answers, "
         f"{error:.4f} ("
         + ", ".join(f"{name} {d}-D: {tried[(d, name)][0]:.4f}" for d, name in tried)
-        + f"); too many answers ({len(triplets):,}) to cross-validate every candidate: each "
-        f"fitted once by stochastic epochs and full-batch steps, losses {tete.PRUNE_MARGIN} "
-        "behind dropped, the dimension climbed while it helped"
+        + f"); {len(triplets):,} answers, enough to choose on one held-out share: each "
+        f"candidate fitted once by stochastic epochs and full-batch steps, losses "
+        f"{SCREEN_MARGIN} behind after the first epochs dropped, the dimension climbed while "
+        "it helped"
     )
-    return Y, curve, settled, (chosen[0], names[chosen[1]]), candidates, why
+    return Y, curve, True, (chosen[0], names[chosen[1]]), candidates, why
