@@ -7,10 +7,10 @@ A study like ImageNet-HSJ's: items around `--clusters` centres in a latent space
 (logistic in the difference of distances, scale 0.5), and 100,000 fresh answers of the
 same kind held out. Per size (items:answers), each fit's chosen loss and dimension,
 held-out triplet error, seconds and how far the fit raised the process's peak memory; the
-planted points' own error is the floor the answers allow. cblearn's TSTE runs at the
-sizes up to `--cblearn-max` answers where it is installed: it pins numpy 1.26, so give it
-an environment of its own (`python -m venv .bench && .bench/bin/pip install -e '.[bench]'`)
-and run this script with that environment's python.
+planted points' own error is the floor the answers allow. cblearn's TSTE (2-D, its
+default, and 8-D) runs at the sizes up to `--cblearn-max` answers where it is installed
+(`pip install -e '.[bench]'`, see benchmarks/README.md). `--only-default` runs the
+service's default alone, for the scaling curve.
 
     .venv/bin/python benchmarks/imagenet_scale.py [--sizes 5000:500000,50000:5000000]
 """
