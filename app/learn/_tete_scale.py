@@ -47,8 +47,8 @@ EPOCHS_WARM = 5
 # AdaGrad's learning rate; lower where a fit starts from an embedding worth keeping.
 RATE = 1.0
 WARM_RATE = 0.3
-# Full-batch polish: at most this many steps, stopped after POLISH_PATIENCE steps
-# without a lower held-out error.
+# Full-batch polish: at most this many steps (or max_iter), stopped after
+# POLISH_PATIENCE steps without a lower held-out error.
 POLISH_STEPS = 100
 POLISH_PATIENCE = 20
 FINAL_STEPS_LEAST = 10
@@ -122,6 +122,7 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
     the candidates tried as [(d, loss, held-out error, seconds)], a sentence saying
     why)."""
     tete = _tete()
+    polish_steps = min(POLISH_STEPS, model.max_iter)
     seeds = np.random.default_rng(model._fold_seed())
     fit_triplets, fit_weights = shuffled(
         triplets[fit_rows], weights[fit_rows], int(seeds.integers(2**31))
@@ -143,7 +144,7 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
         if polish:
             _, t, k = loss
             Y, curve, _ = tete._descend(
-                Y, fit_triplets, fit_weights, t, k, np.ones(n), POLISH_STEPS, model.patience,
+                Y, fit_triplets, fit_weights, t, k, np.ones(n), polish_steps, model.patience,
                 0.0, float(n), tick, POLISH_PATIENCE, watch=held, threads=False,
                 keep_lowest_error=True,
             )  # fmt: skip
@@ -190,8 +191,8 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
 
         def replan(fits: int, rungs_left: int) -> None:
             # The progress bar's "at most", shrunk as the ladder's end comes into view.
-            per_rung = fits * (EPOCHS_WARM + POLISH_STEPS)
-            model.planned_steps_ = units[0] + rungs_left * per_rung + POLISH_STEPS
+            per_rung = fits * (EPOCHS_WARM + polish_steps)
+            model.planned_steps_ = units[0] + rungs_left * per_rung + polish_steps
 
         # Every loss a few epochs, unpolished: enough to drop those far behind.
         epochs = EPOCHS_WARM if warm else EPOCHS_FROM_SCRATCH
@@ -232,8 +233,9 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
     # As many full-batch steps as the held-out answers found worth taking: where they
     # run out, the fit stopped where it generalised best, not short of settling.
     Y, curve, _ = tete._descend(
-        Y, triplets, weights, t, k, np.ones(n), max(steps, FINAL_STEPS_LEAST), model.patience,
-        model.tol, float(n), lambda step, loss: report(done + step), model.n_iter_no_change,
+        Y, triplets, weights, t, k, np.ones(n), max(steps, min(FINAL_STEPS_LEAST, model.max_iter)),
+        model.patience, model.tol, float(n), lambda step, loss: report(done + step),
+        model.n_iter_no_change,
     )  # fmt: skip
     candidates = [(d, names[name], *tried[(d, name)][:2]) for d, name in tried]
     why = (
