@@ -78,6 +78,7 @@ def main() -> None:
     parser.add_argument("--latent", type=int, default=8)
     parser.add_argument("--clusters", type=int, default=50)
     parser.add_argument("--cblearn-max", type=int, default=1_000_000)
+    parser.add_argument("--cblearn-dims", default="2,8", help="cblearn TSTE's dimensions")
     parser.add_argument(
         "--only-default",
         action="store_true",
@@ -121,7 +122,7 @@ def main() -> None:
         if TSTE is None:
             print("cblearn TSTE: not installed here (see the module's docstring)")
         elif answers <= args.cblearn_max:
-            for d in (2, 8):
+            for d in (int(d) for d in args.cblearn_dims.split(",")):
 
                 def peer(d=d, train=train, items=items):
                     embedded = TSTE(n_components=d, random_state=0).fit_transform(

@@ -95,6 +95,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0025",
             "0026",
             "0027",
+            "0028",
         ]
     finally:
         engine.dispose()

@@ -50,8 +50,11 @@ def search_items(
                 )
             )
         )
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    items = session.scalars(query.order_by(Item.id).limit(limit).offset(offset)).all()
+    total = session.scalar(query.with_only_columns(func.count(Item.id))) or 0
+    # The page's ids first, from the (project_id, id) index alone, then their rows: an
+    # OFFSET over whole rows read every row before the page.
+    page = query.with_only_columns(Item.id).order_by(Item.id).limit(limit).offset(offset)
+    items = session.scalars(select(Item).where(Item.id.in_(page)).order_by(Item.id)).all()
     return list(items), total
 
 

@@ -747,8 +747,8 @@ class TETE(BaseEstimator):
 
     def _fit_at_scale(self, triplets, weights, n, dims, losses, holdout, init, callback):
         fit_rows, held_rows = holdout
-        losses = losses or [self._fixed_loss(d) for d in dims[:1]]
-        _, above, below = scale.ladder(dims, scale.SCREEN_DIMENSION)
+        screen, above, below = scale.ladder(dims, scale.SCREEN_DIMENSION)
+        losses = losses or [self._fixed_loss(screen)]
         warm = init is not None
         self.planned_steps_ = scale.planned_units(len(losses), len(above) + len(below), warm)
 
@@ -790,9 +790,9 @@ class TETE(BaseEstimator):
         return self
 
     def _holdout(self, n_triplets: int, unbiased=None, groups=None):
-        """One held-out share for the choice at scale, (fit rows, held-out rows): at most
-        HOLDOUT_MOST answers, a tenth where fewer are `unbiased`; None where that is under
-        ten per candidate fold would be."""
+        """One held-out share for the choice at scale, (fit rows, held-out rows): a tenth
+        of the `unbiased` answers, at most HOLDOUT_MOST, whole `groups` at a time; None
+        where a tenth is under 10 × cv answers."""
         eligible = n_triplets if unbiased is None else int(unbiased.sum())
         wanted = min(scale.HOLDOUT_MOST, eligible // 10)
         if wanted < 10 * self.cv:
