@@ -237,14 +237,11 @@ def refresh_majority_agreement(*, session: Session, project: Project) -> list[Ra
     """Each rater's agreement with the majority of the *other* answers to the same
     queries, over the queries others answered too; then the thresholds are applied.
     Returns the raters whose exclusion changed."""
-    rows = session.execute(
-        select(Triplet.rater_id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
-            Triplet.project_id == project.id, published(project.id)
-        )
-    ).all()
     raters = {rater.id: rater for rater in list_raters(session=session, project=project)}
-    if rows:
-        block = np.array([(r or -1, a, c, f) for r, a, c, f in rows], dtype=np.int64)
+    if not raters:  # uploaded answers alone: nobody to measure
+        return []
+    block = _answer_block(session, project)
+    if len(block):
         rater_of, anchor, closer, farther = block.T
         lo, hi = np.minimum(closer, farther), np.maximum(closer, farther)
         _, query = np.unique(np.stack([anchor, lo, hi], axis=1), axis=0, return_inverse=True)
@@ -265,6 +262,27 @@ def refresh_majority_agreement(*, session: Session, project: Project) -> list[Ra
             rater.majority_compared = n
             rater.majority_agreement = float(agreed[rater_id] / n) if n else None
     return [rater for rater in raters.values() if apply_thresholds(project=project, rater=rater)]
+
+
+# Rows read per round trip: a project's answers come in as arrays, never as millions of
+# Python rows at once (5,000,000 answers read as rows held 2 GB every minute).
+ANSWER_BLOCK = 100_000
+
+
+def _answer_block(session: Session, project: Project) -> np.ndarray:
+    """(rater id or -1, anchor, closer, farther) of every published answer, one row each."""
+    result = session.execute(
+        select(
+            func.coalesce(Triplet.rater_id, -1),
+            Triplet.anchor_id,
+            Triplet.closer_id,
+            Triplet.farther_id,
+        )
+        .where(Triplet.project_id == project.id, published(project.id))
+        .execution_options(yield_per=ANSWER_BLOCK)
+    )
+    parts = [np.array(part, dtype=np.int64) for part in result.partitions()]
+    return np.concatenate(parts) if parts else np.empty((0, 4), dtype=np.int64)
 
 
 def set_override(
