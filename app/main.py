@@ -27,6 +27,7 @@ from app.core.deps import SESSION_COOKIE, SignInRequired, csrf_token
 from app.core.errors import ERROR_RESPONSES, NotFound, ServiceError, install_error_handlers
 from app.core.headers import SecurityHeaders
 from app.core.limits import BodyLimits, ResearcherTokens, shorten_access_lines
+from app.core.pages import path_for
 from app.core.signing import RaterTokens, WorkspaceCookies
 from app.core.templating import install_filters
 from app.core.throttle import Throttle, ThrottleRaterRoutes
@@ -108,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         context_processors=[lambda request: {"csrf": csrf_token(request)}],
     )
     install_filters(templates.env)
+    templates.env.globals["path_for"] = path_for
     app.state.templates = templates
     _add_error_pages(app, templates)
     _add_routes(app, settings, templates)
