@@ -192,14 +192,9 @@ def test_answers_about_the_projects_items_map_to_positions(make_database_url, ba
     sessions = make_session_factory(engine)
     rng = np.random.default_rng(1)
     try:
+        project_id, _ = _project_and_row(sessions, TripletSource.upload)
         with unit_of_work(sessions) as session:
-            owner = Researcher(name="r")
-            session.add(owner)
-            session.flush()
-            project = Project(owner_id=owner.id, name="p")
-            session.add(project)
-            session.flush()
-            items = [Item(project_id=project.id, key=f"k{i}") for i in range(50)]
+            items = [Item(project_id=project_id, key=f"k{i}") for i in range(50)]
             session.add_all(items)
             session.flush()
             ids = np.array(sorted(item.id for item in items))
@@ -212,7 +207,7 @@ def test_answers_about_the_projects_items_map_to_positions(make_database_url, ba
                 insert(Triplet),
                 [
                     {
-                        "project_id": project.id,
+                        "project_id": project_id,
                         "anchor_id": int(a),
                         "closer_id": int(c),
                         "farther_id": int(f),
@@ -222,7 +217,6 @@ def test_answers_about_the_projects_items_map_to_positions(make_database_url, ba
                     for (a, c, f), t in zip(chosen, test, strict=True)
                 ],
             )
-            project_id = project.id
         with sessions() as session:
             stored = np.array(
                 session.execute(
@@ -238,5 +232,43 @@ def test_answers_about_the_projects_items_map_to_positions(make_database_url, ba
         assert np.array_equal(answer_ids, stored[known & ~test, 0])
         assert np.array_equal(answers, expected[known & ~test])
         assert np.array_equal(held, expected[known & test])
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_read_of_every_published_answer_leaves_a_pending_uploads_rows_out(
+    make_database_url, backend
+):
+    """Raters' agreement reads every answer through `published_columns`: rows of an
+    upload still pending (or crashed half-way) are not answers yet."""
+    from app.models import Upload, UploadKind
+    from app.triplets.log import published_columns
+
+    url = make_database_url(backend, "published")
+    migrations.upgrade(url)
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    try:
+        project_id, row = _project_and_row(sessions, TripletSource.upload)
+        with unit_of_work(sessions) as session:
+            done = Upload(project_id=project_id, kind=UploadKind.triplets)
+            pending = Upload(project_id=project_id, kind=UploadKind.triplets, pending=True)
+            session.add_all([done, pending])
+            session.flush()
+            session.execute(
+                insert(Triplet),
+                [
+                    {**row, "upload_id": done.id},
+                    {**row, "upload_id": pending.id, "anchor_id": 4},
+                    {**row, "rater_id": None, "anchor_id": 5},
+                ],
+            )
+        with sessions() as session:
+            ids, anchors, raters = published_columns(
+                session, project_id, ("id", "anchor_id", "coalesce(rater_id, -1)")
+            )
+        assert anchors.tolist() == [1, 5] and raters.tolist() == [-1, -1]
+        assert ids.tolist() == sorted(ids.tolist())
     finally:
         engine.dispose()

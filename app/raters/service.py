@@ -27,7 +27,7 @@ from app.models import LinkState, Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
 from app.scheduling.service import ActiveRater, is_asking
 from app.scheduling.thresholds import apply_thresholds
-from app.triplets.log import published
+from app.triplets.log import published_columns
 
 PLATFORM_PARAMETERS = {
     "prolific": ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
@@ -240,9 +240,12 @@ def refresh_majority_agreement(*, session: Session, project: Project) -> list[Ra
     raters = {rater.id: rater for rater in list_raters(session=session, project=project)}
     if not raters:  # uploaded answers alone: nobody to measure
         return []
-    block = _answer_block(session, project)
-    if len(block):
-        rater_of, anchor, closer, farther = block.T
+    _, rater_of, anchor, closer, farther = published_columns(
+        session,
+        project.id,
+        ("id", "coalesce(rater_id, -1)", "anchor_id", "closer_id", "farther_id"),
+    )
+    if len(anchor):
         lo, hi = np.minimum(closer, farther), np.maximum(closer, farther)
         _, query = np.unique(np.stack([anchor, lo, hi], axis=1), axis=0, return_inverse=True)
         query = query.ravel()
@@ -262,27 +265,6 @@ def refresh_majority_agreement(*, session: Session, project: Project) -> list[Ra
             rater.majority_compared = n
             rater.majority_agreement = float(agreed[rater_id] / n) if n else None
     return [rater for rater in raters.values() if apply_thresholds(project=project, rater=rater)]
-
-
-# Rows read per round trip: a project's answers come in as arrays, never as millions of
-# Python rows at once (5,000,000 answers read as rows held 2 GB every minute).
-ANSWER_BLOCK = 100_000
-
-
-def _answer_block(session: Session, project: Project) -> np.ndarray:
-    """(rater id or -1, anchor, closer, farther) of every published answer, one row each."""
-    result = session.execute(
-        select(
-            func.coalesce(Triplet.rater_id, -1),
-            Triplet.anchor_id,
-            Triplet.closer_id,
-            Triplet.farther_id,
-        )
-        .where(Triplet.project_id == project.id, published(project.id))
-        .execution_options(yield_per=ANSWER_BLOCK)
-    )
-    parts = [np.array(part, dtype=np.int64) for part in result.partitions()]
-    return np.concatenate(parts) if parts else np.empty((0, 4), dtype=np.int64)
 
 
 def set_override(

@@ -220,6 +220,21 @@ def judgement_groups(
     return groups
 
 
+def published_columns(
+    session: Session, project_id: int, expressions: Collection[str]
+) -> list[np.ndarray]:
+    """Integer `expressions` over every published triplet of the project (see
+    `published`), in id order, the first expression the id: a read of all the answers
+    as arrays where no bound applies (raters' agreement with the majority)."""
+    held_back = published(project_id).compile(
+        dialect=session.get_bind().dialect, compile_kwargs={"literal_binds": True}
+    )
+    condition = f"project_id = {int(project_id)} AND ({held_back})"
+    return _joined_columns(
+        session, project_id, newest_id(session, project_id), condition, expressions
+    )
+
+
 def _joined_columns(
     session: Session, project_id: int, cutoff: int, condition: str, expressions: Collection[str]
 ) -> list[np.ndarray]:
