@@ -749,7 +749,7 @@ class TETE(BaseEstimator):
         fit_rows, held_rows = holdout
         screen, above, below = scale.ladder(dims, scale.SCREEN_DIMENSION)
         losses = losses or [self._fixed_loss(screen)]
-        warm = init is not None
+        warm = init is not None and init.shape[1] == screen
         self.planned_steps_ = scale.planned_units(len(losses), len(above) + len(below), warm)
 
         def start(d: int):
