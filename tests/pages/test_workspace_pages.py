@@ -51,18 +51,25 @@ def a_project_in_the_browser(app, browser, server: str, name: str):
 
 
 def point_on_scatter(page, index: int) -> tuple[float, float]:
-    """Where the embedding page draws point `index` of its first series, on the screen."""
+    """Where the embedding page draws a point a user can reach: the first of its first
+    series from `index` on that shows on screen and under no other element (a phone's
+    item card rides over the chart's lower part)."""
     found = page.evaluate(
         """(index) => {
             const element = document.getElementById("scatter");
             const chart = echarts.getInstanceByDom(element);
-            const point = chart.getOption().series[0].data[index];
-            const [x, y] = chart.convertToPixel({ seriesIndex: 0 }, [point[0], point[1]]);
+            const data = chart.getOption().series[0].data;
             const box = element.getBoundingClientRect();
-            return [box.left + x, box.top + y];
+            for (let at = index; at < data.length; at++) {
+                const [x, y] = chart.convertToPixel({ seriesIndex: 0 }, [data[at][0], data[at][1]]);
+                const hit = document.elementFromPoint(box.left + x, box.top + y);
+                if (hit && element.contains(hit)) return [box.left + x, box.top + y];
+            }
+            return null;
         }""",
         index,
     )
+    assert found is not None, f"no point from {index} on is in view and uncovered"
     return found[0], found[1]
 
 
