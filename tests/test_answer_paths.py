@@ -6,6 +6,7 @@ and give the same responses."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,8 +19,10 @@ from sqlalchemy import insert, select, update
 
 from app.auth.service import create_token
 from app.builds import jobs as build_jobs
+from app.builds import service as build_service
 from app.builds.jobs import STEP
 from app.core import migrations
+from app.core.caches import Caches, using
 from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.main import create_app
@@ -160,6 +163,12 @@ class Scenario:
         self.client, self.app, self.auth = client, app, auth
         self.rng = np.random.default_rng(SEED)
         self.responses: list = []
+        # The worker's memory of its builds, on the scenario's clock rather than the
+        # machine's: a step saves the build every few seconds and compares the whole
+        # queue every half minute, so a slower run would save once more.
+        self.worker_caches = Caches()
+        warm = self.worker_caches.get("builds.warm", build_service._WarmBuilds)
+        warm.save_seconds, warm.full_sync_seconds = 0.0, math.inf
 
     def project(self, name: str, items: int, **rating) -> tuple[int, str]:
         pid = self.client.post(f"{API}/projects", json={"name": name}, headers=self.auth).json()[
@@ -268,7 +277,8 @@ class Scenario:
 
     def build_steps(self) -> None:
         """The worker folds the answers into the build: its next nodes ask new queries."""
-        Worker(self.app.state.session_factory, kinds=[STEP], upkeep=False).run(until_idle=True)
+        with using(self.worker_caches):
+            Worker(self.app.state.session_factory, kinds=[STEP], upkeep=False).run(until_idle=True)
 
     def propose(self, project_id: int, count: int) -> None:
         """A sampler's proposals, as the worker's refresh stores them (priority 5)."""
