@@ -19,9 +19,11 @@ from app.adaptive.proposals import (
     REFILL_BELOW,
 )
 from app.core import caches
+from app.core.db import unit_of_work
 from app.learn import FeatureOracle, random_triplets
 from app.models import (
     Assignment,
+    Job,
     ModelVersion,
     Purpose,
     QuerySlot,
@@ -31,6 +33,7 @@ from app.models import (
 )
 from app.models._types import utcnow
 from app.training.service import load_fitted
+from app.worker import loop, queue
 from app.worker.loop import Worker
 from tests.support.links import open_link
 from tests.test_rating import join_answered
@@ -398,3 +401,37 @@ def _keys_by_id(app, project_id):
         return dict(
             session.execute(select(Item.id, Item.key).where(Item.project_id == project_id)).all()
         )
+
+
+def test_a_crowd_that_drains_the_proposals_during_a_long_fit_gets_more_before_it_ends(
+    app, client, auth, labelled_project, monkeypatch
+):
+    """The worker tops the proposals up beside the job in hand: a crowd of hundreds a
+    second drains a batch in seconds, and a fit may take minutes."""
+    project_id, _, _ = labelled_project
+    caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
+    sessions = app.state.session_factory
+    _fit(app, client, auth, project_id)
+    adaptive_jobs.refresh_proposals(sessions)
+    with sessions() as session:  # the crowd took them all
+        session.execute(
+            update(QuerySlot)
+            .where(QuerySlot.project_id == project_id, QuerySlot.priority == int(Purpose.proposal))
+            .values(state=SlotState.answered)
+        )
+        session.commit()
+
+    def long_fit(context):
+        for _ in range(100):
+            if _open_proposals(app, project_id):
+                return {"proposals_during_the_job": True}
+            context.stopping.wait(0.1)
+        return {"proposals_during_the_job": False}
+
+    monkeypatch.setitem(loop.HANDLERS, "long_fit", long_fit)
+    with unit_of_work(sessions) as session:
+        job_id = queue.enqueue(session=session, kind="long_fit").id
+    Worker(sessions, poll_seconds=0.2).run(until_idle=True)
+    with sessions() as session:
+        assert session.get(Job, job_id).result == {"proposals_during_the_job": True}
+    assert len(_open_proposals(app, project_id)) == BATCH

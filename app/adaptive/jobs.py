@@ -21,7 +21,8 @@ def refresher() -> proposals.Refresher:
     return caches.current().get("adaptive.refresher", proposals.Refresher)
 
 
-@periodic(PROPOSE_SECONDS)
+# Beside a fit too: a crowd of hundreds a second drains a batch while one fit runs.
+@periodic(PROPOSE_SECONDS, alongside_jobs=True)
 def refresh_proposals(sessions) -> None:
     with unit_of_work(sessions) as session:
         standings = proposals.standings(session)

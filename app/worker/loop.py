@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import socket
@@ -70,9 +71,21 @@ class JobFailed(Exception):
 Handler = Callable[[JobContext], dict[str, Any] | None]
 HANDLERS: dict[str, Handler] = {}
 Periodic = Callable[..., None]
-# Every `seconds`, function(sessions), or function(sessions, images) where it needs the
-# image store (a worker without one skips it).
-PERIODIC: list[tuple[float, Periodic, bool]] = []
+
+
+@dataclass(frozen=True)
+class Upkeep:
+    """Every `seconds`, function(sessions), or function(sessions, images) where it
+    `needs_images` (a worker without an image store skips it); `alongside_jobs`: also
+    while the worker runs a job, from a thread beside it."""
+
+    seconds: float
+    function: Periodic
+    needs_images: bool = False
+    alongside_jobs: bool = False
+
+
+PERIODIC: list[Upkeep] = []
 
 
 def handler(kind: str) -> Callable[[Handler], Handler]:
@@ -85,12 +98,16 @@ def handler(kind: str) -> Callable[[Handler], Handler]:
     return register
 
 
-def periodic(seconds: float, *, needs_images: bool = False) -> Callable[[Periodic], Periodic]:
+def periodic(
+    seconds: float, *, needs_images: bool = False, alongside_jobs: bool = False
+) -> Callable[[Periodic], Periodic]:
     """Register upkeep that an idle worker runs every `seconds` (it must be safe to run on
-    several workers at once); with `needs_images` it is given the image store too."""
+    several workers at once); with `needs_images` it is given the image store too. With
+    `alongside_jobs` a busy worker runs it too, beside the job in hand: what a crowd
+    drains in seconds must not wait for a fit of minutes to end."""
 
     def register(function: Periodic) -> Periodic:
-        PERIODIC.append((seconds, function, needs_images))
+        PERIODIC.append(Upkeep(seconds, function, needs_images, alongside_jobs))
         return function
 
     return register
@@ -176,17 +193,19 @@ class Worker:
             return None
         return Listener(engine).start()
 
-    def _upkeep(self) -> None:
+    def _upkeep(self, *, alongside_a_job: bool = False) -> None:
         now = time.monotonic()
-        for seconds, function, needs_images in self.periodic:
-            if needs_images and self.images is None:
+        for task in self.periodic:
+            if (task.needs_images and self.images is None) or (
+                alongside_a_job and not task.alongside_jobs
+            ):
                 continue
-            if now - self._last_run.get(function, -1e9) >= seconds:
-                self._last_run[function] = now
+            if now - self._last_run.get(task.function, -1e9) >= task.seconds:
+                self._last_run[task.function] = now
                 try:
-                    function(self.sessions, *([self.images] if needs_images else []))
+                    task.function(self.sessions, *([self.images] if task.needs_images else []))
                 except Exception:  # upkeep must not stop the worker; it runs again soon
-                    log.exception("periodic %s failed", function.__name__)
+                    log.exception("periodic %s failed", task.function.__name__)
 
     def stop(self) -> None:
         """Stop taking jobs; the job in hand stops at its next progress report and goes
@@ -245,6 +264,14 @@ class Worker:
         beating = threading.Event()
         beat = threading.Thread(target=self._beat, args=(job.id, beating), daemon=True)
         beat.start()
+        beside = None
+        if any(task.alongside_jobs for task in self.periodic):
+            # In the worker's context: an embedded worker's upkeep uses its app's caches.
+            run_beside = contextvars.copy_context().run
+            beside = threading.Thread(
+                target=run_beside, args=(self._upkeep_beside, beating), daemon=True
+            )
+            beside.start()
         try:
             if job.cancel_requested:
                 raise JobCancelled()
@@ -264,6 +291,8 @@ class Worker:
         finally:
             beating.set()
             beat.join()
+            if beside is not None:
+                beside.join()
         # The outcome is recorded even across a database outage: a job left `running`
         # would wait a whole stale period (60 s) before anyone took it up again.
         while True:
@@ -299,6 +328,10 @@ class Worker:
                     raise
                 log.warning("recording job %s waits for the database: %s", job.id, exc)
                 self.stopping.wait(OUTAGE_WAIT)
+
+    def _upkeep_beside(self, done: threading.Event) -> None:
+        while not done.wait(self.poll_seconds):
+            self._upkeep(alongside_a_job=True)
 
     def _beat(self, job_id: int, done: threading.Event) -> None:
         while not done.wait(self.heartbeat_seconds):

@@ -1,0 +1,247 @@
+"""The adaptive loop against a crowd's pace (issue 33): does a study that answers fast get
+the labels a paced one gets?
+
+One project per arm on PostgreSQL (`closer serve` with 2 web processes, one `closer
+worker`): 300 of scikit-learn's digits with features, the last 60 unlabelled, a
+TripletBoost model with defaults (it refits by itself as the answers grow, and the
+worker queues the samplers' proposals from each fit). Twenty simulated raters answer
+without pause between rounds until 20,000 answers, wrong on 10 % of triplets uniformly
+at random, at a think time that sets the pace: `paced` (0.2 s: about 85 answers/s),
+`fast` (none: as fast as this machine serves them, about 400/s). While they answer, the
+open proposals are counted every 0.2 s.
+
+Reported per arm: the answers' rate and p50/p99 latency; the answers by purpose and the
+share of answers that fell back to uniform questions (random beyond the project's 10 %
+share: the queue had no proposal to give); the time the queue stood empty; the served
+TripletBoost labels of the 60 hidden digits when the 20,000th answer landed (and how
+many answers that version had seen), once the refits those answers called for are done,
+and after a last fit asked by hand (as a researcher would before reading the labels).
+
+    .venv/bin/python benchmarks/adaptive_pace.py [--answers 20000] [--seeds 0,1,2]
+        [--paces paced:0.2,fast:0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+from labelling_crowd import N_ITEMS, N_UNLABELLED, answers_by_purpose  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sqlalchemy import func, select  # noqa: E402
+
+from app.auth.service import create_token  # noqa: E402
+from app.core import migrations  # noqa: E402
+from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
+from app.demo.service import digits_archive  # noqa: E402
+from app.models import Purpose, QuerySlot  # noqa: E402
+from app.scheduling.statements import IS_OPEN  # noqa: E402
+from app.simulate import run_crowd  # noqa: E402
+from tests.support.crowd import wait_for  # noqa: E402
+from tests.support.postgres import start_postgres  # noqa: E402
+from tests.support.service import ServiceProcesses  # noqa: E402
+
+API = "/api/v1"
+RATERS = 20
+RANDOM_SHARE = 0.1  # the project's default
+
+
+class QueueWatch:
+    """Counts the project's open proposals every `every` seconds in a thread."""
+
+    def __init__(self, sessions, project: int, every: float = 0.2) -> None:
+        self.sessions, self.project, self.every = sessions, project, every
+        self.counts: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self.sessions() as session:
+                self.counts.append(
+                    session.scalar(
+                        select(func.count()).where(
+                            QuerySlot.project_id == self.project,
+                            QuerySlot.priority == int(Purpose.proposal),
+                            IS_OPEN,
+                        )
+                    )
+                )
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> QueueWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def empty_share(self) -> float:
+        """Of the time after the first proposals were queued, the share with none open."""
+        counts = np.array(self.counts)
+        started = np.flatnonzero(counts > 0)
+        if not len(started):
+            return 1.0
+        return float(np.mean(counts[started[0] :] == 0))
+
+
+def run_arm(service, http, token, sessions, pace: str, think: float, seed: int, budget: int):
+    project = http.post(f"{API}/projects", json={"name": f"pace-{pace}-{seed}"}).json()["id"]
+    archive = digits_archive(N_ITEMS, 0, random_state=seed, n_unlabelled=N_UNLABELLED)
+    http.post(
+        f"{API}/projects/{project}/items", files={"file": ("d.zip", archive)}
+    ).raise_for_status()
+    settings = {"answers_per_rater": 100_000, "attention_rate": 0.0}
+    http.patch(f"{API}/projects/{project}/rating", json=settings).raise_for_status()
+    http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
+    model = http.post(
+        f"{API}/projects/{project}/models", json={"name": "boost", "kind": "tripletboost"}
+    )
+    model.raise_for_status()
+    model_id = model.json()["id"]
+    items = http.get(f"{API}/projects/{project}/items/export", params={"format": "json"}).json()
+    asked = [item["key"] for item in items if item.get("split") == "unlabelled"]
+    _, y = load_digits(return_X_y=True)
+    truth = np.array([str(y[int(key.split("-")[1])]) for key in asked], dtype=object)
+
+    def served() -> tuple[float, int]:
+        """The serving version's accuracy over the hidden digits, and its answers."""
+        response = http.post(
+            f"{API}/projects/{project}/models/{model_id}/predict", json={"items": asked}
+        )
+        if response.status_code == 409:  # no version ready yet
+            return 0.0, 0
+        body = response.json()
+        labels = np.array([row["label"] for row in body["predictions"]], dtype=object)
+        versions = http.get(f"{API}/projects/{project}/models/{model_id}/versions").json()
+        used = next(v for v in versions if v["number"] == body["version"])
+        return float(np.mean(labels == truth)), used["answers_count"] + used["heldout_count"]
+
+    def settled() -> bool:
+        versions = http.get(f"{API}/projects/{project}/models/{model_id}/versions").json()
+        return not any(v["status"] in ("queued", "training") for v in versions)
+
+    with QueueWatch(sessions, project) as watch:
+        report = asyncio.run(
+            run_crowd(
+                url=service.url,
+                project_id=project,
+                token=token,
+                raters=RATERS,
+                think_time=think,
+                noise=0.1,
+                noise_model="uniform",
+                answers_each=budget // RATERS,
+                seed=seed,
+            )
+        )
+    at_end = served()
+    # The refits those answers called for (the worker checks every few seconds).
+    time.sleep(6)
+    wait_for(settled, 600, f"{pace}: the refits")
+    settled_served = served()
+    # A last fit on every answer, as a researcher would ask before reading the labels.
+    http.post(f"{API}/projects/{project}/models/{model_id}/train").raise_for_status()
+    wait_for(settled, 600, f"{pace}: the last fit")
+    last_fit = served()
+    purposes = answers_by_purpose(sessions, project)
+    total = sum(purposes.values())
+    summary = report.summary()
+    return {
+        "rate": summary["answers_per_second"],
+        "p50": summary["p50_ms"],
+        "p99": summary["p99_ms"],
+        "answers": total,
+        "proposal": purposes.get("proposal", 0) / total,
+        "random": purposes.get("random", 0) / total,
+        "fallback": max(purposes.get("random", 0) / total - RANDOM_SHARE, 0.0),
+        "empty": watch.empty_share(),
+        "at_end": at_end,
+        "settled": settled_served,
+        "last_fit": last_fit,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--answers", type=int, default=20_000)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--paces", default="paced:0.2,fast:0", help="name:think seconds, ...")
+    args = parser.parse_args()
+    paces = [(name, float(think)) for name, think in (p.split(":") for p in args.paces.split(","))]
+
+    server = start_postgres()
+    folder = Path(tempfile.mkdtemp(prefix="closer-pace-"))
+    rows = []
+    try:
+        url = server.create_database("pace_bench")
+        migrations.upgrade(url)
+        engine = make_engine(url)
+        sessions = make_session_factory(engine)
+        with unit_of_work(sessions) as session:
+            token = create_token(session=session, researcher_name="bench")
+        service = ServiceProcesses(url, folder / "data", web_processes=2, workers=1).start()
+        try:
+            http = httpx.Client(
+                base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
+            )
+            for seed in (int(s) for s in args.seeds.split(",")):
+                for pace, think in paces:
+                    found = run_arm(service, http, token, sessions, pace, think, seed, args.answers)
+                    rows.append((seed, pace, found))
+                    print(
+                        f"seed {seed} {pace}: {found['rate']:.0f} answers/s, served"
+                        f" {found['at_end'][0]:.2f} (seen {found['at_end'][1]:,}) -> settled"
+                        f" {found['settled'][0]:.2f} (seen {found['settled'][1]:,}), last fit"
+                        f" {found['last_fit'][0]:.2f}, fallback"
+                        f" {found['fallback']:.1%}, queue empty {found['empty']:.0%}",
+                        flush=True,
+                    )
+        finally:
+            service.stop()
+        engine.dispose()
+    finally:
+        server.stop()
+
+    print()
+    print(
+        f"Labelling {N_UNLABELLED} of {N_ITEMS} digits over HTTP (PostgreSQL, 2 web processes,"
+        f" 1 worker), {RATERS} raters, {args.answers:,} answers, 10 % flipped uniformly;"
+        " TripletBoost with defaults refitting by itself"
+    )
+    print(
+        "| seed | pace | answers/s | p50 / p99 ms | proposals | random (of which fell back)"
+        " | queue empty | served at the last answer (answers seen) | after its refits"
+        " | after a last fit by hand |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for seed, pace, f in rows:
+        print(
+            f"| {seed} | {pace} | {f['rate']:.0f} | {f['p50']:.0f} / {f['p99']:.0f}"
+            f" | {f['proposal']:.1%} | {f['random']:.1%} ({f['fallback']:.1%})"
+            f" | {f['empty']:.0%} | {f['at_end'][0]:.2f} ({f['at_end'][1]:,})"
+            f" | {f['settled'][0]:.2f} ({f['settled'][1]:,}) | {f['last_fit'][0]:.2f} |"
+        )
+    for pace, _ in paces:
+        at_end = [f["at_end"][0] for _, p, f in rows if p == pace]
+        after = [f["settled"][0] for _, p, f in rows if p == pace]
+        last = [f["last_fit"][0] for _, p, f in rows if p == pace]
+        print(
+            f"mean {pace}: served at the last answer {np.mean(at_end):.3f}, after its refits"
+            f" {np.mean(after):.3f}, after a last fit {np.mean(last):.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
