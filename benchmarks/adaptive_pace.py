@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,22 +33,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import httpx  # noqa: E402
 import numpy as np  # noqa: E402
-from labelling_crowd import N_ITEMS, N_UNLABELLED, answers_by_purpose  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
+from labelling_crowd import (  # noqa: E402
+    N_ITEMS,
+    N_UNLABELLED,
+    answers_by_purpose,
+    digits_project,
+    digits_service,
+)
 from sqlalchemy import func, select  # noqa: E402
 
-from app.auth.service import create_token  # noqa: E402
-from app.core import migrations  # noqa: E402
-from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
-from app.demo.service import digits_archive  # noqa: E402
 from app.models import Purpose, QuerySlot  # noqa: E402
 from app.scheduling.statements import IS_OPEN  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
 from tests.support.crowd import wait_for  # noqa: E402
-from tests.support.postgres import start_postgres  # noqa: E402
-from tests.support.service import ServiceProcesses  # noqa: E402
 
 API = "/api/v1"
 RATERS = 20
@@ -97,23 +94,13 @@ class QueueWatch:
 
 
 def run_arm(service, http, token, sessions, pace: str, think: float, seed: int, budget: int):
-    project = http.post(f"{API}/projects", json={"name": f"pace-{pace}-{seed}"}).json()["id"]
-    archive = digits_archive(N_ITEMS, 0, random_state=seed, n_unlabelled=N_UNLABELLED)
-    http.post(
-        f"{API}/projects/{project}/items", files={"file": ("d.zip", archive)}
-    ).raise_for_status()
-    settings = {"answers_per_rater": 100_000, "attention_rate": 0.0}
-    http.patch(f"{API}/projects/{project}/rating", json=settings).raise_for_status()
-    http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
+    digits = digits_project(http, f"pace-{pace}-{seed}", seed)
+    project, asked, truth = digits.id, digits.asked, digits.truth
     model = http.post(
         f"{API}/projects/{project}/models", json={"name": "boost", "kind": "tripletboost"}
     )
     model.raise_for_status()
     model_id = model.json()["id"]
-    items = http.get(f"{API}/projects/{project}/items/export", params={"format": "json"}).json()
-    asked = [item["key"] for item in items if item.get("split") == "unlabelled"]
-    _, y = load_digits(return_X_y=True)
-    truth = np.array([str(y[int(key.split("-")[1])]) for key in asked], dtype=object)
 
     def served() -> tuple[float, int]:
         """The serving version's accuracy over the hidden digits, and its answers."""
@@ -181,38 +168,20 @@ def main() -> None:
     args = parser.parse_args()
     paces = [(name, float(think)) for name, think in (p.split(":") for p in args.paces.split(","))]
 
-    server = start_postgres()
-    folder = Path(tempfile.mkdtemp(prefix="closer-pace-"))
     rows = []
-    try:
-        url = server.create_database("pace_bench")
-        migrations.upgrade(url)
-        engine = make_engine(url)
-        sessions = make_session_factory(engine)
-        with unit_of_work(sessions) as session:
-            token = create_token(session=session, researcher_name="bench")
-        service = ServiceProcesses(url, folder / "data", web_processes=2, workers=1).start()
-        try:
-            http = httpx.Client(
-                base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
-            )
-            for seed in (int(s) for s in args.seeds.split(",")):
-                for pace, think in paces:
-                    found = run_arm(service, http, token, sessions, pace, think, seed, args.answers)
-                    rows.append((seed, pace, found))
-                    print(
-                        f"seed {seed} {pace}: {found['rate']:.0f} answers/s, served"
-                        f" {found['at_end'][0]:.2f} (seen {found['at_end'][1]:,}) -> settled"
-                        f" {found['settled'][0]:.2f} (seen {found['settled'][1]:,}), last fit"
-                        f" {found['last_fit'][0]:.2f}, fallback"
-                        f" {found['fallback']:.1%}, queue empty {found['empty']:.0%}",
-                        flush=True,
-                    )
-        finally:
-            service.stop()
-        engine.dispose()
-    finally:
-        server.stop()
+    with digits_service("pace") as (service, http, token, sessions):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for pace, think in paces:
+                found = run_arm(service, http, token, sessions, pace, think, seed, args.answers)
+                rows.append((seed, pace, found))
+                print(
+                    f"seed {seed} {pace}: {found['rate']:.0f} answers/s, served"
+                    f" {found['at_end'][0]:.2f} (seen {found['at_end'][1]:,}) -> settled"
+                    f" {found['settled'][0]:.2f} (seen {found['settled'][1]:,}), last fit"
+                    f" {found['last_fit'][0]:.2f}, fallback"
+                    f" {found['fallback']:.1%}, queue empty {found['empty']:.0%}",
+                    flush=True,
+                )
 
     print()
     print(

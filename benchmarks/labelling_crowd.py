@@ -38,6 +38,8 @@ import asyncio
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,17 +92,65 @@ def topped_up(sessions, project: int) -> bool:
     return standing is not None and standing.open_count >= proposals.REFILL_BELOW
 
 
-def run_arm(service, http, token, sessions, arm: str, seed: int, budget: int, noise: float):
-    project = http.post(f"{API}/projects", json={"name": f"digits-{arm}-{seed}"}).json()["id"]
+@dataclass
+class DigitsProject:
+    """A project of N_ITEMS digits whose last N_UNLABELLED are unlabelled, its link open."""
+
+    id: int
+    labelled: list[str]  # keys
+    asked: list[str]  # the unlabelled digits' keys
+    truth: np.ndarray  # their true labels, as strings
+
+
+def digits_project(http, name: str, seed: int, **rating) -> DigitsProject:
+    """Uploads the digits, sets the rating settings (plus `rating`) and opens the link."""
+    project = http.post(f"{API}/projects", json={"name": name}).json()["id"]
     archive = digits_archive(N_ITEMS, 0, random_state=seed, n_unlabelled=N_UNLABELLED)
     http.post(
         f"{API}/projects/{project}/items", files={"file": ("d.zip", archive)}
     ).raise_for_status()
-    settings = {"answers_per_rater": 100_000, "attention_rate": 0.0}
-    if arm == "uniform":
-        settings["random_share"] = 1.0
+    settings = {"answers_per_rater": 100_000, "attention_rate": 0.0, **rating}
     http.patch(f"{API}/projects/{project}/rating", json=settings).raise_for_status()
     http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
+    items = http.get(f"{API}/projects/{project}/items/export", params={"format": "json"}).json()
+    labelled = [item["key"] for item in items if item.get("split") == "train"]
+    asked = [item["key"] for item in items if item.get("split") == "unlabelled"]
+    _, y = load_digits(return_X_y=True)
+    truth = np.array([str(y[int(key.split("-")[1])]) for key in asked], dtype=object)
+    return DigitsProject(project, labelled, asked, truth)
+
+
+@contextmanager
+def digits_service(name: str):
+    """PostgreSQL, `closer serve` (2 web processes) and one `closer worker`: yields the
+    service, a researcher's HTTP client and token, and a session maker."""
+    server = start_postgres()
+    folder = Path(tempfile.mkdtemp(prefix=f"closer-{name}-"))
+    try:
+        url = server.create_database(f"{name}_bench")
+        migrations.upgrade(url)
+        engine = make_engine(url)
+        sessions = make_session_factory(engine)
+        with unit_of_work(sessions) as session:
+            token = create_token(session=session, researcher_name="bench")
+        service = ServiceProcesses(url, folder / "data", web_processes=2, workers=1).start()
+        try:
+            http = httpx.Client(
+                base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
+            )
+            yield service, http, token, sessions
+        finally:
+            service.stop()
+            engine.dispose()
+    finally:
+        server.stop()
+
+
+def run_arm(service, http, token, sessions, arm: str, seed: int, budget: int, noise: float):
+    digits = digits_project(
+        http, f"digits-{arm}-{seed}", seed, **({"random_share": 1.0} if arm == "uniform" else {})
+    )
+    project, asked, truth = digits.id, digits.asked, digits.truth
     models = {}
     for kind in ("tripletboost", "tete"):
         response = http.post(
@@ -108,10 +158,6 @@ def run_arm(service, http, token, sessions, arm: str, seed: int, budget: int, no
         )
         response.raise_for_status()
         models[kind] = response.json()["id"]
-    items = http.get(f"{API}/projects/{project}/items/export", params={"format": "json"}).json()
-    asked = [item["key"] for item in items if item.get("split") == "unlabelled"]
-    _, y = load_digits(return_X_y=True)
-    truth = np.array([str(y[int(key.split("-")[1])]) for key in asked], dtype=object)
 
     def served(kind: str) -> tuple[float, float]:
         """The serving version's accuracy over the unlabelled digits, and coverage."""
@@ -212,18 +258,9 @@ def run_comprf_arm(service, http, token, sessions, seed: int, budget: int, noise
     """CompRF at the same budget: a build over the labelled digits with as many trees
     as the budget pays for, then the unlabelled digits routed down it, both answered by
     the same simulated crowd (its own questions: CompRF cannot learn from the others)."""
-    project = http.post(f"{API}/projects", json={"name": f"digits-comprf-{seed}"}).json()["id"]
-    archive = digits_archive(N_ITEMS, 0, random_state=seed, n_unlabelled=N_UNLABELLED)
-    http.post(
-        f"{API}/projects/{project}/items", files={"file": ("d.zip", archive)}
-    ).raise_for_status()
     # No model learns from uniformly random answers here: every answer goes to CompRF.
-    settings = {"answers_per_rater": 100_000, "attention_rate": 0.0, "random_share": 0.0}
-    http.patch(f"{API}/projects/{project}/rating", json=settings).raise_for_status()
-    http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
-    items = http.get(f"{API}/projects/{project}/items/export", params={"format": "json"}).json()
-    labelled = [item["key"] for item in items if item.get("split") == "train"]
-    asked = [item["key"] for item in items if item.get("split") == "unlabelled"]
+    digits = digits_project(http, f"digits-comprf-{seed}", seed, random_share=0.0)
+    project, labelled, asked = digits.id, digits.labelled, digits.asked
     trees = comprf_trees(labelled, asked, budget, noise, seed)
     build = http.post(
         f"{API}/projects/{project}/builds", json={"n_trees": trees, "random_state": seed}
@@ -246,12 +283,8 @@ def run_comprf_arm(service, http, token, sessions, seed: int, budget: int, noise
     )
     routed.raise_for_status()
     path = f"{API}/projects/{project}/routings/{routed.json()['id']}"
-    routing = asyncio.run(
-        run_crowd(**crowd, routing_id=routed.json()["id"], seed=seed * 1000 + 1)
-    )
+    routing = asyncio.run(run_crowd(**crowd, routing_id=routed.json()["id"], seed=seed * 1000 + 1))
     result = wait_for(lambda: http.get(path).json()["result"], 120, "CompRF's routing to finish")
-    _, y = load_digits(return_X_y=True)
-    truth = np.array([str(y[int(key.split("-")[1])]) for key in asked], dtype=object)
     labels = np.array([result.get(key, {}).get("label") for key in asked], dtype=object)
     return {
         "purposes": answers_by_purpose(sessions, project),
@@ -260,7 +293,10 @@ def run_comprf_arm(service, http, token, sessions, seed: int, budget: int, noise
         "answers": building.answers + routing.answers,
         "build_answers": building.answers,
         "seconds": time.perf_counter() - started,
-        "comprf": (float(np.mean(labels == truth)), float(np.mean(labels != None))),  # noqa: E711
+        "comprf": (
+            float(np.mean(labels == digits.truth)),
+            float(np.mean(labels != None)),  # noqa: E711
+        ),
         "latencies": np.array(building.latencies + routing.latencies) * 1000,
     }
 
@@ -323,62 +359,44 @@ def main() -> None:
     if args.save_answers:
         args.save_answers.mkdir(parents=True, exist_ok=True)
 
-    server = start_postgres()
-    folder = Path(tempfile.mkdtemp(prefix="closer-labelling-"))
     results, comprf_rows = [], []
-    try:
-        url = server.create_database("labelling_bench")
-        migrations.upgrade(url)
-        engine = make_engine(url)
-        sessions = make_session_factory(engine)
-        with unit_of_work(sessions) as session:
-            token = create_token(session=session, researcher_name="bench")
-        service = ServiceProcesses(url, folder / "data", web_processes=2, workers=1).start()
-        try:
-            http = httpx.Client(
-                base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
-            )
-            load = None
-            for seed in (int(s) for s in args.seeds.split(",")):
-                for arm in args.arms.split(","):
-                    if arm == "comprf":
-                        found = run_comprf_arm(
-                            service, http, token, sessions, seed, args.answers, args.noise
-                        )
-                        comprf_rows.append((seed, found))
-                        print(
-                            f"seed {seed} comprf   {found['trees']} trees, build"
-                            f" {found['build_status']}, {found['answers']:,} answers: acc"
-                            f" {found['comprf'][0]:.2f} cov {found['comprf'][1]:.2f}"
-                            f" | {found['seconds']:.0f} s",
-                            flush=True,
-                        )
-                        continue
-                    found, models = run_arm(
-                        service, http, token, sessions, arm, seed, args.answers, args.noise
+    with digits_service("labelling") as (service, http, token, sessions):
+        load = None
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for arm in args.arms.split(","):
+                if arm == "comprf":
+                    found = run_comprf_arm(
+                        service, http, token, sessions, seed, args.answers, args.noise
                     )
-                    if arm == "samplers":
-                        found["proposing"] = proposing_cost(sessions, found["project"])
-                        if args.raters and load is None:
-                            load = load_test(
-                                service, http, token, found["project"], models, args.raters
-                            )
-                    results.append((seed, arm, found))
-                    if args.save_answers:
-                        path = args.save_answers / f"{arm}-{seed}.npz"
-                        save_answers(sessions, found["project"], path)
-                    boost, tete = found["tripletboost"], found["tete"]
+                    comprf_rows.append((seed, found))
                     print(
-                        f"seed {seed} {arm:8s} TripletBoost acc {boost[0]:.2f} cov {boost[1]:.2f}"
-                        f" | t-ETE+kNN acc {tete[0]:.2f} cov {tete[1]:.2f}"
+                        f"seed {seed} comprf   {found['trees']} trees, build"
+                        f" {found['build_status']}, {found['answers']:,} answers: acc"
+                        f" {found['comprf'][0]:.2f} cov {found['comprf'][1]:.2f}"
                         f" | {found['seconds']:.0f} s",
                         flush=True,
                     )
-        finally:
-            service.stop()
-        engine.dispose()
-    finally:
-        server.stop()
+                    continue
+                found, models = run_arm(
+                    service, http, token, sessions, arm, seed, args.answers, args.noise
+                )
+                if arm == "samplers":
+                    found["proposing"] = proposing_cost(sessions, found["project"])
+                    if args.raters and load is None:
+                        load = load_test(
+                            service, http, token, found["project"], models, args.raters
+                        )
+                results.append((seed, arm, found))
+                if args.save_answers:
+                    path = args.save_answers / f"{arm}-{seed}.npz"
+                    save_answers(sessions, found["project"], path)
+                boost, tete = found["tripletboost"], found["tete"]
+                print(
+                    f"seed {seed} {arm:8s} TripletBoost acc {boost[0]:.2f} cov {boost[1]:.2f}"
+                    f" | t-ETE+kNN acc {tete[0]:.2f} cov {tete[1]:.2f}"
+                    f" | {found['seconds']:.0f} s",
+                    flush=True,
+                )
 
     print()
     print(
