@@ -78,7 +78,8 @@ def settled(http, project: int, models: dict[str, int], sessions, proposing: boo
         return True
     standing = standing_of(sessions, project)
     return standing is None or (
-        standing.proposed_at is not None and standing.proposed_at >= standing.fitted_at
+        standing.proposed_at is not None
+        and (standing.fitted_at is None or standing.proposed_at >= standing.fitted_at)
     )
 
 

@@ -435,3 +435,26 @@ def test_a_crowd_that_drains_the_proposals_during_a_long_fit_gets_more_before_it
     with sessions() as session:
         assert session.get(Job, job_id).result == {"proposals_during_the_job": True}
     assert len(_open_proposals(app, project_id)) == BATCH
+
+
+def test_a_tripletboost_model_gets_its_questions_before_its_first_fit(
+    app, client, auth, labelled_project
+):
+    """Its questions grow comparison trees from the answers alone: a crowd is asked them
+    from its first answers on, not only once the first fit is done."""
+    project_id, _, _ = labelled_project
+    caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
+    sessions = app.state.session_factory
+    response = client.post(
+        f"{API}/projects/{project_id}/models",
+        headers=auth,
+        json={"name": "boost", "kind": "tripletboost", "train": False, "auto_refit": False},
+    )
+    assert response.status_code == 201, response.text
+    adaptive_jobs.refresh_proposals(sessions)
+    slots = _open_proposals(app, project_id)
+    assert len(slots) == BATCH and {_purpose(slot) for slot in slots} == {"labelling"}
+    with sessions() as session:
+        assert session.scalar(select(ModelVersion.id)) is None  # nothing was fitted
+    keys = _keys_by_id(app, project_id)
+    assert int(keys[slots[0].anchor_id][1:]) >= 60  # a wanted item's question first

@@ -5,13 +5,14 @@ The queue serves slots in priority order, so proposals come after what CompRF's 
 and routings wait for, and the project's `random_share` of uniformly random
 questions (the unbiased answers held-out metrics need) is drawn before the queue is
 looked at: the answer path is unchanged, one database call on PostgreSQL. The worker
-refreshes a project's proposals from its newest fitted models: when a refit made them
-stale (they are replaced, leased ones aside) and when fewer than REFILL_BELOW are left,
-for projects someone rated in the last RATED_WITHIN (a refresh reads every answer: a
-project nobody rates costs the worker nothing, and its first rater's join or answer
-starts it within a second). The purposes are interleaved in the queue by the project's
-shares (`labelling_share`, `embedding_share`, `placement_share`; all null: chosen from
-its models and items).
+refreshes a project's proposals from its newest fitted models (a TripletBoost model's
+questions, comparison trees grown from the answers, need none fitted yet): when a refit
+made them stale (they are replaced, leased ones aside) and when fewer than REFILL_BELOW
+are left, also while a fit runs, for projects someone rated in the last RATED_WITHIN (a
+refresh reads every answer: a project nobody rates costs the worker nothing, and its
+first rater's join or answer starts it within a second). The purposes are interleaved
+in the queue by the project's shares (`labelling_share`, `embedding_share`,
+`placement_share`; all null: chosen from its models and items).
 """
 
 from __future__ import annotations
@@ -138,10 +139,26 @@ def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.
     return learn.SamplerState(**state), item_ids
 
 
-def shares(project: Project, state: SamplerState) -> dict[str, float]:
+def _has_boosting(session: Session, project_id: int) -> bool:
+    """Whether the project has a TripletBoost model, fitted or not."""
+    return bool(
+        session.scalar(
+            select(
+                select(LearnedModel.id)
+                .where(
+                    LearnedModel.project_id == project_id,
+                    LearnedModel.kind == ModelKind.tripletboost,
+                )
+                .exists()
+            )
+        )
+    )
+
+
+def shares(project: Project, state: SamplerState, boosting: bool) -> dict[str, float]:
     """The purposes' shares of the proposals: the project's own where it set any (unset
     ones count as 0), else from what it has: labelling where labels are wanted and some
-    are known (4 parts where a TripletBoost model has fitted, 2 else), embedding
+    are known (4 parts where the project has a TripletBoost model, 2 else), embedding
     quality wherever there is an embedding (1 part), placement where items have no place
     in it yet (1 part)."""
     explicit = {name: getattr(project, f"{name}_share") for name in PURPOSES}
@@ -153,7 +170,6 @@ def shares(project: Project, state: SamplerState) -> dict[str, float]:
         labels_wanted = len(state.wanted) and len(classes) >= 2
         # Boosted classifiers need reference pairs asked of many items before they say
         # anything about a wanted item: most of the time goes there.
-        boosting = state.class_proba is not None
         weights = {
             "labelling": (4.0 if boosting else 2.0) if labels_wanted else 0.0,
             "embedding": 1.0 if has_map else 0.0,
@@ -166,7 +182,8 @@ def shares(project: Project, state: SamplerState) -> dict[str, float]:
 def refresh(session: Session, project: Project, seed: int | None = None) -> Refreshed:
     """Replace the project's open proposals (those not leased) by fresh ones."""
     state, item_ids = sampler_state(session, project)
-    wanted_shares = shares(project, state)
+    boosting = _has_boosting(session, project.id)
+    wanted_shares = shares(project, state, boosting)
     now = utcnow()
     withdrawn = session.execute(
         update(QuerySlot)
@@ -186,7 +203,7 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
         # near each item.
         "labelling": (
             learn.ForestLabellingSampler(random_state=seed)
-            if state.class_proba is not None
+            if boosting
             else learn.LabellingSampler(random_state=seed)
         ),
         "embedding": learn.EmbeddingSampler(random_state=seed),
@@ -238,14 +255,17 @@ class Standing:
     newest proposal and how many are open and free to serve."""
 
     project_id: int
-    fitted_at: object
+    fitted_at: object | None  # None: no model fitted yet
     settings_version: int
     proposed_at: object | None
     open_count: int
 
 
 def standings(session: Session) -> list[Standing]:
-    """Every project with a fitted t-ETE or TripletBoost model (three grouped queries)."""
+    """Every project with a fitted t-ETE or TripletBoost model, or a TripletBoost model
+    yet to fit (its questions grow trees from the answers alone: they need no fit, and a
+    fast crowd gives thousands of answers before the first one ends); three grouped
+    queries."""
     fitted = dict(
         session.execute(
             select(LearnedModel.project_id, func.max(ModelVersion.fitted_at))
@@ -257,6 +277,10 @@ def standings(session: Session) -> list[Standing]:
             .group_by(LearnedModel.project_id)
         ).all()
     )
+    for project_id in session.scalars(
+        select(LearnedModel.project_id).where(LearnedModel.kind == ModelKind.tripletboost)
+    ):
+        fitted.setdefault(project_id, None)
     if not fitted:
         return []
     made = dict(
@@ -311,7 +335,9 @@ class Refresher:
     def due(self, standing: Standing) -> bool:
         used, made = self.last.get(standing.project_id, (None, 0))
         if used != (standing.fitted_at, standing.settings_version):
-            stale = standing.proposed_at is None or standing.proposed_at < standing.fitted_at
+            stale = standing.proposed_at is None or (
+                standing.fitted_at is not None and standing.proposed_at < standing.fitted_at
+            )
             return stale or used is not None or standing.open_count < REFILL_BELOW
         return made > 0 and standing.open_count < REFILL_BELOW
 
