@@ -42,6 +42,40 @@ from tests.support.service import (  # noqa: E402
     digits_study,
 )
 
+OWNER = "bench@lab.example"
+
+
+def scale_study(http: httpx.Client, url: str, items: int, answers: int, trees: int) -> int:
+    """A study of `items` items holding `answers` stored answers (workspace_pages' seed),
+    its link open and a `trees`-tree build asking 3 answers a query, once the build's
+    first step has queued its questions."""
+    from workspace_pages import seed
+
+    started = time.perf_counter()
+    project = seed(url, items, 10_000, answers)
+    http.patch(
+        f"/api/v1/projects/{project}/rating",
+        json={"answers_per_rater": 0, "random_share": 0.1, "attention_rate": 0.05},
+    ).raise_for_status()
+    http.put(f"/api/v1/projects/{project}/link", json={"state": "open"}).raise_for_status()
+    build = http.post(
+        f"/api/v1/projects/{project}/builds",
+        json={"n_trees": trees, "answers_per_query": 3, "random_state": 0},
+    )
+    build.raise_for_status()
+    path = f"/api/v1/projects/{project}/builds/{build.json()['id']}"
+    deadline = time.perf_counter() + 900
+    while http.get(path).json()["progress"].get("queries_pending", 0) == 0:
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the build's first step did not queue its questions")
+        time.sleep(1)
+    print(
+        f"  scale study: {items:,} items, {answers:,} stored answers, {trees}-tree build asking"
+        f" after {time.perf_counter() - started:.0f} s",
+        file=sys.stderr,
+    )
+    return project
+
 
 async def floor(url: str, clients: int, seconds: float, think_time: float) -> dict:
     """The same load shape, with the same client library, against GET /api/v1/health."""
@@ -84,6 +118,7 @@ def main() -> None:
     parser.add_argument(
         "--think-time", type=float, default=1.0, help="median seconds per answer for --raters"
     )
+    parser.add_argument("--scale", default="", help="items:stored answers, a study of its own")
     args = parser.parse_args()
     formats = {
         "triplet": {"judgement": "triplet"},
@@ -98,7 +133,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="closer-rating-bench-"))
     service = None
     try:
-        url, token = database_with_token(server, "rating_bench")
+        url, token = database_with_token(server, "rating_bench", researcher=OWNER)
         service = ServiceProcesses(url, root / "data", web_processes=2, workers=1).start()
         http = httpx.Client(
             base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
@@ -112,6 +147,9 @@ def main() -> None:
                 f"/api/v1/projects/{studies[name]}/rating",
                 json={"random_share": args.random_share, **formats[name]},
             ).raise_for_status()
+        if args.scale:
+            items, answers = (int(n) for n in args.scale.split(":"))
+            studies["scale"] = scale_study(http, url, items, answers, args.trees)
 
         def crowd(project: int, raters: int, think: float, seed: int) -> dict:
             report = asyncio.run(
@@ -139,6 +177,8 @@ def main() -> None:
         shapes += [(int(n), 0.0) for n in args.max_raters.split(",")]
         for name, project in studies.items():
             for raters, think in shapes:
+                if name == "scale" and think == 0:
+                    continue  # the comparison is at the crowds with think time
                 ours = crowd(project, raters, think, seed)
                 peer = asyncio.run(floor(service.url, raters, args.seconds, think))
                 rows.append((name, raters, think, ours, peer))
@@ -174,7 +214,21 @@ def main() -> None:
             f"{peer['per_second']:>9.0f} {peer['p50_ms']:>8.1f} {peer['p99_ms']:>8.1f} | "
             f"{ours['p99_ms'] / peer['p99_ms']:>9.1f}"
         )
+    if "scale" in builds:
+        first = next(iter(studies))
+        for raters, think in shapes:
+            if think == 0:
+                continue
+            small = next(o for n, r, t, o, _ in rows if (n, r, t) == (first, raters, think))
+            large = next(o for n, r, t, o, _ in rows if (n, r, t) == ("scale", raters, think))
+            print(
+                f"{raters} raters, think {think:g} s: p99 {large['p99_ms']:.1f} ms at"
+                f" {args.scale} against {small['p99_ms']:.1f} ms on the {args.items}-item"
+                f" {first} study: {large['p99_ms'] / small['p99_ms']:.2f}x (target <= 1.5x)"
+            )
     for name, build in builds.items():
+        if name == "scale":
+            continue
         best = max(
             ours["per_second"] for shown, _, think, ours, _ in rows if think == 0 and shown == name
         )

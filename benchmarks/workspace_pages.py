@@ -35,11 +35,13 @@ from tests.support.browser import CHROMIUM_ARGS, chromium_path, serve_in_thread
 from tests.support.postgres import start_postgres
 
 PASSWORD = "benchmark password"
+OWNER = "bench@lab.example"
 
 
-def seed(url: str, items: int, raters: int, answers: int, seed: int = 0) -> int:
+def seed(url: str, items: int, raters: int, answers: int, seed: int = 0, owner: str = OWNER) -> int:
     """A project of `items` items with 2-D features and labels, `raters` raters and
-    `answers` rater answers spread over the last week, written with COPY."""
+    `answers` rater answers spread over the last week, written with COPY, for the
+    researcher `owner`."""
     import psycopg
     from sqlalchemy.engine import make_url
 
@@ -47,7 +49,7 @@ def seed(url: str, items: int, raters: int, answers: int, seed: int = 0) -> int:
     rng = np.random.default_rng(seed)
     with psycopg.connect(plain) as connection:
         researcher = connection.execute(
-            "SELECT id FROM researchers WHERE email = 'bench@lab.example'"
+            "SELECT id FROM researchers WHERE email = %s", (owner,)
         ).fetchone()[0]
         project = connection.execute(
             "INSERT INTO projects (owner_id, name, description, label_type, created_at, "
@@ -167,8 +169,8 @@ def main() -> None:
         engine = make_engine(url)
         sessions = make_session_factory(engine)
         with unit_of_work(sessions) as session:
-            set_researcher_password(session=session, email="bench@lab.example", password=PASSWORD)
-            token = create_token(session=session, researcher_name="bench@lab.example")
+            set_researcher_password(session=session, email=OWNER, password=PASSWORD)
+            token = create_token(session=session, researcher_name=OWNER)
         started = time.perf_counter()
         project = seed(url, args.items, args.raters, args.answers)
         print(
@@ -205,7 +207,7 @@ def main() -> None:
             csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', login.text).group(1)
             client.post(
                 "/login",
-                data={"email": "bench@lab.example", "password": PASSWORD, "csrf_token": csrf},
+                data={"email": OWNER, "password": PASSWORD, "csrf_token": csrf},
             )
             pairs = [
                 ("projects list", "/", "/api/v1/projects"),
