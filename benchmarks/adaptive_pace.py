@@ -210,6 +210,20 @@ def main() -> None:
             f"mean {pace}: served at the last answer {np.mean(at_end):.3f}, after its refits"
             f" {np.mean(after):.3f}, after a last fit {np.mean(last):.3f}"
         )
+    first = paces[0][0]
+    for pace, _ in paces[1:]:
+        gaps = [
+            f["at_end"][0] - g["at_end"][0]
+            for seed, p, f in rows
+            if p == pace
+            for other, q, g in rows
+            if q == first and other == seed
+        ]
+        print(
+            f"{pace} - {first}, served at the last answer, seed by seed: "
+            + ", ".join(f"{gap:+.2f}" for gap in gaps)
+            + f"; mean {np.mean(gaps):+.3f} (target >= -0.03)"
+        )
 
 
 if __name__ == "__main__":
