@@ -49,7 +49,7 @@ def seed(url: str, items: int, raters: int, answers: int, seed: int = 0, owner: 
     rng = np.random.default_rng(seed)
     with psycopg.connect(plain) as connection:
         researcher = connection.execute(
-            "SELECT id FROM researchers WHERE email = %s", (owner,)
+            "SELECT id FROM researchers WHERE name = %s", (owner,)
         ).fetchone()[0]
         project = connection.execute(
             "INSERT INTO projects (owner_id, name, description, label_type, created_at, "

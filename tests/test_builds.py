@@ -327,3 +327,24 @@ def test_a_query_whose_answers_tie_is_asked_again_at_the_next_step(sessions, lab
             )
         ).all()
     assert len(open_for_query) == 1
+
+
+def test_a_build_too_large_to_start_within_the_request_leaves_its_first_step_to_the_worker(
+    client, auth, sessions, labelled_project, monkeypatch
+):
+    """Folding 5 M answers into 20 trees over 50,000 items held the request for minutes;
+    past the inline bounds the POST answers at once and the queued step asks the
+    questions (here the bound is lowered to this study's 60 items x 2 trees)."""
+    project_id, _ = labelled_project
+    monkeypatch.setattr(service, "INLINE_STEP_QUERIES", 100)
+    settings = {"n_trees": 2, "leaf_size": 2, "random_state": 3}
+    started = client.post(f"/api/v1/projects/{project_id}/builds", headers=auth, json=settings)
+    assert started.status_code == 201, started.text
+    build_id = started.json()["id"]
+    assert started.json()["progress"].get("queries_pending", 0) == 0
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(QuerySlot)) == 0
+        assert session.scalar(select(Job.status).where(Job.project_id == project_id)) == "queued"
+    Worker(sessions, upkeep=False).run(until_idle=True)
+    shown = client.get(f"/api/v1/projects/{project_id}/builds/{build_id}", headers=auth).json()
+    assert shown["progress"]["queries_pending"] == 2 * (60 - 2)  # each root: all but its pivots

@@ -26,6 +26,7 @@ from app.learn.subtrees import expected_subtree_queries
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
 from app.scheduling import queue, thresholds
 from app.triplets.log import committed_bound, item_positions, readable_bound
+from app.triplets.tally import answer_count
 
 if TYPE_CHECKING:
     from app.learn import CompRF, CompRFBuilder
@@ -86,11 +87,27 @@ def start_build(*, session: Session, project: Project, params: BuildParams) -> B
     return _begin(session, project.id, {**params.__dict__, "task": task}, builder, ids.tobytes())
 
 
+# A first step in the request serves the build's questions at once. Past these sizes it
+# would hold the request for minutes (50,000 items and 5 M answers held: over two), and
+# the worker's step, queued beside it by whoever starts a build, does it instead.
+INLINE_STEP_ANSWERS = 200_000
+INLINE_STEP_QUERIES = 200_000
+
+
+def _inline_step_affordable(session: Session, project_id: int, params: dict, items: bytes) -> bool:
+    root_queries = params["n_trees"] * (len(items) // 8) * params.get("subsample", 1.0)
+    return (
+        root_queries <= INLINE_STEP_QUERIES
+        and answer_count(session, project_id) <= INLINE_STEP_ANSWERS
+    )
+
+
 def _begin(
     session: Session, project_id: int, params: dict, builder: CompRFBuilder, items: bytes
 ) -> Build:
     """A new build in the database, recording the raters its answers leave out, with
-    the answers already held folded in at once."""
+    the answers already held folded in at once where that is quick (else by the step
+    queued with it)."""
     build = Build(
         project_id=project_id,
         params=params,
@@ -101,7 +118,8 @@ def _begin(
     )
     session.add(build)
     session.flush()
-    step(session=session, build=build)
+    if _inline_step_affordable(session, project_id, params, items):
+        step(session=session, build=build)
     return build
 
 
