@@ -147,9 +147,6 @@ def main() -> None:
                 f"/api/v1/projects/{studies[name]}/rating",
                 json={"random_share": args.random_share, **formats[name]},
             ).raise_for_status()
-        if args.scale:
-            items, answers = (int(n) for n in args.scale.split(":"))
-            studies["scale"] = scale_study(http, url, items, answers, args.trees)
 
         def crowd(project: int, raters: int, think: float, seed: int) -> dict:
             report = asyncio.run(
@@ -175,7 +172,13 @@ def main() -> None:
         seed = 1
         shapes = [(int(n), args.think_time) for n in args.raters.split(",")]
         shapes += [(int(n), 0.0) for n in args.max_raters.split(",")]
-        for name, project in studies.items():
+        if args.scale:  # made after the others' runs: its first step is minutes of work
+            items, answers = (int(n) for n in args.scale.split(":"))
+            studies["scale"] = None
+        for name in studies:
+            if name == "scale":
+                studies[name] = scale_study(http, url, items, answers, args.trees)
+            project = studies[name]
             for raters, think in shapes:
                 if name == "scale" and think == 0:
                     continue  # the comparison is at the crowds with think time
