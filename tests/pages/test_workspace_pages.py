@@ -741,8 +741,19 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     page.screenshot(path=str(shots / "workspace-embedding-desktop.png"))
     # On a phone, the card of the item tapped shows on screen beside the chart.
     page.set_viewport_size(PHONE)
-    page.locator("#scatter").scroll_into_view_if_needed()
-    page.wait_for_timeout(300)  # the chart redraws at its new size
+    # A user scrolls the chart up to the top of the screen, above the card that rides
+    # over its lower part (with a card showing neighbours, "if needed" scrolled too little).
+    page.evaluate("document.getElementById('scatter').scrollIntoView({block: 'start'})")
+    # The chart redraws at its new size, points gliding there: tap once they are.
+    page.evaluate(
+        """() => new Promise((resolve) => {
+            const chart = echarts.getInstanceByDom(document.getElementById("scatter"));
+            const done = () => { chart.off("finished", done); resolve(); };
+            chart.on("finished", done);
+            chart.resize({ animation: { duration: 0 } });
+            setTimeout(done, 3000);
+        })"""
+    )
     x, y = point_on_scatter(page, 1)
     page.mouse.click(x, y)
     expect(page.locator("#item-card ol.neighbours li")).to_have_count(8)
