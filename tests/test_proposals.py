@@ -94,6 +94,16 @@ def _fit(app, client, auth, project_id):
     return response.json()["id"]
 
 
+def _boosting_model(client, auth, project_id, train: bool) -> None:
+    """A TripletBoost model that refits only when asked; `train`: its first fit queued."""
+    response = client.post(
+        f"{API}/projects/{project_id}/models",
+        headers=auth,
+        json={"name": "boost", "kind": "tripletboost", "train": train, "auto_refit": False},
+    )
+    assert response.status_code == 201, response.text
+
+
 def _open_proposals(app, project_id):
     with app.state.session_factory() as session:
         return session.scalars(
@@ -350,12 +360,7 @@ def test_with_boosted_classifiers_the_labelling_questions_grow_comparison_trees(
     project_id, _, y = labelled_project
     caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
     sessions = app.state.session_factory
-    response = client.post(
-        f"{API}/projects/{project_id}/models",
-        headers=auth,
-        json={"name": "boost", "kind": "tripletboost", "auto_refit": False},
-    )
-    assert response.status_code == 201, response.text
+    _boosting_model(client, auth, project_id, train=True)
     Worker(sessions).run(until_idle=True)
     adaptive_jobs.refresh_proposals(sessions)
     slots = _open_proposals(app, project_id)
@@ -445,12 +450,7 @@ def test_a_tripletboost_model_gets_its_questions_before_its_first_fit(
     project_id, _, _ = labelled_project
     caches.current().drop("adaptive.refresher")  # a worker that refreshed nothing yet
     sessions = app.state.session_factory
-    response = client.post(
-        f"{API}/projects/{project_id}/models",
-        headers=auth,
-        json={"name": "boost", "kind": "tripletboost", "train": False, "auto_refit": False},
-    )
-    assert response.status_code == 201, response.text
+    _boosting_model(client, auth, project_id, train=False)
     adaptive_jobs.refresh_proposals(sessions)
     slots = _open_proposals(app, project_id)
     assert len(slots) == BATCH and {_purpose(slot) for slot in slots} == {"labelling"}
