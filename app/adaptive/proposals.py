@@ -264,7 +264,7 @@ class Standing:
 def standings(session: Session) -> list[Standing]:
     """Every project with a fitted t-ETE or TripletBoost model, or a TripletBoost model
     yet to fit (its questions grow trees from the answers alone: they need no fit, and a
-    fast crowd gives thousands of answers before the first one ends); three grouped
+    fast crowd gives thousands of answers before the first one ends); four grouped
     queries."""
     fitted = dict(
         session.execute(

@@ -9,6 +9,8 @@ from fastapi.responses import HTMLResponse
 from jinja2 import pass_context
 from markupsafe import Markup
 
+from app.core import caches
+
 # Where a live part names the copy the browser holds; replaced by the digest of the part
 # as rendered with this very text in it, so the digest does not depend on itself.
 STAMP_PLACEHOLDER = "live-part-stamp"
@@ -21,7 +23,7 @@ def path_for(context, name: str, **params) -> str:
     40 ms on it), so each route's path is found once with stand-ins for its parameters,
     then filled in."""
     request = context["request"]
-    shapes = request.app.state.__dict__.setdefault("path_shapes", {})
+    shapes = caches.current().get("pages.path_shapes", dict)
     key = (request.scope.get("root_path", ""), name, tuple(sorted(params)))
     shape = shapes.get(key)
     if shape is None:
