@@ -19,8 +19,8 @@ from sqlalchemy import insert, select, update
 
 from app.auth.service import create_token
 from app.builds import jobs as build_jobs
-from app.builds import service as build_service
 from app.builds.jobs import STEP
+from app.builds.warm import WarmBuilds
 from app.core import migrations
 from app.core.caches import Caches, using
 from app.core.config import Settings
@@ -167,8 +167,8 @@ class Scenario:
         # machine's: a step saves the build every few seconds and compares the whole
         # queue every half minute, so a slower run would save once more.
         self.worker_caches = Caches()
-        warm = self.worker_caches.get("builds.warm", build_service._WarmBuilds)
-        warm.save_seconds, warm.full_sync_seconds = 0.0, math.inf
+        warm = self.worker_caches.get("builds.warm", WarmBuilds)
+        warm.save_seconds, warm.full_sync_seconds, warm.upkeep_spacing = 0.0, math.inf, 0.0
 
     def project(self, name: str, items: int, **rating) -> tuple[int, str]:
         pid = self.client.post(f"{API}/projects", json={"name": name}, headers=self.auth).json()[

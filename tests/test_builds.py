@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from app.builds import service
 from app.builds.jobs import request_step, sweep
 from app.builds.service import BuildParams
+from app.builds.warm import WarmBuilds
 from app.core import caches
 from app.core.db import unit_of_work
 from app.core.errors import Conflict, ServiceError
@@ -63,7 +64,11 @@ def answer(sessions, project_id, ids, queries, oracle):
     """Raters (here a feature oracle) answer `queries` given as item ids."""
     position = {int(item): i for i, item in enumerate(ids)}
     local = np.vectorize(position.__getitem__)(queries)
-    answered = ids[oracle.answer(local)]
+    store_answers(sessions, project_id, ids[oracle.answer(local)])
+
+
+def store_answers(sessions, project_id, answers) -> None:
+    """Answers ``(anchor, closer, farther)`` given as item ids arrive in the triplets table."""
     with unit_of_work(sessions) as session:
         session.add_all(
             Triplet(
@@ -73,7 +78,7 @@ def answer(sessions, project_id, ids, queries, oracle):
                 farther_id=int(f),
                 source=TripletSource.oracle,
             )
-            for a, c, f in answered
+            for a, c, f in answers
         )
 
 
@@ -243,7 +248,8 @@ def test_answers_a_worker_read_but_did_not_save_are_saved_once_they_stop_coming(
     sweep(sessions)  # nothing new to read, and no save due yet: no step
     assert Worker(sessions, upkeep=False).run(until_idle=True) == 0
 
-    caches.current().get("builds.warm", service._WarmBuilds).save_seconds = 0.0  # time passes
+    held = caches.current().get("builds.warm", WarmBuilds)
+    held.save_seconds = held.upkeep_spacing = 0.0  # time passes
     sweep(sessions)
     assert Worker(sessions, upkeep=False).run(until_idle=True) == 1
     with sessions() as session:
@@ -348,3 +354,50 @@ def test_a_build_too_large_to_start_within_the_request_leaves_its_first_step_to_
     Worker(sessions, upkeep=False).run(until_idle=True)
     shown = client.get(f"/api/v1/projects/{project_id}/builds/{build_id}", headers=auth).json()
     assert shown["progress"]["queries_pending"] == 2 * (60 - 2)  # each root: all but its pivots
+
+
+def test_the_queue_holds_what_the_build_waits_for_after_steps_that_split_nothing(
+    sessions, labelled_project
+):
+    """Steps between the half-minute comparisons of the whole queue write only the queries
+    their answers were about. Whatever the answers (half a query's votes, a tie, a vote
+    against a settled query, or enough to split a node), the open slots stay exactly what
+    the build waits for."""
+    project_id, ids = labelled_project
+    rng = np.random.default_rng(3)
+    with unit_of_work(sessions) as session:
+        build_id = start(session, project_id, n_trees=3, answers_per_query=2, random_state=0).id
+    settled: list = []
+    for _ in range(12):
+        with sessions() as session:
+            build = session.get(Build, build_id)
+            queries = service.pending_queries(session=session, build=build)
+        if len(queries) == 0:
+            break
+        some = queries[rng.choice(len(queries), min(len(queries), 15), replace=False)]
+        votes = [(a, p, q) for a, p, q in some]  # one vote each
+        votes += [(a, q, p) for a, p, q in some[:3]]  # three ties
+        votes += [(a, p, q) for a, p, q in some[3:8]]  # five settled
+        settled += [tuple(row) for row in some[3:8]]
+        votes += [(a, q, p) for a, p, q in settled[:2]]  # a vote against a settled query
+        store_answers(sessions, project_id, votes)
+        with unit_of_work(sessions) as session:
+            service.step(session=session, build=session.get(Build, build_id))
+        with sessions() as session:
+            build = session.get(Build, build_id)
+            builder = service._current_builder(session, build)
+            pending, needed = builder.pending_queries(return_needed=True)
+            asked = service.item_ids(build)[pending].tolist()
+            expected = {
+                (a, min(p, q), max(p, q)): n
+                for (a, p, q), n in zip(asked, needed.tolist(), strict=True)
+            }
+            slots = session.execute(
+                select(QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id).where(
+                    QuerySlot.build_id == build_id, QuerySlot.state == SlotState.open
+                )
+            ).all()
+        held: dict = {}
+        for row in slots:
+            held[tuple(row)] = held.get(tuple(row), 0) + 1
+        assert held == expected

@@ -20,6 +20,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.builds import service as builds
+from app.builds.warm import cache_key, item_ids
 from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn.keys import query_keys
@@ -46,11 +47,11 @@ class _Forests:
 
     def __init__(self, most: int = 4) -> None:
         self.most = most
-        self._forests: dict[tuple, CompRF] = {}  # by builds.cache_key
+        self._forests: dict[tuple, CompRF] = {}  # by cache_key
         self._lock = threading.Lock()
 
     def get(self, build: Build) -> CompRF:
-        key = builds.cache_key(build)
+        key = cache_key(build)
         with self._lock:
             found = self._forests.get(key)
         if found is None:
@@ -127,7 +128,7 @@ def _positions(build: Build, routing: Routing):
     answers the build holds about them route them again without a question; the other
     items follow the training items. Returns every position's item id, the order that
     sorts them, and the routing's items as positions (in its order)."""
-    training = builds.item_ids(build)
+    training = item_ids(build)
     wanted = np.asarray(routing.item_ids, dtype=np.int64)
     training_order = np.argsort(training, kind="stable")
     at = np.minimum(np.searchsorted(training[training_order], wanted), len(training) - 1)
@@ -296,8 +297,8 @@ def routing_of_test_split(*, session: Session, build: Build) -> RoutedTestSplit 
         .order_by(Routing.id.desc())
         .limit(_NEWEST_SEARCHED)
     )
-    for routing_id, item_ids in completed:
-        routed = [item for item in item_ids if item in truth]
+    for routing_id, routed_ids in completed:  # noqa: B007 - the one found is used below
+        routed = [item for item in routed_ids if item in truth]
         if routed:
             break
     else:

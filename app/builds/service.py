@@ -9,7 +9,6 @@ both save (the loser's update matches no row and is dropped).
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,9 +18,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app import learn
-from app.core import caches
+from app.builds.warm import Timer, Warm, item_ids, sync_queue, warm_builds
 from app.core.errors import Conflict, NotFound, ServiceError
-from app.learn.keys import query_keys, unpack_query_keys
+from app.learn.keys import query_keys
 from app.learn.subtrees import expected_subtree_queries
 from app.models import Build, BuildStatus, Item, LabelType, Project, Split, Triplet
 from app.scheduling import queue, thresholds
@@ -212,10 +211,6 @@ def _builder(build: Build) -> CompRFBuilder:
     return learn.CompRFBuilder.from_bytes(build.state)
 
 
-def item_ids(build: Build) -> np.ndarray:
-    return np.frombuffer(build.items, dtype=np.int64)
-
-
 def answers_after(
     session: Session, project_id: int, cursor: int, ids: np.ndarray
 ) -> tuple[np.ndarray, int]:
@@ -248,111 +243,26 @@ def answers_after(
     return answers, max(cursor, bound)
 
 
-@dataclass
-class _Warm:
-    """A build held in this process between steps: the builder with every answer up to
-    `cursor` folded in, the version and cursor it was last saved at (together they fix
-    the saved state), and the queue it asked for last."""
-
-    saved_version: int
-    saved_cursor: int
-    saved_at: float
-    cursor: int
-    builder: CompRFBuilder
-    wanted: tuple[np.ndarray, np.ndarray]  # query keys (sorted) and answers needed
-    full_sync_at: float  # when the whole queue was last compared with the build
-
-
-def cache_key(build: Build) -> tuple:
-    """What a process keeps a build's forest or warm state by: its id and creation time
-    together, since SQLite gives a new row the id of the newest deleted one."""
-    return build.id, build.created_at
-
-
-class _WarmBuilds:
-    """Builds kept in memory between steps, so a step costs the answers it reads, not a
-    reload of the build, a save of its whole state and a scan of its whole queue. The
-    state is saved every `save_seconds` (and when the build finishes): answers are in
-    the triplets table already, so a worker that dies loses nothing; the next step
-    anywhere folds in again what came after the saved cursor. A build someone else saved
-    since (another worker, a pause, a replay) is not used: its saved version differs."""
-
-    def __init__(
-        self, most: int = 8, full_sync_seconds: float = 30.0, save_seconds: float = 5.0
-    ) -> None:
-        self.most = most
-        self.full_sync_seconds = full_sync_seconds
-        self.save_seconds = save_seconds
-        self._builds: dict[tuple, _Warm] = {}  # by cache_key
-        self._lock = threading.Lock()
-
-    def take(self, build: Build) -> _Warm | None:
-        with self._lock:
-            warm = self._builds.pop(cache_key(build), None)
-        saved = (build.version, build.answers_cursor)
-        if warm is None or (warm.saved_version, warm.saved_cursor) != saved:
-            return None
-        return warm
-
-    def peek_cursor(self, build: Build) -> int:
-        """How far this process has read the build's answers (saved or not)."""
-        with self._lock:
-            warm = self._builds.get(cache_key(build))
-        if warm is None or warm.saved_version != build.version:
-            return build.answers_cursor
-        return warm.cursor
-
-    def unsaved_due(self, build: Build) -> bool:
-        """Whether this process folded in answers that no save has kept, and a save is
-        due: answers that stop coming ask for no further step, and the saved build (what
-        pages, exports and a restarted worker read) would lag behind for good."""
-        with self._lock:
-            warm = self._builds.get(cache_key(build))
-        return (
-            warm is not None
-            and warm.saved_version == build.version
-            and warm.cursor > warm.saved_cursor
-            and self.save_due(warm)
-        )
-
-    def full_sync_due(self, warm: _Warm | None) -> bool:
-        """Now and then the whole queue is compared again, whatever changed in between
-        (slots answered by answers that do not count, say)."""
-        return warm is None or time.monotonic() - warm.full_sync_at > self.full_sync_seconds
-
-    def save_due(self, warm: _Warm | None) -> bool:
-        return warm is None or time.monotonic() - warm.saved_at > self.save_seconds
-
-    def keep(self, build: Build, warm: _Warm) -> None:
-        with self._lock:
-            self._builds[cache_key(build)] = warm
-            while len(self._builds) > self.most:
-                self._builds.pop(next(iter(self._builds)))
-
-
-def _warm() -> _WarmBuilds:
-    return caches.current().get("builds.warm", _WarmBuilds)
-
-
 def step(*, session: Session, build: Build) -> int:
     """Fold the answers that arrived since the last step into the build; returns how many
     were read. Saves nothing if another step saved first (the caller may simply retry)."""
     if build.status is not BuildStatus.running:
         return 0
-    warm_builds = _warm()
-    warm = warm_builds.take(build)
+    held = warm_builds()
+    warm = held.take(build)
     builder = warm.builder if warm is not None else _builder(build)
     read_from = warm.cursor if warm is not None else build.answers_cursor
     answers, cursor = answers_after(session, build.project_id, read_from, item_ids(build))
-    if len(answers):
-        builder.add_answers(answers)
+    splits = builder.add_answers(answers) if len(answers) else 0
     now = time.monotonic()
-    progress = builder.progress()
-    save = builder.is_complete or warm_builds.save_due(warm)
+    timer = Timer(warm.costs if warm is not None else {})
+    fresh_progress = builder.is_complete or held.progress_due(warm)
+    progress = timer.time("progress", builder.progress) if fresh_progress else warm.progress
+    save = builder.is_complete or held.save_due(warm)
     values: dict = {"progress": progress}
     if save:
         values.update(
-            state=builder.to_bytes(),
+            state=timer.time("save", builder.to_bytes),
             answers_cursor=cursor,
             version=build.version + 1,
             status=BuildStatus.complete if builder.is_complete else BuildStatus.running,
@@ -366,15 +276,20 @@ def step(*, session: Session, build: Build) -> int:
     if not written:
         return 0
     session.refresh(build)
-    full = warm_builds.full_sync_due(warm)
+    full = held.full_sync_due(warm)
     # A query answered now may still be wanted as much as before (two answers that tie
     # want one more): its answered slots are not open, so it is looked at again.
-    touched = query_keys(*answers.T) if len(answers) else np.empty(0, np.int64)
-    wanted = _sync_queue(session, build, builder, None if full else warm.wanted, touched)
+    touched = np.unique(query_keys(*answers.T)) if len(answers) else np.empty(0, np.int64)
+    if full:
+        wanted = timer.time("full_sync", lambda: sync_queue(session, build, builder, None))
+    else:
+        before = warm.wanted
+        # With no node split, only the queries these answers were about can have changed.
+        wanted = sync_queue(session, build, builder, before, touched, nodes_changed=splits > 0)
     if wanted is not None:
-        warm_builds.keep(
+        held.keep(
             build,
-            _Warm(
+            Warm(
                 saved_version=build.version,
                 saved_cursor=build.answers_cursor,
                 saved_at=now if save else warm.saved_at,
@@ -382,56 +297,12 @@ def step(*, session: Session, build: Build) -> int:
                 builder=builder,
                 wanted=wanted,
                 full_sync_at=now if full else warm.full_sync_at,
+                progress=progress,
+                progress_at=now if fresh_progress else warm.progress_at,
+                costs=timer.costs,
             ),
         )
     return len(answers)
-
-
-def _sync_queue(
-    session: Session,
-    build: Build,
-    builder: CompRFBuilder,
-    before: tuple[np.ndarray, np.ndarray] | None,
-    touched: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """Put the queries the build waits for into the scheduler's queue (and nothing else).
-    Knowing what it waited for `before`, only the queries whose need changed, or that
-    answers just read were about (`touched` keys), are written. Returns what it waits
-    for now."""
-    if build.status is not BuildStatus.running:
-        queue.withdraw_slots(session=session, build_id=build.id)
-        return None
-    queries, needed = builder.pending_queries(return_needed=True)
-    keys = query_keys(*queries.T)
-    order = np.argsort(keys)
-    keys, queries, needed = keys[order], queries[order], needed[order]
-    if before is None:
-        changed_keys, changed_queries, changed_needed = keys, queries, needed
-    else:
-        old_keys, old_needed = before
-        if len(old_keys):
-            at = np.minimum(np.searchsorted(old_keys, keys), len(old_keys) - 1)
-            same = (old_keys[at] == keys) & (old_needed[at] == needed)
-            same &= ~np.isin(keys, touched)
-        else:
-            same = np.zeros(len(keys), bool)
-        gone = old_keys[~np.isin(old_keys, keys, assume_unique=True)]
-        changed_keys = np.concatenate([keys[~same], gone])
-        changed_queries = np.concatenate([queries[~same], unpack_query_keys(gone)])
-        changed_needed = np.concatenate([needed[~same], np.zeros(len(gone), np.int64)])
-    queue.sync_slots(
-        session=session,
-        project_id=build.project_id,
-        wanted=queue.Wanted(
-            keys=changed_keys,
-            queries=item_ids(build)[changed_queries],
-            needed=changed_needed,
-            answered=changed_needed < builder.params["answers_per_query"],
-        ),
-        build_id=build.id,
-        complete=before is None,
-    )
-    return keys, needed
 
 
 def replay(*, session: Session, build: Build) -> Build:
@@ -542,9 +413,9 @@ def queries_by_key(session: Session, queries: np.ndarray, needed: np.ndarray) ->
 
 def has_unread_answers(*, session: Session, build: Build) -> bool:
     """Whether answers arrived that no step read (in this process, or saved)."""
-    return readable_bound(session, build.project_id) > _warm().peek_cursor(build)
+    return readable_bound(session, build.project_id) > warm_builds().peek_cursor(build)
 
 
 def has_unsaved_answers(*, build: Build) -> bool:
     """Whether this process read answers into the build that a save is now due to keep."""
-    return _warm().unsaved_due(build)
+    return warm_builds().unsaved_due(build)

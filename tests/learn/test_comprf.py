@@ -9,6 +9,7 @@ from sklearn.datasets import load_diabetes, make_blobs
 from sklearn.exceptions import NotFittedError
 
 from app.learn import CompRF, CompRFBuilder, FeatureOracle, random_triplets
+from app.learn.keys import query_keys
 
 
 class RecordingOracle(FeatureOracle):
@@ -216,6 +217,37 @@ class TestResumableBuild:
         halfway = next(estimate for estimate in estimates if estimate[0] >= used / 2)
         assert estimates[0][1] == pytest.approx(used, rel=0.1)
         assert halfway[1] == pytest.approx(used - halfway[0], rel=0.2)
+
+    def test_what_answers_changed_is_read_from_the_keys_they_were_about(self, blobs):
+        """Between splits, pending_about(keys) tells what answers about `keys` changed:
+        each query the open nodes ask with one of those keys, once, with the answers it
+        still needs; the same as the whole pending list says about them."""
+        X, y = blobs
+        items = np.arange(0, 300, 3)
+        build = CompRFBuilder(items, y[items], n_trees=4, answers_per_query=3, random_state=0)
+        rng = np.random.default_rng(0)
+        answers = FeatureOracle(X).answer(build.pending_queries())
+        build.add_answers(answers[rng.choice(len(answers), len(answers) // 2, replace=False)])
+        asked, needed = build.pending_queries(return_needed=True)
+        keys = query_keys(*asked.T)
+        about = np.concatenate([keys[rng.choice(len(keys), 40, replace=False)], [12345]])
+        queries, still = build.pending_about(np.sort(about))
+        got = dict(zip(query_keys(*queries.T).tolist(), still.tolist(), strict=True))
+        expected = dict(zip(keys.tolist(), needed.tolist(), strict=True))
+        assert got == {key: expected[key] for key in about.tolist() if key in expected}
+
+    def test_the_same_build_saves_the_same_bytes_and_loads_back(self, blobs):
+        X, y = blobs
+        items = np.arange(0, 300, 3)
+        build = CompRFBuilder(items, y[items], n_trees=4, answers_per_query=2, random_state=0)
+        build.add_answers(FeatureOracle(X).answer(build.pending_queries()))
+        state = build.to_bytes()
+        assert build.to_bytes() == state
+        again = CompRFBuilder.from_bytes(state)
+        assert np.array_equal(again.pending_queries(), build.pending_queries())
+        assert CompRFBuilder.from_untrusted_bytes(state, max_bytes=10**7).n_queries == len(
+            build.store
+        )
 
     def test_an_incomplete_build_is_not_a_forest(self, blobs):
         X, y = blobs
