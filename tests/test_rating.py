@@ -1058,3 +1058,18 @@ def test_a_raters_answers_attention_checks_and_times_are_one_click_away(app, cli
     assert f'href="/projects/{project_id}/raters/{rater_id}"' in raters_page
     other = client.get(f"{API}/projects/{project_id}/raters/{rater_id + 999}/answers", headers=auth)
     assert other.status_code == 404
+
+
+@pytest.mark.parametrize("spread", [1_000, 10**9])
+def test_answers_to_one_query_are_counted_together_however_far_apart_the_item_ids(spread):
+    """Agreement groups answers by query: packed into one key where the project's ids
+    fit it, by their ranks where they are spread wider (ids from a long-lived database)."""
+    from app.raters.service import _query_numbers
+
+    rng = np.random.default_rng(1)
+    anchor, lo, hi = (rng.integers(0, spread, 20_000) for _ in range(3))
+    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    for column in (anchor, lo, hi):
+        column[:5_000] = column[5_000:10_000]  # a quarter of the answers repeat a query
+    expected = np.unique(np.stack([anchor, lo, hi], axis=1), axis=0, return_inverse=True)[1]
+    assert np.array_equal(_query_numbers(anchor, lo, hi), expected.ravel())

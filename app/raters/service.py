@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from app.auth.service import hash_token
 from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
+from app.learn.keys import MAX_ITEMS, query_keys
 from app.models import LinkState, Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
 from app.scheduling.service import ActiveRater, is_asking
@@ -247,8 +248,7 @@ def refresh_majority_agreement(*, session: Session, project: Project) -> list[Ra
     )
     if len(anchor):
         lo, hi = np.minimum(closer, farther), np.maximum(closer, farther)
-        _, query = np.unique(np.stack([anchor, lo, hi], axis=1), axis=0, return_inverse=True)
-        query = query.ravel()
+        query = _query_numbers(anchor, lo, hi)
         for_lo = (closer == lo).astype(np.int64)
         votes_lo = np.bincount(query, weights=for_lo).astype(np.int64)
         votes = np.bincount(query).astype(np.int64)
@@ -265,6 +265,24 @@ def refresh_majority_agreement(*, session: Session, project: Project) -> list[Ra
             rater.majority_compared = n
             rater.majority_agreement = float(agreed[rater_id] / n) if n else None
     return [rater for rater in raters.values() if apply_thresholds(project=project, rater=rater)]
+
+
+def _query_numbers(anchor: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """One number per distinct query ``(anchor, lo, hi)``, for each answer. Packed into
+    one int64 each first: grouping rows of three took 10 s at 5 M answers, one sort of
+    keys 0.8 s."""
+    ids = np.concatenate([anchor, lo, hi])
+    base = ids.min()
+    if ids.max() - base < MAX_ITEMS:
+        anchor, lo, hi = anchor - base, lo - base, hi - base
+    else:  # ids spread wider than a key holds: their ranks among the ids answered about
+        distinct = np.unique(ids)
+        if len(distinct) >= MAX_ITEMS:
+            rows = np.stack([anchor, lo, hi], axis=1)
+            return np.unique(rows, axis=0, return_inverse=True)[1].ravel()
+        anchor, lo, hi = (np.searchsorted(distinct, column) for column in (anchor, lo, hi))
+    _, query = np.unique(query_keys(anchor, lo, hi), return_inverse=True)
+    return query.ravel()
 
 
 def set_override(
