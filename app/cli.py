@@ -233,6 +233,7 @@ def worker(
     """Run jobs from the database; start as many as you like, on any machines."""
     import os
     import signal
+    import threading
 
     import app.jobs  # noqa: F401 (registers every job kind)
     from app.core.db import make_engine, make_session_factory
@@ -261,11 +262,19 @@ def worker(
     typer.echo(
         f"worker {runner.worker_id} on {_safe_url(settings.resolved_database_url)}", err=True
     )
+    if settings.worker_compile_kernels and not until_idle:
+        threading.Thread(target=_compile_kernels, name="compile-kernels", daemon=True).start()
     try:
         done = runner.run(until_idle=until_idle)
     finally:
         engine.dispose()
     typer.echo(f"worker {runner.worker_id} stopped after {done} jobs", err=True)
+
+
+def _compile_kernels() -> None:
+    from app.learn.warm_up import compile_kernels
+
+    typer.echo(f"learners' kernels ready in {compile_kernels():.1f} s", err=True)
 
 
 def _lowest_cpu_priority() -> None:

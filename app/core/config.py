@@ -79,6 +79,11 @@ class Settings(BaseSettings):
     # A running job whose worker sent no heartbeat for this long is taken over by another.
     worker_heartbeat_seconds: float = 5.0
     worker_stale_seconds: float = 60.0
+    worker_compile_kernels: bool = Field(
+        default=True,
+        description="`closer worker` compiles (or loads from numba's cache) the learners' "
+        "kernels as it starts, beside its first jobs, so that no fit waits for them",
+    )
     database_pool_size: int = Field(
         default=20, ge=1, description="PostgreSQL connections each web process keeps open"
     )
