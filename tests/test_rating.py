@@ -11,6 +11,7 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from app.builds.jobs import sweep
+from app.core import caches
 from app.core.db import unit_of_work
 from app.learn import CompRF, FeatureOracle
 from app.models import (
@@ -732,6 +733,20 @@ class TestQuality:
         assert by_name["contrarian"]["majority_agreement"] == 0.0
         assert by_name["contrarian"]["excluded"] is True
         assert "majority" in by_name["contrarian"]["exclusion_reason"]
+        # A refresh that took 30 s (5 M answers) waits ten minutes before the next one.
+        caches.current().get("raters.agreement_seconds", dict)[project_id] = 30.0
+        comparison = states[0]["comparison"]
+        states[0] = answer(client, slug, raters[0], comparison["query_id"], "left").json()
+        with app.state.session_factory() as session:
+            last = session.get(Project, project_id).agreement_updated_at
+        keep_agreement_current(app.state.session_factory)
+        with unit_of_work(app.state.session_factory) as session:
+            project = session.get(Project, project_id)
+            assert project.agreement_updated_at == last
+            project.agreement_updated_at = last - timedelta(minutes=11)
+        keep_agreement_current(app.state.session_factory)
+        with app.state.session_factory() as session:
+            assert session.get(Project, project_id).agreement_updated_at > last
 
 
 @pytest.mark.slow  # a crowd of a few thousand answers
