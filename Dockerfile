@@ -9,6 +9,8 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM python:3.11-slim-bookworm
 
+# numba's compiled kernels live on the data volume: a restarted container loads them
+# instead of compiling them again (`closer worker` makes them ready as it starts).
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -16,7 +18,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CLOSER_DATA_DIR=/var/lib/closer \
     CLOSER_HOST=0.0.0.0 \
     CLOSER_PORT=8000 \
-    NUMBA_CACHE_DIR=/tmp/numba-cache
+    NUMBA_CACHE_DIR=/var/lib/closer/numba-cache
 
 RUN useradd --system --create-home --home-dir /app --shell /usr/sbin/nologin closer
 WORKDIR /app

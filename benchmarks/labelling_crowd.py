@@ -134,7 +134,9 @@ def digits_service(name: str):
         sessions = make_session_factory(engine)
         with unit_of_work(sessions) as session:
             token = create_token(session=session, researcher_name="bench")
-        service = ServiceProcesses(url, folder / "data", web_processes=2, workers=1).start()
+        service = ServiceProcesses(
+            url, folder / "data", web_processes=2, workers=1, compile_kernels=True
+        ).start()
         try:
             http = httpx.Client(
                 base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120

@@ -7,6 +7,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -174,6 +175,30 @@ def test_migrate_up_and_down(tmp_path):
             for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
     assert "projects" not in tables
+
+
+def test_a_worker_makes_the_learners_kernels_ready_as_it_starts(tmp_path):
+    worker = subprocess.Popen(
+        CLOSER + ["worker"],
+        cwd=tmp_path,
+        env=_clean_environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        said: list[str] = []
+        reader = threading.Thread(
+            target=lambda: said.extend(worker.stderr.readline() for _ in range(2)), daemon=True
+        )
+        reader.start()
+        reader.join(timeout=300)  # a cold cache compiles them all: about a minute
+        assert len(said) == 2, "the worker said nothing of its kernels in 5 minutes"
+        assert said[0].startswith("worker "), said
+        assert re.fullmatch(r"learners' kernels ready in \d+\.\d s\n", said[1]), said
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
 
 
 @pytest.mark.parametrize("url_env", ["DATABASE_URL", "CLOSER_DATABASE_URL"])

@@ -35,9 +35,12 @@ class ServiceProcesses:
         port: int | None = None,
         log_dir: Path | None = None,
         worker_args: list[list[str]] | None = None,
+        compile_kernels: bool = False,
     ) -> None:
         """`worker_args`: extra `closer worker` options, one list per worker (it then
-        sets the number of workers)."""
+        sets the number of workers). `compile_kernels`: workers make the learners'
+        kernels ready as they start, as deployed ones do (off for tests: each would spend
+        a core on it beside the tests)."""
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.web_processes = web_processes
@@ -49,6 +52,7 @@ class ServiceProcesses:
             "CLOSER_DATA_DIR": str(data_dir),
             "CLOSER_WORKER_IN_PROCESS": "false",
             "CLOSER_WORKER_POLL_SECONDS": "0.2",
+            "CLOSER_WORKER_COMPILE_KERNELS": str(compile_kernels).lower(),
             "CLOSER_LOG_LEVEL": "warning",
             "PYTHONPATH": str(ROOT),
         }
