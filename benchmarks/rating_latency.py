@@ -128,6 +128,13 @@ def main() -> None:
         "--think-time", type=float, default=1.0, help="median seconds per answer for --raters"
     )
     parser.add_argument("--scale", default="", help="items:stored answers, a study of its own")
+    parser.add_argument(
+        "--warm-up",
+        type=float,
+        default=0.0,
+        help="seconds of a first crowd on each study, not measured: its raters join, and "
+        "the web processes load the study's items, before the measured runs",
+    )
     args = parser.parse_args()
     formats = {
         "triplet": {"judgement": "triplet"},
@@ -188,6 +195,19 @@ def main() -> None:
             if name == "scale":
                 studies[name] = scale_study(http, url, items, answers, args.trees)
             project = studies[name]
+            if args.warm_up:
+                asyncio.run(
+                    run_crowd(
+                        url=service.url,
+                        project_id=project,
+                        token=token,
+                        raters=shapes[0][0],
+                        noise=0.1,
+                        think_time=args.think_time,
+                        seconds=args.warm_up,
+                        seed=0,
+                    )
+                )
             for raters, think in shapes:
                 if name == "scale" and think == 0:
                     continue  # the comparison is at the crowds with think time
