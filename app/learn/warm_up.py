@@ -18,7 +18,7 @@ from app.learn.comprf import CompRF
 from app.learn.disdf import DisDF
 from app.learn.oracles import FeatureOracle
 from app.learn.smerf import SMERF, dissimilarity_from_labels
-from app.learn.tete import TETE
+from app.learn.tete import PARALLEL_FROM, TETE
 from app.learn.tripletboost import TripletBoost
 from app.learn.triplets import random_triplets
 
@@ -44,6 +44,9 @@ def compile_kernels() -> float:
     TETE(n_components="auto", max_iter=30, stochastic_from=400, random_state=0).fit(
         triplets, n_items=_ITEMS
     )
+    # From PARALLEL_FROM answers a pass runs in threads: another kernel.
+    many = random_triplets(_ITEMS, PARALLEL_FROM, oracle, random_state=1)
+    TETE(t=2.0, max_iter=3, random_state=0).fit(many, n_items=_ITEMS)
     CompRF(n_trees=2, random_state=0).fit(np.arange(_ITEMS), y, oracle)
     SMERF(n_estimators=4, random_state=0).fit(X, dissimilarity_from_labels(y.astype(str)))
     DisDF(n_estimators=4, random_state=0).fit(X, y)
