@@ -1088,3 +1088,24 @@ def test_answers_to_one_query_are_counted_together_however_far_apart_the_item_id
         column[:5_000] = column[5_000:10_000]  # a quarter of the answers repeat a query
     expected = np.unique(np.stack([anchor, lo, hi], axis=1), axis=0, return_inverse=True)[1]
     assert np.array_equal(_query_numbers(anchor, lo, hi), expected.ravel())
+
+
+def test_a_process_reads_a_studys_items_again_only_once_they_changed(app, study, monkeypatch):
+    """Random questions draw from each process's copy of the study's item ids; after it
+    expires, the same count and newest id keep it (a re-read of 50,000 ids held a web
+    process for most of a second), and a new item is read in."""
+    from app.scheduling import study_items
+
+    project_id, _, keys = study
+    monkeypatch.setattr(study_items, "ITEM_CACHE_SECONDS", 0.0)  # always expired
+    ids = study_items._ItemIds()
+    with app.state.session_factory() as session:
+        project = session.get(Project, project_id)
+        first = ids.get(session, project)
+        assert len(first) == len(keys)
+        assert ids.get(session, project) is first
+    with unit_of_work(app.state.session_factory) as session:
+        session.add(Item(project_id=project_id, key="arrived-later"))
+    with app.state.session_factory() as session:
+        again = ids.get(session, session.get(Project, project_id))
+    assert len(again) == len(first) + 1
