@@ -73,10 +73,10 @@ def scale_study(http: httpx.Client, url: str, items: int, answers: int, trees: i
     # then reads through, as workspace_pages' seed VACUUMs after its COPY. Done here, so
     # the crowd meets the study as it runs for days, not the minute after its start.
     import psycopg
-    from sqlalchemy.engine import make_url
 
-    plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(plain, autocommit=True) as connection:
+    from app.core.db import libpq_conninfo
+
+    with psycopg.connect(libpq_conninfo(url), autocommit=True) as connection:
         connection.execute("VACUUM ANALYZE query_slots")
     print(
         f"  scale study: {items:,} items, {answers:,} stored answers, {trees}-tree build asking"
@@ -164,7 +164,7 @@ def main() -> None:
                 json={"random_share": args.random_share, **formats[name]},
             ).raise_for_status()
 
-        def crowd(project: int, raters: int, think: float, seed: int) -> dict:
+        def crowd(project: int, raters: int, think: float, seed: int, seconds=None) -> dict:
             report = asyncio.run(
                 run_crowd(
                     url=service.url,
@@ -173,7 +173,7 @@ def main() -> None:
                     raters=raters,
                     noise=0.1,
                     think_time=think,
-                    seconds=args.seconds,
+                    seconds=seconds or args.seconds,
                     seed=seed,
                 )
             )
@@ -196,18 +196,7 @@ def main() -> None:
                 studies[name] = scale_study(http, url, items, answers, args.trees)
             project = studies[name]
             if args.warm_up:
-                asyncio.run(
-                    run_crowd(
-                        url=service.url,
-                        project_id=project,
-                        token=token,
-                        raters=shapes[0][0],
-                        noise=0.1,
-                        think_time=args.think_time,
-                        seconds=args.warm_up,
-                        seed=0,
-                    )
-                )
+                crowd(project, shapes[0][0], args.think_time, seed=0, seconds=args.warm_up)
             for raters, think in shapes:
                 if name == "scale" and think == 0:
                     continue  # the comparison is at the crowds with think time

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.auth.service import create_token, set_researcher_password
 from app.core import migrations
 from app.core.config import Settings
-from app.core.db import make_engine, make_session_factory, unit_of_work
+from app.core.db import libpq_conninfo, make_engine, make_session_factory, unit_of_work
 from app.models import ModelKind, Project
 from app.training import service as training
 from app.triplets.jobs import tally_answers
@@ -43,9 +43,8 @@ def seed(url: str, items: int, raters: int, answers: int, seed: int = 0, owner: 
     `answers` rater answers spread over the last week, written with COPY, for the
     researcher `owner`."""
     import psycopg
-    from sqlalchemy.engine import make_url
 
-    plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    plain = libpq_conninfo(url)
     rng = np.random.default_rng(seed)
     with psycopg.connect(plain) as connection:
         researcher = connection.execute(

@@ -160,7 +160,7 @@ class Timer:
         return result
 
 
-def among(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+def _among(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     """Whether each of `values` is in `sorted_set` (sorted, distinct): a search per value
     in the small set, where np.isin would sort both."""
     if len(sorted_set) == 0:
@@ -225,7 +225,7 @@ def _all_changes(builder: CompRFBuilder, before, touched):
     if len(old_keys):
         at = np.minimum(np.searchsorted(old_keys, keys), len(old_keys) - 1)
         same = (old_keys[at] == keys) & (old_needed[at] == needed)
-        same &= ~among(keys, touched)
+        same &= ~_among(keys, touched)
     else:
         same = np.zeros(len(keys), bool)
     gone = old_keys[~np.isin(old_keys, keys, assume_unique=True)]
