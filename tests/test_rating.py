@@ -1109,3 +1109,22 @@ def test_a_process_reads_a_studys_items_again_only_once_they_changed(app, study,
     with app.state.session_factory() as session:
         again = ids.get(session, session.get(Project, project_id))
     assert len(again) == len(first) + 1
+
+
+def test_a_large_crowd_is_listed_a_page_at_a_time(client, auth, study):
+    """GET .../raters with limit and offset: the raters in the order they joined, a page
+    at a time, together the same as the whole list; a limit past 10,000 is refused."""
+    project_id, slug, _ = study
+    for participant in ("ann", "bob", "cy", "di", "ed"):
+        join(client, slug, participant=participant)
+    url = f"{API}/projects/{project_id}/raters"
+    everyone = client.get(url, headers=auth).json()
+    assert [r["external_id"] for r in everyone] == ["ann", "bob", "cy", "di", "ed"]
+    pages = [
+        client.get(url, params={"limit": 2, "offset": offset}, headers=auth).json()
+        for offset in (0, 2, 4, 6)
+    ]
+    assert [len(page) for page in pages] == [2, 2, 1, 0]
+    assert sum(pages, []) == everyone
+    refused = client.get(url, params={"limit": 10_001}, headers=auth)
+    assert refused.status_code == 422 and "limit" in refused.text

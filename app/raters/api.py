@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from app.auth.deps import CurrentResearcher
 from app.core.deps import SessionDep
-from app.core.fields import RowId
+from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
 from app.raters import detail, participants, quality
@@ -29,12 +29,21 @@ router = APIRouter(
 
 
 @router.get("", response_model=list[RaterOut])
-def list_raters(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
-    """Every rater of the project with their answers, attention checks and agreement with
-    the majority (the workers keep it within a minute of the answers; POST
-    .../raters/quality computes it now)."""
+def list_raters(
+    project_id: RowId,
+    session: SessionDep,
+    researcher: CurrentResearcher,
+    limit: Annotated[
+        int | None, Query(ge=1, le=10_000, description="At most this many (default: all)")
+    ] = None,
+    offset: Annotated[int, Query(ge=0, le=INT8_MAX, description="Skip this many first")] = 0,
+):
+    """The project's raters in the order they joined, with their answers, attention checks
+    and agreement with the majority (the workers keep it within a minute of the answers;
+    POST .../raters/quality computes it now). `limit` and `offset` page through a large
+    crowd."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    return raters.list_raters(session=session, project=project)
+    return raters.list_raters(session=session, project=project, limit=limit, offset=offset)
 
 
 @router.post("/quality", response_model=list[RaterOut])
