@@ -135,6 +135,13 @@ def main() -> None:
         help="seconds of a first crowd on each study, not measured: its raters join, and "
         "the web processes load the study's items, before the measured runs",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        help="with --scale: after every study is set up, this many more crowds of the first "
+        "--raters on the first study and the scale study in turn; the ratio is their median",
+    )
     args = parser.parse_args()
     formats = {
         "triplet": {"judgement": "triplet"},
@@ -209,6 +216,20 @@ def main() -> None:
                     f"answers/s, p50 {ours['p50_ms']:.1f} ms, p99 {ours['p99_ms']:.1f} ms",
                     file=sys.stderr,
                 )
+        paired = []
+        if args.scale:
+            first = next(iter(studies))
+            raters, think = shapes[0]
+            for _ in range(args.rounds):
+                small = crowd(studies[first], raters, think, seed)
+                large = crowd(studies["scale"], raters, think, seed + 1)
+                paired.append((small, large))
+                seed += 2
+                print(
+                    f"  round {len(paired)}: {first} p99 {small['p99_ms']:.1f} ms, scale p99 "
+                    f"{large['p99_ms']:.1f} ms: {large['p99_ms'] / small['p99_ms']:.2f}x",
+                    file=sys.stderr,
+                )
         builds = {
             name: http.get(f"/api/v1/projects/{project}/builds").json()[0]
             for name, project in studies.items()
@@ -247,6 +268,17 @@ def main() -> None:
                 f" {args.scale} against {small['p99_ms']:.1f} ms on the {args.items}-item"
                 f" {first} study: {large['p99_ms'] / small['p99_ms']:.2f}x (target <= 1.5x)"
             )
+    if paired:
+        ratios = [large["p99_ms"] / small["p99_ms"] for small, large in paired]
+        print(f"rounds of {args.raters.split(',')[0]} raters, both studies set up, in turn:")
+        for number, ((small, large), ratio) in enumerate(zip(paired, ratios, strict=True), 1):
+            print(
+                f"  {number}: p50 {small['p50_ms']:.1f} / {large['p50_ms']:.1f} ms, p99 "
+                f"{small['p99_ms']:.1f} / {large['p99_ms']:.1f} ms: {ratio:.2f}x"
+            )
+        print(
+            f"median p99 ratio over {len(ratios)} rounds: {np.median(ratios):.2f}x (target <= 1.5x)"
+        )
     for name, build in builds.items():
         if name == "scale":
             continue
