@@ -150,6 +150,69 @@ def timed(client: httpx.Client, path: str, rounds: int, headers: dict | None = N
     }
 
 
+# In the page: when each input event reached it, and when the card or chart answered.
+_WATCH = """() => {
+  const chart = echarts.getInstanceByDom(document.getElementById("scatter"));
+  const seen = (window.__seen = { input: [], card: [], frame: [] });
+  const scatter = document.getElementById("scatter");
+  for (const kind of ["mousemove", "wheel"])
+    scatter.addEventListener(kind, (e) => seen.input.push(e.timeStamp), { capture: true });
+  new MutationObserver(() => seen.card.push(performance.now())).observe(
+    document.getElementById("item-card"), { childList: true, subtree: true });
+  chart.on("finished", () => seen.frame.push(performance.now()));
+}"""
+
+# Where the chart draws the point of series `series`, number `index`, on the screen.
+_POINT = """([series, index]) => {
+  const node = document.getElementById("scatter");
+  const chart = echarts.getInstanceByDom(node);
+  const data = chart.getOption().series[series].data[index];
+  const [x, y] = chart.convertToPixel({ seriesIndex: series }, [data[0], data[1]]);
+  const box = node.getBoundingClientRect();
+  return [box.left + x, box.top + y];
+}"""
+
+
+def interactions(page, hovers: int = 10, zooms: int = 5) -> tuple[list[float], list[float]]:
+    """Milliseconds from the input event to the answer the user sees: the item card
+    after hovering over a point (points of different series, kept clear of the card),
+    and the redrawn chart after one wheel step over it."""
+    page.evaluate(_WATCH)
+    series = page.evaluate(
+        "echarts.getInstanceByDom(document.getElementById('scatter')).getOption().series.length"
+    )
+    card = page.locator("#item-card").bounding_box()
+    hovered: list[float] = []
+    index = 0
+    while len(hovered) < hovers and index < 200:
+        x, y = page.evaluate(_POINT, [index % series, index])
+        index += 1
+        inside_card = (
+            card
+            and card["x"] <= x <= card["x"] + card["width"]
+            and (card["y"] <= y <= card["y"] + card["height"])
+        )
+        if inside_card or not (0 < x < 1280 and 0 < y < 800):
+            continue
+        page.mouse.move(x, y)
+        page.wait_for_timeout(300)
+        moved, answered = page.evaluate("[window.__seen.input.at(-1), window.__seen.card.at(-1)]")
+        if answered is not None and moved is not None and answered >= moved:
+            hovered.append(answered - moved)
+        page.evaluate("window.__seen.card = []")
+    box = page.locator("#scatter").bounding_box()
+    zoomed: list[float] = []
+    for _ in range(zooms):
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.evaluate("window.__seen.input = []; window.__seen.frame = []")
+        page.mouse.wheel(0, -240)
+        page.wait_for_timeout(600)
+        wheel, frame = page.evaluate("[window.__seen.input.at(-1), window.__seen.frame.at(-1)]")
+        if wheel is not None and frame is not None:
+            zoomed.append(frame - wheel)
+    return hovered or [float("nan")], zoomed or [float("nan")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=10_000)
@@ -215,7 +278,7 @@ def main() -> None:
                 (
                     "raters (page of 50)",
                     f"/projects/{project}/raters?sort=answers&order=desc",
-                    f"/api/v1/projects/{project}/raters",
+                    f"/api/v1/projects/{project}/raters?limit=50",
                 ),
                 ("settings", f"/projects/{project}/settings", f"/api/v1/projects/{project}/rating"),
                 ("uploads", f"/projects/{project}/uploads", f"/api/v1/projects/{project}"),
@@ -269,12 +332,22 @@ def main() -> None:
                         float(page.evaluate("document.getElementById('embedding').dataset.drawnMs"))
                     )
                     shown = page.evaluate("document.getElementById('embedding-status').textContent")
+                hovers, zooms = interactions(page)
                 browser.close()
             print(
                 f"\nembedding page, {shown}: drawn {statistics.median(drawn):.0f} ms median, "
                 f"{max(drawn):.0f} ms worst of 5 (from script start to the chart's first "
                 f"frame, data fetched included); the same embedding as JSON over the API: "
                 f"{fetch['p50']:.0f} ms"
+            )
+            print(
+                f"  hover over a point until its card shows: {statistics.median(hovers):.0f} ms "
+                f"median, {max(hovers):.0f} ms worst of {len(hovers)}"
+            )
+            print(
+                f"  zoom (a wheel step) until the chart's next frame: "
+                f"{statistics.median(zooms):.0f} ms median, {max(zooms):.0f} ms worst of "
+                f"{len(zooms)} (from the browser's input event; 200 ms is 'good' responsiveness)"
             )
     finally:
         server.stop()

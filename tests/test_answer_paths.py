@@ -168,7 +168,8 @@ class Scenario:
         # queue every half minute, so a slower run would save once more.
         self.worker_caches = Caches()
         warm = self.worker_caches.get("builds.warm", WarmBuilds)
-        warm.save_seconds, warm.full_sync_seconds, warm.upkeep_spacing = 0.0, math.inf, 0.0
+        warm.save_seconds, warm.full_sync_seconds = 0.0, math.inf
+        warm.upkeep_spacing = warm.save_spacing = warm.step_spacing = 0.0
 
     def project(self, name: str, items: int, **rating) -> tuple[int, str]:
         pid = self.client.post(f"{API}/projects", json={"name": name}, headers=self.auth).json()[

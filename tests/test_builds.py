@@ -194,6 +194,48 @@ def test_a_worker_step_folds_new_answers_and_steps_are_not_queued_twice(sessions
         assert job.status.value == "succeeded" and job.result["answers_read"] == len(queries)
 
 
+def test_a_large_build_spaces_its_steps_and_the_sweep_reads_what_waited(
+    sessions, first_answers, labelled_project, blobs, monkeypatch
+):
+    """A build waiting for a large queue (here: any) steps at most every ten times
+    what its last step took: a step asked for sooner reads nothing, and the answers it
+    left wait for the next request or the sweep. A small build steps at every request."""
+    from app.builds import warm
+
+    build_id, queries = first_answers
+    project_id, ids = labelled_project
+    held = caches.current().get("builds.warm", WarmBuilds)
+
+    def step_job() -> dict:
+        with unit_of_work(sessions) as session:
+            job_id = request_step(session=session, build=session.get(Build, build_id)).id
+        assert Worker(sessions, upkeep=False).run(until_idle=True) == 1
+        with sessions() as session:
+            return session.get(Job, job_id).result
+
+    assert step_job()["answers_read"] == len(queries)
+    with unit_of_work(sessions) as session:
+        more = service.pending_queries(session=session, build=session.get(Build, build_id))
+    answer(sessions, project_id, ids, more[:5], FeatureOracle(blobs[0]))
+    monkeypatch.setattr(warm, "FRESH_PROGRESS_QUERIES", 1)
+    held.step_spacing = 1e6  # the last step "took" a while
+    assert step_job() == {"answers_read": 0, "status": "running", "spaced_out": True}
+    with unit_of_work(sessions) as session:
+        assert service.has_unread_answers(session=session, build=session.get(Build, build_id))
+
+    held.step_spacing = 0.0  # time passes
+    sweep(sessions)
+    assert Worker(sessions, upkeep=False).run(until_idle=True) == 1
+    with unit_of_work(sessions) as session:
+        build = session.get(Build, build_id)
+        assert not service.has_unread_answers(session=session, build=build)
+
+    monkeypatch.setattr(warm, "FRESH_PROGRESS_QUERIES", 100_000)
+    held.step_spacing = 1e6
+    answer(sessions, project_id, ids, more[5:8], FeatureOracle(blobs[0]))
+    assert step_job()["answers_read"] == 3  # a small build's queue: no spacing
+
+
 def test_a_worker_that_dies_between_saves_loses_nothing(sessions, labelled_project, blobs):
     """Steps save the build every few seconds only; a worker that dies in between leaves
     the answers since the last save in the triplets table, and the next step, in a fresh
@@ -249,7 +291,7 @@ def test_answers_a_worker_read_but_did_not_save_are_saved_once_they_stop_coming(
     assert Worker(sessions, upkeep=False).run(until_idle=True) == 0
 
     held = caches.current().get("builds.warm", WarmBuilds)
-    held.save_seconds = held.upkeep_spacing = 0.0  # time passes
+    held.save_seconds = held.upkeep_spacing = held.save_spacing = 0.0  # time passes
     sweep(sessions)
     assert Worker(sessions, upkeep=False).run(until_idle=True) == 1
     with sessions() as session:

@@ -248,6 +248,7 @@ def step(*, session: Session, build: Build) -> int:
     were read. Saves nothing if another step saved first (the caller may simply retry)."""
     if build.status is not BuildStatus.running:
         return 0
+    began = time.perf_counter()
     held = warm_builds()
     warm = held.take(build)
     builder = warm.builder if warm is not None else _builder(build)
@@ -290,6 +291,7 @@ def step(*, session: Session, build: Build) -> int:
         # With no node split, only the queries these answers were about can have changed.
         wanted = sync_queue(session, build, builder, before, touched, nodes_changed=splits > 0)
     if wanted is not None:
+        timer.costs["step"] = time.perf_counter() - began
         held.keep(
             build,
             Warm(
@@ -303,6 +305,7 @@ def step(*, session: Session, build: Build) -> int:
                 progress=progress,
                 progress_at=now if fresh_progress else warm.progress_at,
                 costs=timer.costs,
+                stepped_at=time.monotonic(),
             ),
         )
     return len(answers)
@@ -412,6 +415,13 @@ def queries_by_key(session: Session, queries: np.ndarray, needed: np.ndarray) ->
         {"anchor": keys[a], "left": keys[p], "right": keys[q], "needed": int(n)}
         for (a, p, q), n in zip(queries.tolist(), needed.tolist(), strict=True)
     ]
+
+
+def may_step(*, build: Build) -> bool:
+    """Whether this process may step `build` now: a large build spaces its steps by
+    their cost (see WarmBuilds); answers left unread wait for the next request or the
+    sweep."""
+    return warm_builds().may_step(build)
 
 
 def has_unread_answers(*, session: Session, build: Build) -> bool:

@@ -157,6 +157,14 @@ class AnswerStore:
         return store
 
 
+def _positions_among(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Where `keys` holds any of the `wanted` keys (one pass over `keys`)."""
+    wanted = np.ascontiguousarray(wanted, dtype=np.int64)
+    slots = np.full(_hashing.capacity_for(len(wanted)), _hashing.EMPTY, np.int64)
+    _hashing.add_to_set(slots, wanted)
+    return np.flatnonzero(_hashing.in_set(slots, keys))
+
+
 def decided_from_votes(lo, hi, answers_per_query: int):
     return (lo.astype(np.int64) + hi >= answers_per_query) & (lo != hi), lo > hi
 
@@ -394,29 +402,31 @@ class CompRFBuilder:
         many more answers each needs (0: none): what answers about `keys` changed while
         no node split. One pass over the open queries, where `pending_queries` also
         counts and orders them all."""
-        keys = np.ascontiguousarray(keys, dtype=np.int64)
         open_nodes = self._open_nodes()
         queries, _ = self._open_queries(open_nodes)
-        cached = self._pending_cache
-        if cached is not None and np.array_equal(cached[0], open_nodes):
-            asked = cached[1]
-        else:
-            asked = query_keys(*queries.T)
-        wanted = np.full(_hashing.capacity_for(len(keys)), _hashing.EMPTY, np.int64)
-        _hashing.add_to_set(wanted, keys)
-        hit = np.flatnonzero(_hashing.in_set(wanted, asked))
+        cached = self._cached_pending(open_nodes)
+        asked = cached[0] if cached is not None else query_keys(*queries.T)
+        hit = _positions_among(asked, keys)
         hit = hit[_hashing.first_index(asked[hit]) == np.arange(len(hit))]
         lo, hi = self.store.votes(asked[hit])
         return queries[hit], needed_from_votes(lo, hi, self.params["answers_per_query"])
+
+    def _cached_pending(self, open_nodes: np.ndarray):
+        """The open nodes' query keys and votes as last looked up, `(keys, lo, hi)`, if
+        the open nodes are still the same; else None."""
+        cached = self._pending_cache
+        if cached is not None and np.array_equal(cached[0], open_nodes):
+            return cached[1:]
+        return None
 
     def _pending(self):
         """The open nodes' queries, how many answers each needs, which to ask (each
         distinct waiting query once), and the issued-list record when it applies."""
         open_nodes = self._open_nodes()
         queries, query_owner = self._open_queries(open_nodes)
-        cached = self._pending_cache
-        if cached is not None and np.array_equal(cached[0], open_nodes):
-            _, keys, lo, hi = cached
+        cached = self._cached_pending(open_nodes)
+        if cached is not None:
+            keys, lo, hi = cached
         else:
             keys = query_keys(*queries.T)
             lo, hi = self._votes(open_nodes, query_owner, keys)
@@ -446,10 +456,20 @@ class CompRFBuilder:
         """Record answers ``(x, closer, farther)``; returns how many nodes split as a result."""
         triplets = check_triplets(triplets, MAX_ITEMS, name="answers")
         answered_in_order = self._answers_issued_list(triplets)
+        open_nodes = self._open_nodes()
+        cached = self._cached_pending(open_nodes)
         self.store.add(triplets)
         self._pending_cache = None
-        open_nodes = self._open_nodes()
-        if answered_in_order:
+        if cached is not None and not answered_in_order:
+            # Only the queries these answers are about have new votes: at 50,000 items the
+            # open roots ask a million queries, and looking all of them up again took
+            # most of a build step.
+            keys, lo, hi = cached
+            changed = _positions_among(keys, query_keys(*triplets.T))
+            lo, hi = lo.copy(), hi.copy()
+            lo[changed], hi[changed] = self.store.votes(keys[changed])
+            count, children = self._split_completed(open_nodes, votes=(lo, hi), keys=keys)
+        elif answered_in_order:
             _, _, index_of, lo, hi = self._issued
             self._issued = None
             lower_closer = (triplets[:, 1] < triplets[:, 2]).astype(np.int64)
@@ -678,17 +698,20 @@ class CompRFBuilder:
             lo[known], hi[known] = self.store.votes(keys[known])
         return lo, hi
 
-    def _split_completed(self, candidates: np.ndarray, votes=None) -> tuple[int, np.ndarray]:
+    def _split_completed(
+        self, candidates: np.ndarray, votes=None, keys=None
+    ) -> tuple[int, np.ndarray]:
         """Split every candidate node whose answers are all decided; returns how many, and
         the children (not yet opened).
 
-        `votes` (for the lower and the higher id, per query of the candidates) may be
-        given when the caller knows them, sparing the lookups.
+        `votes` (for the lower and the higher id, per query of the candidates) and their
+        `keys` may be given when the caller knows them, sparing the lookups.
         """
         if len(candidates) == 0:
             return 0, candidates
         queries, query_owner = self._open_queries(candidates)
-        keys = query_keys(*queries.T)
+        if keys is None:
+            keys = query_keys(*queries.T)
         k = self.params["answers_per_query"]
         lo, hi = votes if votes is not None else self._votes(candidates, query_owner, keys)
         decided, lower_closer = decided_from_votes(lo, hi, k)

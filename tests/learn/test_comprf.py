@@ -236,6 +236,39 @@ class TestResumableBuild:
         expected = dict(zip(keys.tolist(), needed.tolist(), strict=True))
         assert got == {key: expected[key] for key in about.tolist() if key in expected}
 
+    def test_answers_a_few_at_a_time_leave_the_build_as_a_fresh_load_of_it(self, blobs):
+        """A build fed noisy answers (ties, votes against, queries no node asks) a few at
+        a time, between splits and across them, waits for the same queries and builds the
+        same forest as the same build loaded afresh after each batch."""
+        X, y = blobs
+        items = np.arange(0, 240, 2)
+        build = CompRFBuilder(items, y[items], n_trees=3, answers_per_query=3, random_state=1)
+        oracle = FeatureOracle(X, noise=0.3, random_state=0)
+        rng = np.random.default_rng(0)
+        compared = 0
+        while not build.is_complete:
+            queries, needed = build.pending_queries(return_needed=True)
+            asked = np.repeat(queries, needed, axis=0)
+            asked = asked[rng.permutation(len(asked))[: max(1, len(asked) // 2)]]
+            stray = rng.choice(items, size=(3, 3))
+            stray = stray[(stray[:, 0] != stray[:, 1]) & (stray[:, 1] != stray[:, 2])]
+            stray = stray[stray[:, 0] != stray[:, 2]]
+            answers = np.concatenate([oracle.answer(asked), stray])
+            for batch in np.array_split(answers, max(1, len(answers) // 7)):
+                build.add_answers(batch)
+                fresh = CompRFBuilder.from_bytes(build.to_bytes())
+                for mine, theirs in zip(
+                    build.pending_queries(return_needed=True),
+                    fresh.pending_queries(return_needed=True),
+                    strict=True,
+                ):
+                    assert np.array_equal(mine, theirs)
+                compared += 1
+        assert compared > 50
+        assert canonical_trees(build.forest()) == canonical_trees(
+            CompRFBuilder.from_bytes(build.to_bytes()).forest()
+        )
+
     def test_the_same_build_saves_the_same_bytes_and_loads_back(self, blobs):
         X, y = blobs
         items = np.arange(0, 300, 3)
