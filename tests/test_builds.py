@@ -198,13 +198,19 @@ def test_a_large_build_spaces_its_steps_and_the_sweep_reads_what_waited(
     sessions, first_answers, labelled_project, blobs, monkeypatch
 ):
     """A build waiting for a large queue (here: any) steps at most every ten times
-    what its last step took: a step asked for sooner reads nothing, and the answers it
-    left wait for the next request or the sweep. A small build steps at every request."""
+    what its last warm step took: a step asked for sooner reads nothing, and the answers
+    it left wait for the next request or the sweep. A process's first step (a load of
+    the whole build) does not count, and a small build steps at every request."""
     from app.builds import warm
 
     build_id, queries = first_answers
     project_id, ids = labelled_project
+    oracle = FeatureOracle(blobs[0])
+    caches.current().drop("builds.warm")  # a worker that has not stepped this build yet
     held = caches.current().get("builds.warm", WarmBuilds)
+    monkeypatch.setattr(warm, "FRESH_PROGRESS_QUERIES", 1)
+    monkeypatch.setattr(warm, "MOST_STEP_WAIT", 1e9)
+    held.step_spacing = 1e6  # each step "takes" a while
 
     def step_job() -> dict:
         with unit_of_work(sessions) as session:
@@ -213,12 +219,12 @@ def test_a_large_build_spaces_its_steps_and_the_sweep_reads_what_waited(
         with sessions() as session:
             return session.get(Job, job_id).result
 
-    assert step_job()["answers_read"] == len(queries)
     with unit_of_work(sessions) as session:
         more = service.pending_queries(session=session, build=session.get(Build, build_id))
-    answer(sessions, project_id, ids, more[:5], FeatureOracle(blobs[0]))
-    monkeypatch.setattr(warm, "FRESH_PROGRESS_QUERIES", 1)
-    held.step_spacing = 1e6  # the last step "took" a while
+    assert step_job()["answers_read"] == len(queries)  # loads the build: not timed
+    answer(sessions, project_id, ids, more[:5], oracle)
+    assert step_job()["answers_read"] == 5  # the first warm step: timed
+    answer(sessions, project_id, ids, more[5:8], oracle)
     assert step_job() == {"answers_read": 0, "status": "running", "spaced_out": True}
     with unit_of_work(sessions) as session:
         assert service.has_unread_answers(session=session, build=session.get(Build, build_id))
@@ -232,7 +238,7 @@ def test_a_large_build_spaces_its_steps_and_the_sweep_reads_what_waited(
 
     monkeypatch.setattr(warm, "FRESH_PROGRESS_QUERIES", 100_000)
     held.step_spacing = 1e6
-    answer(sessions, project_id, ids, more[5:8], FeatureOracle(blobs[0]))
+    answer(sessions, project_id, ids, more[8:11], oracle)
     assert step_job()["answers_read"] == 3  # a small build's queue: no spacing
 
 

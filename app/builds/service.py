@@ -291,7 +291,8 @@ def step(*, session: Session, build: Build) -> int:
         # With no node split, only the queries these answers were about can have changed.
         wanted = sync_queue(session, build, builder, before, touched, nodes_changed=splits > 0)
     if wanted is not None:
-        timer.costs["step"] = time.perf_counter() - began
+        if warm is not None:  # a cold step's load says nothing of the next one's cost
+            timer.costs["step"] = time.perf_counter() - began
         held.keep(
             build,
             Warm(

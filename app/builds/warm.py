@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 
 FRESH_PROGRESS_QUERIES = 100_000
+# A large build's steps wait at most this long after the last one ended: the sweep's
+# period, so no answer waits longer for the build however long one step took.
+MOST_STEP_WAIT = 2.0
 
 
 def item_ids(build: Build) -> np.ndarray:
@@ -96,7 +99,8 @@ class WarmBuilds:
     worker reads the answers since.
 
     A build waiting for FRESH_PROGRESS_QUERIES queries or more also spaces its steps,
-    `step_spacing` times what the last one took: none of its nodes is a second from
+    `step_spacing` times what the last warm one took (MOST_STEP_WAIT at most; the first
+    step of a process reads and loads the whole build): none of its nodes is a second from
     splitting for want of a step, and a step there has a fixed cost (its reads and
     writes) that a step every half second paid again and again."""
 
@@ -153,7 +157,7 @@ class WarmBuilds:
             warm = self._builds.get(cache_key(build))
         if warm is None or len(warm.wanted[0]) < FRESH_PROGRESS_QUERIES:
             return True
-        wait = self.step_spacing * warm.costs.get("step", 0.0)
+        wait = min(self.step_spacing * warm.costs.get("step", 0.0), MOST_STEP_WAIT)
         return time.monotonic() - warm.stepped_at >= wait
 
     def _due(
