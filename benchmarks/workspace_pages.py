@@ -167,6 +167,7 @@ _POINT = """([series, index]) => {
   const node = document.getElementById("scatter");
   const chart = echarts.getInstanceByDom(node);
   const data = chart.getOption().series[series].data[index];
+  if (!data) return null;
   const [x, y] = chart.convertToPixel({ seriesIndex: series }, [data[0], data[1]]);
   const box = node.getBoundingClientRect();
   return [box.left + x, box.top + y];
@@ -185,8 +186,11 @@ def interactions(page, hovers: int = 10, zooms: int = 5) -> tuple[list[float], l
     hovered: list[float] = []
     index = 0
     while len(hovered) < hovers and index < 200:
-        x, y = page.evaluate(_POINT, [index % series, index])
+        point = page.evaluate(_POINT, [index % series, index])
         index += 1
+        if point is None:
+            continue
+        x, y = point
         inside_card = (
             card
             and card["x"] <= x <= card["x"] + card["width"]
