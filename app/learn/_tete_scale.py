@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import get_num_threads
 
-from app.learn._tete_sgd import BLOCK, sgd_epoch
+from app.learn._tete_sgd import BLOCK, kernel_tail, sgd_epoch
 
 # From this many answers, "auto" chooses this way (and fixed fits start stochastically).
 # On planted studies with human-like noise it chose as well as the folds or better from
@@ -96,6 +96,7 @@ def warm_up(Y, triplets, weights, loss, epochs, rate, seed, tick=None) -> np.nda
     """`epochs` stochastic epochs of `loss` from Y (in place) over `shuffled` triplets;
     returns Y."""
     _, t, k = loss
+    k = kernel_tail(k, Y.shape[1])
     blocks = np.arange(-(-len(triplets) // BLOCK))
     order = np.random.default_rng(seed)
     squared = np.zeros(len(Y))

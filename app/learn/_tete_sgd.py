@@ -16,6 +16,21 @@ from numba import njit
 # The kernel code of SOE's loss (Terada & von Luxburg): no similarity kernel, a squared
 # hinge on the distances, max(0, margin + |a - p| - |a - q|)², with t as the margin.
 HINGE = 0.0
+# The kernel code of t-STE as its authors (van der Maaten & Weinberger) and cblearn set
+# it: a Student-t kernel with d - 1 degrees of freedom in d dimensions (at least one),
+# whose tail thins as the dimension grows. As a tail of the t-exponential family that is
+# k = 1 + 2/d, up to the embedding's scale (see `kernel_tail`).
+DIMENSION_TAIL = -1.0
+
+
+def kernel_tail(k: float, dims: int) -> float:
+    """The kernel tail a loss uses in `dims` dimensions: `k` itself, or for
+    DIMENSION_TAIL the tail of a Student-t kernel with max(dims - 1, 1) degrees of
+    freedom: (1 + d/a)^(-(a+1)/2) is the t-exponential kernel of tail 1 + 2/(a+1) at
+    a rescaled distance."""
+    if k != DIMENSION_TAIL:
+        return k
+    return 1.0 + 2.0 / (max(dims - 1, 1) + 1)
 
 
 @njit(cache=True, inline="always")

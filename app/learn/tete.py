@@ -22,7 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from app.learn import _tete_scale as scale
-from app.learn._tete_sgd import HINGE, squared_distances, tempered
+from app.learn._tete_sgd import DIMENSION_TAIL, HINGE, kernel_tail, squared_distances, tempered
 from app.learn.judgements import group_folds, whole_groups
 from app.learn.metrics import triplet_error
 from app.learn.triplets import check_triplets
@@ -229,6 +229,7 @@ def loss_and_gradient(Y, triplets, weights, t, k, gradient, movable, threads=Tru
     """Total loss; its gradient goes into `gradient` (rows with `movable` only). k is
     the kernel's tail (2: Student-t, 1: Gaussian) or HINGE (SOE's loss, margin t).
     `threads=False` keeps to the calling thread (see TETE.place)."""
+    k = kernel_tail(k, Y.shape[1])
     chunks = get_num_threads()
     if threads and chunks > 1 and len(triplets) >= PARALLEL_FROM:
         return _parallel(Y, triplets, weights, t, k, gradient, movable, chunks)
@@ -408,6 +409,7 @@ NAMED_LOSSES = {
     "t-ETE": (2.0, 2.0),
     "STE": (1.0, 1.0),
     "SOE": (SOE_MARGIN, HINGE),
+    "t-STE(d-1)": (1.0, DIMENSION_TAIL),
 }
 # After the first fold a candidate is not tried on the others when it is PRUNE_MARGIN
 # behind the best there, or more than DIMENSION_TOLERANCE behind and PRUNE_Z paired
@@ -429,6 +431,19 @@ def _loss(candidate) -> tuple[str, float, float]:
         f"candidates must name losses ({', '.join(NAMED_LOSSES)}) or temperatures in "
         f"[1, 3]; got {candidate!r}"
     )
+
+
+def _distinct_at(losses, d: int) -> list:
+    """The losses that differ in `d` dimensions (t-STE(d-1) is t-STE below 3-D)."""
+    if not losses:
+        return []
+    seen, distinct = set(), []
+    for loss in losses:
+        resolved = (loss[1], kernel_tail(loss[2], d))
+        if resolved not in seen:
+            seen.add(resolved)
+            distinct.append(loss)
+    return distinct
 
 
 def _check_dimensions(values) -> tuple[int, ...]:
@@ -468,12 +483,14 @@ class TETE(BaseEstimator):
         L-BFGS does better from 1, as cblearn starts).
     candidates : the losses "auto" tries: "t-STE" (t = 1, Student-t kernel), "t-ETE"
         (t = 2), "STE" (Gaussian kernel), "SOE" (a squared hinge on distances, margin
-        0.1), or a temperature between 1 and 3. In each fold the first is fitted from
-        scratch and the others continue from its embedding, so each costs a fraction of
-        a fit (at most 250 steps a fold). After the first fold, a candidate 0.01 behind
-        the best, or 0.002 behind and worse by two paired standard errors on the same
-        held-out answers, is not tried on the others; where one candidate is left, the
-        other folds are not run. The final fit on every triplet follows the same path:
+        0.1), "t-STE(d-1)" (t-STE as its authors and cblearn set it: d - 1 degrees of
+        freedom in d dimensions, a thinner tail as d grows; the same as "t-STE" below
+        3-D, where it is not tried twice), or a temperature between 1 and 3. In each
+        fold the first is fitted from scratch and the others continue from its
+        embedding, so each costs a fraction of a fit (at most 250 steps a fold). After
+        the first fold, a candidate 0.01 behind the best, or 0.002 behind and worse by
+        two paired standard errors on the same held-out answers, is not tried on the
+        others; where one candidate is left, the other folds are not run. The final fit on every triplet follows the same path:
         the first loss (at most 250 steps), then the chosen one from its embedding.
     dimension_candidates, cv : what n_components="auto" tries, in ascending order while a
         dimension lowers the best held-out error by more than 0.002 (the ones above the
@@ -512,7 +529,7 @@ class TETE(BaseEstimator):
         n_iter_no_change: int | None = 200,
         optimizer: str = "gd",
         init_scale: float = 1.0,
-        candidates=("t-STE", "t-ETE", 1.5, "STE", "SOE"),
+        candidates=("t-STE", "t-ETE", 1.5, "STE", "SOE", "t-STE(d-1)"),
         dimension_candidates=(1, 2, 3, 5, 8, 12, 16, 24, 32, 48, 64),
         cv: int = 3,
         stochastic_from: int | None = scale.SCALE_FROM,
@@ -837,7 +854,7 @@ class TETE(BaseEstimator):
         return seed if isinstance(seed, Integral) else check_random_state(seed).randint(2**31)
 
     def _cross_validate(self, triplets, weights, n, dims, losses, folds, start, counted, done):
-        per_dim = {d: (losses or [self._fixed_loss(d)]) for d in dims}
+        per_dim = {d: (_distinct_at(losses, d) or [self._fixed_loss(d)]) for d in dims}
         candidates = [(d, loss) for d in dims for loss in per_dim[d]]
         errors = np.full((len(candidates), len(folds)), np.nan)
         seconds = np.zeros(len(candidates))

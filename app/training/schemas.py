@@ -85,7 +85,8 @@ class TETEParams(_Params):
         Field(
             default="auto",
             description="Loss temperature: 'auto' chooses the loss among t-STE (t = 1), t = 1.5, "
-            "t-ETE (t = 2), STE (Gaussian kernel) and SOE (a hinge on distances) by "
+            "t-ETE (t = 2), STE (Gaussian kernel), SOE (a hinge on distances) and t-STE(d-1) "
+            "(d - 1 degrees of freedom, as its authors and cblearn) by "
             "cross-validated held-out triplet error; a number fixes it; None is the authors' "
             "default for the dimension",
         )
