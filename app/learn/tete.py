@@ -490,8 +490,9 @@ class TETE(BaseEstimator):
         embedding, so each costs a fraction of a fit (at most 250 steps a fold). After
         the first fold, a candidate 0.01 behind the best, or 0.002 behind and worse by
         two paired standard errors on the same held-out answers, is not tried on the
-        others; where one candidate is left, the other folds are not run. The final fit on every triplet follows the same path:
-        the first loss (at most 250 steps), then the chosen one from its embedding.
+        others; where one candidate is left, the other folds are not run. The final
+        fit on every triplet follows the same path: the first loss (at most 250 steps),
+        then the chosen one from its embedding.
     dimension_candidates, cv : what n_components="auto" tries, in ascending order while a
         dimension lowers the best held-out error by more than 0.002 (the ones above the
         first that does not are not tried); how many folds.
