@@ -34,11 +34,11 @@ MOST_STEP_WAIT = 2.0
 def item_ids(build: Build) -> np.ndarray:
     """The build's item ids by position. A build's items never change, so a process
     reads them once (a step read 400 kB of them twice at 50,000 items)."""
-    held = caches.current().get("builds.item_ids", _ItemIds)
+    held = caches.current().get("builds.item_ids", _BuildItemIds)
     return held.get(build)
 
 
-class _ItemIds:
+class _BuildItemIds:
     def __init__(self, most: int = 16) -> None:
         self.most = most
         self._ids: dict[tuple, np.ndarray] = {}
