@@ -16,6 +16,7 @@
   let coordinates = [];
   let cards = {};
   let chart = null;
+  let shownItems = [];
   const palette = ["#2457c5", "#e8743b", "#19a979", "#ed4a7b", "#945ecf", "#13a4b4",
     "#525df4", "#bf399e", "#6c8893", "#ee6868", "#2f6497", "#b7950b"];
 
@@ -54,6 +55,9 @@
       groups.get(name).push([coordinates[index][dx], coordinates[index][dy], index]);
     });
     const names = [...groups.keys()].sort();
+    // Each point's item, by series and position: in ECharts' large mode (a series of
+    // 2,000 points or more) hover and click events carry the data index only.
+    shownItems = names.map((name) => groups.get(name).map((point) => point[2]));
     const many = names.length > palette.length;
     const series = names.map((name, i) => ({
       type: "scatter",
@@ -142,8 +146,22 @@
       root.dataset.drawnMs = String(Math.round(performance.now() - started));
       status.textContent = `${keys.length.toLocaleString()} items`;
     });
-    chart.on("mouseover", (event) => { if (event.data) describe(event.data[2]); });
-    chart.on("click", (event) => { if (event.data) neighbours(event.data[2]); });
+    const itemOf = (event) => (shownItems[event.seriesIndex] || [])[event.dataIndex];
+    // A large-mode series is one shape: moving from point to point inside it is a
+    // mousemove, not a new mouseover.
+    let hovered;
+    const follow = (event) => {
+      const index = itemOf(event);
+      if (index === undefined || index === hovered) return;
+      hovered = index;
+      describe(index);
+    };
+    chart.on("mouseover", follow);
+    chart.on("mousemove", follow);
+    chart.on("click", (event) => {
+      const index = itemOf(event);
+      if (index !== undefined) neighbours(index);
+    });
     draw();
     for (const select of [axisX, axisY]) select.addEventListener("change", draw);
     window.addEventListener("resize", () => chart.resize());

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import numpy as np
 import pytest
 from playwright.sync_api import expect
 
@@ -1438,3 +1440,61 @@ def test_a_forest_with_nothing_to_label_says_so_instead_of_offering_to(
     expect(card).to_contain_text("no test or unlabelled items for the forest to label")
     # Nothing to press but the model's own Delete: no labelling, no training.
     expect(card.get_by_role("button")).to_have_text(["Delete"])
+
+
+def test_hovering_a_point_of_a_large_map_shows_its_item(
+    app, live_server, browser, researcher, tmp_path
+):
+    """A map of 2,100 items (one series of more than 2,000 points: ECharts draws it in
+    its large mode, whose events carry no data): hovering over points brings up each
+    one's card, point after point within the same series."""
+    server = live_server
+    with unit_of_work(app.state.session_factory) as session:
+        token = create_token(session=session, researcher_name="ada@lab.example")
+    bearer = {"Authorization": f"Bearer {token}"}
+    pid = httpx.post(f"{server}{API}/projects", headers=bearer, json={"name": "map"}).json()["id"]
+    items = "key,text\n" + "".join(f"i{i},item {i}\n" for i in range(2_100))
+    uploaded = httpx.post(
+        f"{server}{API}/projects/{pid}/items",
+        headers=bearer,
+        files={"file": ("items.csv", items)},
+        timeout=60,
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    rng = np.random.default_rng(0)
+    triplets = [
+        [f"i{a}", f"i{b}", f"i{c}"]
+        for a, b, c in rng.integers(0, 2_100, size=(8_000, 3))
+        if len({a, b, c}) == 3
+    ]
+    posted = httpx.post(
+        f"{server}{API}/projects/{pid}/triplets",
+        headers=bearer,
+        files={"file": ("t.json", json.dumps(triplets))},
+        timeout=60,
+    )
+    assert posted.status_code == 201, posted.text
+    model = httpx.post(
+        f"{server}{API}/projects/{pid}/models",
+        headers=bearer,
+        json={"name": "map", "kind": "tete", "params": {"n_components": 2, "t": 1, "max_iter": 20}},
+    ).json()
+
+    embedding = f"{server}{API}/projects/{pid}/models/{model['id']}/embedding"
+    deadline = time.monotonic() + 60
+    while httpx.get(embedding, headers=bearer).status_code != 200:  # the worker fits it
+        assert time.monotonic() < deadline, "the model was not fitted within a minute"
+        time.sleep(0.5)
+
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in(page, server)
+    page.goto(f"{server}/projects/{pid}/models/{model['id']}/embedding")
+    until(page, "document.getElementById('embedding').dataset.drawnMs !== undefined", 60)
+    page.locator("#scatter").scroll_into_view_if_needed()
+    shown = set()
+    for index in range(0, 600, 100):
+        x, y = point_on_scatter(page, index)
+        page.mouse.move(x, y)
+        page.wait_for_timeout(100)
+        shown.add(page.locator("#item-card .key").inner_text())
+    assert len(shown) >= 4 and all(re.fullmatch(r"i\d+", key) for key in shown), shown
