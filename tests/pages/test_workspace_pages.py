@@ -1498,3 +1498,4 @@ def test_hovering_a_point_of_a_large_map_shows_its_item(
         page.wait_for_timeout(100)
         shown.add(page.locator("#item-card .key").inner_text())
     assert len(shown) >= 4 and all(re.fullmatch(r"i\d+", key) for key in shown), shown
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "embedding-large-hover.png"))
