@@ -11,16 +11,14 @@ item's label and class shares.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.builds import service as builds
-from app.builds.warm import cache_key, item_ids
+from app.builds.warm import PerBuild, item_ids
 from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn.keys import query_keys
@@ -38,33 +36,10 @@ from app.models import (
 from app.scheduling import queue, thresholds
 from app.triplets.log import committed_bound, hold_append_lock, item_positions
 
-if TYPE_CHECKING:
-    from app.learn import CompRF
 
-
-class _Forests:
+def _forests() -> PerBuild:
     """Finished forests per process: a build's forest never changes once complete."""
-
-    def __init__(self, most: int = 4) -> None:
-        self.most = most
-        self._forests: dict[tuple, CompRF] = {}  # by cache_key
-        self._lock = threading.Lock()
-
-    def get(self, build: Build) -> CompRF:
-        key = cache_key(build)
-        with self._lock:
-            found = self._forests.get(key)
-        if found is None:
-            found = builds.forest(build)
-            with self._lock:
-                self._forests[key] = found
-                while len(self._forests) > self.most:
-                    self._forests.pop(next(iter(self._forests)))
-        return found
-
-
-def _forests() -> _Forests:
-    return caches.current().get("builds.forests", _Forests)
+    return caches.current().get("builds.forests", lambda: PerBuild(builds.forest, 4))
 
 
 def _wanted_items(project_id: int) -> tuple:

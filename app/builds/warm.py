@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -34,27 +35,35 @@ MOST_STEP_WAIT = 2.0
 def item_ids(build: Build) -> np.ndarray:
     """The build's item ids by position. A build's items never change, so a process
     reads them once (a step read 400 kB of them twice at 50,000 items)."""
-    held = caches.current().get("builds.item_ids", _BuildItemIds)
+    held = caches.current().get("builds.item_ids", lambda: PerBuild(_read_item_ids, 16))
     return held.get(build)
 
 
-class _BuildItemIds:
-    def __init__(self, most: int = 16) -> None:
+def _read_item_ids(build: Build) -> np.ndarray:
+    return np.frombuffer(build.items, dtype=np.int64)
+
+
+class PerBuild:
+    """What a process makes from a build and keeps, as it never changes (its item ids, a
+    finished forest): by `cache_key`, for at most `most` builds, the oldest dropped."""
+
+    def __init__(self, make: Callable[[Build], Any], most: int) -> None:
+        self.make = make
         self.most = most
-        self._ids: dict[tuple, np.ndarray] = {}
+        self._made: dict[tuple, Any] = {}
         self._lock = threading.Lock()
 
-    def get(self, build: Build) -> np.ndarray:
+    def get(self, build: Build) -> Any:
         key = cache_key(build)
         with self._lock:
-            ids = self._ids.get(key)
-        if ids is None:
-            ids = np.frombuffer(build.items, dtype=np.int64)
+            found = self._made.get(key)
+        if found is None:
+            found = self.make(build)
             with self._lock:
-                self._ids[key] = ids
-                while len(self._ids) > self.most:
-                    self._ids.pop(next(iter(self._ids)))
-        return ids
+                self._made[key] = found
+                while len(self._made) > self.most:
+                    self._made.pop(next(iter(self._made)))
+        return found
 
 
 @dataclass
