@@ -18,7 +18,11 @@ many answers that version had seen), once the refits those answers called for ar
 and after a last fit asked by hand (as a researcher would before reading the labels).
 
     .venv/bin/python benchmarks/adaptive_pace.py [--answers 20000] [--seeds 0,1,2]
-        [--paces paced:0.2,fast:0.03]
+        [--paces paced:0.2,fast:0.03] [--without-model]
+
+`--without-model` runs the same crowd first on the same digits with no model (uniform
+questions, no refits, no proposals) and compares the answers' p99 with and without the
+adaptive loop, seed by seed.
 """
 
 from __future__ import annotations
@@ -94,6 +98,30 @@ class QueueWatch:
         return float(np.mean(counts[started[0] :] == 0))
 
 
+def crowd_answers(service, token, project: int, think: float, seed: int, budget: int):
+    return asyncio.run(
+        run_crowd(
+            url=service.url,
+            project_id=project,
+            token=token,
+            raters=RATERS,
+            think_time=think,
+            noise=0.1,
+            noise_model="uniform",
+            answers_each=budget // RATERS,
+            seed=seed,
+        )
+    )
+
+
+def run_without_model(service, http, token, pace: str, think: float, seed: int, budget: int):
+    """The same crowd on the same digits with no model: uniform questions, no refits and
+    no proposals. Its latency is the answer path's without the adaptive loop."""
+    digits = digits_project(http, f"plain-{pace}-{seed}", seed)
+    summary = crowd_answers(service, token, digits.id, think, seed, budget).summary()
+    return {k: summary[k] for k in ("answers_per_second", "p50_ms", "p99_ms")}
+
+
 def run_arm(service, http, token, sessions, pace: str, think: float, seed: int, budget: int):
     digits = digits_project(http, f"pace-{pace}-{seed}", seed)
     project, asked, truth = digits.id, digits.asked, digits.truth
@@ -120,19 +148,7 @@ def run_arm(service, http, token, sessions, pace: str, think: float, seed: int, 
         return fits_settled(http, project, {"boost": model_id}, sessions, proposing=False)
 
     with QueueWatch(sessions, project) as watch:
-        report = asyncio.run(
-            run_crowd(
-                url=service.url,
-                project_id=project,
-                token=token,
-                raters=RATERS,
-                think_time=think,
-                noise=0.1,
-                noise_model="uniform",
-                answers_each=budget // RATERS,
-                seed=seed,
-            )
-        )
+        report = crowd_answers(service, token, project, think, seed, budget)
     at_end = served()
     # The refits those answers called for (the worker checks every few seconds).
     time.sleep(6)
@@ -165,13 +181,31 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=20_000)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--paces", default="paced:0.2,fast:0.03", help="name:think seconds, ...")
+    parser.add_argument(
+        "--without-model",
+        action="store_true",
+        help="before each arm, the same crowd on a study with no model (the answer path's"
+        " latency without the adaptive loop)",
+    )
     args = parser.parse_args()
     paces = [(name, float(think)) for name, think in (p.split(":") for p in args.paces.split(","))]
 
-    rows = []
+    rows, plain = [], {}
     with digits_service("pace") as (service, http, token, sessions):
+        if args.without_model:
+            # The first crowd after the service starts is the slowest (connections, caches):
+            # not measured, so that neither arm of the first seed pays for it.
+            run_without_model(service, http, token, "warm-up", paces[-1][1], 99, 2000)
         for seed in (int(s) for s in args.seeds.split(",")):
             for pace, think in paces:
+                if args.without_model:
+                    alone = run_without_model(service, http, token, pace, think, seed, args.answers)
+                    plain[seed, pace] = alone
+                    print(
+                        f"seed {seed} {pace} without a model: {alone['answers_per_second']:.0f}"
+                        f" answers/s, p50 {alone['p50_ms']:.0f} ms, p99 {alone['p99_ms']:.0f} ms",
+                        flush=True,
+                    )
                 found = run_arm(service, http, token, sessions, pace, think, seed, args.answers)
                 rows.append((seed, pace, found))
                 print(
@@ -224,6 +258,23 @@ def main() -> None:
             + ", ".join(f"{gap:+.2f}" for gap in gaps)
             + f"; mean {np.mean(gaps):+.3f} (target >= -0.03)"
         )
+    if plain:
+        print()
+        print("The answer path's p99 with the adaptive loop against the same crowd without it")
+        print("| pace | seed | answers/s with / without | p99 ms with / without | ratio |")
+        print("| --- | --- | --- | --- | --- |")
+        for pace, _ in paces:
+            ratios = []
+            for seed, p, f in rows:
+                if p != pace:
+                    continue
+                alone = plain[seed, pace]
+                ratios.append(f["p99"] / alone["p99_ms"])
+                print(
+                    f"| {pace} | {seed} | {f['rate']:.0f} / {alone['answers_per_second']:.0f}"
+                    f" | {f['p99']:.0f} / {alone['p99_ms']:.0f} | {ratios[-1]:.2f}x |"
+                )
+            print(f"{pace}: median p99 ratio {np.median(ratios):.2f}x over {len(ratios)} seeds")
 
 
 if __name__ == "__main__":

@@ -34,11 +34,13 @@ HELD_OUT = 100_000
 
 def planted_study(
     items: int, answers: int, latent: int, clusters: int, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The planted points, the answers to learn from and the fresh answers held out."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The planted points, their clusters, the answers to learn from and the fresh answers
+    held out."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(scale=3.0, size=(clusters, latent))
-    X = centres[rng.integers(0, clusters, items)] + rng.normal(size=(items, latent))
+    cluster = rng.integers(0, clusters, items)
+    X = centres[cluster] + rng.normal(size=(items, latent))
     oracle = FeatureOracle(X, noise_scale=0.5, random_state=seed + 1)
 
     def asked(count: int) -> np.ndarray:
@@ -50,7 +52,7 @@ def planted_study(
         )
         return oracle.answer(drawn[distinct][:count])
 
-    return X, asked(answers), asked(HELD_OUT)
+    return X, cluster, asked(answers), asked(HELD_OUT)
 
 
 FITS = {
@@ -91,7 +93,7 @@ def main() -> None:
         TSTE = None
     for size in args.sizes.split(","):
         items, answers = (int(part) for part in size.split(":"))
-        X, train, test = planted_study(items, answers, args.latent, args.clusters)
+        X, _, train, test = planted_study(items, answers, args.latent, args.clusters)
         print(
             f"\n{items:,} items, {answers:,} answers (planted: {args.clusters} clusters in "
             f"{args.latent}-D, logistic noise 0.5), {HELD_OUT:,} fresh answers held out"

@@ -81,6 +81,32 @@ def wait_ready(http, project: int, model_id: int, number: int | None = None, tim
     raise RuntimeError("model not ready in time")
 
 
+def upload_study(
+    http: httpx.Client, name: str, keys: list[str], labels: list, triplets: np.ndarray
+) -> int:
+    """A new project of the items `keys` (each label or None) holding `triplets` (rows of
+    positions in `keys`) as an upload of answers; returns its id."""
+    project = http.post("/api/v1/projects", json={"name": name}).json()["id"]
+    lines = ["key,label"] + [
+        f"{key},{label or ''}" for key, label in zip(keys, labels, strict=True)
+    ]
+    http.post(
+        f"/api/v1/projects/{project}/items", files={"file": ("items.csv", "\n".join(lines))}
+    ).raise_for_status()
+    names = np.array(keys)
+    buffer = io.StringIO()
+    buffer.write("anchor,closer,farther\n")
+    for a, p, q in names[triplets]:
+        buffer.write(f"{a},{p},{q}\n")
+    started = time.perf_counter()
+    http.post(
+        f"/api/v1/projects/{project}/triplets",
+        files={"file": ("answers.csv", buffer.getvalue().encode())},
+    ).raise_for_status()
+    log(f"  {len(triplets):,} answers stored in {time.perf_counter() - started:.1f} s")
+    return project
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0)
@@ -112,26 +138,10 @@ def main() -> None:
         classes = rng.integers(0, N_CLASSES, N_ITEMS)
         X = centres[classes] + rng.normal(size=(N_ITEMS, 8))
         keys = [f"i{i:05d}" for i in range(N_ITEMS)]
-        big = http.post("/api/v1/projects", json={"name": "ten thousand"}).json()["id"]
-        lines = ["key,label"] + [
-            f"{key},{f'c{classes[i]}' if i < N_LABELLED else ''}" for i, key in enumerate(keys)
-        ]
-        http.post(
-            f"/api/v1/projects/{big}/items", files={"file": ("items.csv", "\n".join(lines))}
-        ).raise_for_status()
         log(f"uploading {args.answers:,} answers")
         triplets = random_triplets(N_ITEMS, args.answers, FeatureOracle(X), random_state=1)
-        names = np.array(keys)
-        buffer = io.StringIO()
-        buffer.write("anchor,closer,farther\n")
-        for a, p, q in names[triplets]:
-            buffer.write(f"{a},{p},{q}\n")
-        started = time.perf_counter()
-        http.post(
-            f"/api/v1/projects/{big}/triplets",
-            files={"file": ("answers.csv", buffer.getvalue().encode())},
-        ).raise_for_status()
-        log(f"  stored in {time.perf_counter() - started:.1f} s")
+        labels = [f"c{classes[i]}" if i < N_LABELLED else None for i in range(N_ITEMS)]
+        big = upload_study(http, "ten thousand", keys, labels, triplets)
 
         models = {}
         for name, kind, params in (
