@@ -3,11 +3,14 @@ served by uvicorn on a free loopback port."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,15 +31,83 @@ def chromium_path() -> str:
     return found
 
 
+class RequestLog:
+    """An ASGI wrapper that notes each request the test server takes: when it came, how
+    long it took and its status, and what the requests still in hand are waiting on, so
+    that a page test that timed out says whether the server was slow or never asked."""
+
+    def __init__(self, app, most: int = 200) -> None:
+        self.app, self.most = app, most
+        self.started = time.monotonic()
+        self.done: list[tuple[float, str, int, float]] = []
+        self.in_hand: dict[int, tuple[float, str, asyncio.Task | None]] = {}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        came = time.monotonic()
+        what = f"{scope['method']} {scope['path']}"
+        status = 0
+
+        async def noting(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        key = id(scope)
+        self.in_hand[key] = (came, what, asyncio.current_task())
+        try:
+            await self.app(scope, receive, noting)
+        finally:
+            del self.in_hand[key]
+            self.done.append((came - self.started, what, status, time.monotonic() - came))
+            del self.done[: -self.most]
+
+    def report(self, last: int = 30) -> str:
+        now = time.monotonic()
+        lines = [
+            f"{at:8.2f} s  {took * 1000:8.1f} ms  {status}  {what}"
+            for at, what, status, took in self.done[-last:]
+        ]
+        for came, what, task in list(self.in_hand.values()):
+            lines.append(f"{came - self.started:8.2f} s  in hand for {now - came:.2f} s: {what}")
+            if task is not None:
+                lines += [f"      awaiting in {where}" for where in _awaiting(task.get_coro())]
+        if self.in_hand:  # the work a request handed to a thread shows in the thread's stack
+            names = {thread.ident: thread.name for thread in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                if ident != threading.get_ident():
+                    lines.append(f"thread {names.get(ident, ident)}:")
+                    lines += traceback.format_stack(frame, limit=8)
+        return "\n".join(lines)
+
+
+def _awaiting(coroutine, most: int = 40) -> list[str]:
+    """Where a coroutine waits: each frame down its chain of awaits (a task's own stack
+    shows the outermost one only)."""
+    found = []
+    while coroutine is not None and len(found) < most:
+        frame = getattr(coroutine, "cr_frame", None) or getattr(coroutine, "gi_frame", None)
+        if frame is not None:
+            found.append(f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+        coroutine = getattr(coroutine, "cr_await", None) or getattr(coroutine, "gi_yieldfrom", None)
+    return found[-12:]
+
+
 @contextmanager
-def serve_in_thread(settings) -> Iterator[str]:
+def serve_in_thread(settings, log: RequestLog | None = None) -> Iterator[str]:
     """The service on a free loopback port, served by uvicorn in a thread: an app of its
-    own over the given database, as a deployment runs it."""
+    own over the given database, as a deployment runs it. `log`, if given, is filled with
+    its requests (see RequestLog)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     served = create_app(settings)
-    config = uvicorn.Config(served, host="127.0.0.1", port=port, log_level="warning")
+    asgi = served
+    if log is not None:
+        log.app, asgi = served, log
+    config = uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning")
     runner = uvicorn.Server(config)
     thread = threading.Thread(target=runner.run, daemon=True)
     thread.start()
@@ -53,8 +124,11 @@ def serve_in_thread(settings) -> Iterator[str]:
 
 
 @pytest.fixture
-def server(settings):
-    with serve_in_thread(settings) as url:
+def server(settings, request):
+    """The test's server; a failed page test's report lists its last requests."""
+    log = RequestLog(None)
+    request.node.served_requests = log
+    with serve_in_thread(settings, log) as url:
         yield url
 
 
