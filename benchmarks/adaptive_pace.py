@@ -7,7 +7,10 @@ TripletBoost model with defaults (it refits by itself as the answers grow, and t
 worker queues the samplers' proposals from each fit). Twenty simulated raters answer
 without pause between rounds until 20,000 answers, wrong on 10 % of triplets uniformly
 at random, at a think time that sets the pace: `paced` (0.2 s: about 85 answers/s),
-`fast` (0.03 s: about 400/s on this machine; 0 gives as many as it serves, 500-700/s).
+`fast` (0.03 s: about 400/s on this machine; 0 gives as many as it serves, 500-700/s),
+or `fresh` (a negative think time: rounds of 1,000 answers, each once the refit the
+last one called for is done and proposals made from it, as an infinitely fast worker
+would serve).
 While they answer, the open proposals are counted every 0.2 s.
 
 Reported per arm: the answers' rate and p50/p99 latency; the answers by purpose and the
@@ -18,11 +21,11 @@ many answers that version had seen), once the refits those answers called for ar
 and after a last fit asked by hand (as a researcher would before reading the labels).
 
     .venv/bin/python benchmarks/adaptive_pace.py [--answers 20000] [--seeds 0,1,2]
-        [--paces paced:0.2,fast:0.03] [--without-model]
+        [--paces fresh:-1,paced:0.2,fast:0.03] [--without-model fast]
 
-`--without-model` runs the same crowd first on the same digits with no model (uniform
-questions, no refits, no proposals) and compares the answers' p99 with and without the
-adaptive loop, seed by seed.
+`--without-model fast` runs the `fast` arms' crowd first on the same digits with no
+model (uniform questions, no refits, no proposals) and compares the answers' p99 with
+and without the adaptive loop, seed by seed.
 """
 
 from __future__ import annotations
@@ -51,11 +54,13 @@ from sqlalchemy import func, select  # noqa: E402
 from app.models import Purpose, QuerySlot  # noqa: E402
 from app.scheduling.statements import IS_OPEN  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
+from app.training.jobs import REFIT_CHECK_SECONDS  # noqa: E402
 from tests.support.crowd import wait_for  # noqa: E402
 
 API = "/api/v1"
 RATERS = 20
 RANDOM_SHARE = 0.1  # the project's default
+FRESH_ROUND = 1000  # answers between the `fresh` pace's waits for the refit
 
 
 class QueueWatch:
@@ -122,6 +127,29 @@ def run_without_model(service, http, token, pace: str, think: float, seed: int, 
     return {k: summary[k] for k in ("answers_per_second", "p50_ms", "p99_ms")}
 
 
+def in_fresh_rounds(service, http, token, sessions, project, model_id, seed, budget):
+    """The `fresh` pace: rounds of FRESH_ROUND answers, each once the refits the last one
+    called for are done and proposals made from them (as an infinitely fast worker would
+    serve): the labels the adaptive loop reaches when it never falls behind."""
+    reports = []
+    for number in range(budget // FRESH_ROUND):
+        reports.append(
+            crowd_answers(service, token, project, 0.0, seed * 1000 + number, FRESH_ROUND)
+        )
+        time.sleep(REFIT_CHECK_SECONDS + 1)  # the worker's refit check sees the round
+        wait_for(
+            lambda: fits_settled(http, project, {"boost": model_id}, sessions, proposing=True),
+            300,
+            f"fresh: the refit and proposals after round {number + 1}",
+        )
+    merged = reports[0]
+    for report in reports[1:]:
+        merged.latencies += report.latencies
+        merged.seconds += report.seconds
+        merged.answers += report.answers
+    return merged
+
+
 def run_arm(service, http, token, sessions, pace: str, think: float, seed: int, budget: int):
     digits = digits_project(http, f"pace-{pace}-{seed}", seed)
     project, asked, truth = digits.id, digits.asked, digits.truth
@@ -148,7 +176,12 @@ def run_arm(service, http, token, sessions, pace: str, think: float, seed: int, 
         return fits_settled(http, project, {"boost": model_id}, sessions, proposing=False)
 
     with QueueWatch(sessions, project) as watch:
-        report = crowd_answers(service, token, project, think, seed, budget)
+        if think >= 0:
+            report = crowd_answers(service, token, project, think, seed, budget)
+        else:
+            report = in_fresh_rounds(
+                service, http, token, sessions, project, model_id, seed, budget
+            )
     at_end = served()
     # The refits those answers called for (the worker checks every few seconds).
     time.sleep(6)
@@ -183,22 +216,23 @@ def main() -> None:
     parser.add_argument("--paces", default="paced:0.2,fast:0.03", help="name:think seconds, ...")
     parser.add_argument(
         "--without-model",
-        action="store_true",
-        help="before each arm, the same crowd on a study with no model (the answer path's"
-        " latency without the adaptive loop)",
+        default="",
+        help="paces (names, comma-separated) whose arms the same crowd first answers on a"
+        " study with no model: the answer path's latency without the adaptive loop",
     )
     args = parser.parse_args()
     paces = [(name, float(think)) for name, think in (p.split(":") for p in args.paces.split(","))]
+    peered = set(filter(None, args.without_model.split(",")))
 
     rows, plain = [], {}
     with digits_service("pace") as (service, http, token, sessions):
-        if args.without_model:
+        if peered:
             # The first crowd after the service starts is the slowest (connections, caches):
             # not measured, so that neither arm of the first seed pays for it.
-            run_without_model(service, http, token, "warm-up", paces[-1][1], 99, 2000)
+            run_without_model(service, http, token, "warm-up", 0.03, 99, 2000)
         for seed in (int(s) for s in args.seeds.split(",")):
             for pace, think in paces:
-                if args.without_model:
+                if pace in peered:
                     alone = run_without_model(service, http, token, pace, think, seed, args.answers)
                     plain[seed, pace] = alone
                     print(
@@ -266,7 +300,7 @@ def main() -> None:
         for pace, _ in paces:
             ratios = []
             for seed, p, f in rows:
-                if p != pace:
+                if p != pace or (seed, pace) not in plain:
                     continue
                 alone = plain[seed, pace]
                 ratios.append(f["p99"] / alone["p99_ms"])
@@ -274,7 +308,8 @@ def main() -> None:
                     f"| {pace} | {seed} | {f['rate']:.0f} / {alone['answers_per_second']:.0f}"
                     f" | {f['p99']:.0f} / {alone['p99_ms']:.0f} | {ratios[-1]:.2f}x |"
                 )
-            print(f"{pace}: median p99 ratio {np.median(ratios):.2f}x over {len(ratios)} seeds")
+            if ratios:
+                print(f"{pace}: median p99 ratio {np.median(ratios):.2f}x, {len(ratios)} seeds")
 
 
 if __name__ == "__main__":
