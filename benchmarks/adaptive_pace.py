@@ -220,12 +220,24 @@ def main() -> None:
         help="paces (names, comma-separated) whose arms the same crowd first answers on a"
         " study with no model: the answer path's latency without the adaptive loop",
     )
+    parser.add_argument(
+        "--training-worker",
+        action="store_true",
+        help="fits in a worker of their own at the lowest CPU priority (`closer worker --kinds"
+        " train_model --background`, as the README advises beside web processes), the rest"
+        " in another",
+    )
     args = parser.parse_args()
     paces = [(name, float(think)) for name, think in (p.split(":") for p in args.paces.split(","))]
     peered = set(filter(None, args.without_model.split(",")))
 
     rows, plain = [], {}
-    with digits_service("pace") as (service, http, token, sessions):
+    workers = (
+        [["--skip-kinds", "train_model"], ["--kinds", "train_model", "--background"]]
+        if args.training_worker
+        else None
+    )
+    with digits_service("pace", workers) as (service, http, token, sessions):
         if peered:
             # The first crowd after the service starts is the slowest (connections, caches):
             # not measured, so that neither arm of the first seed pays for it.

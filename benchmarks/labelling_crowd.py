@@ -122,9 +122,10 @@ def digits_project(http, name: str, seed: int, **rating) -> DigitsProject:
 
 
 @contextmanager
-def digits_service(name: str):
-    """PostgreSQL, `closer serve` (2 web processes) and one `closer worker`: yields the
-    service, a researcher's HTTP client and token, and a session maker."""
+def digits_service(name: str, worker_args: list[list[str]] | None = None):
+    """PostgreSQL, `closer serve` (2 web processes) and one `closer worker` (or one per
+    entry of `worker_args`, with those options): yields the service, a researcher's HTTP
+    client and token, and a session maker."""
     server = start_postgres()
     folder = Path(tempfile.mkdtemp(prefix=f"closer-{name}-"))
     try:
@@ -135,7 +136,12 @@ def digits_service(name: str):
         with unit_of_work(sessions) as session:
             token = create_token(session=session, researcher_name="bench")
         service = ServiceProcesses(
-            url, folder / "data", web_processes=2, workers=1, compile_kernels=True
+            url,
+            folder / "data",
+            web_processes=2,
+            workers=1,
+            worker_args=worker_args,
+            compile_kernels=True,
         ).start()
         try:
             http = httpx.Client(

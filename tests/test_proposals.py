@@ -4,12 +4,14 @@ random share; a refit or a change of the shares replaces the stale ones."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
 from sklearn.datasets import make_blobs
 from sqlalchemy import select, update
 
+from app import learn
 from app.adaptive import jobs as adaptive_jobs
 from app.adaptive.proposals import (
     BATCH,
@@ -36,7 +38,7 @@ from app.training.service import load_fitted
 from app.worker import loop, queue
 from app.worker.loop import Worker
 from tests.support.links import open_link
-from tests.test_rating import join_answered
+from tests.test_rating import answer, join_answered
 
 API = "/api/v1"
 
@@ -251,6 +253,55 @@ def test_a_refit_replaces_stale_proposals_and_new_items_get_placed(
             select(QuerySlot.state).where(QuerySlot.id.in_(list(first)))
         ).all()
     assert set(withdrawn) == {SlotState.withdrawn}
+
+
+def test_raters_keep_getting_proposals_while_the_samplers_run(
+    app, client, auth, labelled_project, monkeypatch
+):
+    """A refresh makes its new proposals before it touches the old ones: a rater who
+    answers meanwhile is served one of the open proposals at once. (It used to withdraw
+    them first and hold them while the samplers ran: on PostgreSQL the rater skipped the
+    held rows and fell back to a random question, on SQLite waited for the write lock.)"""
+    project_id, _, _ = labelled_project
+    caches.current().drop("adaptive.refresher")
+    sessions = app.state.session_factory
+    _fit(app, client, auth, project_id)
+    adaptive_jobs.refresh_proposals(sessions)
+    old = {slot.id for slot in _open_proposals(app, project_id)}
+    assert len(old) == BATCH
+    settings = client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={"random_share": 0, "attention_rate": 0},
+    )
+    assert settings.status_code == 200, settings.text
+    slug = open_link(client, auth, project_id)["public_slug"]
+    rater, state = join_answered(client, slug)
+    adaptive_jobs.refresh_proposals(sessions)  # the settings' change, taken in
+    old = {slot.id for slot in _open_proposals(app, project_id)}
+
+    meanwhile = []
+    propose = learn.EmbeddingSampler.propose
+
+    def answering_meanwhile(self, count, sampler_state):
+        if not meanwhile:  # a rater answers while the samplers run
+            started = time.monotonic()
+            response = answer(client, slug, rater, state["comparison"]["query_id"])
+            meanwhile.append((response, time.monotonic() - started))
+        return propose(self, count, sampler_state)
+
+    monkeypatch.setattr(learn.EmbeddingSampler, "propose", answering_meanwhile)
+    client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json={"embedding_share": 1.0})
+    adaptive_jobs.refresh_proposals(sessions)
+
+    ((response, seconds),) = meanwhile
+    assert response.status_code == 200, response.text
+    assert seconds < 2
+    with sessions() as session:
+        served = session.get(Assignment, response.json()["comparison"]["query_id"])
+    assert served.purpose == int(Purpose.proposal) and served.slot_id in old
+    fresh = _open_proposals(app, project_id)
+    assert {_purpose(slot) for slot in fresh if slot.lease_rater_id is None} == {"embedding"}
 
 
 def test_proposals_held_by_raters_who_walked_away_do_not_count_as_left(

@@ -184,18 +184,6 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
     state, item_ids = sampler_state(session, project)
     boosting = _has_boosting(session, project.id)
     wanted_shares = shares(project, state, boosting)
-    now = utcnow()
-    withdrawn = session.execute(
-        update(QuerySlot)
-        .where(
-            QuerySlot.project_id == project.id,
-            _is_proposal(),
-            IS_OPEN,
-            lease_free(now),
-        )
-        .values(state=SlotState.withdrawn)
-        .execution_options(synchronize_session=False)
-    ).rowcount
     samplers = {
         # Boosted classifiers learn a reference pair only from the many labelled items
         # that answered it: they get comparison trees' pairs, asked of the labelled
@@ -231,6 +219,20 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
             # Spread each purpose evenly along the queue: the k-th of n at (k + ½)/n.
             ranked.append(((rank + 0.5) / len(queries), PURPOSE_CODE[name], query))
     ranked.sort(key=lambda entry: (entry[0], entry[1]))
+    # The samplers ran before any slot was touched: the old proposals stay open to the
+    # raters meanwhile, and the swap below holds their rows for a moment only.
+    now = utcnow()
+    withdrawn = session.execute(
+        update(QuerySlot)
+        .where(
+            QuerySlot.project_id == project.id,
+            _is_proposal(),
+            IS_OPEN,
+            lease_free(now),
+        )
+        .values(state=SlotState.withdrawn)
+        .execution_options(synchronize_session=False)
+    ).rowcount
     rows = [
         {
             "project_id": project.id,
