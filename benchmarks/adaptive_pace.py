@@ -60,6 +60,11 @@ from tests.support.crowd import wait_for  # noqa: E402
 API = "/api/v1"
 RATERS = 20
 RANDOM_SHARE = 0.1  # the project's default
+WORKERS = {  # `closer worker` options, one list per worker
+    "one": None,
+    "split": [["--skip-kinds", "train_model"], ["--kinds", "train_model", "--background"]],
+    "idle": [["--background"]],
+}
 FRESH_ROUND = 1000  # answers between the `fresh` pace's waits for the refit
 
 
@@ -221,23 +226,20 @@ def main() -> None:
         " study with no model: the answer path's latency without the adaptive loop",
     )
     parser.add_argument(
-        "--training-worker",
-        action="store_true",
-        help="fits in a worker of their own at the lowest CPU priority (`closer worker --kinds"
-        " train_model --background`, as the README advises beside web processes), the rest"
-        " in another",
+        "--workers",
+        choices=sorted(WORKERS),
+        default="one",
+        help="one: a worker for everything; split: fits in a worker of their own at the"
+        " lowest CPU priority (`closer worker --kinds train_model --background`, as"
+        " docker-compose.yml runs them), the rest in another; idle: one worker, all of it"
+        " at the lowest CPU priority",
     )
     args = parser.parse_args()
     paces = [(name, float(think)) for name, think in (p.split(":") for p in args.paces.split(","))]
     peered = set(filter(None, args.without_model.split(",")))
 
     rows, plain = [], {}
-    workers = (
-        [["--skip-kinds", "train_model"], ["--kinds", "train_model", "--background"]]
-        if args.training_worker
-        else None
-    )
-    with digits_service("pace", workers) as (service, http, token, sessions):
+    with digits_service("pace", WORKERS[args.workers]) as (service, http, token, sessions):
         if peered:
             # The first crowd after the service starts is the slowest (connections, caches):
             # not measured, so that neither arm of the first seed pays for it.

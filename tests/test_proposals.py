@@ -119,6 +119,19 @@ def _open_proposals(app, project_id):
         ).all()
 
 
+def _proposals_only_rater(client, auth, project_id):
+    """No random share and no checks: a rater who answered their first comparison (a
+    random one) and is served from the queue from now on: (slug, token header, state)."""
+    settings = client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={"random_share": 0, "attention_rate": 0},
+    )
+    assert settings.status_code == 200, settings.text
+    slug = open_link(client, auth, project_id)["public_slug"]
+    return slug, *join_answered(client, slug)
+
+
 def _purpose(slot) -> str:
     return PURPOSES[(slot.query_key >> KEY_BITS) - 1]
 
@@ -156,14 +169,7 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
     assert [slot.id for slot in _open_proposals(app, project_id)] == [s.id for s in slots]
 
     # A rater with no random share and no checks gets the queue's first proposal.
-    settings = client.patch(
-        f"{API}/projects/{project_id}/rating",
-        headers=auth,
-        json={"random_share": 0, "attention_rate": 0},
-    )
-    assert settings.status_code == 200, settings.text
-    slug = open_link(client, auth, project_id)["public_slug"]
-    token, state = join_answered(client, slug)  # a rater's first query is a random one
+    slug, token, state = _proposals_only_rater(client, auth, project_id)
     first = slots[0]
     with sessions() as session:
         served = session.get(Assignment, state["comparison"]["query_id"])
@@ -269,14 +275,7 @@ def test_raters_keep_getting_proposals_while_the_samplers_run(
     adaptive_jobs.refresh_proposals(sessions)
     old = {slot.id for slot in _open_proposals(app, project_id)}
     assert len(old) == BATCH
-    settings = client.patch(
-        f"{API}/projects/{project_id}/rating",
-        headers=auth,
-        json={"random_share": 0, "attention_rate": 0},
-    )
-    assert settings.status_code == 200, settings.text
-    slug = open_link(client, auth, project_id)["public_slug"]
-    rater, state = join_answered(client, slug)
+    slug, rater, state = _proposals_only_rater(client, auth, project_id)
     adaptive_jobs.refresh_proposals(sessions)  # the settings' change, taken in
     old = {slot.id for slot in _open_proposals(app, project_id)}
 
