@@ -36,8 +36,9 @@ class RequestLog:
     long it took and its status, and what the requests still in hand are waiting on, so
     that a page test that timed out says whether the server was slow or never asked."""
 
-    def __init__(self, app, most: int = 200) -> None:
-        self.app, self.most = app, most
+    def __init__(self, most: int = 200) -> None:
+        self.app = None  # the served app, set by serve_in_thread
+        self.most = most
         self.started = time.monotonic()
         self.done: list[tuple[float, str, int, float]] = []
         self.in_hand: dict[int, tuple[float, str, asyncio.Task | None]] = {}
@@ -104,9 +105,9 @@ def serve_in_thread(settings, log: RequestLog | None = None) -> Iterator[str]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     served = create_app(settings)
-    asgi = served
     if log is not None:
-        log.app, asgi = served, log
+        log.app = served
+    asgi = served if log is None else log
     config = uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning")
     runner = uvicorn.Server(config)
     thread = threading.Thread(target=runner.run, daemon=True)
@@ -126,7 +127,7 @@ def serve_in_thread(settings, log: RequestLog | None = None) -> Iterator[str]:
 @pytest.fixture
 def server(settings, request):
     """The test's server; a failed page test's report lists its last requests."""
-    log = RequestLog(None)
+    log = RequestLog()
     request.node.served_requests = log
     with serve_in_thread(settings, log) as url:
         yield url
