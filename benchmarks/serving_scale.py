@@ -37,15 +37,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.imagenet_scale import planted_study  # noqa: E402
-from benchmarks.model_serving import percentiles, timed, upload_study, wait_ready  # noqa: E402
+from benchmarks.model_serving import (  # noqa: E402
+    log,
+    percentiles,
+    timed,
+    upload_study,
+    wait_ready,
+)
 from tests.support.postgres import start_postgres  # noqa: E402
 from tests.support.service import ServiceProcesses, database_with_token  # noqa: E402
 
 TARGET_MS = 50.0
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def main() -> None:
