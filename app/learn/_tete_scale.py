@@ -79,6 +79,16 @@ def ladder(dims: tuple[int, ...], screen: int) -> tuple[int, list[int], list[int
     return start, [d for d in dims if d > start], [d for d in reversed(dims) if d < start]
 
 
+def distinct_at(fits: dict, names: dict, d: int) -> dict:
+    """Of `fits` (by loss name), one per loss that differs in `d` dimensions (t-STE(d-1)
+    is t-STE below 3-D): the one with the lowest held-out error so far."""
+    chosen: dict[tuple[float, float], str] = {}
+    for name in sorted(fits, key=lambda name: fits[name][2]):
+        _, t, k = names[name]
+        chosen.setdefault((t, kernel_tail(k, d)), name)
+    return {name: fits[name] for name in chosen.values()}
+
+
 def _tete():
     # tete.py imports this module; its optimiser is looked up when a fit runs.
     from app.learn import tete
@@ -212,23 +222,28 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
             best_here = min(r[2] for r in results.values())
             if best_here >= lowest - tete.DIMENSION_TOLERANCE:
                 kept.update({(d, n_): r for n_, r in results.items()})
+                lowest = min(lowest, best_here)
                 break
             lowest = best_here
             current = {n_: r for n_, r in results.items() if r[2] <= best_here + tete.PRUNE_MARGIN}
             kept = {key: r for key, r in kept.items() if r[2] <= lowest + tete.DIMENSION_TOLERANCE}
             kept.update({(d, n_): r for n_, r in current.items()})
-        bar = lowest + tete.DIMENSION_TOLERANCE
         for position, d in enumerate(below):
-            replan(len(alive), len(below) - position)
-            results = rung(d, {n_: projected(r[0], d) for n_, r in alive.items()}, EPOCHS_WARM)
-            if min(r[2] for r in results.values()) > bar:
+            starts = distinct_at(alive, names, d)
+            replan(len(starts), len(below) - position)
+            results = rung(d, {n_: projected(r[0], d) for n_, r in starts.items()}, EPOCHS_WARM)
+            best_here = min(r[2] for r in results.values())
+            if best_here > lowest + tete.DIMENSION_TOLERANCE:
                 break
+            # A lower error down here moves the bar for every dimension, those above too.
+            lowest = min(lowest, best_here)
             kept.update({(d, n_): r for n_, r in results.items()})
         replan(0, 0)
+    bar = lowest + tete.DIMENSION_TOLERANCE
     within = [key for key, r in kept.items() if r[2] <= bar]
     smallest = min(d for d, _ in within)
     chosen = min((key for key in within if key[0] == smallest), key=lambda key: kept[key][2])
-    Y, steps, error = kept[chosen][0], kept[chosen][1], kept[chosen][2]
+    Y, steps = kept[chosen][0], kept[chosen][1]
     _, t, k = names[chosen[1]]
     done = units[0]
     # As many full-batch steps as the held-out answers found worth taking: where they
@@ -242,7 +257,7 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
     why = (
         f"{chosen[1]}, {chosen[0]}-D: the smallest dimension within {tete.DIMENSION_TOLERANCE} "
         f"({bar:.4f}) of the lowest error on {len(held_rows):,} held-out answers, "
-        f"{error:.4f} ("
+        f"{lowest:.4f} ("
         + ", ".join(f"{name} {d}-D: {tried[(d, name)][0]:.4f}" for d, name in tried)
         + f"); {len(triplets):,} answers, enough to choose on one held-out share: each "
         f"candidate fitted once by stochastic epochs and full-batch steps, losses "

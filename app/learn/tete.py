@@ -22,7 +22,15 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from app.learn import _tete_scale as scale
-from app.learn._tete_sgd import DIMENSION_TAIL, HINGE, kernel_tail, squared_distances, tempered
+from app.learn._tete_sgd import (
+    DIMENSION_TAIL,
+    HINGE,
+    RATIO_MOST,
+    kernel_tail,
+    squared_distances,
+    tail_ratio,
+    tempered,
+)
 from app.learn.judgements import group_folds, whole_groups
 from app.learn.metrics import triplet_error
 from app.learn.triplets import check_triplets
@@ -74,6 +82,15 @@ def _tempered_rows(Y, triplets, weights, t, k, gradient, movable, start, stop):
 LOG_BATCH_ABOVE = 1e200
 
 
+@njit(cache=True, inline="always")
+def _add_log(total, product, factor):
+    """(total, product) with log(factor) added through the running product."""
+    product *= factor
+    if product > LOG_BATCH_ABOVE:
+        return total + np.log(product), 1.0
+    return total, product
+
+
 @njit(cache=True, inline="always", fastmath=True)
 def _student_rows(Y, triplets, weights, t, gradient, movable, start, stop, dims):
     """`_loss_and_gradient` for the Student-t kernel (k = 2) over rows start..stop: with
@@ -101,10 +118,7 @@ def _student_rows(Y, triplets, weights, t, gradient, movable, start, stop, dims)
             # loss log(both/s_aq); c = w s_ap/both
             inverse = 1.0 / (both * s_aq)
             if w == 1.0:
-                product *= both * both * inverse
-                if product > LOG_BATCH_ABOVE:
-                    total += np.log(product)
-                    product = 1.0
+                total, product = _add_log(total, product, both * both * inverse)
             else:
                 total += w * np.log(both * both * inverse)
             g_ap = 2.0 * w * s_aq * inverse
@@ -162,14 +176,37 @@ def _gaussian_rows(Y, triplets, weights, gradient, movable, start, stop, dims):
         e = np.exp(-abs(x))
         if w == 1.0:
             total += max(x, 0.0)
-            product *= 1.0 + e
-            if product > LOG_BATCH_ABOVE:
-                total += np.log(product)
-                product = 1.0
+            total, product = _add_log(total, product, 1.0 + e)
         else:
             total += w * (max(x, 0.0) + np.log1p(e))
         c = w / (1.0 + e) if x > 0.0 else w * e / (1.0 + e)
         _scatter(Y, gradient, a, p, q, 2.0 * c, -2.0 * c, dims)
+    return total + np.log(product)
+
+
+@njit(cache=True, inline="always", fastmath=True)
+def _tail_rows(Y, triplets, weights, k, gradient, movable, start, stop, dims):
+    """t-STE (t = 1) with a kernel tail k > 1 other than 2 (t-STE(d-1)): the logs of
+    1 + q_aq/q_ap batched as above."""
+    total = 0.0
+    product = 1.0
+    for row in range(start, stop):
+        a, p, q = triplets[row, 0], triplets[row, 1], triplets[row, 2]
+        if not (movable[a] or movable[p] or movable[q]):
+            continue
+        d_ap, d_aq = squared_distances(Y, a, p, q, dims)
+        ratio, s_ap, s_aq = tail_ratio(d_ap, d_aq, k)
+        w = weights[row]
+        if ratio > RATIO_MOST:
+            total += w * np.log(s_ap / s_aq) / (k - 1.0)
+            c = w
+        else:
+            if w == 1.0:
+                total, product = _add_log(total, product, 1.0 + ratio)
+            else:
+                total += w * np.log1p(ratio)
+            c = w * ratio / (1.0 + ratio)
+        _scatter(Y, gradient, a, p, q, 2.0 * c / s_ap, -2.0 * c / s_aq, dims)
     return total + np.log(product)
 
 
@@ -181,6 +218,8 @@ def _rows_of_width(Y, triplets, weights, t, k, gradient, movable, start, stop, d
         return _gaussian_rows(Y, triplets, weights, gradient, movable, start, stop, dims)
     if k == HINGE:
         return _hinge_rows(Y, triplets, weights, t, gradient, movable, start, stop, dims)
+    if t == 1.0 and k > 1.0:
+        return _tail_rows(Y, triplets, weights, k, gradient, movable, start, stop, dims)
     return _tempered_rows(Y, triplets, weights, t, k, gradient, movable, start, stop)
 
 

@@ -6,6 +6,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from app.learn import FeatureOracle, random_triplets, triplet_error
+from app.learn._tete_sgd import _coefficients, tempered
 from app.learn.tete import (
     HINGE,
     PARALLEL_FROM,
@@ -88,7 +89,11 @@ def test_every_loss_pass_matches_finite_differences(t, kernel, n_triplets):
 
 
 @pytest.mark.parametrize(
-    ("t", "kernel"), [(1.0, 2.0), (1.5, 2.0), (1.7, 2.0), (2.0, 2.0), (1.0, 1.0)]
+    ("t", "kernel"),
+    # t-STE with other tails: t-STE(d-1)'s in 3-D (a square root) and 8-D (products), and
+    # one whose power is not a whole number of halves.
+    [(1.0, 2.0), (1.5, 2.0), (1.7, 2.0), (2.0, 2.0), (1.0, 1.0), (1.0, 5 / 3), (1.0, 1.25)]
+    + [(1.0, 1.3)],
 )
 @pytest.mark.parametrize("dims", [2, 3])
 @pytest.mark.parametrize("weighting", ["weighted", "unit weights"])
@@ -108,6 +113,11 @@ def test_the_fast_passes_agree_with_the_general_one(t, kernel, dims, weighting, 
     found = loss_and_gradient(Y, triplets, weights, t, kernel, fast, movable)
     assert np.isclose(found, expected, rtol=1e-9)
     assert np.allclose(fast, general, rtol=1e-9, atol=1e-12)
+    # The stochastic steps' per-answer form of the same loss.
+    a, p, q = triplets[0]
+    d_ap, d_aq = ((Y[a] - Y[p]) ** 2).sum(), ((Y[a] - Y[q]) ** 2).sum()
+    one = _coefficients(d_ap, d_aq, t, kernel)
+    assert np.allclose(one, tempered(d_ap, d_aq, t, kernel), rtol=1e-9, atol=1e-12)
 
 
 def test_t_equal_one_is_t_ste():

@@ -125,3 +125,19 @@ def test_a_loss_thrown_up_by_a_long_step_is_not_taken_for_settled(monkeypatch):
     # Not stopped while far above the best (50 at step 3), though ten steps passed
     # without a new one; settled once the loss stayed at 49 for ten steps.
     assert settled and curve[-1] == 49.0 and len(curve) == len(script) - 40 + 11
+
+
+def test_the_choice_at_scale_keeps_to_the_lowest_error_found_below_the_screen(study, monkeypatch):
+    """On 5 M answers the climb's best was 0.1282 (8-D), 3-D reached 0.1182 on the way
+    down, and 2-D (0.1213) was chosen: within the tolerance of the climb's best, not of
+    the lowest. Held-out errors scripted by dimension: 3-D is the lowest, 2-D is
+    0.0025 behind it."""
+    from app.learn import tete
+
+    scripted = {12: 0.1295, 8: 0.1300, 5: 0.1285, 3: 0.1250, 2: 0.1275, 1: 0.2000}
+    monkeypatch.setattr(tete, "_violated_share", lambda Y, triplets: scripted[Y.shape[1]])
+    _, train, _ = study
+    model = TETE(n_components="auto", stochastic_from=10_000, max_iter=20, random_state=0)
+    model.fit(train[:20_000], 400)
+    assert model.n_components_ == 3
+    assert "lowest error on 2,000 held-out answers, 0.1250" in model.selection_
