@@ -18,7 +18,9 @@ share of answers that fell back to uniform questions (random beyond the project'
 share: the queue had no proposal to give); the time the queue stood empty; the served
 TripletBoost labels of the 60 hidden digits when the 20,000th answer landed (and how
 many answers that version had seen), once the refits those answers called for are done,
-and after a last fit asked by hand (as a researcher would before reading the labels).
+and after a last fit asked by hand (as a researcher would before reading the labels);
+the cores' worth of CPU the workers, the web processes and the whole machine used while
+the crowd answered.
 
     .venv/bin/python benchmarks/adaptive_pace.py [--answers 20000] [--seeds 0,1,2]
         [--paces fresh:-1,paced:0.2,fast:0.03] [--without-model fast]
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import threading
 import time
@@ -108,6 +111,56 @@ class QueueWatch:
         return float(np.mean(counts[started[0] :] == 0))
 
 
+def _group_cpu_seconds(group: int) -> float:
+    """CPU seconds (user and system) spent so far by the live processes of a process
+    group: a `closer` process and its children (uvicorn's web processes, numba's
+    threads are in their process)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(fields[2]) == group:  # pgrp; fields from state (the third field) on
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the machine so far, from /proc/stat."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK"), sum(ticks) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuShare:
+    """Cores' worth of CPU used while it is open: by the workers, by the web processes, and
+    by the whole machine (PostgreSQL and the crowd included)."""
+
+    def __init__(self, service) -> None:
+        self.groups = {"web": [service.web.pid], "workers": [w.pid for w in service.workers]}
+
+    def _read(self) -> dict[str, float]:
+        found = {name: sum(map(_group_cpu_seconds, pids)) for name, pids in self.groups.items()}
+        found["machine"] = _machine_busy()[0]
+        found["clock"] = time.monotonic()
+        return found
+
+    def __enter__(self) -> CpuShare:
+        self.start = self._read()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end = self._read()
+        seconds = end["clock"] - self.start["clock"]
+        self.cores = {
+            name: (end[name] - self.start[name]) / seconds for name in ("web", "workers", "machine")
+        }
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name} {cores:.2f}" for name, cores in self.cores.items())
+
+
 def crowd_answers(service, token, project: int, think: float, seed: int, budget: int):
     return asyncio.run(
         run_crowd(
@@ -128,8 +181,9 @@ def run_without_model(service, http, token, pace: str, think: float, seed: int, 
     """The same crowd on the same digits with no model: uniform questions, no refits and
     no proposals. Its latency is the answer path's without the adaptive loop."""
     digits = digits_project(http, f"plain-{pace}-{seed}", seed)
-    summary = crowd_answers(service, token, digits.id, think, seed, budget).summary()
-    return {k: summary[k] for k in ("answers_per_second", "p50_ms", "p99_ms")}
+    with CpuShare(service) as cpu:
+        summary = crowd_answers(service, token, digits.id, think, seed, budget).summary()
+    return {k: summary[k] for k in ("answers_per_second", "p50_ms", "p99_ms")} | {"cpu": cpu}
 
 
 def in_fresh_rounds(service, http, token, sessions, project, model_id, seed, budget):
@@ -180,7 +234,7 @@ def run_arm(service, http, token, sessions, pace: str, think: float, seed: int, 
     def settled() -> bool:  # no fit queued or running
         return fits_settled(http, project, {"boost": model_id}, sessions, proposing=False)
 
-    with QueueWatch(sessions, project) as watch:
+    with QueueWatch(sessions, project) as watch, CpuShare(service) as cpu:
         if think >= 0:
             report = crowd_answers(service, token, project, think, seed, budget)
         else:
@@ -211,6 +265,7 @@ def run_arm(service, http, token, sessions, pace: str, think: float, seed: int, 
         "at_end": at_end,
         "settled": settled_served,
         "last_fit": last_fit,
+        "cpu": cpu,
     }
 
 
@@ -251,7 +306,8 @@ def main() -> None:
                     plain[seed, pace] = alone
                     print(
                         f"seed {seed} {pace} without a model: {alone['answers_per_second']:.0f}"
-                        f" answers/s, p50 {alone['p50_ms']:.0f} ms, p99 {alone['p99_ms']:.0f} ms",
+                        f" answers/s, p50 {alone['p50_ms']:.0f} ms, p99 {alone['p99_ms']:.0f} ms;"
+                        f" cores used: {alone['cpu']}",
                         flush=True,
                     )
                 found = run_arm(service, http, token, sessions, pace, think, seed, args.answers)
@@ -261,7 +317,8 @@ def main() -> None:
                     f" {found['at_end'][0]:.2f} (seen {found['at_end'][1]:,}) -> settled"
                     f" {found['settled'][0]:.2f} (seen {found['settled'][1]:,}), last fit"
                     f" {found['last_fit'][0]:.2f}, fallback"
-                    f" {found['fallback']:.1%}, queue empty {found['empty']:.0%}",
+                    f" {found['fallback']:.1%}, queue empty {found['empty']:.0%}; cores used:"
+                    f" {found['cpu']}",
                     flush=True,
                 )
 
