@@ -225,8 +225,8 @@ def worker(
     background: Annotated[
         bool,
         typer.Option(
-            help="Use only CPU time nothing else wants (Linux SCHED_IDLE; elsewhere nice 19): "
-            "for training workers beside web processes"
+            help="Run jobs on CPU time nothing else wants (Linux SCHED_IDLE; elsewhere nice 19), "
+            "the upkeep at normal priority: for training workers beside web processes"
         ),
     ] = False,
 ) -> None:
@@ -245,8 +245,6 @@ def worker(
     engine = make_engine(settings.resolved_database_url)
     if nice:
         os.nice(max(0, min(nice, 19)))
-    if background:
-        _lowest_cpu_priority()
     runner = Worker(
         make_session_factory(engine),
         poll_seconds=settings.worker_poll_seconds,
@@ -256,6 +254,8 @@ def worker(
         skip_kinds=_kind_list(skip_kinds) or (),
         images=ImageStore(settings.media_dir),
     )
+    if background:
+        runner.yield_cpu()
     # Finish the job in hand, then exit: a killed worker's job is retried elsewhere anyway.
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())
     signal.signal(signal.SIGINT, lambda *_: runner.stop())
@@ -275,15 +275,6 @@ def _compile_kernels() -> None:
     from app.learn.warm_up import compile_kernels
 
     typer.echo(f"learners' kernels ready in {compile_kernels():.1f} s", err=True)
-
-
-def _lowest_cpu_priority() -> None:
-    import os
-
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):  # not Linux, or not allowed: the next best thing
-        os.nice(19 - os.nice(0))
 
 
 def _kind_list(text: str | None) -> tuple[str, ...] | None:

@@ -1,6 +1,6 @@
 """The triplets log read by id on PostgreSQL: a reader never moves past an answer that a
-slower transaction is still writing, makes writers wait a moment at most, and finds a
-bound while answers stream in without a pause."""
+slower transaction is still writing, never makes a writer wait, and finds a bound while
+answers stream in without a pause."""
 
 from __future__ import annotations
 
@@ -94,6 +94,112 @@ def test_a_reader_finds_a_bound_while_writers_always_hold_the_log(make_database_
     assert None not in bounds, bounds
     assert bounds == sorted(bounds) and bounds[-1] > bounds[0]
     assert max(waits) < 0.5, max(waits)
+
+
+def _log_on_postgres(make_database_url, name):
+    url = make_database_url("postgresql", name)
+    migrations.upgrade(url)
+    engine = make_engine(url, pool_size=8)
+    return engine, make_session_factory(engine)
+
+
+def _bound_in_thread(sessions, project_id) -> tuple[threading.Thread, list]:
+    found: list = []
+
+    def read() -> None:
+        with sessions() as reader:
+            found.append(committed_bound(reader, project_id))
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    return thread, found
+
+
+def test_a_reader_waiting_for_a_slow_write_holds_no_answer_up(make_database_url, monkeypatch):
+    """While a reader waits for a slower transaction, answers still take the log at once
+    (a reader that queued for the log exclusively held every answer behind it back), and
+    the reader gets its bound as soon as the slow transaction commits."""
+    from sqlalchemy import text
+
+    from app.triplets import log
+
+    monkeypatch.setattr(log, "WAIT_MS", 20_000)  # however slow this machine is now
+    engine, sessions = _log_on_postgres(make_database_url, "log_nowait")
+    try:
+        project_id, row = _project_and_row(sessions, TripletSource.upload)
+        slow = sessions()
+        hold_append_lock(slow, project_id)
+        slow.execute(insert(Triplet), [row])
+        with unit_of_work(sessions) as quick:
+            hold_append_lock(quick, project_id)
+            quick.execute(insert(Triplet), [row])
+        reading, found = _bound_in_thread(sessions, project_id)
+        time.sleep(0.03)  # the reader is waiting for the slow transaction now
+        with unit_of_work(sessions) as answer:
+            answer.execute(text("SET LOCAL lock_timeout = '5ms'"))
+            hold_append_lock(answer, project_id)  # would time out behind a queued reader
+            answer.execute(insert(Triplet), [row])
+        assert reading.is_alive() and found == []
+        slow.commit()
+        slow.close()
+        reading.join(5)
+        assert found == [2]  # not the answer after it: that one was not waited for
+    finally:
+        engine.dispose()
+
+
+def test_an_upload_whose_chunk_commits_while_a_reader_waits_is_not_skipped(
+    make_database_url, monkeypatch
+):
+    """An upload's first chunk, still in flight, holds ids below an answer committed
+    after it. The reader waits for the chunk, and then finds the upload pending: its
+    bound stays below the upload's rows, which it would otherwise pass for good."""
+    from app.models import Upload, UploadKind
+    from app.triplets import log
+
+    monkeypatch.setattr(log, "WAIT_MS", 20_000)
+    engine, sessions = _log_on_postgres(make_database_url, "log_upload")
+    try:
+        project_id, row = _project_and_row(sessions, TripletSource.upload)
+        with unit_of_work(sessions) as earlier:
+            earlier.execute(insert(Triplet), [row])
+        chunk = sessions()
+        hold_append_lock(chunk, project_id)
+        floor = log.newest_id(chunk, project_id)
+        upload = Upload(project_id=project_id, kind=UploadKind.triplets)
+        chunk.add(upload)
+        chunk.flush()
+        chunk.execute(insert(Triplet), [{**row, "upload_id": upload.id}] * 3)
+        upload.pending, upload.first_triplet_id = True, floor + 1
+        chunk.flush()
+        with unit_of_work(sessions) as answer:
+            hold_append_lock(answer, project_id)
+            answer.execute(insert(Triplet), [{**row, "source": TripletSource.rater}])
+        reading, found = _bound_in_thread(sessions, project_id)
+        time.sleep(0.03)
+        chunk.commit()
+        chunk.close()
+        reading.join(5)
+        assert found == [floor]
+    finally:
+        engine.dispose()
+
+
+def test_a_reader_in_the_transaction_that_appended_does_not_wait_for_itself(
+    make_database_url,
+):
+    """A routing step appends its questions' answers and reads the log in one transaction."""
+    engine, sessions = _log_on_postgres(make_database_url, "log_self")
+    try:
+        project_id, row = _project_and_row(sessions, TripletSource.oracle)
+        with unit_of_work(sessions) as step:
+            hold_append_lock(step, project_id)
+            step.execute(insert(Triplet), [row, row])
+            started = time.monotonic()
+            assert committed_bound(step, project_id) == 2
+            assert time.monotonic() - started < 0.1
+    finally:
+        engine.dispose()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

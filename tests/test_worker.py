@@ -218,6 +218,40 @@ def test_the_worker_command_refuses_an_unknown_job_kind(settings, tmp_path):
     assert "unknown job kind(s) ['training']" in result.stderr
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's per-thread CPU priorities")
+def test_a_background_workers_upkeep_keeps_the_cpu_priority_its_fits_give_up(sessions):
+    """`closer worker --background` (docker-compose's trainer) fits on spare CPU only, but
+    its upkeep holds locks that answers wait for: starved with the fits, it held them up."""
+    from app.worker.loop import Upkeep
+
+    priorities: dict[str, int] = {}
+    upkeep_ran = threading.Event()
+
+    def fit(context: JobContext):
+        priorities["fit"] = os.sched_getscheduler(0)
+        assert upkeep_ran.wait(30), "no upkeep beside the job"
+
+    def tally(sessions):
+        priorities.setdefault("upkeep", os.sched_getscheduler(0))
+        upkeep_ran.set()
+
+    worker = Worker(sessions, handlers={"fit": fit}, poll_seconds=0.02)
+    worker.periodic = [Upkeep(0.0, tally, alongside_jobs=True)]
+    enqueue(sessions, "fit")
+    done: list[int] = []
+
+    def in_the_background():  # a thread of its own: pytest's keeps its priority
+        worker.yield_cpu()
+        done.append(worker.run(until_idle=True))
+
+    thread = threading.Thread(target=in_the_background)
+    thread.start()
+    thread.join(60)
+    worker.stop()
+    assert done == [1]
+    assert priorities == {"fit": os.SCHED_IDLE, "upkeep": os.SCHED_OTHER}
+
+
 # Well inside the 30 s a worker below waits by itself: a job started sooner woke it.
 WOKEN_WITHIN = 5.0
 

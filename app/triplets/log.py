@@ -4,8 +4,12 @@ Builds and routings fold answers in id order and remember the last id read. On
 PostgreSQL ids are drawn when a row is inserted but become visible when its transaction
 commits, so a reader could see id 101 before a slower transaction commits id 100 and
 skip it for ever. Every writer therefore holds a shared advisory lock on the project's
-log for its transaction, and a reader takes the exclusive lock for an instant to read
-the highest id: at that moment no write is in flight, so every id up to it is final.
+log for its transaction, taken before its ids are drawn. A reader reads the highest
+committed id, then which transactions hold the log, and waits until those have ended:
+any id below the highest that is not committed yet was drawn by one of them. The reader
+never takes the lock itself, so no answer ever waits for a reader (an exclusive lock,
+queued, held back every answer behind it, and a reader at idle CPU priority holding it
+across round trips held them up for as long as it was off the CPU).
 SQLite runs one write transaction at a time, so ids commit in order there.
 
 A triplet upload commits its rows in chunks, so that answers get through while it runs,
@@ -25,15 +29,14 @@ from collections.abc import Collection
 
 import numpy as np
 from sqlalchemy import ColumnElement, func, select, text
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app.models import Item, Triplet, Upload
 
 LOG_LOCK = 0x7121  # the advisory-lock namespace of the triplets log
-TRIES = 3
-# How long a reader queues for the log at most, once quick tries found writers in it.
-QUEUE_MS = 50
+# How long a reader waits for the writers it found in the log at most (an answer holds it
+# for a moment; an upload's chunk for longer): then it reads nothing new this time.
+WAIT_MS = 250
 
 
 def _is_postgres(session: Session) -> bool:
@@ -64,7 +67,10 @@ def newest_id(session: Session, project_id: int) -> int:
 def readable_bound(session: Session, project_id: int) -> int:
     """The highest triplet id of the project that an ordered read may reach, leaving out
     any write still in flight (see `committed_bound` for that)."""
-    newest = newest_id(session, project_id)
+    return _below_pending_uploads(session, project_id, newest_id(session, project_id))
+
+
+def _below_pending_uploads(session: Session, project_id: int, newest: int) -> int:
     floor = session.scalar(
         select(func.min(Upload.first_triplet_id)).where(
             Upload.project_id == project_id, Upload.pending
@@ -75,51 +81,37 @@ def readable_bound(session: Session, project_id: int) -> int:
 
 def committed_bound(session: Session, project_id: int) -> int | None:
     """The highest triplet id of the project below which nothing can still appear, or
-    None when a write kept the log busy (read nothing new now; a later step will).
+    None when a write kept the log busy for `WAIT_MS` (read nothing new now; a later
+    step will).
 
-    The reader tries the lock a few times, then queues for it for `QUEUE_MS` at most.
-    Under a steady stream of answers some writer always holds the log, so tries alone
-    found no moment for minutes (a build then waited on answers it had). Queued, the
-    reader holds back the writers that arrive after it while those in flight finish (an
-    answer holds the log for a moment); a long write (an upload's chunk) costs the
-    writers behind it no more than `QUEUE_MS`."""
+    Under a steady stream of answers some writer always holds the log, so a reader that
+    waited for a moment when none did found none for minutes. It waits instead for the
+    writers holding the log just after it read the highest id, and none that come later.
+    Pending uploads are looked up once those have ended: an upload's first chunk marks it
+    pending in the chunk's own transaction."""
     if not _is_postgres(session):
         return readable_bound(session, project_id)
+    newest = newest_id(session, project_id)
     params = {"space": LOG_LOCK, "project": project_id}
-    for attempt in range(TRIES):
-        if session.scalar(text("SELECT pg_try_advisory_lock(:space, :project)"), params):
-            return _bound_and_unlock(session, project_id, params)
-        time.sleep(0.002 * (attempt + 1))
-    previous = session.scalar(text("SELECT current_setting('lock_timeout')"))
-    try:
-        with session.begin_nested():
-            session.execute(
-                text("SELECT set_config('lock_timeout', :wait, true)"), {"wait": f"{QUEUE_MS}ms"}
-            )
-            session.execute(text("SELECT pg_advisory_lock(:space, :project)"), params)
-            session.execute(
-                text("SELECT set_config('lock_timeout', :wait, true)"), {"wait": previous}
-            )
-    except OperationalError:  # lock_timeout: the savepoint's rollback restored the setting
-        # The lock may have been granted as the timeout struck; a session's lock outlives
-        # the rollback, and one left held stops every writer for good.
-        if session.scalar(_HELD, params):
-            session.execute(text("SELECT pg_advisory_unlock(:space, :project)"), params)
-        return None
-    return _bound_and_unlock(session, project_id, params)
+    writers = set(session.scalars(_WRITERS, params))
+    deadline = time.monotonic() + WAIT_MS / 1000
+    pause = 0.001
+    while writers:
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(pause)
+        pause = min(2 * pause, 0.01)
+        writers &= set(session.scalars(_WRITERS, params))
+    return _below_pending_uploads(session, project_id, newest)
 
 
-_HELD = text(
-    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
-    " AND granted AND mode = 'ExclusiveLock' AND classid = :space AND objid = :project"
+# The other transactions holding the log's shared lock (a routing step reads the log in
+# the transaction that appended to it; two-key advisory locks have objsubid 2).
+_WRITERS = text(
+    "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND mode = 'ShareLock' AND classid = :space AND objid = :project AND objsubid = 2"
+    " AND pid <> pg_backend_pid()"
 )
-
-
-def _bound_and_unlock(session: Session, project_id: int, params: dict) -> int:
-    try:
-        return readable_bound(session, project_id)
-    finally:
-        session.execute(text("SELECT pg_advisory_unlock(:space, :project)"), params)
 
 
 # COPY … (FORMAT BINARY) of bigint columns: a 19-byte header, then per row a field count

@@ -149,6 +149,8 @@ class Worker:
         # Set while the worker waits for work (on PostgreSQL, listening for new jobs).
         self.idle = threading.Event()
         self.stopped = threading.Event()  # set once run() has returned
+        self._busy = threading.Event()  # set while a job runs
+        self._upkeep_apart: threading.Thread | None = None
 
     def run(self, *, until_idle: bool = False) -> int:
         """Run jobs until stopped (or, with until_idle, until none is left); returns the count."""
@@ -176,7 +178,8 @@ class Worker:
                 elif until_idle:
                     break
                 else:
-                    self._upkeep()
+                    if self._upkeep_apart is None:
+                        self._upkeep()
                     self.idle.set()
                     BELL.wait(rings, self.poll_seconds)
                     self.idle.clear()
@@ -206,6 +209,33 @@ class Worker:
                     task.function(self.sessions, *([self.images] if task.needs_images else []))
                 except Exception:  # upkeep must not stop the worker; it runs again soon
                     log.exception("periodic %s failed", task.function.__name__)
+
+    def yield_cpu(self) -> None:
+        """From now on take only CPU time nothing else wants (Linux SCHED_IDLE; elsewhere
+        nice 19) for the jobs, from the thread that will call run(), but keep the upkeep at
+        the priority it has now, in a thread of its own.
+
+        The upkeep holds what answers wait for: the triplets log's lock for a tally, the
+        open proposals while they are swapped. A thread at the lowest priority holding
+        them is left off a busy CPU while the answers queue behind it. Linux sets a
+        thread's priority, not the process's, and a thread starts at its maker's: so the
+        upkeep's thread is made before the priority drops."""
+        if self.periodic and self._upkeep_apart is None:
+            self._upkeep_apart = threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(self._upkeep_until_stopped,),
+                name="closer-upkeep",
+                daemon=True,
+            )
+            self._upkeep_apart.start()
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except (AttributeError, OSError):  # not Linux, or not allowed: the next best thing
+            os.nice(19 - os.nice(0))
+
+    def _upkeep_until_stopped(self) -> None:
+        while not self.stopping.wait(self.poll_seconds):
+            self._upkeep(alongside_a_job=self._busy.is_set())
 
     def stop(self) -> None:
         """Stop taking jobs; the job in hand stops at its next progress report and goes
@@ -265,13 +295,14 @@ class Worker:
         beat = threading.Thread(target=self._beat, args=(job.id, beating), daemon=True)
         beat.start()
         beside = None
-        if any(task.alongside_jobs for task in self.periodic):
+        if self._upkeep_apart is None and any(task.alongside_jobs for task in self.periodic):
             # In the worker's context: an embedded worker's upkeep uses its app's caches.
             run_beside = contextvars.copy_context().run
             beside = threading.Thread(
                 target=run_beside, args=(self._upkeep_beside, beating), daemon=True
             )
             beside.start()
+        self._busy.set()
         try:
             if job.cancel_requested:
                 raise JobCancelled()
@@ -289,6 +320,7 @@ class Worker:
             result, status = None, JobStatus.failed
             message = f"{exc.__class__.__name__}: {exc}"
         finally:
+            self._busy.clear()
             beating.set()
             beat.join()
             if beside is not None:
