@@ -114,6 +114,7 @@ def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
             "0027",
             "0028",
             "0029",
+            "0030",
         ]
     finally:
         engine.dispose()

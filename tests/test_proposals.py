@@ -508,3 +508,48 @@ def test_a_tripletboost_model_gets_its_questions_before_its_first_fit(
         assert session.scalar(select(ModelVersion.id)) is None  # nothing was fitted
     keys = _keys_by_id(app, project_id)
     assert int(keys[slots[0].anchor_id][1:]) >= 60  # a wanted item's question first
+
+
+def test_several_workers_refresh_the_proposals_once_per_fit_and_settings_change(
+    app, client, auth, labelled_project
+):
+    """Each worker process remembers what it refreshed; docker-compose runs two (the
+    worker and the trainer), and each swapped the proposals again after every fit and
+    every change of the settings. The database now says whether they are stale, and a
+    claim keeps two workers from refreshing a project at once."""
+    from app.core.caches import Caches, using
+    from app.core.claims import try_claim
+
+    project_id, _, _ = labelled_project
+    sessions = app.state.session_factory
+    first, second = Caches(), Caches()
+
+    def refresh_on(worker: Caches) -> set[int]:
+        with using(worker):
+            adaptive_jobs.refresh_proposals(sessions)
+        return {slot.id for slot in _open_proposals(app, project_id)}
+
+    def refit(model_id: int) -> None:
+        train = client.post(f"{API}/projects/{project_id}/models/{model_id}/train", headers=auth)
+        assert train.status_code == 202, train.text
+        Worker(sessions, upkeep=False).run(until_idle=True)
+
+    model_id = _fit(app, client, auth, project_id)
+    made = refresh_on(second)
+    assert len(made) == BATCH and refresh_on(first) == made
+    refit(model_id)
+    remade = refresh_on(first)
+    assert remade.isdisjoint(made)
+    assert refresh_on(second) == remade  # the second had refreshed the fit before
+
+    client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json={"embedding_share": 1})
+    again = refresh_on(second)
+    assert again.isdisjoint(remade)
+    assert refresh_on(first) == again
+
+    refit(model_id)
+    claim = try_claim(sessions.kw["bind"], adaptive_jobs.REFRESH_CLAIMS, project_id)
+    assert claim is not None
+    with claim:  # another worker refreshing the project now
+        assert refresh_on(first) == again
+    assert refresh_on(first).isdisjoint(again)

@@ -8,10 +8,12 @@ import logging
 
 from app.adaptive import proposals
 from app.core import caches
+from app.core.claims import try_claim
 from app.core.db import unit_of_work
 from app.worker.loop import periodic
 
 PROPOSE_SECONDS = 1.0  # a busy study drains a batch of proposals in seconds
+REFRESH_CLAIMS = 0x7E4F  # the claim space of proposal refreshes (app/core/claims.py)
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +31,14 @@ def refresh_proposals(sessions) -> None:
     for standing in standings:
         if not refresher().due(standing):
             continue
-        with unit_of_work(sessions) as session:
-            done = refresher().run(session, standing)
+        # One worker at a time: another refreshing the project now would swap the same
+        # slots, and the one after it would find them fresh.
+        claim = try_claim(sessions.kw["bind"], REFRESH_CLAIMS, standing.project_id)
+        if claim is None:
+            continue
+        with claim, unit_of_work(sessions) as session:
+            now = proposals.standings(session, standing.project_id)
+            done = refresher().run(session, now[0]) if now and refresher().due(now[0]) else None
         if done is None:
             continue
         log.info(

@@ -248,6 +248,8 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
     ]
     if rows:
         session.execute(insert(QuerySlot), rows)
+    if project.proposals_settings_version != project.settings_version:
+        project.proposals_settings_version = project.settings_version
     return Refreshed(len(rows), withdrawn, wanted_shares)
 
 
@@ -261,13 +263,24 @@ class Standing:
     settings_version: int
     proposed_at: object | None
     open_count: int
+    proposed_under: int | None = None  # the settings' version of the last refresh
+
+    @property
+    def stale(self) -> bool:
+        """Whether a fit or a change of the settings came after the last refresh."""
+        return (
+            self.proposed_at is None
+            or (self.fitted_at is not None and self.proposed_at < self.fitted_at)
+            or self.proposed_under != self.settings_version
+        )
 
 
-def standings(session: Session) -> list[Standing]:
-    """Every project with a fitted t-ETE or TripletBoost model, or a TripletBoost model
-    yet to fit (its questions grow trees from the answers alone: they need no fit, and a
-    fast crowd gives thousands of answers before the first one ends); four grouped
-    queries."""
+def standings(session: Session, only_project: int | None = None) -> list[Standing]:
+    """Every project (or the one given) with a fitted t-ETE or TripletBoost model, or a
+    TripletBoost model yet to fit (its questions grow trees from the answers alone: they
+    need no fit, and a fast crowd gives thousands of answers before the first one ends);
+    four grouped queries."""
+    only = () if only_project is None else (LearnedModel.project_id == only_project,)
     fitted = dict(
         session.execute(
             select(LearnedModel.project_id, func.max(ModelVersion.fitted_at))
@@ -275,14 +288,15 @@ def standings(session: Session) -> list[Standing]:
             .where(
                 ModelVersion.status == VersionStatus.ready,
                 LearnedModel.kind.in_([ModelKind.tete, ModelKind.tripletboost]),
+                *only,
             )
             .group_by(LearnedModel.project_id)
         ).all()
     )
-    for project_id in session.scalars(
-        select(LearnedModel.project_id).where(LearnedModel.kind == ModelKind.tripletboost)
+    for boosted in session.scalars(
+        select(LearnedModel.project_id).where(LearnedModel.kind == ModelKind.tripletboost, *only)
     ):
-        fitted.setdefault(project_id, None)
+        fitted.setdefault(boosted, None)
     if not fitted:
         return []
     made = dict(
@@ -306,18 +320,22 @@ def standings(session: Session) -> list[Standing]:
             .group_by(QuerySlot.project_id)
         ).all()
     )
-    versions = dict(
-        session.execute(
-            select(Project.id, Project.settings_version).where(Project.id.in_(list(fitted)))
-        ).all()
-    )
+    versions = {
+        project_id: (version, proposed_under)
+        for project_id, version, proposed_under in session.execute(
+            select(Project.id, Project.settings_version, Project.proposals_settings_version).where(
+                Project.id.in_(list(fitted))
+            )
+        )
+    }
     return [
         Standing(
             project_id,
             _naive(fitted_at),
-            versions[project_id],
+            versions[project_id][0],
             _naive(made.get(project_id)),
             left.get(project_id, 0),
+            versions[project_id][1],
         )
         for project_id, fitted_at in sorted(fitted.items())
         if project_id in versions
@@ -326,9 +344,10 @@ def standings(session: Session) -> list[Standing]:
 
 class Refresher:
     """Decides which projects' proposals to refresh, remembering (in the worker) what it
-    last did for each: after a fit or a change of the settings (the shares) always,
-    when they run low only where the last refresh queued any (a project whose samplers
-    have nothing to ask is not read again until something changes)."""
+    last did for each: after a fit or a change of the settings (the shares) unless
+    another worker has refreshed them since, when they run low only where this worker's
+    last refresh queued any (a project whose samplers have nothing to ask is not read
+    again until something changes)."""
 
     def __init__(self) -> None:
         # project: (the fit and settings used, proposals queued)
@@ -337,10 +356,7 @@ class Refresher:
     def due(self, standing: Standing) -> bool:
         used, made = self.last.get(standing.project_id, (None, 0))
         if used != (standing.fitted_at, standing.settings_version):
-            stale = standing.proposed_at is None or (
-                standing.fitted_at is not None and standing.proposed_at < standing.fitted_at
-            )
-            return stale or used is not None or standing.open_count < REFILL_BELOW
+            return standing.stale or standing.open_count < REFILL_BELOW
         return made > 0 and standing.open_count < REFILL_BELOW
 
     def run(self, session: Session, standing: Standing) -> Refreshed | None:

@@ -128,6 +128,8 @@ class Project(Base):
     # Rises with every change of the rating settings, so processes that keep a copy of
     # them know when it is stale.
     settings_version: Mapped[int] = mapped_column(default=0)
+    # The settings' version the open proposals were made under (null: none made yet).
+    proposals_settings_version: Mapped[int | None] = mapped_column()
     # A project being made from an archive: hidden from everyone until the import ends;
     # one whose importer died (its claim let go) is removed whole. `import_key` is the
     # import request's Idempotency-Key: a retry finds the project it made.
