@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import String, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app import learn
@@ -57,28 +57,35 @@ from app.triplets.log import (
 
 
 def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapshot:
-    rows = session.execute(
-        select(Item.id, Item.key, Item.label, Item.split, Item.features)
-        .where(Item.project_id == project.id)
-        .order_by(Item.id)
-    ).all()
+    # Plain rows (no ORM loading, the split as the text it is stored as): at 50,000
+    # items the ORM's rows took half of a small fit's wait before it started.
+    table = Item.__table__
+    columns = [table.c.id, table.c.key, table.c.label, type_coerce(table.c.split, String)]
+    if project.feature_dim:
+        columns.append(table.c.features)
+    rows = (
+        session.connection()
+        .execute(select(*columns).where(table.c.project_id == project.id).order_by(table.c.id))
+        .all()
+    )
     if not rows:
         raise ServiceError(f"project {project.id} has no items")
-    item_ids = np.fromiter((row.id for row in rows), np.int64, len(rows))
-    labels = np.array([row.label for row in rows], dtype=object)
-    has_label = np.array([row.label is not None for row in rows])
-    splits = np.array([row.split.value for row in rows])
+    item_ids, keys, label_list, split_list, *feature_list = zip(*rows, strict=True)
+    item_ids = np.array(item_ids, np.int64)
+    labels = np.array(label_list, dtype=object)
+    has_label = np.not_equal(labels, None)
+    splits = np.array(split_list)
     features = None
     if project.feature_dim:
         features = np.full((len(rows), project.feature_dim), np.nan)
-        for position, row in enumerate(rows):
-            if row.features is not None:
-                features[position] = decode_features(row.features)
+        for position, encoded in enumerate(feature_list[0]):
+            if encoded is not None:
+                features[position] = decode_features(encoded)
     cutoff = _cutoff(session, project.id)
     answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids)
     snap = Snapshot(
         item_ids=item_ids,
-        keys=[row.key for row in rows],
+        keys=list(keys),
         labels=labels,
         is_train=has_label & (splits != Split.test.value),
         is_test=splits == Split.test.value,
