@@ -222,17 +222,6 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
     # The samplers ran before any slot was touched: the old proposals stay open to the
     # raters meanwhile, and the swap below holds their rows for a moment only.
     now = utcnow()
-    withdrawn = session.execute(
-        update(QuerySlot)
-        .where(
-            QuerySlot.project_id == project.id,
-            _is_proposal(),
-            IS_OPEN,
-            lease_free(now),
-        )
-        .values(state=SlotState.withdrawn)
-        .execution_options(synchronize_session=False)
-    ).rowcount
     rows = [
         {
             "project_id": project.id,
@@ -246,10 +235,29 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
         }
         for number, (_, code, query) in enumerate(ranked)
     ]
-    if rows:
-        session.execute(insert(QuerySlot), rows)
     if project.proposals_settings_version != project.settings_version:
         project.proposals_settings_version = project.settings_version
+    session.flush()
+    # The new rows go in before the old ones are withdrawn: the withdrawn rows stay
+    # locked until the commit, and inserting a thousand rows after withdrawing held
+    # the raters who asked for one of them for 300 ms.
+    older = session.scalar(select(func.max(QuerySlot.id)).where(QuerySlot.project_id == project.id))
+    if rows:
+        session.execute(insert(QuerySlot), rows)
+    withdrawn = 0
+    if older is not None:
+        withdrawn = session.execute(
+            update(QuerySlot)
+            .where(
+                QuerySlot.project_id == project.id,
+                QuerySlot.id <= older,
+                _is_proposal(),
+                IS_OPEN,
+                lease_free(now),
+            )
+            .values(state=SlotState.withdrawn)
+            .execution_options(synchronize_session=False)
+        ).rowcount
     return Refreshed(len(rows), withdrawn, wanted_shares)
 
 
