@@ -12,7 +12,12 @@ from playwright.sync_api import expect
 from sqlalchemy import create_engine, text
 
 from app.models import Assignment, Rater, Triplet
-from tests.support.browser import screenshots_dir, until
+from tests.support.browser import (
+    hold_images,
+    screenshots_dir,
+    stays_put_while_images_arrive,
+    until,
+)
 from tests.support.links import open_link
 from tests.support.postgres import start_postgres
 from tests.support.service import ServiceProcesses, database_with_token, digits_study
@@ -336,6 +341,21 @@ def test_the_candidate_under_a_resting_pointer_does_not_look_chosen(server, stud
     assert page.evaluate(border) == idle  # the next comparison: nothing chosen yet
     page.mouse.move(box["x"] + box["width"] / 2 + 20, box["y"] + box["height"] / 2 + 5)
     expect(candidate).to_have_css("border-color", "rgb(61, 154, 87)")
+
+
+@pytest.mark.one_database  # the page itself: nothing the database changes
+@pytest.mark.parametrize("screen", ["laptop", "phone"])
+def test_the_comparison_stays_put_while_its_images_arrive(server, study, browser, screen):
+    _, slug = study
+    context = browser.new_context(**SCREENS[screen])
+    page = context.new_page()
+    held = hold_images(page)
+    page.goto(f"{server}/r/{slug}?participant=slow-images-{screen}")
+    page.get_by_role("button", name="Start").click(no_wait_after=True)
+    expect(page.locator(".progress .count")).to_have_text("0 / 40")
+    expect(page.locator("#comparison button.candidate")).to_have_count(2)
+    stays_put_while_images_arrive(page, held, "#comparison :is(.anchor, .candidate, .cant-tell)")
+    context.close()
 
 
 @pytest.mark.one_database  # the page itself: nothing the database changes

@@ -11,7 +11,12 @@ from playwright.sync_api import expect
 from sqlalchemy import select
 
 from app.models import Item, Judgement
-from tests.support.browser import screenshots_dir, until
+from tests.support.browser import (
+    hold_images,
+    screenshots_dir,
+    stays_put_while_images_arrive,
+    until,
+)
 from tests.support.links import open_link
 from tests.uploads import coloured_squares
 
@@ -194,4 +199,23 @@ def test_every_screen_fits_without_scrolling(
     )
     assert smallest >= 44  # still big enough to see and tap
     page.screenshot(path=str(screenshots_dir(tmp_path) / f"screen-{layout}-{screen}.png"))
+    context.close()
+
+
+@pytest.mark.one_database  # the page itself: nothing the database changes
+@pytest.mark.parametrize("screen", ["laptop", "phone"])
+@pytest.mark.parametrize("layout", ["odd-one-out", "rank-2-of-8"])
+def test_a_screen_stays_put_while_its_images_arrive(
+    client, auth, project, server, browser, screen, layout
+):
+    slug = _study(client, auth, project["id"], **FORMATS[layout])
+    context = browser.new_context(**SCREENS[screen])
+    page = context.new_page()
+    held = hold_images(page)
+    page.goto(f"{server}/r/{slug}")
+    page.get_by_role("button", name="Start").click(no_wait_after=True)
+    expect(page.locator("#comparison .pick").first).to_be_visible()
+    stays_put_while_images_arrive(
+        page, held, "#comparison :is(.anchor, .pick, .send-picks, .cant-tell)"
+    )
     context.close()

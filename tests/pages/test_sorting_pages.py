@@ -14,7 +14,12 @@ from sqlalchemy import select
 from app.models import Item, Judgement
 from tests.pages.test_screen_pages import SCREENS, _query
 from tests.pages.test_screen_pages import _study as screen_study
-from tests.support.browser import screenshots_dir, until
+from tests.support.browser import (
+    hold_images,
+    screenshots_dir,
+    stays_put_while_images_arrive,
+    until,
+)
 from tests.uploads import coloured_squares
 
 API = "/api/v1"
@@ -172,3 +177,17 @@ def test_every_sorting_screen_fits_without_scrolling(
     assert narrowest >= 22, narrowest  # and to tap
     page.screenshot(path=str(screenshots_dir(tmp_path) / f"sort-{size}-{screen}.png"))
     context.close()
+
+
+@pytest.mark.one_database  # the page itself: nothing the database changes
+def test_a_sorting_screen_stays_put_while_its_images_arrive(client, auth, project, server, browser):
+    slug = _study(client, auth, project["id"], sort_size=8)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server}/r/{slug}")
+    page.get_by_role("button", name="Start").click()
+    until(page, "window.htmx !== undefined")
+    page.wait_for_load_state("load")
+    held = hold_images(page)
+    page.locator('#comparison button[value="left"]').click()
+    expect(page.locator("#comparison .sortee").first).to_be_visible()
+    stays_put_while_images_arrive(page, held, "#comparison :is(.pivot, .sortee, .send-sides)")

@@ -168,6 +168,46 @@ def until(page, expression: str, seconds: float = 15.0) -> None:
         time.sleep(0.02)
 
 
+def hold_images(page) -> list:
+    """From now on the page's item images wait until the test continues them (each
+    route in the returned list): what a slow connection shows before they arrive."""
+    held: list = []
+    page.route("**/media/**", lambda route: held.append(route))
+    return held
+
+
+def boxes(page, selector: str) -> list[list[int]]:
+    """Where each element `selector` matches is on the page: x, y, width and height in
+    whole pixels."""
+    return page.eval_on_selector_all(
+        selector,
+        """parts => parts.map(part => {
+          const box = part.getBoundingClientRect();
+          return [box.x, box.y, box.width, box.height].map(Math.round);
+        })""",
+    )
+
+
+def stays_put_while_images_arrive(page, held: list, selector: str) -> None:
+    """Continue the held images; once every one has loaded, the parts `selector` matches
+    are where they were without them. A press lands where the rater aimed even if an
+    image arrives before the release: a comparison that grew as its images loaded moved
+    the candidates away between the two, and the click went to neither (a lost answer)."""
+    shown = page.locator("#comparison img").count()
+    deadline = time.monotonic() + 15
+    while len(held) < shown:  # each image's request has reached the route
+        assert time.monotonic() < deadline, f"{len(held)} of {shown} images asked for"
+        page.wait_for_timeout(20)
+    assert page.evaluate("[...document.images].some(image => !image.complete)"), "all loaded"
+    waiting = boxes(page, selector)
+    assert held and waiting, f"{len(held)} images held, {len(waiting)} parts found"
+    for route in held:
+        route.continue_()
+    until(page, "[...document.images].every(image => image.complete && image.naturalWidth)")
+    loaded = boxes(page, selector)
+    assert loaded == waiting, f"moved as the images arrived: {waiting} -> {loaded}"
+
+
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 
