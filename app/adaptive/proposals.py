@@ -235,12 +235,11 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
         }
         for number, (_, code, query) in enumerate(ranked)
     ]
-    if project.proposals_settings_version != project.settings_version:
-        project.proposals_settings_version = project.settings_version
     session.flush()
     # The new rows go in before the old ones are withdrawn: the withdrawn rows stay
     # locked until the commit, and inserting a thousand rows after withdrawing held
-    # the raters who asked for one of them for 300 ms.
+    # the raters who asked for one of them for 300 ms. The project's row, which the
+    # tally updates too, is touched last for the same reason.
     older = session.scalar(select(func.max(QuerySlot.id)).where(QuerySlot.project_id == project.id))
     if rows:
         session.execute(insert(QuerySlot), rows)
@@ -258,6 +257,9 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
             .values(state=SlotState.withdrawn)
             .execution_options(synchronize_session=False)
         ).rowcount
+    if project.proposals_settings_version != project.settings_version:
+        project.proposals_settings_version = project.settings_version
+        session.flush()
     return Refreshed(len(rows), withdrawn, wanted_shares)
 
 

@@ -223,7 +223,7 @@ class Worker:
         if self.periodic and self._upkeep_apart is None:
             self._upkeep_apart = threading.Thread(
                 target=contextvars.copy_context().run,
-                args=(self._upkeep_until_stopped,),
+                args=(self._upkeep_until, self.stopping),
                 name="closer-upkeep",
                 daemon=True,
             )
@@ -233,9 +233,12 @@ class Worker:
         except (AttributeError, OSError):  # not Linux, or not allowed: the next best thing
             os.nice(19 - os.nice(0))
 
-    def _upkeep_until_stopped(self) -> None:
-        while not self.stopping.wait(self.poll_seconds):
-            self._upkeep(alongside_a_job=self._busy.is_set())
+    def _upkeep_until(self, done: threading.Event, beside_a_job: bool = False) -> None:
+        """The upkeep every poll until `done`: in a thread of its own beside the jobs
+        (`beside_a_job`: only the tasks that may run while a job does), or apart from
+        them for good (see yield_cpu)."""
+        while not done.wait(self.poll_seconds):
+            self._upkeep(alongside_a_job=beside_a_job or self._busy.is_set())
 
     def stop(self) -> None:
         """Stop taking jobs; the job in hand stops at its next progress report and goes
@@ -299,7 +302,7 @@ class Worker:
             # In the worker's context: an embedded worker's upkeep uses its app's caches.
             run_beside = contextvars.copy_context().run
             beside = threading.Thread(
-                target=run_beside, args=(self._upkeep_beside, beating), daemon=True
+                target=run_beside, args=(self._upkeep_until, beating, True), daemon=True
             )
             beside.start()
         self._busy.set()
@@ -360,10 +363,6 @@ class Worker:
                     raise
                 log.warning("recording job %s waits for the database: %s", job.id, exc)
                 self.stopping.wait(OUTAGE_WAIT)
-
-    def _upkeep_beside(self, done: threading.Event) -> None:
-        while not done.wait(self.poll_seconds):
-            self._upkeep(alongside_a_job=True)
 
     def _beat(self, job_id: int, done: threading.Event) -> None:
         while not done.wait(self.heartbeat_seconds):
