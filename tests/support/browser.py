@@ -198,6 +198,9 @@ def stays_put_while_images_arrive(page, held: list, selector: str) -> None:
     while len(held) < shown:  # each image's request has reached the route
         assert time.monotonic() < deadline, f"{len(held)} of {shown} images asked for"
         page.wait_for_timeout(20)
+    # A browser paints nothing before its stylesheets, but a script can measure the
+    # page without them: an unstyled grid is not the layout a rater sees.
+    until(page, "[...document.querySelectorAll('link[rel=stylesheet]')].every(l => l.sheet)")
     assert page.evaluate("[...document.images].some(image => !image.complete)"), "all loaded"
     waiting = boxes(page, selector)
     assert held and waiting, f"{len(held)} images held, {len(waiting)} parts found"
