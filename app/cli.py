@@ -231,14 +231,14 @@ def worker(
     ] = False,
 ) -> None:
     """Run jobs from the database; start as many as you like, on any machines."""
+    import gc
     import os
     import signal
-    import threading
 
     import app.jobs  # noqa: F401 (registers every job kind)
     from app.core.db import make_engine, make_session_factory
     from app.items.images import ImageStore
-    from app.worker.loop import Worker
+    from app.worker.loop import Worker, make_kernels_ready
 
     settings = get_settings()
     _ensure_schema(settings)
@@ -263,18 +263,16 @@ def worker(
         f"worker {runner.worker_id} on {_safe_url(settings.resolved_database_url)}", err=True
     )
     if settings.worker_compile_kernels and not until_idle:
-        threading.Thread(target=_compile_kernels, name="compile-kernels", daemon=True).start()
+        make_kernels_ready(lambda line: typer.echo(line, err=True))
+    # What the imports loaded lives as long as the process: frozen, the collector no
+    # longer walks it each time a fit's read makes a few hundred thousand objects.
+    gc.collect()
+    gc.freeze()
     try:
         done = runner.run(until_idle=until_idle)
     finally:
         engine.dispose()
     typer.echo(f"worker {runner.worker_id} stopped after {done} jobs", err=True)
-
-
-def _compile_kernels() -> None:
-    from app.learn.warm_up import compile_kernels
-
-    typer.echo(f"learners' kernels ready in {compile_kernels():.1f} s", err=True)
 
 
 def _kind_list(text: str | None) -> tuple[str, ...] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlencode
@@ -53,7 +54,7 @@ from app.training.views import router as model_pages
 from app.triplets.api import judgements_router
 from app.triplets.api import router as triplets_router
 from app.uploads.views import router as upload_pages
-from app.worker.loop import Worker, start_in_thread
+from app.worker.loop import Worker, make_kernels_ready, start_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 API_PREFIX = "/api/v1"
@@ -141,6 +142,8 @@ async def _lifespan(app: FastAPI):
         ]
         for number, worker in enumerate(workers):
             start_in_thread(worker, name=f"closer-worker-{number}", caches=app.state.caches)
+        if settings.worker_compile_kernels:
+            make_kernels_ready(lambda line: print(line, file=sys.stderr, flush=True))
     if gc.get_freeze_count() == 0:
         # What startup loaded (numpy, scikit-learn, numba, SQLAlchemy: millions of
         # objects) lives as long as the process. Frozen, the collector no longer

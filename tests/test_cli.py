@@ -201,6 +201,28 @@ def test_a_worker_makes_the_learners_kernels_ready_as_it_starts(tmp_path):
         worker.wait(timeout=30)
 
 
+def test_the_embedded_defaults_worker_makes_the_kernels_ready_as_it_starts(tmp_path):
+    """`closer serve` runs its worker in the web process: its first fit, like a `closer
+    worker`'s, finds the kernels ready instead of waiting seconds for them."""
+    server = _serve(tmp_path, free_port())
+    try:
+        said: list[str] = []
+
+        def read_until_ready() -> None:
+            for line in server.stdout:
+                said.append(line)
+                if "kernels ready" in line:
+                    return
+
+        reader = threading.Thread(target=read_until_ready, daemon=True)
+        reader.start()
+        reader.join(timeout=300)  # a cold cache compiles them all: about a minute
+        assert said and re.fullmatch(r"learners' kernels ready in \d+\.\d s\n", said[-1]), said
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 @pytest.mark.parametrize("url_env", ["DATABASE_URL", "CLOSER_DATABASE_URL"])
 def test_database_url_switches_the_database(tmp_path, url_env):
     from app.core.config import Settings

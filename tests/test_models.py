@@ -7,16 +7,20 @@ from __future__ import annotations
 import csv
 import io
 import json
+import pickle
+import zlib
 from datetime import timedelta
 
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 from sklearn.neighbors import KNeighborsClassifier
+from sqlalchemy import select
 
 from app.core.db import unit_of_work
 from app.learn import TETE, FeatureOracle, TripletBoost, random_triplets
-from app.models import Job, JobStatus
+from app.models import Job, JobStatus, ModelVersion
+from app.training.fitted import Fitted
 from app.training.jobs import refit_check
 from app.worker import queue
 from app.worker.loop import Worker
@@ -186,15 +190,44 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     assert [row["key"] for row in neighbors] == [keys[i] for i in order]
 
     # A new item near b0, answered by its features: placed in b0's cluster, labelled so.
-    placed = _predict(
-        client,
-        auth,
-        project_id,
-        model["id"],
-        new_items=[{"key": "stranger", "triplets": _answers_near(X, 0, keys)}],
-    ).json()["predictions"][0]
+    placed = _place_near_b0(client, auth, project_id, model["id"], X, keys).json()
+    placed = placed["predictions"][0]
     assert placed["key"] == "stranger" and not placed["known"]
     assert placed["label"] == str(y[0]) and len(placed["coordinates"]) == 2
+
+
+def test_a_version_stored_before_the_artifact_envelope_still_serves_and_warm_starts(
+    app, client, auth, blob_project, blobs
+):
+    """Artifacts were once the whole pickle compressed; now its arrays of floats follow
+    it uncompressed. A version a researcher fitted before keeps serving the same
+    embedding, places new items, and starts its model's next fit."""
+    X, _, keys = blobs
+    project_id, _ = blob_project
+    model = _create(
+        client, auth, project_id, name="kept", kind="tete", params={"max_iter": 200, "t": 1}
+    )
+    _run_jobs(app)
+    with unit_of_work(app.state.session_factory) as session:
+        version = session.scalars(
+            select(ModelVersion).where(ModelVersion.model_id == model["id"])
+        ).one()
+        fitted = Fitted.loads(version.artifact)
+        assert version.artifact.startswith(b"CLOSER-ARTIFACT")
+        version.artifact = zlib.compress(pickle.dumps(fitted, pickle.HIGHEST_PROTOCOL), 1)
+
+    base = f"{API}/projects/{project_id}/models/{model['id']}"
+    served = client.get(f"{base}/embedding", headers=auth).json()
+    assert served["version"] == 1 and served["keys"] == keys
+    assert np.array_equal(served["coordinates"], fitted.coordinates)
+    placed = _place_near_b0(client, auth, project_id, model["id"], X, keys)
+    assert placed.status_code == 200, placed.text
+
+    refit = client.post(f"{base}/train", headers=auth)
+    assert refit.status_code == 202
+    _run_jobs(app)
+    second = _get(client, auth, project_id, model["id"])["serving"]
+    assert second["number"] == 2 and "warm start" in second["message"]
 
 
 def test_a_failed_first_request_leaves_the_served_model_working(app, client, auth, blob_project):
@@ -235,6 +268,17 @@ def test_a_fit_that_stops_at_max_iter_says_it_did_not_converge(app, client, auth
     version = _get(client, auth, project_id, settled["id"])["serving"]
     assert version["converged"] is True and "not converged" not in version["message"]
     assert version["metrics"]["steps"] < 1000
+
+
+def _place_near_b0(client, auth, project_id, model_id, X, keys):
+    """A new item, "stranger", answered about by b0's features."""
+    return _predict(
+        client,
+        auth,
+        project_id,
+        model_id,
+        new_items=[{"key": "stranger", "triplets": _answers_near(X, 0, keys)}],
+    )
 
 
 def _answers_near(X, item: int, keys, n: int = 300) -> list[list[str]]:

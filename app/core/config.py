@@ -81,8 +81,9 @@ class Settings(BaseSettings):
     worker_stale_seconds: float = 60.0
     worker_compile_kernels: bool = Field(
         default=True,
-        description="`closer worker` compiles (or loads from numba's cache) the learners' "
-        "kernels as it starts, beside its first jobs, so that no fit waits for them",
+        description="A worker (`closer worker`, or the one inside `closer serve` in the "
+        "embedded default) compiles (or loads from numba's cache) the learners' kernels as "
+        "it starts, beside its first jobs, so that no fit waits for them",
     )
     database_pool_size: int = Field(
         default=20, ge=1, description="PostgreSQL connections each web process keeps open"

@@ -8,15 +8,18 @@ themselves, and what requests do with them, are app/training/service.py.
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from sqlalchemy import String, select, type_coerce
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app import learn
+from app.core.db import FastStatement
 from app.core.errors import ServiceError
 from app.items.service import decode_features
 from app.models import (
@@ -55,22 +58,27 @@ from app.triplets.log import (
     readable_bound,
 )
 
+_ITEMS = FastStatement(
+    select(
+        Item.__table__.c.id,
+        Item.__table__.c.key,
+        Item.__table__.c.label,
+        Item.__table__.c.split,
+        Item.__table__.c.features,
+    )
+    .where(Item.__table__.c.project_id == bindparam("project_id"))
+    .order_by(Item.__table__.c.id)
+)
+
 
 def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapshot:
-    # Plain rows (no ORM loading, the split as the text it is stored as): at 50,000
-    # items the ORM's rows took half of a small fit's wait before it started.
-    table = Item.__table__
-    columns = [table.c.id, table.c.key, table.c.label, type_coerce(table.c.split, String)]
-    if project.feature_dim:
-        columns.append(table.c.features)
-    rows = (
-        session.connection()
-        .execute(select(*columns).where(table.c.project_id == project.id).order_by(table.c.id))
-        .all()
-    )
+    # The driver's own rows, the split as the text it is stored as: at 50,000 items the
+    # ORM's objects took half of a small fit's wait before it started, and SQLAlchemy's
+    # row objects two thirds of what was left (0.15 -> 0.05 s on PostgreSQL).
+    rows = _ITEMS.run_all(session, {"project_id": project.id})
     if not rows:
         raise ServiceError(f"project {project.id} has no items")
-    item_ids, keys, label_list, split_list, *feature_list = zip(*rows, strict=True)
+    item_ids, keys, label_list, split_list, feature_list = zip(*rows, strict=True)
     item_ids = np.array(item_ids, np.int64)
     labels = np.array(label_list, dtype=object)
     has_label = np.not_equal(labels, None)
@@ -78,9 +86,9 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
     features = None
     if project.feature_dim:
         features = np.full((len(rows), project.feature_dim), np.nan)
-        for position, encoded in enumerate(feature_list[0]):
+        for position, encoded in enumerate(feature_list):
             if encoded is not None:
-                features[position] = decode_features(encoded)
+                features[position] = decode_features(bytes(encoded))
     cutoff = _cutoff(session, project.id)
     answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids)
     snap = Snapshot(
@@ -100,6 +108,21 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
     )
     _add_dissimilarity(session, model, snap)
     return snap
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """A read of a project's rows makes a Python object or more per item and answer, each
+    freed by its count of references: the cyclic collector's passes over the worker's
+    whole heap (its libraries' objects) cost as much as the read itself (at 50,000 items
+    and 100,000 answers a snapshot took 0.14 s without them, 0.25 s with)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _cutoff(session: Session, project_id: int) -> int:
@@ -198,7 +221,8 @@ def fit_version(
 
     began = time.perf_counter()
     try:
-        snap = snapshot(session, project, model)
+        with _collector_paused():
+            snap = snapshot(session, project, model)
     except ServiceError as exc:
         _fail(session, version_id, str(exc.detail))
         raise FitProblem(str(exc.detail)) from exc

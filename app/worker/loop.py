@@ -387,3 +387,18 @@ def start_in_thread(
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread
+
+
+def make_kernels_ready(report: Callable[[str], None]) -> threading.Thread:
+    """Compile the learners' kernels (or load them from numba's cache) in a thread of
+    their own, beside the first jobs: a fresh worker's first fit waited for them
+    otherwise (1.7-2.5 s at 50,000 items / 100,000 answers, with the cache warm)."""
+
+    def compile_them() -> None:
+        from app.learn.warm_up import compile_kernels
+
+        report(f"learners' kernels ready in {compile_kernels():.1f} s")
+
+    thread = threading.Thread(target=compile_them, name="compile-kernels", daemon=True)
+    thread.start()
+    return thread
