@@ -80,12 +80,13 @@ def _unpack(blob: bytes) -> object:
     offset = start + 4 + 8 * (count + 1)
     pickled = zlib.decompress(blob[offset : offset + sizes[0]])
     offset += sizes[0]
-    # A copy the arrays may own and change, as they could before the envelope.
-    arrays = memoryview(bytearray(blob[offset:]))
     buffers = []
     for size in sizes[1:]:
-        buffers.append(arrays[:size])
-        arrays = arrays[size:]
+        # A copy of its own per array: one the array may change, as it could before
+        # the envelope, and aligned as numpy and numba's kernels want it (an array at an
+        # odd offset of the blob is not).
+        buffers.append(bytearray(blob[offset : offset + size]))
+        offset += size
     return pickle.loads(pickled, buffers=buffers)
 
 
