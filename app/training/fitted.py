@@ -78,14 +78,15 @@ def _unpack(blob: bytes) -> object:
     (count,) = struct.unpack_from("<I", blob, start)
     sizes = struct.unpack_from(f"<{count + 1}Q", blob, start + 4)
     offset = start + 4 + 8 * (count + 1)
-    pickled = zlib.decompress(blob[offset : offset + sizes[0]])
+    parts = memoryview(blob)
+    pickled = zlib.decompress(parts[offset : offset + sizes[0]])
     offset += sizes[0]
     buffers = []
     for size in sizes[1:]:
         # A copy of its own per array: one the array may change, as it could before
         # the envelope, and aligned as numpy and numba's kernels want it (an array at an
         # odd offset of the blob is not).
-        buffers.append(bytearray(blob[offset : offset + size]))
+        buffers.append(bytearray(parts[offset : offset + size]))
         offset += size
     return pickle.loads(pickled, buffers=buffers)
 
@@ -215,18 +216,18 @@ class Fitted:
         embedding, class shares), which follow it as they are. Compressing those gained
         a tenth of their size and was most of the time a version took to store."""
         self._position_of_key = self._knn = None  # rebuilt where the artifact is loaded
-        as_they_are: list[pickle.PickleBuffer] = []
+        as_they_are: list[memoryview] = []
 
         def in_the_pickle(buffer: pickle.PickleBuffer) -> bool:
             if memoryview(buffer).format in _FLOAT_FORMATS:
-                as_they_are.append(buffer)
+                as_they_are.append(buffer.raw())
                 return False
             return True
 
         packed = zlib.compress(pickle.dumps(self, protocol=5, buffer_callback=in_the_pickle), 1)
-        sizes = [len(packed)] + [buffer.raw().nbytes for buffer in as_they_are]
+        sizes = [len(packed)] + [array.nbytes for array in as_they_are]
         header = _ENVELOPE + struct.pack(f"<I{len(sizes)}Q", len(as_they_are), *sizes)
-        return b"".join([header, packed, *(buffer.raw() for buffer in as_they_are)])
+        return b"".join([header, packed, *as_they_are])
 
     @staticmethod
     def loads(blob: bytes) -> Fitted:

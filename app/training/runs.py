@@ -59,15 +59,9 @@ from app.triplets.log import (
 )
 
 _ITEMS = FastStatement(
-    select(
-        Item.__table__.c.id,
-        Item.__table__.c.key,
-        Item.__table__.c.label,
-        Item.__table__.c.split,
-        Item.__table__.c.features,
-    )
-    .where(Item.__table__.c.project_id == bindparam("project_id"))
-    .order_by(Item.__table__.c.id)
+    select(Item.id, Item.key, Item.label, Item.split, Item.features)
+    .where(Item.project_id == bindparam("project_id"))
+    .order_by(Item.id)
 )
 
 
