@@ -60,12 +60,14 @@ def wait_until_up(port: int, seconds: float = 30) -> None:
             time.sleep(0.2)
 
 
-def _serve(folder, port: int) -> subprocess.Popen:
-    """`closer serve --port PORT` in `folder`, its console output readable line by line."""
+def _serve(folder, port: int, kernels: bool = False) -> subprocess.Popen:
+    """`closer serve --port PORT` in `folder`, its console output readable line by line.
+    Its worker makes the learners' kernels ready as it starts only if `kernels`: a few
+    CPU seconds (a minute on a cold cache) that only the test of it needs."""
     return subprocess.Popen(
         CLOSER + ["serve", "--port", str(port)],
         cwd=folder,
-        env=_clean_environment(),
+        env=_clean_environment(CLOSER_WORKER_COMPILE_KERNELS=str(kernels).lower()),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -204,7 +206,7 @@ def test_a_worker_makes_the_learners_kernels_ready_as_it_starts(tmp_path):
 def test_the_embedded_defaults_worker_makes_the_kernels_ready_as_it_starts(tmp_path):
     """`closer serve` runs its worker in the web process: its first fit, like a `closer
     worker`'s, finds the kernels ready instead of waiting seconds for them."""
-    server = _serve(tmp_path, free_port())
+    server = _serve(tmp_path, free_port(), kernels=True)
     try:
         said: list[str] = []
 
@@ -286,7 +288,7 @@ def test_demo_creates_a_digits_project_with_a_build_once(tmp_path):
 def served(tmp_path):
     """`closer serve` on the embedded default, its port given as CLOSER_PORT only."""
     port = free_port()
-    env = {"CLOSER_PORT": str(port)}
+    env = {"CLOSER_PORT": str(port), "CLOSER_WORKER_COMPILE_KERNELS": "false"}
     server = subprocess.Popen(
         CLOSER + ["serve"],
         cwd=tmp_path,

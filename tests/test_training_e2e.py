@@ -1,5 +1,5 @@
 """Passive learning as users run it, on PostgreSQL: `closer serve`, two `closer worker`
-processes, digits with features and labels, and 20,000 random answers from simulated
+processes, digits with features and labels, and 12,000 random answers from simulated
 raters over HTTP. TripletBoost and t-ETE refit by themselves as the answers grow; their
 predictions for the unlabelled digits match the library run offline on the same answers;
 a worker SIGKILLed mid-fit has its job finished by the other."""
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 API = "/api/v1"
 N_ITEMS, N_TEST, N_UNLABELLED = 300, 40, 60
-ANSWERS = 20_000
+ANSWERS = 12_000
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
                     "name": name,
                     "kind": kind,
                     "params": params,
-                    "min_answers": 4000,
+                    "min_answers": 2400,
                     "refit_growth": 0.5,
                     "train": False,
                 },
@@ -90,9 +90,9 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             busy = [v for v in versions if v["status"] in ("queued", "training")]
             return ready if len(ready) >= at_least and not busy else None
 
-        # The crowd answers in five rounds of 4,000. A round takes a few seconds and the
+        # The crowd answers in five rounds of 2,400. A round takes a few seconds and the
         # workers look for due refits every 5 s, so the crowd waits for the refits the
-        # first three rounds call for (4,000; 8,000 grew by 100%; 12,000 by 50%): how many
+        # first three rounds call for (2,400; 4,800 grew by 100%; 7,200 by 50%): how many
         # refits happen then depends on the answers, not on how fast the crowd was.
         for round_number in range(5):
             report = asyncio.run(
@@ -119,9 +119,9 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             versions = wait_for(lambda m=model_id: refitted(m, 3), 600, f"{kind} to refit")
             assert all(v["trigger"] == "answers grew" for v in versions)
             totals = [v["answers_count"] + v["heldout_count"] for v in reversed(versions)]
-            assert totals[0] >= 4000 and totals == sorted(totals) and totals[-1] > 10_000
+            assert totals[0] >= 2400 and totals == sorted(totals) and totals[-1] > 6_000
 
-        # A final fit on all 20,000 (asked for by hand), during which a worker dies.
+        # A final fit on all 12,000 (asked for by hand), during which a worker dies.
         versions = {
             kind: http.post(f"{API}/projects/{project}/models/{model_id}/train").json()
             for kind, model_id in models.items()
@@ -210,8 +210,9 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
                 float(np.mean(offline_labels == right)),
             )
         print("accuracy (service, offline):", accuracy)
-        # 20,000 random answers on 300 digits (~0.45 per possible query): t-ETE places
-        # the digits well enough for 5 neighbours to be mostly right (chance: 0.1), while
+        # 12,000 random answers on 300 digits (~0.27 per pair): t-ETE places the digits
+        # well enough for 5 neighbours to be mostly right (offline, six draws of digits
+        # and answers: 0.67-0.83; chance: 0.1), while
         # TripletBoost rarely has an answer of an unlabelled digit about a pair it chose.
         assert accuracy["tete"][0] > 0.5
 

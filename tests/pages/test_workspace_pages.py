@@ -264,6 +264,7 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     expect(page).to_have_url(f"{server}/login?next=%2Ftokens")
 
 
+@pytest.mark.one_database  # the security policy: the API tests cover both databases
 def test_a_form_posted_from_another_site_is_refused_and_changes_nothing(
     app, server, browser, researcher
 ):
@@ -291,6 +292,7 @@ def test_a_form_posted_from_another_site_is_refused_and_changes_nothing(
         assert stolen.get(f"{API}/projects").json() == []
 
 
+@pytest.mark.one_database  # the pages' escaping; tests/test_hostile_input.py stores them on both
 def test_hostile_names_and_texts_render_as_text_on_every_page(
     app, live_server, browser, researcher, tmp_path
 ):
@@ -1442,6 +1444,7 @@ def test_a_forest_with_nothing_to_label_says_so_instead_of_offering_to(
     expect(card.get_by_role("button")).to_have_text(["Delete"])
 
 
+@pytest.mark.one_database  # the chart's script: nothing the database changes
 def test_hovering_a_point_of_a_large_map_shows_its_item(
     app, live_server, browser, researcher, tmp_path
 ):

@@ -133,10 +133,12 @@ def server(settings, request):
         yield url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def chromium():
-    """One Chromium per test module: starting it took about a second a test. Not one per
-    session: while Playwright's synchronous API runs, the thread has a running event
+    """One Chromium for the page tests' package (tests/pages), while a test worker runs
+    them one after another: starting it took about a second a test, and a few CPU
+    seconds each time the suite's dealt order moved between the page modules. Not one
+    per session: while Playwright's synchronous API runs, the thread has a running event
     loop, and a later test's asyncio.run() would refuse to start."""
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)

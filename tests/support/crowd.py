@@ -124,6 +124,7 @@ def crowd_build(
     timeout: float = 3600,
     sort_size: int = 1,
     noise_model: str = "uniform",
+    think_time: float = 0.0,
 ) -> CrowdBuild:
     with unit_of_work(sessions) as session:
         token = create_token(session=session, researcher_name=f"crowd-{seed}")
@@ -166,7 +167,7 @@ def crowd_build(
             raters=raters,
             noise=noise,
             noise_model=noise_model,
-            think_time=0,
+            think_time=think_time,
             build_id=build["id"],
             seconds=timeout,
             seed=seed + 3,
