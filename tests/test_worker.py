@@ -252,6 +252,35 @@ def test_a_background_workers_upkeep_keeps_the_cpu_priority_its_fits_give_up(ses
     assert priorities == {"fit": os.SCHED_IDLE, "upkeep": os.SCHED_OTHER}
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's per-thread CPU priorities")
+def test_a_background_workers_linear_algebra_runs_in_its_jobs_thread_alone():
+    """OpenBLAS's pool threads start with numpy, before `closer worker --background` gives
+    up its priority, and keep the normal one: a fit's matrix products split across them
+    ran partly ahead of the answers. In a process of its own, as `closer worker` calls it
+    from its main thread (OpenBLAS takes a thread count from there only)."""
+    script = (
+        "import os, numpy\n"
+        "from threadpoolctl import threadpool_info\n"
+        "from app.worker.loop import Worker\n"
+        "def blas():\n"
+        "    return {p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}\n"
+        "before = blas()\n"
+        "worker = Worker(None, handlers={})\n"
+        "worker.periodic = []\n"
+        "worker.yield_cpu()\n"
+        "print(before, blas(), os.sched_getscheduler(0) == os.SCHED_IDLE)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "2"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["{2}", "{1}", "True"]
+
+
 # Well inside the 30 s a worker below waits by itself: a job started sooner woke it.
 WOKEN_WITHIN = 5.0
 

@@ -232,6 +232,13 @@ class Worker:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         except (AttributeError, OSError):  # not Linux, or not allowed: the next best thing
             os.nice(19 - os.nice(0))
+        # OpenBLAS started its pool's threads as numpy was imported, at the priority the
+        # process had then: a job's matrix products split across them ran partly at normal
+        # priority. One thread, the caller's, does them now (OpenBLAS takes this from the
+        # main thread only, where `closer worker` calls it).
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")
 
     def _upkeep_until(self, done: threading.Event, beside_a_job: bool = False) -> None:
         """The upkeep every poll until `done`: in a thread of its own beside the jobs
