@@ -39,7 +39,7 @@ def test_a_crowd_builds_a_forest_over_http_through_two_server_kills(database, tm
         raters=10,
         noise=0.1,
         answers_per_query=3,
-        # About 180 answers a second: at full speed the raters mostly answered filler
+        # About 135 answers a second here: at full speed the raters mostly answered filler
         # (random triplets) while the worker stepped the build level by level, and the
         # test spent its time serving them.
         think_time=0.05,
