@@ -23,21 +23,26 @@ the cores' worth of CPU the workers, the web processes and the whole machine use
 the crowd answered.
 
     .venv/bin/python benchmarks/adaptive_pace.py [--answers 20000] [--seeds 0,1,2]
-        [--paces fresh:-1,paced:0.2,fast:0.03] [--without-model fast]
+        [--paces fresh:-1,paced:0.2,fast:0.03] [--without-model fast [--beside-idle-fits]]
 
 `--without-model fast` runs the `fast` arms' crowd first on the same digits with no
 model (uniform questions, no refits, no proposals) and compares the answers' p99 with
-and without the adaptive loop, seed by seed.
+and without the adaptive loop, seed by seed. `--beside-idle-fits` adds the same crowd on
+a study with no model beside a process outside the service that fits TripletBoost
+without pause at the lowest CPU priority: what the fits' computation costs the answers
+on this machine with nothing of the service around it (no reads, versions or proposals).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import sys
 import threading
 import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,11 +182,55 @@ def crowd_answers(service, token, project: int, think: float, seed: int, budget:
     )
 
 
-def run_without_model(service, http, token, pace: str, think: float, seed: int, budget: int):
+def fit_at_idle_priority(stop, seed: int) -> None:
+    """TripletBoost fits with defaults on 20,000 random triplets of the digits, one after
+    another until `stop` is set, at the lowest CPU priority and with BLAS on one thread,
+    as `closer worker --background` runs them: the fits' computation with none of the
+    service around it (no database, no new versions, no proposals)."""
+    from sklearn.datasets import load_digits
+    from threadpoolctl import threadpool_limits
+
+    from app.learn import FeatureOracle, TripletBoost
+
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    threadpool_limits(limits=1, user_api="blas")
+    features, labels = load_digits(return_X_y=True)
+    features, labels = features[:N_ITEMS], labels[:N_ITEMS]
+    rng = np.random.default_rng(seed)
+    labelled = np.arange(N_ITEMS - N_UNLABELLED)
+    queries = rng.integers(0, N_ITEMS, (25_000, 3))
+    distinct = (queries[:, 0] != queries[:, 1]) & (queries[:, 0] != queries[:, 2])
+    queries = queries[distinct & (queries[:, 1] != queries[:, 2])][:20_000]
+    triplets = FeatureOracle(features).answer(queries)
+    while not stop.is_set():
+        TripletBoost(random_state=int(rng.integers(2**31))).fit(
+            triplets, labelled, labels[labelled]
+        )
+
+
+@contextmanager
+def idle_fits(seed: int):
+    """A process fitting at the lowest CPU priority (`fit_at_idle_priority`) while open."""
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    fitter = context.Process(target=fit_at_idle_priority, args=(stop, seed), daemon=True)
+    fitter.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        fitter.join(60)
+
+
+def run_without_model(
+    service, http, token, pace: str, think: float, seed: int, budget: int, beside_fits=False
+):
     """The same crowd on the same digits with no model: uniform questions, no refits and
-    no proposals. Its latency is the answer path's without the adaptive loop."""
-    digits = digits_project(http, f"plain-{pace}-{seed}", seed)
-    with CpuShare(service) as cpu:
+    no proposals. Its latency is the answer path's without the adaptive loop; with
+    `beside_fits`, beside fits at the lowest priority that are not the service's."""
+    name = f"plain-{pace}-{seed}" + ("-beside-fits" if beside_fits else "")
+    digits = digits_project(http, name, seed)
+    with idle_fits(seed) if beside_fits else nullcontext(), CpuShare(service) as cpu:
         summary = crowd_answers(service, token, digits.id, think, seed, budget).summary()
     return {k: summary[k] for k in ("answers_per_second", "p50_ms", "p99_ms")} | {"cpu": cpu}
 
@@ -289,11 +338,19 @@ def main() -> None:
         " docker-compose.yml runs them), the rest in another; idle: one worker, all of it"
         " at the lowest CPU priority",
     )
+    parser.add_argument(
+        "--beside-idle-fits",
+        action="store_true",
+        help="with --without-model: the same crowd also answers a study with no model"
+        " beside a process that fits TripletBoost on the digits without pause at the"
+        " lowest CPU priority, outside the service: what the fits' computation alone"
+        " costs the answers on this machine",
+    )
     args = parser.parse_args()
     paces = [(name, float(think)) for name, think in (p.split(":") for p in args.paces.split(","))]
     peered = set(filter(None, args.without_model.split(",")))
 
-    rows, plain = [], {}
+    rows, plain, beside = [], {}, {}
     with digits_service("pace", WORKERS[args.workers]) as (service, http, token, sessions):
         if peered:
             # The first crowd after the service starts is the slowest (connections, caches):
@@ -310,6 +367,18 @@ def main() -> None:
                         f" cores used: {alone['cpu']}",
                         flush=True,
                     )
+                    if args.beside_idle_fits:
+                        found = run_without_model(
+                            service, http, token, pace, think, seed, args.answers, True
+                        )
+                        beside[seed, pace] = found
+                        print(
+                            f"seed {seed} {pace} without a model, beside idle fits:"
+                            f" {found['answers_per_second']:.0f} answers/s, p50"
+                            f" {found['p50_ms']:.0f} ms, p99 {found['p99_ms']:.0f} ms; cores"
+                            f" used: {found['cpu']}",
+                            flush=True,
+                        )
                 found = run_arm(service, http, token, sessions, pace, think, seed, args.answers)
                 rows.append((seed, pace, found))
                 print(
@@ -381,6 +450,24 @@ def main() -> None:
                 )
             if ratios:
                 print(f"{pace}: median p99 ratio {np.median(ratios):.2f}x, {len(ratios)} seeds")
+    if beside:
+        print()
+        print(
+            "The same crowd with no model beside fits at the lowest priority outside the"
+            " service, against it alone"
+        )
+        print("| pace | seed | answers/s beside / alone | p99 ms beside / alone | ratio |")
+        print("| --- | --- | --- | --- | --- |")
+        ratios = []
+        for (seed, pace), found in beside.items():
+            alone = plain[seed, pace]
+            ratios.append(found["p99_ms"] / alone["p99_ms"])
+            print(
+                f"| {pace} | {seed} | {found['answers_per_second']:.0f} /"
+                f" {alone['answers_per_second']:.0f} | {found['p99_ms']:.0f} /"
+                f" {alone['p99_ms']:.0f} | {ratios[-1]:.2f}x |"
+            )
+        print(f"median p99 ratio beside idle fits {np.median(ratios):.2f}x, {len(ratios)} runs")
 
 
 if __name__ == "__main__":
