@@ -219,25 +219,39 @@ def test_the_worker_command_refuses_an_unknown_job_kind(settings, tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's per-thread CPU priorities")
-def test_a_background_workers_upkeep_keeps_the_cpu_priority_its_fits_give_up(sessions):
+def test_a_background_workers_upkeep_and_heartbeat_keep_the_cpu_priority_its_fits_give_up(
+    sessions,
+):
     """`closer worker --background` (docker-compose's trainer) fits on spare CPU only, but
-    its upkeep holds locks that answers wait for: starved with the fits, it held them up."""
+    its upkeep holds locks that answers wait for: starved with the fits, it held them up.
+    Its heartbeat, starved with them, would let another worker take a live fit over as
+    dead while the CPU stayed busy."""
     from app.worker.loop import Upkeep
 
     priorities: dict[str, int] = {}
-    upkeep_ran = threading.Event()
+    upkeep_ran, beaten = threading.Event(), threading.Event()
 
     def fit(context: JobContext):
         priorities["fit"] = os.sched_getscheduler(0)
         assert upkeep_ran.wait(30), "no upkeep beside the job"
+        assert beaten.wait(30), "no heartbeat while the job ran"
 
     def tally(sessions):
         priorities.setdefault("upkeep", os.sched_getscheduler(0))
         upkeep_ran.set()
 
-    worker = Worker(sessions, handlers={"fit": fit}, poll_seconds=0.02)
+    worker = Worker(sessions, handlers={"fit": fit}, poll_seconds=0.02, heartbeat_seconds=0.05)
     worker.periodic = [Upkeep(0.0, tally, alongside_jobs=True)]
-    enqueue(sessions, "fit")
+    report = worker._report
+
+    def heard(job_id, progress, message):
+        if progress is None and message is None:  # a heartbeat, not the job's own report
+            priorities.setdefault("heartbeat", os.sched_getscheduler(0))
+            beaten.set()
+        return report(job_id, progress, message)
+
+    worker._report = heard
+    job_id = enqueue(sessions, "fit")
     done: list[int] = []
 
     def in_the_background():  # a thread of its own: pytest's keeps its priority
@@ -249,7 +263,13 @@ def test_a_background_workers_upkeep_keeps_the_cpu_priority_its_fits_give_up(ses
     thread.join(60)
     worker.stop()
     assert done == [1]
-    assert priorities == {"fit": os.SCHED_IDLE, "upkeep": os.SCHED_OTHER}
+    assert priorities == {
+        "fit": os.SCHED_IDLE,
+        "upkeep": os.SCHED_OTHER,
+        "heartbeat": os.SCHED_OTHER,
+    }
+    with sessions() as session:
+        assert session.get(Job, job_id).status is JobStatus.succeeded
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's per-thread CPU priorities")

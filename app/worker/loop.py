@@ -150,7 +150,9 @@ class Worker:
         self.idle = threading.Event()
         self.stopped = threading.Event()  # set once run() has returned
         self._busy = threading.Event()  # set while a job runs
-        self._upkeep_apart: threading.Thread | None = None
+        # In a --background worker, the thread that keeps the priority its jobs give up.
+        self._apart: threading.Thread | None = None
+        self._in_hand: int | None = None  # the job being run, for that thread to beat
 
     def run(self, *, until_idle: bool = False) -> int:
         """Run jobs until stopped (or, with until_idle, until none is left); returns the count."""
@@ -178,7 +180,7 @@ class Worker:
                 elif until_idle:
                     break
                 else:
-                    if self._upkeep_apart is None:
+                    if self._apart is None:
                         self._upkeep()
                     self.idle.set()
                     BELL.wait(rings, self.poll_seconds)
@@ -212,22 +214,24 @@ class Worker:
 
     def yield_cpu(self) -> None:
         """From now on take only CPU time nothing else wants (Linux SCHED_IDLE; elsewhere
-        nice 19) for the jobs, from the thread that will call run(), but keep the upkeep at
-        the priority it has now, in a thread of its own.
+        nice 19) for the jobs, from the thread that will call run(), but keep the upkeep
+        and the heartbeat at the priority they have now, in a thread of their own.
 
         The upkeep holds what answers wait for: the triplets log's lock for a tally, the
         open proposals while they are swapped. A thread at the lowest priority holding
-        them is left off a busy CPU while the answers queue behind it. Linux sets a
-        thread's priority, not the process's, and a thread starts at its maker's: so the
-        upkeep's thread is made before the priority drops."""
-        if self.periodic and self._upkeep_apart is None:
-            self._upkeep_apart = threading.Thread(
+        them is left off a busy CPU while the answers queue behind it. A heartbeat at the
+        lowest priority misses its beats while the CPU stays busy, and another worker
+        takes the fit over as dead (its attempts run out: "failed"). Linux sets a
+        thread's priority, not the process's, and a thread starts at its maker's: so
+        their thread is made before the priority drops."""
+        if self._apart is None:
+            self._apart = threading.Thread(
                 target=contextvars.copy_context().run,
-                args=(self._upkeep_until, self.stopping),
+                args=(self._apart_from_jobs, self.stopping),
                 name="closer-upkeep",
                 daemon=True,
             )
-            self._upkeep_apart.start()
+            self._apart.start()
         try:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         except (AttributeError, OSError):  # not Linux, or not allowed: the next best thing
@@ -240,12 +244,22 @@ class Worker:
 
         threadpool_limits(limits=1, user_api="blas")
 
-    def _upkeep_until(self, done: threading.Event, beside_a_job: bool = False) -> None:
-        """The upkeep every poll until `done`: in a thread of its own beside the jobs
-        (`beside_a_job`: only the tasks that may run while a job does), or apart from
-        them for good (see yield_cpu)."""
+    def _upkeep_beside(self, done: threading.Event) -> None:
+        """Until `done`, every poll, the upkeep that may run while a job does."""
         while not done.wait(self.poll_seconds):
-            self._upkeep(alongside_a_job=beside_a_job or self._busy.is_set())
+            self._upkeep(alongside_a_job=True)
+
+    def _apart_from_jobs(self, done: threading.Event) -> None:
+        """Until `done`, every poll, the upkeep (what may run beside a job while one
+        does), and the job in hand's heartbeat as often as a job's own would beat (see
+        yield_cpu)."""
+        beaten = time.monotonic()
+        while not done.wait(self.poll_seconds):
+            self._upkeep(alongside_a_job=self._busy.is_set())
+            job_id = self._in_hand
+            if job_id is not None and time.monotonic() - beaten >= self.heartbeat_seconds:
+                beaten = time.monotonic()
+                self._beat_once(job_id)
 
     def stop(self) -> None:
         """Stop taking jobs; the job in hand stops at its next progress report and goes
@@ -302,16 +316,19 @@ class Worker:
         )
         retry = True
         beating = threading.Event()
-        beat = threading.Thread(target=self._beat, args=(job.id, beating), daemon=True)
-        beat.start()
-        beside = None
-        if self._upkeep_apart is None and any(task.alongside_jobs for task in self.periodic):
-            # In the worker's context: an embedded worker's upkeep uses its app's caches.
-            run_beside = contextvars.copy_context().run
-            beside = threading.Thread(
-                target=run_beside, args=(self._upkeep_until, beating, True), daemon=True
-            )
-            beside.start()
+        beat = beside = None
+        if self._apart is not None:
+            self._in_hand = job.id
+        else:
+            beat = threading.Thread(target=self._beat, args=(job.id, beating), daemon=True)
+            beat.start()
+            if any(task.alongside_jobs for task in self.periodic):
+                # In the worker's context: an embedded worker's upkeep uses its app's caches.
+                run_beside = contextvars.copy_context().run
+                beside = threading.Thread(
+                    target=run_beside, args=(self._upkeep_beside, beating), daemon=True
+                )
+                beside.start()
         self._busy.set()
         try:
             if job.cancel_requested:
@@ -331,10 +348,11 @@ class Worker:
             message = f"{exc.__class__.__name__}: {exc}"
         finally:
             self._busy.clear()
+            self._in_hand = None
             beating.set()
-            beat.join()
-            if beside is not None:
-                beside.join()
+            for thread in (beat, beside):
+                if thread is not None:
+                    thread.join()
         # The outcome is recorded even across a database outage: a job left `running`
         # would wait a whole stale period (60 s) before anyone took it up again.
         while True:
@@ -373,10 +391,13 @@ class Worker:
 
     def _beat(self, job_id: int, done: threading.Event) -> None:
         while not done.wait(self.heartbeat_seconds):
-            try:
-                self._report(job_id, None, None)
-            except Exception:  # a missed heartbeat is retried at the next beat
-                log.warning("heartbeat for job %s failed", job_id, exc_info=True)
+            self._beat_once(job_id)
+
+    def _beat_once(self, job_id: int) -> None:
+        try:
+            self._report(job_id, None, None)
+        except Exception:  # a missed heartbeat is retried at the next beat
+            log.warning("heartbeat for job %s failed", job_id, exc_info=True)
 
 
 def start_in_thread(
