@@ -226,7 +226,8 @@ def worker(
         bool,
         typer.Option(
             help="Run jobs on CPU time nothing else wants (Linux SCHED_IDLE; elsewhere nice 19), "
-            "the upkeep at normal priority: for training workers beside web processes"
+            "the upkeep and the heartbeat at normal priority: for training workers beside web"
+            " processes"
         ),
     ] = False,
 ) -> None:
