@@ -228,7 +228,7 @@ class Worker:
             self._apart = threading.Thread(
                 target=contextvars.copy_context().run,
                 args=(self._apart_from_jobs, self.stopping),
-                name="closer-upkeep",
+                name="closer-upkeep-and-heartbeat",
                 daemon=True,
             )
             self._apart.start()
