@@ -182,11 +182,12 @@ def crowd_answers(service, token, project: int, think: float, seed: int, budget:
     )
 
 
-def fit_at_idle_priority(stop, seed: int) -> None:
+def fit_at_idle_priority(ready, stop, seed: int) -> None:
     """TripletBoost fits with defaults on 20,000 random triplets of the digits, one after
     another until `stop` is set, at the lowest CPU priority and with BLAS on one thread,
     as `closer worker --background` runs them: the fits' computation with none of the
-    service around it (no database, no new versions, no proposals)."""
+    service around it (no database, no new versions, no proposals). `ready` is set once
+    the process is at that priority with its answers made."""
     from sklearn.datasets import load_digits
     from threadpoolctl import threadpool_limits
 
@@ -202,6 +203,7 @@ def fit_at_idle_priority(stop, seed: int) -> None:
     distinct = (queries[:, 0] != queries[:, 1]) & (queries[:, 0] != queries[:, 2])
     queries = queries[distinct & (queries[:, 1] != queries[:, 2])][:20_000]
     triplets = FeatureOracle(features).answer(queries)
+    ready.set()
     while not stop.is_set():
         TripletBoost(random_state=int(rng.integers(2**31))).fit(
             triplets, labelled, labels[labelled]
@@ -210,12 +212,16 @@ def fit_at_idle_priority(stop, seed: int) -> None:
 
 @contextmanager
 def idle_fits(seed: int):
-    """A process fitting at the lowest CPU priority (`fit_at_idle_priority`) while open."""
+    """A process fitting at the lowest CPU priority (`fit_at_idle_priority`) while open.
+    It is open once the process fits: its start (imports at the normal priority) is not
+    the crowd's to pay."""
     context = multiprocessing.get_context("spawn")
-    stop = context.Event()
-    fitter = context.Process(target=fit_at_idle_priority, args=(stop, seed), daemon=True)
+    ready, stop = context.Event(), context.Event()
+    fitter = context.Process(target=fit_at_idle_priority, args=(ready, stop, seed), daemon=True)
     fitter.start()
     try:
+        if not ready.wait(120):
+            raise RuntimeError("the idle-priority fitter did not start within 120 s")
         yield
     finally:
         stop.set()
