@@ -218,6 +218,38 @@ def test_the_worker_command_refuses_an_unknown_job_kind(settings, tmp_path):
     assert "unknown job kind(s) ['training']" in result.stderr
 
 
+def test_a_jobs_outcome_is_recorded_without_waiting_for_the_upkeep_beside_it(sessions):
+    """A fit's version serves as its handler returns; its job read `running` for as long
+    as the upkeep beside it took to end its task (seconds under load)."""
+    import time
+
+    from app.worker.loop import Upkeep
+
+    mid_task, release = threading.Event(), threading.Event()
+
+    def tally(sessions):
+        mid_task.set()
+        release.wait(30)
+
+    def fit(context: JobContext):
+        assert mid_task.wait(30), "no upkeep beside the job"
+
+    worker = Worker(sessions, handlers={"fit": fit}, poll_seconds=0.02)
+    worker.periodic = [Upkeep(0.0, tally, alongside_jobs=True)]
+    job_id = enqueue(sessions, "fit")
+    thread = threading.Thread(target=worker.run, kwargs={"until_idle": True})
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while job(sessions, job_id).status is not JobStatus.succeeded:
+            assert time.monotonic() < deadline, "the outcome waited for the upkeep's task"
+            time.sleep(0.05)
+    finally:
+        release.set()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's per-thread CPU priorities")
 def test_a_background_workers_upkeep_and_heartbeat_keep_the_cpu_priority_its_fits_give_up(
     sessions,

@@ -350,11 +350,20 @@ class Worker:
             self._busy.clear()
             self._in_hand = None
             beating.set()
+        try:
+            self._record_outcome(job, status, message, result, retry)
+        finally:
+            # Only now: the upkeep beside the job may be in the middle of a task, and the
+            # job's outcome (a fit's version already serving, say) must not wait for it.
             for thread in (beat, beside):
                 if thread is not None:
                     thread.join()
-        # The outcome is recorded even across a database outage: a job left `running`
-        # would wait a whole stale period (60 s) before anyone took it up again.
+
+    def _record_outcome(
+        self, job: Job, status: JobStatus, message: str, result: Any, retry: bool
+    ) -> None:
+        """Records how the job ended, even across a database outage: a job left `running`
+        would wait a whole stale period (60 s) before anyone took it up again."""
         while True:
             try:
                 with self.sessions() as session:
