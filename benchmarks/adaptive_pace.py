@@ -189,12 +189,11 @@ def fit_at_idle_priority(ready, stop, seed: int) -> None:
     service around it (no database, no new versions, no proposals). `ready` is set once
     the process is at that priority with its answers made."""
     from sklearn.datasets import load_digits
-    from threadpoolctl import threadpool_limits
 
     from app.learn import FeatureOracle, TripletBoost
+    from app.worker.loop import run_on_spare_cpu
 
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    threadpool_limits(limits=1, user_api="blas")
+    run_on_spare_cpu()
     features, labels = load_digits(return_X_y=True)
     features, labels = features[:N_ITEMS], labels[:N_ITEMS]
     rng = np.random.default_rng(seed)

@@ -149,10 +149,9 @@ class Worker:
         # Set while the worker waits for work (on PostgreSQL, listening for new jobs).
         self.idle = threading.Event()
         self.stopped = threading.Event()  # set once run() has returned
-        self._busy = threading.Event()  # set while a job runs
+        self._in_hand: int | None = None  # the job being run
         # In a --background worker, the thread that keeps the priority its jobs give up.
         self._apart: threading.Thread | None = None
-        self._in_hand: int | None = None  # the job being run, for that thread to beat
 
     def run(self, *, until_idle: bool = False) -> int:
         """Run jobs until stopped (or, with until_idle, until none is left); returns the count."""
@@ -232,17 +231,7 @@ class Worker:
                 daemon=True,
             )
             self._apart.start()
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        except (AttributeError, OSError):  # not Linux, or not allowed: the next best thing
-            os.nice(19 - os.nice(0))
-        # OpenBLAS started its pool's threads as numpy was imported, at the priority the
-        # process had then: a job's matrix products split across them ran partly at normal
-        # priority. One thread, the caller's, does them now (OpenBLAS takes this from the
-        # main thread only, where `closer worker` calls it).
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=1, user_api="blas")
+        run_on_spare_cpu()
 
     def _upkeep_beside(self, done: threading.Event) -> None:
         """Until `done`, every poll, the upkeep that may run while a job does."""
@@ -255,8 +244,8 @@ class Worker:
         yield_cpu)."""
         beaten = time.monotonic()
         while not done.wait(self.poll_seconds):
-            self._upkeep(alongside_a_job=self._busy.is_set())
             job_id = self._in_hand
+            self._upkeep(alongside_a_job=job_id is not None)
             if job_id is not None and time.monotonic() - beaten >= self.heartbeat_seconds:
                 beaten = time.monotonic()
                 self._beat_once(job_id)
@@ -317,9 +306,7 @@ class Worker:
         retry = True
         beating = threading.Event()
         beat = beside = None
-        if self._apart is not None:
-            self._in_hand = job.id
-        else:
+        if self._apart is None:
             beat = threading.Thread(target=self._beat, args=(job.id, beating), daemon=True)
             beat.start()
             if any(task.alongside_jobs for task in self.periodic):
@@ -329,7 +316,7 @@ class Worker:
                     target=run_beside, args=(self._upkeep_beside, beating), daemon=True
                 )
                 beside.start()
-        self._busy.set()
+        self._in_hand = job.id
         try:
             if job.cancel_requested:
                 raise JobCancelled()
@@ -347,7 +334,6 @@ class Worker:
             result, status = None, JobStatus.failed
             message = f"{exc.__class__.__name__}: {exc}"
         finally:
-            self._busy.clear()
             self._in_hand = None
             beating.set()
         try:
@@ -407,6 +393,22 @@ class Worker:
             self._report(job_id, None, None)
         except Exception:  # a missed heartbeat is retried at the next beat
             log.warning("heartbeat for job %s failed", job_id, exc_info=True)
+
+
+def run_on_spare_cpu() -> None:
+    """From now on the calling thread takes only CPU time nothing else wants (Linux
+    SCHED_IDLE; elsewhere nice 19), and runs its linear algebra on itself alone."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux, or not allowed: the next best thing
+        os.nice(19 - os.nice(0))
+    # OpenBLAS started its pool's threads as numpy was imported, at the priority the
+    # process had then: a job's matrix products split across them ran partly at normal
+    # priority. One thread, the caller's, does them now (OpenBLAS takes this from the
+    # main thread only, where `closer worker` calls it).
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
 
 
 def start_in_thread(
