@@ -134,6 +134,38 @@ def test_a_cancel_that_meets_the_fits_last_step_wins_and_the_fit_never_serves(
     assert job.status is JobStatus.cancelled
 
 
+def test_a_fit_serves_only_with_its_job_already_succeeded(
+    app, client, auth, blob_project, monkeypatch
+):
+    """A client that sees the version serving and then reads its job sees it succeeded,
+    however long the worker takes to get to the job's bookkeeping (a busy machine)."""
+    project_id, _ = blob_project
+    sessions = app.state.session_factory
+    model = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
+    release = threading.Event()
+    recording = Worker._record_outcome
+
+    def late_bookkeeping(worker, *args):
+        release.wait(30)
+        recording(worker, *args)
+
+    monkeypatch.setattr(Worker, "_record_outcome", late_bookkeeping)
+    worker = Worker(sessions)
+    thread = threading.Thread(target=worker.run, kwargs={"until_idle": True}, daemon=True)
+    thread.start()
+    try:
+        serving = _wait(
+            lambda: _get(client, auth, project_id, model["id"])["serving"], "the fit to serve"
+        )
+        job = _job(sessions, serving["job_id"])
+        assert job.status is JobStatus.succeeded and job.progress == 1.0
+        assert job.result["version"] == serving["number"] == 1
+    finally:
+        release.set()
+        thread.join(30)
+    assert _job(sessions, serving["job_id"]).status is JobStatus.succeeded
+
+
 def test_a_cancel_that_comes_too_late_says_how_the_fit_ended(app, client, auth, blob_project):
     project_id, _ = blob_project
     fitted = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from app.core.db import unit_of_work
+from app.models import ModelVersion
 from app.training import runs, service
 from app.worker.loop import (
     JobCancelled,
@@ -26,7 +27,12 @@ def train(context: JobContext) -> dict[str, Any]:
     throttled = _Throttle(context)
     with context.sessions() as session:
         try:
-            version = runs.fit_version(session, version_id, throttled)
+            version = runs.fit_version(
+                session,
+                version_id,
+                throttled,
+                on_ready=lambda session, version: context.succeed_in(session, _result(version)),
+            )
         except runs.FitProblem as exc:
             raise JobFailed(str(exc)) from exc
         except runs.FitCancelled as exc:
@@ -45,12 +51,16 @@ def train(context: JobContext) -> dict[str, Any]:
                 final=context.attempt >= context.max_attempts,
             )
             raise
-        return {
-            "model_id": version.model_id,
-            "version": version.number,
-            "answers": version.answers_count,
-            "metrics": version.metrics,
-        }
+        return _result(version)
+
+
+def _result(version: ModelVersion) -> dict[str, Any]:
+    return {
+        "model_id": version.model_id,
+        "version": version.number,
+        "answers": version.answers_count,
+        "metrics": version.metrics,
+    }
 
 
 class _Throttle:

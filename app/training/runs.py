@@ -201,9 +201,14 @@ class FitCancelled(Exception):
 
 
 def fit_version(
-    session: Session, version_id: int, progress: Callable[[float, str], None]
+    session: Session,
+    version_id: int,
+    progress: Callable[[float, str], None],
+    on_ready: Callable[[Session, ModelVersion], None] | None = None,
 ) -> ModelVersion:
-    """Fit one version (the job's body). Safe to run again after a crash: it starts over."""
+    """Fit one version (the job's body). Safe to run again after a crash: it starts over.
+    `on_ready(session, version)` runs in the transaction that makes the version ready
+    (its job's success is recorded there, say)."""
     if session.get(ModelVersion, version_id) is None:
         raise FitProblem(f"model version {version_id} was deleted")
     if not _move_on(session, version_id, VersionStatus.training, "reading the answers"):
@@ -264,6 +269,11 @@ def fit_version(
         metrics=_json_ready(outcome.metrics),
         warm_start_from=warm_source if outcome.notes else None,
         fitted_at=utcnow(),
+        before_commit=(
+            None
+            if on_ready is None
+            else lambda: on_ready(session, session.get(ModelVersion, version_id))
+        ),
     )
     if not stored:  # cancelled while it computed: it never serves
         raise FitCancelled()
@@ -271,11 +281,19 @@ def fit_version(
 
 
 def _move_on(
-    session: Session, version_id: int, status: VersionStatus, message: str, **values: Any
+    session: Session,
+    version_id: int,
+    status: VersionStatus,
+    message: str,
+    before_commit: Callable[[], None] | None = None,
+    **values: Any,
 ) -> bool:
-    """`move_on` in a transaction of its own (nothing else the session holds is kept)."""
+    """`move_on` in a transaction of its own (nothing else the session holds is kept);
+    `before_commit` joins that transaction if the version moved."""
     session.rollback()
     moved = move_on(session, version_id, status, message, **values)
+    if moved and before_commit is not None:
+        before_commit()
     session.commit()
     return moved
 

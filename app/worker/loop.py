@@ -49,6 +49,21 @@ class JobContext:
     _report: Callable[[float | None, str | None], bool] = field(repr=False)
     max_attempts: int = 3
     stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    worker_id: str = ""
+
+    def succeed_in(self, session: Session, result: dict[str, Any] | None) -> None:
+        """Record the job's success in the caller's transaction, before its commit: what
+        the job made (a fit's version, serving) is never seen beside a job still
+        'running'. The worker then leaves the job as it stands."""
+        queue.finish(
+            session=session,
+            job_id=self.job_id,
+            worker_id=self.worker_id,
+            status=JobStatus.succeeded,
+            message="done",
+            result=result,
+            commit=False,
+        )
 
     def progress(self, fraction: float, message: str | None = None) -> None:
         """Record progress (0..1); raises JobCancelled if someone cancelled the job, and
@@ -302,6 +317,7 @@ class Worker:
             lambda p, m: self._report(job.id, p, m),
             job.max_attempts,
             self.stopping,
+            self.worker_id,
         )
         retry = True
         beating = threading.Event()

@@ -123,7 +123,10 @@ def finish(
     status: JobStatus,
     message: str,
     result: dict[str, Any] | None = None,
+    commit: bool = True,
 ) -> None:
+    """End a running job; a job already ended (by its handler, in the transaction that
+    stored what it made) stays as it is."""
     values: dict[str, Any] = {
         "status": status,
         "message": message,
@@ -134,11 +137,12 @@ def finish(
         values["progress"] = 1.0
     session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.locked_by == worker_id)
+        .where(Job.id == job_id, Job.locked_by == worker_id, Job.status == JobStatus.running)
         .values(**values)
         .execution_options(synchronize_session=False)
     )
-    session.commit()
+    if commit:
+        session.commit()
 
 
 def requeue(
@@ -152,7 +156,12 @@ def requeue(
         values.update(attempts=Job.attempts - 1, progress=0.0)
     session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.locked_by == worker_id, Job.attempts > 0)
+        .where(
+            Job.id == job_id,
+            Job.locked_by == worker_id,
+            Job.status == JobStatus.running,
+            Job.attempts > 0,
+        )
         .values(**values)
         .execution_options(synchronize_session=False)
     )
