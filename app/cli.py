@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, date, datetime, time
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -42,7 +43,7 @@ class NoiseModel(StrEnum):
     human = "human"
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code=2)
 
@@ -70,13 +71,66 @@ def create_token(
     name: Annotated[str, typer.Option(help="Researcher the token belongs to (created if new)")],
     admin: Annotated[bool, typer.Option(help="Let this researcher see every project")] = False,
     label: Annotated[str, typer.Option(help="A note to tell tokens apart")] = "",
+    scope: Annotated[
+        str,
+        typer.Option(
+            help="What it may do: predict (predictions, embeddings, distances, neighbours, "
+            "models' status), read (predict, plus reading and downloading), write (read, "
+            "plus uploads, builds, models, settings), admin (everything, tokens included)"
+        ),
+    ] = "admin",
+    projects: Annotated[
+        str,
+        typer.Option(
+            help="Project ids it may touch, comma-separated (default: all, later ones too)"
+        ),
+    ] = "",
+    expires: Annotated[
+        str,
+        typer.Option(help="When it stops working: a date (end of that day, UTC) or an ISO time"),
+    ] = "",
 ) -> None:
     """Print a new API token (only its hash is stored, so keep it)."""
     from app.auth.service import create_token as make_token
+    from app.core.errors import ServiceError
+    from app.models import TokenScope
 
-    with _database(get_settings()) as session:
-        token = make_token(session=session, researcher_name=name, admin=admin, token_name=label)
+    if scope not in TokenScope.__members__:
+        _fail(f"--scope: '{scope[:20]}' is not one of {', '.join(TokenScope)}")
+    project_ids = None
+    if projects.strip():
+        try:
+            project_ids = [int(part) for part in projects.split(",") if part.strip()]
+        except ValueError:
+            _fail(f"--projects: '{projects[:60]}' is not a comma-separated list of project ids")
+    try:
+        with _database(get_settings()) as session:
+            token = make_token(
+                session=session,
+                researcher_name=name,
+                admin=admin,
+                token_name=label,
+                scope=TokenScope(scope),
+                project_ids=project_ids,
+                expires_at=_expiry(expires),
+            )
+    except ServiceError as error:
+        _fail(str(error.detail))
     typer.echo(token)
+
+
+def _expiry(text: str) -> datetime | None:
+    """A date is the end of that day, UTC; a time without a zone is UTC."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        if len(text) == 10:
+            return datetime.combine(date.fromisoformat(text), time(23, 59, 59), tzinfo=UTC)
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        _fail(f"--expires: '{text[:40]}' is neither a date (2027-01-31) nor an ISO time")
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 @cli.command("create-researcher")

@@ -16,7 +16,8 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 import app.jobs  # noqa: F401 (registers every job kind and the workers' upkeep)
-from app.auth.service import PasswordChecks, authenticate, web_session_researcher
+from app.auth.api import router as tokens_router
+from app.auth.service import PasswordChecks, is_live_token, web_session_caller
 from app.auth.views import router as auth_pages
 from app.builds.api import router as builds_router
 from app.builds.api import routings as routings_router
@@ -107,7 +108,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _add_middleware(app, settings)
     templates = Jinja2Templates(
         directory=ROOT / "templates",
-        context_processors=[lambda request: {"csrf": csrf_token(request)}],
+        context_processors=[
+            lambda request: {
+                "csrf": csrf_token(request),
+                # Who the page is for, as the access rules see them (app/auth/deps.py).
+                "caller": getattr(request.state, "caller", None),
+            }
+        ],
     )
     install_filters(templates.env)
     templates.env.globals["path_for"] = path_for
@@ -170,10 +177,8 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
             cookie = token.removeprefix(SESSION_COOKIE + "=")
             if cookie != token:
                 key = app.state.workspace_cookies.session_key(cookie)
-                return (
-                    key is not None and web_session_researcher(session=session, key=key) is not None
-                )
-            return authenticate(session=session, token=token) is not None
+                return key is not None and web_session_caller(session=session, key=key) is not None
+            return is_live_token(session=session, token=token)
 
     app.state.password_checks = PasswordChecks(settings.password_checks_at_once)
     shorten_access_lines()
@@ -268,6 +273,7 @@ def _closer_routes() -> APIRouter:
         serving_router,
         raters_router,
         participants_router,
+        tokens_router,
     ):
         routes.include_router(router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
 

@@ -90,8 +90,10 @@ def kind_of(path: str) -> str:
         return "own pages"
     if path.startswith("/projects/{project_id}"):
         return "project pages"
-    if path in (f"{API}/projects", f"{API}/project-archives"):
+    if path in (f"{API}/projects", f"{API}/project-archives", f"{API}/tokens"):
         return "own projects"  # every researcher has their own list
+    if path.startswith(f"{API}/tokens/"):
+        return "researcher"  # another's token does not exist (404)
     if path.startswith(f"{API}/projects"):
         return "researcher"
     if path == f"{API}/rate/{{slug}}/raters" or path.startswith("/r/{slug}"):
@@ -126,6 +128,8 @@ def scenario(app, client, auth, new_token, finished_build):
     ).json()
     slug = open_link(client, auth, pid)["public_slug"]
     item = client.get(f"{API}/projects/{pid}/items/img0", headers=auth).json()
+    spare = client.post(f"{API}/tokens", json={"name": "spare", "scope": "read"}, headers=auth)
+    assert spare.status_code == 201, spare.text
     mallory = new_token("mallory")
     client.post(f"{API}/projects", json={"name": "mallory's"}, headers=mallory)
     return {
@@ -140,7 +144,7 @@ def scenario(app, client, auth, new_token, finished_build):
             "slug": slug,
             "filename": item["image_url"].rsplit("/", 1)[-1],
             "path": "css/closer.css",
-            "token_id": 1,
+            "token_id": spare.json()["id"],
             "kind": "items",
             "action": "pause",
         },

@@ -170,7 +170,7 @@ def test_a_new_password_and_sign_out_everywhere_end_every_browser_session(app, s
         ada, _ = set_researcher_password(
             session=session, email="ada@lab.example", password="an old passphrase"
         )
-        token = issue_token(session=session, researcher=ada)
+        token, _ = issue_token(session=session, researcher=ada)
     with TestClient(app) as laptop, TestClient(app) as lab:
         for browser in (laptop, lab):
             _signed_in_browser(browser, "ada@lab.example", "an old passphrase")

@@ -1,10 +1,12 @@
 """Alembic history: clean upgrade and downgrade on both databases, and no drift from the models."""
 
+import itertools
 import json
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
 
@@ -81,43 +83,19 @@ def test_postgresql_stores_a_builds_state_as_it_is(make_database_url):
 
 
 def test_pending_revisions_lists_what_a_fresh_database_needs(tmp_path):
+    """Every revision, oldest first: one line of history, each revising the one before."""
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     engine = make_engine(url)
     try:
-        assert migrations.pending_revisions(engine, url) == [
-            "0001",
-            "0002",
-            "0003",
-            "0004",
-            "0005",
-            "0006",
-            "0007",
-            "0008",
-            "0009",
-            "0010",
-            "0011",
-            "0012",
-            "0013",
-            "0014",
-            "0015",
-            "0016",
-            "0017",
-            "0018",
-            "0019",
-            "0020",
-            "0021",
-            "0022",
-            "0023",
-            "0024",
-            "0025",
-            "0026",
-            "0027",
-            "0028",
-            "0029",
-            "0030",
-        ]
+        pending = migrations.pending_revisions(engine, url)
     finally:
         engine.dispose()
+    script = ScriptDirectory.from_config(migrations.alembic_config(url))
+    assert len(script.get_heads()) == 1
+    assert pending[0] == "0001" and pending[-1] == script.get_current_head()
+    for older, newer in itertools.pairwise(pending):
+        assert script.get_revision(newer).down_revision == older
+    assert sorted(pending) == sorted(revision.revision for revision in script.walk_revisions())
 
 
 ROUTING_ROWS = """
@@ -276,5 +254,59 @@ def test_builds_that_exist_take_their_projects_exclusions_of_today(backend, make
         assert "excluded_rater_ids" not in {
             c["name"] for c in inspect(engine).get_columns("builds")
         }
+    finally:
+        engine.dispose()
+
+
+TOKEN_ROWS = """
+INSERT INTO researchers (id, name, is_admin, created_at) VALUES (1, 'r', false, '2026-11-01');
+INSERT INTO api_tokens (id, researcher_id, name, token_hash, prefix, created_at) VALUES
+    (1, 1, 'script', 'hash1', 'closer_abcdef', '2026-11-01'),
+    (2, 1, 'old', 'hash2', 'closer_ghijkl', '2026-11-01');
+INSERT INTO web_sessions (id, key_hash, researcher_id, api_token_id, created_at, last_seen_at)
+    VALUES (1, 'key1', 1, NULL, '2026-11-01', '2026-11-01'),
+    (2, 'key2', 1, 2, '2026-11-01', '2026-11-01');
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_tokens_made_before_scopes_stay_whole_and_no_browser_is_signed_out(
+    backend, make_database_url
+):
+    """0031 adds scopes: a token made before keeps its power (admin, every project, no
+    expiry), the browsers signed in stay signed in (SQLite copies the tokens' table,
+    whose old copy takes the sessions with it), a scope outside the four is refused;
+    back down, a token scoped since is revoked rather than made the whole account."""
+    url = make_database_url(backend, "scopes")
+    migrations.upgrade(url, "0030")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            for statement in TOKEN_ROWS.split(";")[:-1]:
+                connection.execute(text(statement))
+
+        migrations.upgrade(url)
+        engine.dispose()
+        assert _rows(
+            engine,
+            "SELECT id, scope, all_projects, expires_at, made_by_token_id FROM api_tokens "
+            "ORDER BY id",
+        ) == [(1, "admin", True, None, None), (2, "admin", True, None, None)]
+        assert _rows(engine, "SELECT id, api_token_id FROM web_sessions ORDER BY id") == [
+            (1, None),
+            (2, 2),
+        ]
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(text("UPDATE api_tokens SET scope = 'root' WHERE id = 1"))
+        with engine.begin() as connection:
+            connection.execute(
+                text("UPDATE api_tokens SET scope = 'predict', made_by_token_id = 2 WHERE id = 1")
+            )
+
+        migrations.downgrade(url, "0030")
+        engine.dispose()
+        revoked = _rows(engine, "SELECT id, revoked_at IS NOT NULL FROM api_tokens ORDER BY id")
+        assert revoked == [(1, True), (2, False)]
+        assert _rows(engine, "SELECT id FROM web_sessions ORDER BY id") == [(1,), (2,)]
     finally:
         engine.dispose()

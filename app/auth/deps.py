@@ -1,24 +1,32 @@
-"""Who a researcher's request comes from: a bearer token (API clients) or the workspace's
-session cookie (the pages, which then send the CSRF token with every change)."""
+"""Who a researcher's request comes from, and whether it may do what its route does.
+
+A caller is reached by a bearer token (API clients) or the workspace's session cookie
+(the pages, which then send the CSRF token with every change). Every researcher's route
+names its action through one of the aliases below (`researcher: Viewing`, ...); the
+rules for each action are in app/auth/access.py, and the access matrix test reads the
+action each route declares."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from app.auth.service import authenticate, web_session_researcher
+from app.auth.access import Action, Caller
+from app.auth.service import Unauthenticated, token_caller, web_session_caller
 from app.core.deps import (
     CSRF_HEADER,
     SAFE_METHODS,
-    CsrfChecked,
     CsrfRefused,
     SessionDep,
     SignInRequired,
+    check_csrf,
     workspace_session_key,
 )
+from app.core.errors import Forbidden, NotFound
 from app.models import Researcher
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `closer create-token`.")
@@ -28,55 +36,117 @@ _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
 def _caller(
     request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
-) -> tuple[Researcher | None, str | None]:
+) -> tuple[Caller | None, str | None]:
     """Who calls, by bearer token (a wrong one is a 401) or else by the workspace's
     session cookie; and the session key when it was the cookie."""
     if credentials is not None:
-        researcher = authenticate(session=session, token=credentials.credentials)
-        if researcher is None:
-            raise HTTPException(401, "invalid or revoked token", _UNAUTHORIZED)
-        return researcher, None
+        try:
+            return token_caller(session=session, token=credentials.credentials), None
+        except Unauthenticated as refused:
+            raise HTTPException(401, str(refused.detail), _UNAUTHORIZED) from None
     key = workspace_session_key(request)
-    return (None if key is None else web_session_researcher(session=session, key=key)), key
+    return (None if key is None else web_session_caller(session=session, key=key)), key
 
 
-def get_current_researcher(
-    request: Request,
-    session: SessionDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Researcher:
-    """The caller: by bearer token, or by the workspace's session cookie (then a request
-    that changes something must carry the page's X-CSRF-Token header)."""
-    researcher, key = _caller(request, session, credentials)
-    if researcher is None:
-        raise HTTPException(401, "missing 'Authorization: Bearer <token>' header", _UNAUTHORIZED)
-    cookies = request.app.state.workspace_cookies
-    if (
-        key is not None
-        and request.method not in SAFE_METHODS
-        and not cookies.csrf_holds(key, request.headers.get(CSRF_HEADER))
-    ):
-        raise CsrfRefused(
-            "a signed-in browser must send the page's X-CSRF-Token header with this request"
+def _check_reach(request: Request, caller: Caller, action: Action, all_projects: bool) -> None:
+    """A project outside a limited token's reach does not exist for it (404, as for one
+    that does not exist); an action beyond its scope is refused (403)."""
+    project_id = request.path_params.get("project_id")
+    if project_id is not None and str(project_id).isdigit() and not caller.reaches(int(project_id)):
+        raise NotFound(f"no project {project_id}")
+    if not caller.may(action):
+        raise Forbidden(caller.refusal(action))
+    if all_projects and not caller.all_projects:
+        raise Forbidden(
+            "this token is limited to some projects: "
+            f"{'making projects' if action is Action.change else 'this'} needs a token "
+            "over all of yours"
         )
+
+
+def requires(action: Action, *, page: bool = False, all_projects: bool = False) -> Callable:
+    """The dependency of a route that performs `action`: the caller, once it may.
+
+    `page`: a workspace page (a browser that is not signed in is sent to sign in, and
+    every form is CSRF-checked); else the JSON API (401; a signed-in browser's change
+    must carry the X-CSRF-Token header). `all_projects`: the route reaches beyond one
+    project (makes one, lists tokens), so a token limited to some refuses it."""
+
+    def api_caller(
+        request: Request,
+        session: SessionDep,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Caller:
+        caller, key = _caller(request, session, credentials)
+        if caller is None:
+            raise HTTPException(
+                401, "missing 'Authorization: Bearer <token>' header", _UNAUTHORIZED
+            )
+        cookies = request.app.state.workspace_cookies
+        if (
+            key is not None
+            and request.method not in SAFE_METHODS
+            and not cookies.csrf_holds(key, request.headers.get(CSRF_HEADER))
+        ):
+            raise CsrfRefused(
+                "a signed-in browser must send the page's X-CSRF-Token header with this request"
+            )
+        _check_reach(request, caller, action, all_projects)
+        request.state.caller = caller
+        return caller
+
+    async def page_caller(
+        request: Request,
+        session: SessionDep,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Caller:
+        await check_csrf(request)
+        caller, _ = _caller(request, session, credentials)
+        if caller is None:
+            raise SignInRequired("sign in first")
+        request.state.caller = caller
+        _check_reach(request, caller, action, all_projects)
+        return caller
+
+    dependency = page_caller if page else api_caller
+    dependency.action = action  # type: ignore[attr-defined]  # read by the access matrix test
+    return dependency
+
+
+def _researcher_of(caller_dependency: Callable) -> Callable:
+    # A default rather than Annotated: the annotation is a string here (postponed
+    # evaluation), and FastAPI resolves strings in the module's globals, not this scope.
+    def researcher(caller: Caller = Depends(caller_dependency)) -> Researcher:  # noqa: B008
+        return caller.researcher
+
     return researcher
 
 
-def get_workspace_researcher(
-    request: Request,
-    session: SessionDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    _csrf: CsrfChecked,
-) -> Researcher:
-    """The researcher a workspace page is for (signed in by cookie, or a bearer token);
-    a browser that is not signed in is sent to the sign-in page."""
-    researcher, _ = _caller(request, session, credentials)
-    if researcher is None:
-        raise SignInRequired("sign in first")
-    return researcher
+def _researcher(action: Action, **where: bool):
+    return Annotated[Researcher, Depends(_researcher_of(requires(action, **where)))]
 
 
-WorkspaceResearcher = Annotated[Researcher, Depends(get_workspace_researcher)]
+def _caller_alias(action: Action, **where: bool):
+    return Annotated[Caller, Depends(requires(action, **where))]
 
 
-CurrentResearcher = Annotated[Researcher, Depends(get_current_researcher)]
+# The JSON API's routes, by what they do.
+Serving = _researcher(Action.serve)
+Viewing = _researcher(Action.view)
+ViewingAll = _caller_alias(Action.view)  # a list across projects: filtered by the caller
+Exporting = _researcher(Action.export)
+Changing = _researcher(Action.change)
+ChangingCaller = _caller_alias(Action.change)  # a change some of whose fields need more
+CreatingProjects = _researcher(Action.change, all_projects=True)
+DeletingProjects = _researcher(Action.delete_project)
+ManagingAccount = _caller_alias(Action.manage_account)
+
+# The workspace's pages, by what they do.
+ViewingPage = _researcher(Action.view, page=True)
+ViewingAllPage = _caller_alias(Action.view, page=True)
+ExportingPage = _researcher(Action.export, page=True)
+ChangingPage = _researcher(Action.change, page=True)
+ChangingCallerPage = _caller_alias(Action.change, page=True)
+CreatingProjectsPage = _researcher(Action.change, page=True, all_projects=True)
+DeletingProjectsPage = _researcher(Action.delete_project, page=True)
+ManagingAccountPage = _caller_alias(Action.manage_account, page=True)

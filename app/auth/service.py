@@ -12,14 +12,17 @@ import contextlib
 import hashlib
 import re
 import secrets
-from datetime import timedelta
+from collections.abc import Collection
+from datetime import UTC, datetime, timedelta
+from typing import ClassVar
 
 from pwdlib import PasswordHash
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from app.core.errors import NotFound, ServiceError
-from app.models import ApiToken, Researcher, WebSession
+from app.auth.access import Caller
+from app.core.errors import Forbidden, NotFound, ServiceError, Unprocessable
+from app.models import ApiToken, Project, Researcher, TokenScope, WebSession, api_token_projects
 from app.models._types import utcnow
 
 TOKEN_PREFIX = "closer_"
@@ -110,76 +113,240 @@ def check_password(*, session: Session, email: str, password: str) -> Researcher
     return researcher
 
 
-def issue_token(*, session: Session, researcher: Researcher, token_name: str = "") -> str:
-    """Add a token for the researcher and return it in plain (shown once)."""
+class Unauthenticated(ServiceError):
+    """A bearer token that signs nobody in (unknown, revoked or expired)."""
+
+    status_code = 401
+    headers: ClassVar[dict[str, str]] = {"WWW-Authenticate": "Bearer"}
+
+
+def issue_token(
+    *,
+    session: Session,
+    researcher: Researcher,
+    token_name: str = "",
+    scope: TokenScope = TokenScope.admin,
+    project_ids: Collection[int] | None = None,
+    expires_at: datetime | None = None,
+    maker: Caller | None = None,
+) -> tuple[str, ApiToken]:
+    """Add a token for the researcher and return it in plain (shown once) with its row.
+
+    `project_ids` limits it to those of the researcher's projects (None: all of them,
+    those made later too); `maker`, the caller making it through a token or a browser,
+    is recorded (revoking that token, or signing out everywhere, revokes this one) and
+    bounds it: a token never makes one that may do more, reach further or last longer."""
+    projects = None if project_ids is None else frozenset(project_ids)
+    if projects is not None:
+        _check_reachable(session, researcher, projects)
+    now = utcnow()
+    if expires_at is not None:
+        if expires_at.tzinfo is None:
+            raise Unprocessable("expires_at: give a time zone (e.g. 2027-01-31T00:00:00Z)")
+        if expires_at <= now:
+            raise Unprocessable(f"expires_at: {_moment(expires_at)} has passed already")
+    if maker is not None:
+        if not maker.covers(scope, projects):
+            reach = (
+                "every project"
+                if maker.all_projects
+                else "projects " + ", ".join(str(pid) for pid in sorted(maker.project_ids or ()))
+            )
+            raise Forbidden(
+                f"this token is '{maker.scope.value}' over {reach}: it cannot make a token "
+                f"that may do more or reach further (asked: '{scope.value}' over "
+                f"{'every project' if projects is None else 'projects ' + _ids(projects)})"
+            )
+        if maker.expires_at is not None and (expires_at is None or expires_at > maker.expires_at):
+            raise Unprocessable(
+                f"expires_at: the token making this one expires at {_moment(maker.expires_at)}; "
+                "give an expiry no later than that"
+            )
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    session.add(
-        ApiToken(
-            researcher_id=researcher.id,
-            name=token_name,
-            token_hash=hash_token(token),
-            prefix=token[: len(TOKEN_PREFIX) + 6],
-        )
+    row = ApiToken(
+        researcher_id=researcher.id,
+        name=token_name,
+        token_hash=hash_token(token),
+        prefix=token[: len(TOKEN_PREFIX) + 6],
+        scope=scope,
+        all_projects=projects is None,
+        expires_at=expires_at,
+        made_by_token_id=maker.token.id if maker is not None and maker.token else None,
+        made_in_session_id=maker.web_session_id if maker is not None else None,
     )
+    session.add(row)
     session.flush()
-    return token
+    if projects:
+        session.execute(
+            insert(api_token_projects),
+            [{"token_id": row.id, "project_id": project_id} for project_id in sorted(projects)],
+        )
+    return token, row
+
+
+def _check_reachable(session: Session, researcher: Researcher, projects: frozenset[int]) -> None:
+    if not projects:
+        raise Unprocessable(
+            "projects: name at least one project, or null for all of yours (now and later)"
+        )
+    query = select(Project.id).where(Project.id.in_(projects), Project.importing.is_(False))
+    if not researcher.is_admin:
+        query = query.where(Project.owner_id == researcher.id)
+    missing = projects - set(session.scalars(query))
+    if missing:
+        raise Unprocessable(f"projects: no project {_ids(missing)} of yours")
+
+
+def _ids(ids: Collection[int]) -> str:
+    return ", ".join(str(project_id) for project_id in sorted(ids))
+
+
+def _moment(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def create_token(
-    *, session: Session, researcher_name: str, admin: bool = False, token_name: str = ""
+    *,
+    session: Session,
+    researcher_name: str,
+    admin: bool = False,
+    token_name: str = "",
+    scope: TokenScope = TokenScope.admin,
+    project_ids: Collection[int] | None = None,
+    expires_at: datetime | None = None,
 ) -> str:
     """Create the researcher if new, add a token, and return the plain token (shown once)."""
     researcher = ensure_researcher(session=session, name=researcher_name, admin=admin)
-    return issue_token(session=session, researcher=researcher, token_name=token_name)
+    token, _ = issue_token(
+        session=session,
+        researcher=researcher,
+        token_name=token_name,
+        scope=scope,
+        project_ids=project_ids,
+        expires_at=expires_at,
+    )
+    return token
 
 
-def find_live_token(*, session: Session, token: str) -> tuple[ApiToken, Researcher] | None:
-    """The unrevoked token and its researcher, or None; notes when it was last used."""
+def token_projects(session: Session, tokens: Collection[ApiToken]) -> dict[int, frozenset[int]]:
+    """The projects of each limited token among `tokens`, by token id."""
+    limited = [token.id for token in tokens if not token.all_projects]
+    found: dict[int, set[int]] = {token_id: set() for token_id in limited}
+    if limited:
+        for token_id, project_id in session.execute(
+            select(api_token_projects.c.token_id, api_token_projects.c.project_id).where(
+                api_token_projects.c.token_id.in_(limited)
+            )
+        ):
+            found[token_id].add(project_id)
+    return {token_id: frozenset(projects) for token_id, projects in found.items()}
+
+
+def _token_caller(
+    session: Session, token: ApiToken, researcher: Researcher, web_session_id: int | None = None
+) -> Caller:
+    projects = None if token.all_projects else token_projects(session, [token])[token.id]
+    return Caller(
+        researcher=researcher, token=token, project_ids=projects, web_session_id=web_session_id
+    )
+
+
+def _expired(token: ApiToken, now: datetime) -> bool:
+    return token.expires_at is not None and token.expires_at <= now
+
+
+def token_status(token: ApiToken, now: datetime) -> str:
+    if token.revoked_at is not None:
+        return "revoked"
+    return "expired" if _expired(token, now) else "live"
+
+
+def token_caller(*, session: Session, token: str) -> Caller:
+    """Who a bearer token reaches, as what; Unauthenticated for a token that is unknown,
+    revoked or expired. Notes when it was last used."""
     row = session.execute(
         select(ApiToken, Researcher)
         .join(Researcher, ApiToken.researcher_id == Researcher.id)
         .where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None))
     ).first()
     if row is None:
-        return None
+        raise Unauthenticated("invalid or revoked token")
     api_token, researcher = row
     now = utcnow()
+    if _expired(api_token, now):
+        raise Unauthenticated(f"this token expired at {_moment(api_token.expires_at)}")
     # Coarse on purpose: a write on every authenticated read would serialise SQLite.
     if api_token.last_used_at is None or now - api_token.last_used_at > LAST_USED_RESOLUTION:
         api_token.last_used_at = now
-    return api_token, researcher
+    return _token_caller(session, api_token, researcher)
 
 
-def authenticate(*, session: Session, token: str) -> Researcher | None:
-    """The researcher a live token belongs to, or None."""
-    found = find_live_token(session=session, token=token)
-    return None if found is None else found[1]
+def is_live_token(*, session: Session, token: str) -> bool:
+    try:
+        token_caller(session=session, token=token)
+    except Unauthenticated:
+        return False
+    return True
 
 
-def list_tokens(*, session: Session, researcher: Researcher) -> list[ApiToken]:
-    """The researcher's tokens, newest first, revoked ones included (they say so)."""
-    return list(
+def list_tokens(
+    *, session: Session, caller: Caller
+) -> list[tuple[ApiToken, frozenset[int] | None]]:
+    """The researcher's tokens the caller reaches (a limited token: those over its
+    projects only), newest first, revoked ones included (they say so), each with its
+    projects (None: all)."""
+    tokens = list(
         session.scalars(
             select(ApiToken)
-            .where(ApiToken.researcher_id == researcher.id)
+            .where(ApiToken.researcher_id == caller.researcher.id)
             .order_by(ApiToken.id.desc())
         )
     )
+    projects = token_projects(session, tokens)
+    listed = [(token, projects.get(token.id)) for token in tokens]
+    return [(token, reach) for token, reach in listed if _within(caller, reach)]
 
 
-def revoke_token(*, session: Session, token: ApiToken) -> None:
-    """Refuse the token from now on, and sign out the browsers it signed in."""
-    if token.revoked_at is None:
-        token.revoked_at = utcnow()
-    session.execute(delete(WebSession).where(WebSession.api_token_id == token.id))
-    session.flush()
+def _within(caller: Caller, projects: frozenset[int] | None) -> bool:
+    if caller.project_ids is None:
+        return True
+    return projects is not None and projects <= caller.project_ids
 
 
-def own_token(*, session: Session, researcher: Researcher, token_id: int) -> ApiToken:
+def own_token(*, session: Session, caller: Caller, token_id: int) -> ApiToken:
     token = session.get(ApiToken, token_id)
-    if token is None or token.researcher_id != researcher.id:
+    if token is None or token.researcher_id != caller.researcher.id:
+        raise NotFound(f"no token {token_id}")
+    if not _within(
+        caller, None if token.all_projects else token_projects(session, [token])[token.id]
+    ):
         raise NotFound(f"no token {token_id}")
     return token
+
+
+def revoke_token(*, session: Session, token: ApiToken) -> int:
+    """Refuse the token from now on, and every token it made (with itself, or in a browser
+    it signed in), theirs too; sign out the browsers any of them signed in. Returns how
+    many tokens were revoked."""
+    revoked, frontier = {token.id}, [token.id]
+    while frontier:
+        frontier = [
+            made
+            for made in session.scalars(
+                select(ApiToken.id).where(ApiToken.made_by_token_id.in_(frontier))
+            )
+            if made not in revoked
+        ]
+        revoked.update(frontier)
+    count = session.execute(
+        update(ApiToken)
+        .where(ApiToken.id.in_(revoked), ApiToken.revoked_at.is_(None))
+        .values(revoked_at=utcnow())
+        .execution_options(synchronize_session="fetch")
+    ).rowcount
+    session.execute(delete(WebSession).where(WebSession.api_token_id.in_(revoked)))
+    session.flush()
+    return count
 
 
 def tokens_by_prefix(*, session: Session, prefix: str) -> list[ApiToken]:
@@ -195,7 +362,8 @@ def tokens_by_prefix(*, session: Session, prefix: str) -> list[ApiToken]:
 def open_web_session(
     *, session: Session, researcher: Researcher, api_token: ApiToken | None = None
 ) -> str:
-    """Sign a browser in: the key its cookie carries (signed by the caller)."""
+    """Sign a browser in: the key its cookie carries (signed by the caller). A browser
+    signed in with a token may do what the token may."""
     key = secrets.token_urlsafe(32)
     session.add(
         WebSession(
@@ -208,24 +376,28 @@ def open_web_session(
     return key
 
 
-def web_session_researcher(*, session: Session, key: str) -> Researcher | None:
+def web_session_caller(*, session: Session, key: str) -> Caller | None:
     """Who the browser with this session key is, if the session is still open (signed
-    in, not idle too long, and, if opened with a token, the token not revoked)."""
+    in, not idle too long, and, if opened with a token, the token live)."""
     row = session.execute(
-        select(WebSession, Researcher, ApiToken.revoked_at)
+        select(WebSession, Researcher, ApiToken)
         .join(Researcher, WebSession.researcher_id == Researcher.id)
         .outerjoin(ApiToken, WebSession.api_token_id == ApiToken.id)
         .where(WebSession.key_hash == hash_token(key))
     ).first()
     if row is None:
         return None
-    web_session, researcher, token_revoked_at = row
+    web_session, researcher, api_token = row
     now = utcnow()
-    if token_revoked_at is not None or now - web_session.last_seen_at > SESSION_IDLE_LIMIT:
+    if now - web_session.last_seen_at > SESSION_IDLE_LIMIT:
+        return None
+    if api_token is not None and (api_token.revoked_at is not None or _expired(api_token, now)):
         return None
     if now - web_session.last_seen_at > LAST_USED_RESOLUTION:
         web_session.last_seen_at = now
-    return researcher
+    if api_token is None:
+        return Caller(researcher=researcher, web_session_id=web_session.id)
+    return _token_caller(session, api_token, researcher, web_session_id=web_session.id)
 
 
 def close_web_session(*, session: Session, key: str) -> None:
@@ -238,11 +410,36 @@ def count_web_sessions(*, session: Session, researcher: Researcher) -> int:
     )
 
 
-def sign_out_everywhere(*, session: Session, researcher: Researcher) -> int:
-    """End every browser session of the researcher; returns how many there were."""
-    return session.execute(
+def tokens_made_in_browsers(*, session: Session, researcher: Researcher) -> int:
+    """How many live tokens were made in the browsers signed in now (signing out
+    everywhere revokes them)."""
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(ApiToken)
+            .join(WebSession, ApiToken.made_in_session_id == WebSession.id)
+            .where(WebSession.researcher_id == researcher.id, ApiToken.revoked_at.is_(None))
+        )
+        or 0
+    )
+
+
+def sign_out_everywhere(*, session: Session, researcher: Researcher) -> tuple[int, int]:
+    """End every browser session of the researcher, and revoke the tokens made in them
+    (a browser someone else signed in to may have made one to stay in): how many
+    sessions there were, and how many tokens went with them."""
+    made_in_them = list(
+        session.scalars(
+            select(ApiToken)
+            .join(WebSession, ApiToken.made_in_session_id == WebSession.id)
+            .where(WebSession.researcher_id == researcher.id, ApiToken.revoked_at.is_(None))
+        )
+    )
+    revoked = sum(revoke_token(session=session, token=token) for token in made_in_them)
+    ended = session.execute(
         delete(WebSession).where(WebSession.researcher_id == researcher.id)
     ).rowcount
+    return ended, revoked
 
 
 def use_sign_in_link(*, session: Session, researcher: Researcher, made_at: int) -> bool:

@@ -4,14 +4,19 @@ the page where a researcher manages their API tokens."""
 from __future__ import annotations
 
 from contextlib import nullcontext
+from datetime import UTC, date, datetime, time
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from app.auth import service as auth
-from app.auth.deps import WorkspaceResearcher
+from app.auth.access import SCOPE_SUMMARIES, Action, Caller
+from app.auth.deps import ManagingAccountPage
+from app.auth.schemas import TokenCreate
+from app.core.db import roll_back
 from app.core.deps import (
     SESSION_COOKIE,
     SIGN_IN_NONCE_COOKIE,
@@ -21,11 +26,13 @@ from app.core.deps import (
     transaction,
     workspace_session_key,
 )
-from app.core.errors import ServiceError
+from app.core.errors import ServiceError, Unprocessable
 from app.core.fields import RowId
 from app.core.pages import render as page
 from app.core.routes import StrictJSONRoute
-from app.models import Researcher
+from app.models import Researcher, TokenScope
+from app.models._types import utcnow
+from app.projects.service import list_projects
 
 router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
 SESSION_DAYS = 14
@@ -93,7 +100,7 @@ def _signed_in(request: Request, key: str, next_path: str) -> RedirectResponse:
 @router.get("/login", response_class=HTMLResponse, name="login")
 def sign_in_page(request: Request, session: SessionDep):
     key = workspace_session_key(request)
-    if key is not None and auth.web_session_researcher(session=session, key=key) is not None:
+    if key is not None and auth.web_session_caller(session=session, key=key) is not None:
         return RedirectResponse(_next_path(request.query_params.get("next")), status_code=303)
     return _sign_in_page(request)
 
@@ -126,27 +133,36 @@ async def sign_in(
         )
         response.headers.update(busy.headers)
         return response
-    if key is None:
-        what = (
-            "That token is not a live API token." if token.strip() else ("Wrong email or password.")
-        )
-        return _sign_in_page(request, error=what, email=email, status_code=400)
+    except ServiceError as refused:
+        return _sign_in_page(request, error=str(refused.detail), email=email, status_code=400)
     return _signed_in(request, key, _next_path(next))
 
 
-def _open_session(request: Request, email: str, password: str, token: str) -> str | None:
+def _open_session(request: Request, email: str, password: str, token: str) -> str:
+    """The new session's key; a ServiceError says why none opens."""
     with transaction(request) as session:
         if token.strip():
-            found = auth.find_live_token(session=session, token=token.strip())
-            if found is None:
-                return None
-            api_token, researcher = found
+            try:
+                caller = auth.token_caller(session=session, token=token.strip())
+            except auth.Unauthenticated as refused:
+                why = str(refused.detail)
+                raise ServiceError(
+                    f"That token {why.removeprefix('this token ')}."
+                    if why.startswith("this token")
+                    else "That token is not a live API token."
+                ) from None
+            if not caller.may(Action.view):
+                raise ServiceError(
+                    f"A '{caller.scope.value}' token does not sign in to the workspace: it "
+                    f"serves {SCOPE_SUMMARIES[caller.scope]} only. Sign in with a read, "
+                    "write or admin token, or with your email and password."
+                )
             return auth.open_web_session(
-                session=session, researcher=researcher, api_token=api_token
+                session=session, researcher=caller.researcher, api_token=caller.token
             )
         researcher = auth.check_password(session=session, email=email, password=password)
         if researcher is None:
-            return None
+            raise ServiceError("Wrong email or password.")
         return auth.open_web_session(session=session, researcher=researcher)
 
 
@@ -188,58 +204,124 @@ def sign_out(request: Request, session: SessionDep, _csrf: CsrfChecked):
 
 @router.post("/logout/everywhere", name="sign_out_everywhere")
 def sign_out_everywhere(
-    request: Request, session: SessionDep, researcher: WorkspaceResearcher, _csrf: CsrfChecked
+    request: Request, session: SessionDep, caller: ManagingAccountPage, _csrf: CsrfChecked
 ):
-    """Every browser signed in as this researcher is signed out, this one too (API tokens
-    stay: revoke those one by one)."""
-    auth.sign_out_everywhere(session=session, researcher=researcher)
+    """Every browser signed in as this researcher is signed out, this one too, and the
+    tokens made in those browsers are revoked (someone who got into one may have made a
+    token to stay in); tokens made otherwise stay: revoke those one by one."""
+    auth.sign_out_everywhere(session=session, researcher=caller.researcher)
     response = RedirectResponse("/login?signed_out=everywhere", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
 
 
 @router.get("/tokens", response_class=HTMLResponse, name="tokens")
-def tokens_page(request: Request, session: SessionDep, researcher: WorkspaceResearcher):
-    return _tokens_page(request, session, researcher)
+def tokens_page(request: Request, session: SessionDep, caller: ManagingAccountPage):
+    return _tokens_page(request, session, caller)
 
 
 def _tokens_page(
     request: Request,
     session,
-    researcher: Researcher,
+    caller: Caller,
     *,
     new_token: str | None = None,
+    form: dict | None = None,
     error: str | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
+    researcher = caller.researcher
+    projects = list_projects(session=session, researcher=researcher, only=caller.project_ids)
+    now = utcnow()
     context = {
         "researcher": researcher,
-        "tokens": auth.list_tokens(session=session, researcher=researcher),
+        "tokens": [
+            (token, reach, auth.token_status(token, now))
+            for token, reach in auth.list_tokens(session=session, caller=caller)
+        ],
+        "projects": projects,
+        "project_names": {project.id: project.name for project in projects},
+        "scopes": [(scope.value, SCOPE_SUMMARIES[scope]) for scope in TokenScope],
         "browsers": auth.count_web_sessions(session=session, researcher=researcher),
+        "made_in_browsers": auth.tokens_made_in_browsers(session=session, researcher=researcher),
         "new_token": new_token,
+        "form": form or {},
         "error": error,
     }
     return page(request, "auth/tokens.html", context, status_code)
 
 
 @router.post("/tokens", response_class=HTMLResponse)
-def create_token(
-    request: Request,
-    session: SessionDep,
-    researcher: WorkspaceResearcher,
-    name: Annotated[str, Form(max_length=100)] = "",
-):
-    token = auth.issue_token(session=session, researcher=researcher, token_name=name.strip())
+async def create_token(request: Request, session: SessionDep, caller: ManagingAccountPage):
+    submitted = await request.form()
+    form = {
+        "name": str(submitted.get("name", ""))[:200],
+        "scope": str(submitted.get("scope", ""))[:20],
+        "reach": str(submitted.get("reach", "all"))[:10],
+        "projects": [str(value)[:12] for value in submitted.getlist("projects")[:1000]],
+        "expires": str(submitted.get("expires", ""))[:40],
+    }
+    try:
+        request_body = _token_request(form)
+        plain, _ = auth.issue_token(
+            session=session,
+            researcher=caller.researcher,
+            token_name=request_body.name.strip(),
+            scope=request_body.scope,
+            project_ids=request_body.projects,
+            expires_at=request_body.expires_at,
+            maker=caller,
+        )
+    except ServiceError as refused:
+        roll_back(session)
+        return _tokens_page(
+            request,
+            session,
+            caller,
+            form=form,
+            error=str(refused.detail),
+            status_code=refused.status_code,
+        )
     # The page shows the token this once; only its hash is kept.
-    response = _tokens_page(request, session, researcher, new_token=token, status_code=201)
+    response = _tokens_page(request, session, caller, new_token=plain, status_code=201)
     response.headers["Cache-Control"] = "no-store"
     return response
 
 
-@router.post("/tokens/{token_id}/revoke")
+def _token_request(form: dict) -> TokenCreate:
+    """The form's fields as the API's request, with the same checks; an expiry date is
+    the end of that day, UTC."""
+    if form["scope"] not in {scope.value for scope in TokenScope}:
+        raise Unprocessable("Choose what the token may do: predict, read, write or admin.")
+    projects = None
+    if form["reach"] == "some":
+        if not form["projects"]:
+            raise Unprocessable("Tick the projects the token may touch, or choose all projects.")
+        if not all(value.isdigit() for value in form["projects"]):
+            raise Unprocessable("projects: not a list of project ids")
+        projects = [int(value) for value in form["projects"]]
+    expires_at = None
+    if form["expires"].strip():
+        try:
+            day = date.fromisoformat(form["expires"].strip())
+        except ValueError:
+            raise Unprocessable(
+                f"Expires: '{form['expires'][:20]}' is not a date (YYYY-MM-DD)"
+            ) from None
+        expires_at = datetime.combine(day, time(23, 59, 59), tzinfo=UTC)
+    try:
+        return TokenCreate(
+            name=form["name"], scope=form["scope"], projects=projects, expires_at=expires_at
+        )
+    except ValidationError as invalid:
+        first = invalid.errors()[0]
+        raise Unprocessable(f"{first['loc'][0]}: {first['msg']}") from None
+
+
+@router.post("/tokens/{token_id}/revoke", name="revoke_token")
 def revoke_token(
-    token_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    token_id: RowId, request: Request, session: SessionDep, caller: ManagingAccountPage
 ) -> Response:
-    token = auth.own_token(session=session, researcher=researcher, token_id=token_id)
+    token = auth.own_token(session=session, caller=caller, token_id=token_id)
     auth.revoke_token(session=session, token=token)
     return RedirectResponse(request.url_for("tokens").path, status_code=303)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from app.auth.deps import CurrentResearcher
+from app.auth.deps import Changing, Serving, Viewing
 from app.builds import jobs, routing, service
 from app.builds.schemas import (
     BuildCreate,
@@ -51,9 +51,7 @@ def _out(session, build, number: int | None = None) -> BuildOut:
 
 
 @router.post("", response_model=BuildOut, status_code=status.HTTP_201_CREATED)
-def start_build(
-    project_id: RowId, body: BuildCreate, session: SessionDep, researcher: CurrentResearcher
-):
+def start_build(project_id: RowId, body: BuildCreate, session: SessionDep, researcher: Changing):
     """Start a CompRF build over the project's labelled items (test items left out). Its
     queries go to raters through the scheduler; answers already held are used first."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -64,9 +62,7 @@ def start_build(
 
 
 @router.post("/estimate", response_model=BuildEstimateOut)
-def estimate_build(
-    project_id: RowId, body: BuildCreate, session: SessionDep, researcher: CurrentResearcher
-):
+def estimate_build(project_id: RowId, body: BuildCreate, session: SessionDep, researcher: Viewing):
     """What a build with these settings would ask of raters, before starting it: the
     answers it is expected to need, and the hours at the project's recent answer rate.
     Starts nothing."""
@@ -81,22 +77,20 @@ def estimate_build(
 
 
 @router.get("", response_model=list[BuildOut])
-def list_builds(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def list_builds(project_id: RowId, session: SessionDep, researcher: Viewing):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     builds = service.list_builds(session=session, project=project)  # oldest first
     return [_out(session, build, number) for number, build in enumerate(builds, start=1)]
 
 
 @router.get("/{build_id:int}", response_model=BuildOut)
-def get_build(
-    project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher
-):
+def get_build(project_id: RowId, build_id: RowId, session: SessionDep, researcher: Viewing):
     """The build with its progress: queries answered and pending, share done per tree."""
     return _out(session, _build(session, researcher, project_id, build_id))
 
 
 @router.post("/{build_id}/rebuild", response_model=BuildOut, status_code=status.HTTP_201_CREATED)
-def rebuild(project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def rebuild(project_id: RowId, build_id: RowId, session: SessionDep, researcher: Changing):
     """Build a finished build again, as it started (items, settings, seed), from the
     answers that count now: raters excluded since are left out, and raters are asked only
     what the remaining answers leave open. The old build and its models stay."""
@@ -109,7 +103,7 @@ def pending_queries(
     project_id: RowId,
     build_id: RowId,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Viewing,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
 ):
     """The queries the build waits for, by item key: a client may answer them itself by
@@ -119,9 +113,7 @@ def pending_queries(
 
 
 def _set(status_to: BuildStatus):
-    def change(
-        project_id: RowId, build_id: RowId, session: SessionDep, researcher: CurrentResearcher
-    ):
+    def change(project_id: RowId, build_id: RowId, session: SessionDep, researcher: Changing):
         build = _build(session, researcher, project_id, build_id)
         return _out(session, service.set_status(session=session, build=build, status=status_to))
 
@@ -148,7 +140,7 @@ def start_routing(
     build_id: RowId,
     body: RoutingCreate,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
 ):
     """Classify items with a complete build by routing them down its trees: their
     routing queries go to raters (or to you, with ask_raters=false); poll the routing."""
@@ -167,17 +159,13 @@ def _routing(session, researcher, project_id: RowId, routing_id: RowId):
     return routing.get_routing(session=session, project=project, routing_id=routing_id)
 
 
-def get_routing(
-    project_id: RowId, routing_id: RowId, session: SessionDep, researcher: CurrentResearcher
-):
+def get_routing(project_id: RowId, routing_id: RowId, session: SessionDep, researcher: Serving):
     """Progress (routing queries pending, items done) and, once complete, labels and
     class shares per item."""
     return _routing(session, researcher, project_id, routing_id)
 
 
-def routing_queries(
-    project_id: RowId, routing_id: RowId, session: SessionDep, researcher: CurrentResearcher
-):
+def routing_queries(project_id: RowId, routing_id: RowId, session: SessionDep, researcher: Serving):
     """The routing queries the routing still needs, by item key."""
     routed = _routing(session, researcher, project_id, routing_id)
     return routing.pending_by_key(session=session, routing=routed)
@@ -188,7 +176,7 @@ def answer_routing(
     routing_id: RowId,
     body: RoutingAnswers,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
 ):
     """Answer routing queries yourself; they are stored as triplets and folded in at once."""
     routed = _routing(session, researcher, project_id, routing_id)

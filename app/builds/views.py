@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.auth.deps import WorkspaceResearcher
+from app.auth.deps import ChangingPage, ViewingPage
 from app.builds import jobs, service
 from app.builds.schemas import BuildCreate
 from app.core.db import roll_back
@@ -78,7 +78,7 @@ def _estimate(session, project, body: BuildCreate) -> service.BuildEstimate:
     name="build_estimate_form",
 )
 async def build_estimate(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage
 ):
     """The form's estimate as its fields change (what POST .../builds/estimate says)."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -92,16 +92,14 @@ async def build_estimate(
 
 
 @router.get("/projects/{project_id}/builds", response_class=HTMLResponse, name="builds_page")
-def builds_page(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
-):
+def builds_page(project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return _builds_page(request, session, researcher, project)
 
 
 @router.post("/projects/{project_id}/builds", response_class=HTMLResponse, name="start_build_form")
 async def start_build(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ChangingPage
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     submitted = await read_model_form(request, BuildCreate)
@@ -143,7 +141,7 @@ def change_build(
     action: str,
     request: Request,
     session: SessionDep,
-    researcher: WorkspaceResearcher,
+    researcher: ChangingPage,
 ):
     if action not in BUILD_ACTIONS and action != "rebuild":
         raise ServiceError(

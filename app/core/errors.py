@@ -35,6 +35,12 @@ class NotFound(ServiceError):
     status_code = 404
 
 
+class Forbidden(ServiceError):
+    """The caller is known, and may not do this (the detail says what it would need)."""
+
+    status_code = 403
+
+
 class Conflict(ServiceError):
     status_code = 409
 

@@ -7,7 +7,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import FileResponse, StreamingResponse
 
-from app.auth.deps import CurrentResearcher
+from app.auth.deps import Changing, Exporting, Viewing
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import NotFound
 from app.core.fields import INT8_MAX, RowId
@@ -63,7 +63,7 @@ def upload_items(
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
     idempotency_key: IdempotencyKey = None,
     on_error: OnError = "reject",
     format: Annotated[
@@ -94,7 +94,7 @@ def upload_items(
 def list_items(
     project_id: RowId,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Viewing,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=INT8_MAX)] = 0,
     split: Split | None = None,
@@ -126,7 +126,7 @@ def export_items(
     project_id: RowId,
     request: Request,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Exporting,
     format: ItemExportFormat = ItemExportFormat.csv,
 ):
     """Every item of the project, streamed. `zip` holds manifest.csv and the images and
@@ -151,7 +151,7 @@ def export_items(
 
 
 @router.get("/{key}", response_model=ItemOut)
-def get_item(project_id: RowId, key: str, session: SessionDep, researcher: CurrentResearcher):
+def get_item(project_id: RowId, key: str, session: SessionDep, researcher: Viewing):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return item_out(service.get_item(session=session, project=project, key=key))
 
@@ -162,7 +162,7 @@ def fix_item(
     key: str,
     body: ItemUpdate,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
 ):
     """Fix an item's label or split (checked as an upload's row is). Models use it from
     their next fit; a build already running keeps the labels it started with."""
@@ -178,7 +178,7 @@ def delete_item(
     key: str,
     request: Request,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
 ):
     """Delete an item with every answer that names it, and withdraw the queries about
     it. Refused (409) while a build's trees hold it (running, paused or complete) or a
@@ -199,7 +199,7 @@ def get_item_image(
     key: str,
     request: Request,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Viewing,
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     item = service.get_item(session=session, project=project, key=key)

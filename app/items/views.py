@@ -10,7 +10,7 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from sqlalchemy import func, select
 
-from app.auth.deps import WorkspaceResearcher
+from app.auth.deps import ChangingPage, ViewingPage
 from app.core.db import roll_back
 from app.core.deps import SessionDep
 from app.core.errors import NotFound, ServiceError
@@ -28,7 +28,7 @@ CARD_TEXT = 160
 
 @router.get("/projects/{project_id}/item-cards.json", name="item_cards")
 def item_cards(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage
 ) -> JSONResponse:
     """{key: [label, text (cut short), image URL]} for every item of the project."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -53,7 +53,7 @@ def items_page(
     project_id: RowId,
     request: Request,
     session: SessionDep,
-    researcher: WorkspaceResearcher,
+    researcher: ViewingPage,
     q: Annotated[str, Query(max_length=200)] = "",
     split: Annotated[str, Query(max_length=20)] = "",
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
@@ -124,7 +124,7 @@ def fix_item_form(
     item_id: RowId,
     request: Request,
     session: SessionDep,
-    researcher: WorkspaceResearcher,
+    researcher: ChangingPage,
     label: Annotated[str, Form(max_length=300)] = "",
     split: Annotated[str, Form(max_length=20)] = "",
 ):
@@ -158,7 +158,7 @@ def delete_item_form(
     item_id: RowId,
     request: Request,
     session: SessionDep,
-    researcher: WorkspaceResearcher,
+    researcher: ChangingPage,
 ):
     """The item deleted with its answers, as DELETE /projects/{id}/items/{key} does; the
     row says what went, or why it stays."""

@@ -17,7 +17,13 @@ from app.models.queue import (
     SlotState,
 )
 from app.models.rater import Rater, RaterSession
-from app.models.researcher import ApiToken, Researcher, WebSession
+from app.models.researcher import (
+    ApiToken,
+    Researcher,
+    TokenScope,
+    WebSession,
+    api_token_projects,
+)
 from app.models.tally import AnswerTally, AnswerTallyCursor
 from app.models.triplet import (
     Judgement,
@@ -59,10 +65,12 @@ __all__ = [
     "Researcher",
     "SlotState",
     "Split",
+    "TokenScope",
     "Triplet",
     "TripletSource",
     "Upload",
     "UploadKind",
     "VersionStatus",
     "WebSession",
+    "api_token_projects",
 ]

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
-from sqlalchemy import BigInteger, ForeignKey, String
+from sqlalchemy import BigInteger, Column, ForeignKey, String, Table
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.core.db import Base
-from app.models._types import Timestamp, utcnow
+from app.models._types import Timestamp, string_enum, utcnow
 
 
 class Researcher(Base):
@@ -26,11 +27,38 @@ class Researcher(Base):
     # a link made then or before is refused.
     sign_in_link_used_through: Mapped[int | None] = mapped_column(BigInteger)
 
-    tokens: Mapped[list[ApiToken]] = relationship(back_populates="researcher", passive_deletes=True)
+    tokens: Mapped[list[ApiToken]] = relationship(
+        back_populates="researcher", passive_deletes=True, foreign_keys="ApiToken.researcher_id"
+    )
+
+
+class TokenScope(StrEnum):
+    """What a token may do, each scope holding the one before it (app/auth/access.py
+    spells out which actions each allows)."""
+
+    predict = "predict"
+    read = "read"
+    write = "write"
+    admin = "admin"
+
+
+# The projects a token is limited to, when it is (`ApiToken.all_projects` false). A
+# project's deletion takes its rows with it: a token left with none reaches nothing.
+api_token_projects = Table(
+    "api_token_projects",
+    Base.metadata,
+    Column("token_id", ForeignKey("api_tokens.id", ondelete="CASCADE"), primary_key=True),
+    Column(
+        "project_id", ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True, index=True
+    ),
+)
 
 
 class ApiToken(Base):
-    """A bearer token, stored only as its SHA-256; the plain token is shown once."""
+    """A bearer token, stored only as its SHA-256; the plain token is shown once. It may
+    do what its scope allows in its projects (all of its researcher's, or those listed)
+    until it expires or is revoked. A token made with another token, or in a browser
+    session, records which: revoking the maker, or signing out everywhere, revokes it."""
 
     __tablename__ = "api_tokens"
 
@@ -41,17 +69,30 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(100), default="")
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))
+    scope: Mapped[TokenScope] = mapped_column(string_enum(TokenScope, "token_scope"))
+    all_projects: Mapped[bool] = mapped_column(default=True)
+    expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    made_by_token_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="SET NULL"), index=True
+    )
+    made_in_session_id: Mapped[int | None] = mapped_column(
+        # use_alter: sessions point at tokens too, and the cycle needs one side named.
+        ForeignKey("web_sessions.id", ondelete="SET NULL", use_alter=True),
+        index=True,
+    )
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(Timestamp)
     revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
-    researcher: Mapped[Researcher] = relationship(back_populates="tokens")
+    researcher: Mapped[Researcher] = relationship(
+        back_populates="tokens", foreign_keys=[researcher_id]
+    )
 
 
 class WebSession(Base):
     """A browser signed in to the workspace. The cookie holds a random key (signed), the
     table its SHA-256; signing out deletes the row. A session opened with an API token
-    ends when that token is revoked."""
+    can do what the token can, and ends when that token is revoked or expires."""
 
     __tablename__ = "web_sessions"
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from app.auth.deps import CurrentResearcher
+from app.auth.deps import Exporting, Serving
 from app.builds import routing
 from app.builds.schemas import RoutingOut
 from app.core.deps import SessionDep
@@ -50,7 +50,7 @@ def predict(
     body: PredictRequest,
     request: Request,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Serving,
 ):
     """Labels, class probabilities and support for items in the project (`items`) and
     for new ones (`new_items`: their triplets against known items, or their features).
@@ -111,7 +111,7 @@ def embedding(
     project_id: RowId,
     model_id: RowId,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Serving,
     format: Annotated[Literal["json", "csv"], Query()] = "json",
     version: Annotated[RowId | None, Query()] = None,
 ):
@@ -147,7 +147,7 @@ def export_predictions(
     project_id: RowId,
     model_id: RowId,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Exporting,
     format: Annotated[Literal["json", "csv"], Query()] = "csv",
     version: Annotated[RowId | None, Query()] = None,
 ):
@@ -189,7 +189,7 @@ def distances(
     model_id: RowId,
     body: DistancesRequest,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Serving,
 ):
     """Learnt distances between pairs of items (t-ETE, SMERF, DisDF)."""
     _, model = _model(session, researcher, project_id, model_id)
@@ -206,7 +206,7 @@ def neighbors(
     project_id: RowId,
     model_id: RowId,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Serving,
     item: Annotated[str, Query(min_length=1, description="Item key")],
     k: Annotated[int, Query(ge=1, le=1000)] = 10,
     version: Annotated[RowId | None, Query()] = None,

@@ -3,7 +3,16 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
-from app.auth.deps import CurrentResearcher
+from app.auth.access import Action
+from app.auth.deps import (
+    Changing,
+    ChangingCaller,
+    CreatingProjects,
+    DeletingProjects,
+    Exporting,
+    Viewing,
+    ViewingAll,
+)
 from app.core.deps import SessionDep, SettingsDep, public_study_url
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
@@ -26,7 +35,7 @@ archives = APIRouter(prefix="/project-archives", tags=["projects"], route_class=
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectDetail)
-def create_project(body: ProjectCreate, session: SessionDep, researcher: CurrentResearcher):
+def create_project(body: ProjectCreate, session: SessionDep, researcher: CreatingProjects):
     project = service.create_project(
         session=session,
         owner=researcher,
@@ -40,12 +49,15 @@ def create_project(body: ProjectCreate, session: SessionDep, researcher: Current
 
 
 @router.get("", response_model=list[ProjectOut])
-def list_projects(session: SessionDep, researcher: CurrentResearcher):
-    return service.list_projects(session=session, researcher=researcher)
+def list_projects(session: SessionDep, caller: ViewingAll):
+    """Your projects (a token limited to some: those)."""
+    return service.list_projects(
+        session=session, researcher=caller.researcher, only=caller.project_ids
+    )
 
 
 @router.get("/{project_id}", response_model=ProjectDetail)
-def get_project(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def get_project(project_id: RowId, session: SessionDep, researcher: Viewing):
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     counts = service.project_counts(session=session, project=project)
     return ProjectDetail(**ProjectOut.model_validate(project).model_dump(), **counts)
@@ -53,7 +65,7 @@ def get_project(project_id: RowId, session: SessionDep, researcher: CurrentResea
 
 @router.patch("/{project_id}", response_model=ProjectDetail)
 def update_project(
-    project_id: RowId, body: ProjectUpdate, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, body: ProjectUpdate, session: SessionDep, researcher: Changing
 ):
     """Rename the project or change its description."""
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
@@ -64,7 +76,7 @@ def update_project(
 
 @router.delete("/{project_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_project(
-    project_id: RowId, request: Request, session: SessionDep, researcher: CurrentResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: DeletingProjects
 ):
     project = service.get_project(
         session=session, researcher=researcher, project_id=project_id, to_delete=True
@@ -84,9 +96,7 @@ def _rating_out(request: Request, project) -> RatingOut:
 
 
 @router.get("/{project_id}/rating", response_model=RatingOut)
-def get_rating(
-    project_id: RowId, request: Request, session: SessionDep, researcher: CurrentResearcher
-):
+def get_rating(project_id: RowId, request: Request, session: SessionDep, researcher: Viewing):
     """The public rating link and how it behaves."""
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     return _rating_out(request, project)
@@ -98,12 +108,19 @@ def update_rating(
     body: RatingSettingsUpdate,
     request: Request,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    caller: ChangingCaller,
 ):
-    """Change any of the rating settings (instructions, completion, shares, thresholds)."""
-    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    """Change any of the rating settings (instructions, completion, shares, thresholds).
+    Where raters are sent when they finish (the three URLs) changes only with the whole
+    account's power: an 'admin' token, or a browser signed in with a password."""
+    project = service.get_project(
+        session=session, researcher=caller.researcher, project_id=project_id
+    )
     service.update_rating(
-        session=session, project=project, changes=body.model_dump(exclude_unset=True)
+        session=session,
+        project=project,
+        changes=body.model_dump(exclude_unset=True),
+        may_redirect_raters=caller.may(Action.redirect_raters),
     )
     return _rating_out(request, project)
 
@@ -114,7 +131,7 @@ def set_link(
     body: LinkChange,
     request: Request,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
 ):
     """Open the study link (once the project has items), pause it or close it. A new
     study's link is closed: raters see a page saying so, and no completion code."""
@@ -128,9 +145,7 @@ def set_link(
     response_class=StreamingResponse,
     responses={200: {"content": {"application/zip": {}}}},
 )
-def export_archive(
-    project_id: RowId, request: Request, session: SessionDep, researcher: CurrentResearcher
-):
+def export_archive(project_id: RowId, request: Request, session: SessionDep, researcher: Exporting):
     """The whole project as one ZIP, streamed: settings, raters, builds' state and model
     definitions (project.json), items with their images (items.zip) and every answer
     (triplets.csv). POST it to /project-archives on any Closer server to carry on there."""
@@ -163,7 +178,7 @@ def import_archive(
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
-    researcher: CurrentResearcher,
+    researcher: CreatingProjects,
     idempotency_key: IdempotencyKey = None,
 ):
     """A new project from a project archive (GET /projects/{id}/archive), yours, with a

@@ -265,6 +265,10 @@ NULLABLE_RATING_SETTINGS = frozenset(
     if type(None) in get_args(info.annotation)
 )
 
+# Where a rater is sent when their session ends: changing one needs the whole account
+# (app/auth/access.py, Action.redirect_raters).
+RATER_DESTINATIONS = frozenset({"completion_url", "no_more_work_url", "screened_out_url"})
+
 
 def _any_subset(model: type[BaseModel]) -> dict:
     """`model`'s fields, each optional (absent: unchanged) with the same checks."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import median
@@ -10,7 +11,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.db import on_commit
-from app.core.errors import Conflict, NotFound, ServiceError
+from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.items.images import ImageStore
 from app.models import (
     Item,
@@ -25,7 +26,7 @@ from app.models import (
     TripletSource,
 )
 from app.models._types import utcnow
-from app.projects.schemas import NULLABLE_RATING_SETTINGS
+from app.projects.schemas import NULLABLE_RATING_SETTINGS, RATER_DESTINATIONS
 from app.scheduling.screens import items_per_screen
 from app.triplets.service import count_triplets
 from app.triplets.tally import answers_per_hour
@@ -60,10 +61,15 @@ def create_project(
     return project
 
 
-def list_projects(*, session: Session, researcher: Researcher) -> list[Project]:
+def list_projects(
+    *, session: Session, researcher: Researcher, only: Collection[int] | None = None
+) -> list[Project]:
+    """The researcher's projects (an admin's: all), or those of them in `only`."""
     query = select(Project).where(Project.importing.is_(False)).order_by(Project.id)
     if not researcher.is_admin:
         query = query.where(Project.owner_id == researcher.id)
+    if only is not None:
+        query = query.where(Project.id.in_(only))
     return list(session.scalars(query))
 
 
@@ -143,11 +149,24 @@ DEFAULT_QUESTIONS = {
 }
 
 
-def update_rating(*, session: Session, project: Project, changes: dict) -> Project:
+def update_rating(
+    *, session: Session, project: Project, changes: dict, may_redirect_raters: bool = True
+) -> Project:
     """Apply rating settings; the shares of random and attention queries must leave room,
     a rank screen's picks must leave items unpicked, and an open study must hold the
     items its screens show. A question still worded as the old format's default follows
-    the new format."""
+    the new format. Where raters are sent changes only with `may_redirect_raters`: a
+    token that could point them elsewhere could send every finishing rater to any site."""
+    redirected = sorted(
+        name
+        for name in RATER_DESTINATIONS
+        if name in changes and changes[name] != getattr(project, name)
+    )
+    if redirected and not may_redirect_raters:
+        raise Forbidden(
+            f"{', '.join(redirected)}: where raters are sent changes only with the whole "
+            "account's power (signed in with a password, or an 'admin' token)"
+        )
     for name, value in changes.items():
         if value is None and name not in NULLABLE_RATING_SETTINGS:
             raise ServiceError(f"{name} cannot be null")
@@ -247,10 +266,12 @@ def summarize(*, session: Session, project: Project) -> ProjectSummary:
     )
 
 
-def list_summaries(*, session: Session, researcher: Researcher) -> list[ProjectSummary]:
+def list_summaries(
+    *, session: Session, researcher: Researcher, only: Collection[int] | None = None
+) -> list[ProjectSummary]:
     return [
         summarize(session=session, project=project)
-        for project in list_projects(session=session, researcher=researcher)
+        for project in list_projects(session=session, researcher=researcher, only=only)
     ]
 
 

@@ -10,7 +10,16 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.auth.deps import WorkspaceResearcher
+from app.auth.access import Action
+from app.auth.deps import (
+    ChangingCallerPage,
+    ChangingPage,
+    CreatingProjectsPage,
+    DeletingProjectsPage,
+    ExportingPage,
+    ViewingAllPage,
+    ViewingPage,
+)
 from app.builds.service import list_builds
 from app.core.db import roll_back
 from app.core.deps import SessionDep, SettingsDep, public_study_url
@@ -43,6 +52,7 @@ def _projects_page(
     session,
     researcher,
     *,
+    only: frozenset[int] | None = None,
     form: dict | None = None,
     errors: dict | None = None,
     archive_problems: list | None = None,
@@ -53,7 +63,7 @@ def _projects_page(
         "projects/list.html",
         {
             "researcher": researcher,
-            "summaries": service.list_summaries(session=session, researcher=researcher),
+            "summaries": service.list_summaries(session=session, researcher=researcher, only=only),
             "label_types": list(LabelType),
             "form": form or {},
             "errors": errors or {},
@@ -66,12 +76,13 @@ def _projects_page(
 
 
 @router.get("/", response_class=HTMLResponse, name="projects")
-def projects_page(request: Request, session: SessionDep, researcher: WorkspaceResearcher):
-    return _projects_page(request, session, researcher)
+def projects_page(request: Request, session: SessionDep, caller: ViewingAllPage):
+    """The researcher's projects (a browser signed in with a limited token: those)."""
+    return _projects_page(request, session, caller.researcher, only=caller.project_ids)
 
 
 @router.post("/projects", response_class=HTMLResponse, name="create_project_form")
-async def create_project(request: Request, session: SessionDep, researcher: WorkspaceResearcher):
+async def create_project(request: Request, session: SessionDep, researcher: CreatingProjectsPage):
     submitted = await read_model_form(
         request, ProjectCreate, unstripped=ProjectCreate.model_fields, blank_is_missing=False
     )
@@ -93,9 +104,7 @@ async def create_project(request: Request, session: SessionDep, researcher: Work
 
 
 @router.get("/projects/{project_id}", response_class=HTMLResponse, name="project_page")
-def project_page(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
-):
+def project_page(project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage):
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     return _overview(request, session, researcher, project)
 
@@ -136,7 +145,7 @@ def _overview(request, session, researcher, project, link_error=None, status_cod
 
 @router.post("/projects/{project_id}/link", response_class=HTMLResponse, name="set_link_form")
 async def set_link(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ChangingPage
 ):
     """Open, pause or close the study link (the same service as PUT …/link)."""
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
@@ -160,7 +169,7 @@ async def set_link(
 
 @router.get("/projects/{project_id}/preview", response_class=HTMLResponse, name="project_preview")
 def project_preview(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage
 ):
     """The rater page as raters see it; choosing shows another comparison, and nothing
     is recorded."""
@@ -221,7 +230,7 @@ def _settings_page(
 
 @router.get("/projects/{project_id}/settings", response_class=HTMLResponse, name="settings_page")
 def settings_page(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage
 ):
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     return _settings_page(request, researcher, project)
@@ -229,8 +238,9 @@ def settings_page(
 
 @router.post("/projects/{project_id}/settings", response_class=HTMLResponse)
 async def save_settings(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, caller: ChangingCallerPage
 ):
+    researcher = caller.researcher
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     listed = [field for _, fields in SETTINGS_SECTIONS for field in fields]
     # An emptied optional field is "not set"; an emptied required one is refused by the
@@ -251,7 +261,10 @@ async def save_settings(
         )
     try:
         service.update_rating(
-            session=session, project=project, changes=body.model_dump(exclude_unset=True)
+            session=session,
+            project=project,
+            changes=body.model_dump(exclude_unset=True),
+            may_redirect_raters=caller.may(Action.redirect_raters),
         )
     except ServiceError as refused:
         roll_back(session)
@@ -269,7 +282,7 @@ async def save_settings(
 
 @router.post("/projects/{project_id}/about", response_class=HTMLResponse, name="about_form")
 async def save_about(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ChangingPage
 ):
     """The project's name and description, as PATCH /projects/{id} changes them."""
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
@@ -298,7 +311,7 @@ async def save_about(
     "/projects/{project_id}/delete", response_class=HTMLResponse, name="delete_project_form"
 )
 async def delete_project_form(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: DeletingProjectsPage
 ):
     """Deletes the project once its name is typed (what DELETE /projects/{id} does), then
     back to the projects list."""
@@ -321,7 +334,7 @@ async def delete_project_form(
 
 @router.get("/projects/{project_id}/downloads", response_class=HTMLResponse, name="downloads_page")
 def downloads_page(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ExportingPage
 ):
     """Links to the API's streamed exports: answers (filtered), items, and each model's
     embedding and predicted labels."""
@@ -354,7 +367,7 @@ def downloads_page(
 
 @router.get("/projects/{project_id}/downloads/answers", name="download_answers")
 def download_answers(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ExportingPage
 ):
     """The downloads form's answer filters, handed to the API's export without the ones
     left empty."""
@@ -374,7 +387,7 @@ def import_project(
     request: Request,
     session: SessionDep,
     settings: SettingsDep,
-    researcher: WorkspaceResearcher,
+    researcher: CreatingProjectsPage,
     import_key: Annotated[str | None, Form(max_length=100)] = None,
 ):
     """A project from an archive downloaded from any Closer server (its overview page)."""

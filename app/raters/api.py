@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from app.auth.deps import CurrentResearcher
+from app.auth.deps import Changing, Exporting, Viewing
 from app.core.deps import SessionDep
 from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
@@ -32,7 +32,7 @@ router = APIRouter(
 def list_raters(
     project_id: RowId,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Viewing,
     limit: Annotated[
         int | None, Query(ge=1, le=10_000, description="At most this many (default: all)")
     ] = None,
@@ -47,7 +47,7 @@ def list_raters(
 
 
 @router.post("/quality", response_model=list[RaterOut])
-def refresh_quality(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def refresh_quality(project_id: RowId, session: SessionDep, researcher: Changing):
     """Compute each rater's agreement with the majority now and apply the thresholds."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     quality.refresh(session=session, project=project)
@@ -55,9 +55,7 @@ def refresh_quality(project_id: RowId, session: SessionDep, researcher: CurrentR
 
 
 @router.get("/{rater_id:int}", response_model=RaterOut)
-def get_rater(
-    project_id: RowId, rater_id: RowId, session: SessionDep, researcher: CurrentResearcher
-):
+def get_rater(project_id: RowId, rater_id: RowId, session: SessionDep, researcher: Viewing):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return raters.get_rater(session=session, project=project, rater_id=rater_id)
 
@@ -67,7 +65,7 @@ def rater_answers(
     project_id: RowId,
     rater_id: RowId,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Viewing,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ):
     """Every comparison the rater answered, newest first, attention checks with their
@@ -91,7 +89,7 @@ def decide(
     rater_id: RowId,
     body: RaterDecision,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
 ):
     """Exclude or include a rater's answers (kept either way, and reversible)."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -106,7 +104,7 @@ participants_router = APIRouter(
 
 
 @participants_router.get("", response_model=list[ParticipantOut])
-def list_participants(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def list_participants(project_id: RowId, session: SessionDep, researcher: Exporting):
     """Who took part and how their session ended, with the code they were shown: what a
     researcher approves payments from."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -118,7 +116,7 @@ def list_participants(project_id: RowId, session: SessionDep, researcher: Curren
     response_class=Response,
     responses={200: {"content": {"text/csv": {}}, "description": "The same list as CSV"}},
 )
-def export_participants(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def export_participants(project_id: RowId, session: SessionDep, researcher: Exporting):
     """The participants as a CSV a spreadsheet opens as it should (UTF-8 with a byte-order
     mark, no cell read as a formula), for a recruiting platform's bulk approval."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.auth.deps import WorkspaceResearcher
+from app.auth.deps import ChangingPage, ExportingPage, ViewingPage
 from app.core.deps import SessionDep
 from app.core.errors import ServiceError
 from app.core.fields import RowId
@@ -61,9 +61,7 @@ def _raters_context(request: Request, session, researcher, project) -> dict:
 
 
 @router.get("/projects/{project_id}/raters", response_class=HTMLResponse, name="raters_page")
-def raters_page(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
-):
+def raters_page(project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return _page(
         request, "raters/raters.html", _raters_context(request, session, researcher, project)
@@ -72,7 +70,7 @@ def raters_page(
 
 @router.post("/projects/{project_id}/raters/quality", name="refresh_rater_quality")
 def refresh_quality_form(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ChangingPage
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     quality.refresh(session=session, project=project)
@@ -91,7 +89,7 @@ def decide_exclusion(
     rater_id: RowId,
     request: Request,
     session: SessionDep,
-    researcher: WorkspaceResearcher,
+    researcher: ChangingPage,
     decision: Annotated[str, Form(max_length=10)],
     back: Annotated[str, Form(max_length=500)] = "",
 ):
@@ -126,7 +124,7 @@ PARTICIPANTS_SHOWN = 200
     "/projects/{project_id}/participants", response_class=HTMLResponse, name="participants_page"
 )
 def participants_page(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ExportingPage
 ):
     """Who took part and how each session ended, with the code shown: the page a
     researcher approves payments from, and its CSV."""
@@ -158,7 +156,7 @@ def rater_page(
     rater_id: RowId,
     request: Request,
     session: SessionDep,
-    researcher: WorkspaceResearcher,
+    researcher: ViewingPage,
 ):
     """One rater: their figures, their answers (attention checks with the result) and
     their response times beside everyone's; excluded or included from here too."""

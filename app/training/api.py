@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 from sqlalchemy.orm import Session
 
-from app.auth.deps import CurrentResearcher
+from app.auth.deps import Changing, Serving, Viewing
 from app.core.deps import SessionDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
@@ -75,9 +75,7 @@ def _model(session, researcher, project_id: RowId, model_id: RowId) -> LearnedMo
 
 
 @router.post("", response_model=ModelOut, status_code=status.HTTP_201_CREATED)
-def create_model(
-    project_id: RowId, body: ModelCreate, session: SessionDep, researcher: CurrentResearcher
-):
+def create_model(project_id: RowId, body: ModelCreate, session: SessionDep, researcher: Changing):
     """Set up a learner on the project. Passive learners (TripletBoost, t-ETE) fit now and
     refit by themselves as answers grow; SMERF and DisDF learn from item features; a
     CompRF model follows its build and predicts by routing once the build is complete."""
@@ -87,7 +85,7 @@ def create_model(
 
 
 @router.get("", response_model=list[ModelOut])
-def list_models(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def list_models(project_id: RowId, session: SessionDep, researcher: Serving):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return [
         model_out(session, model) for model in service.list_models(session=session, project=project)
@@ -95,7 +93,7 @@ def list_models(project_id: RowId, session: SessionDep, researcher: CurrentResea
 
 
 @labelling_router.get("/labelling", response_model=LabellingOut)
-def labelling(project_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def labelling(project_id: RowId, session: SessionDep, researcher: Viewing):
     """Which model labels best now, as the Models page shows it: each model's accuracy
     and coverage on the test split and by cross-validation."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -126,9 +124,7 @@ def labelling(project_id: RowId, session: SessionDep, researcher: CurrentResearc
 
 
 @router.get("/{model_id}", response_model=ModelOut)
-def get_model(
-    project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher
-):
+def get_model(project_id: RowId, model_id: RowId, session: SessionDep, researcher: Serving):
     """The model, the version that serves, and the newest one with its progress."""
     return model_out(session, _model(session, researcher, project_id, model_id))
 
@@ -139,7 +135,7 @@ def update_model(
     model_id: RowId,
     body: ModelUpdate,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
 ):
     """Change the refit policy or the parameters (the next version uses them)."""
     model = _model(session, researcher, project_id, model_id)
@@ -151,16 +147,14 @@ def update_model(
 
 
 @router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_model(
-    project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher
-):
+def delete_model(project_id: RowId, model_id: RowId, session: SessionDep, researcher: Changing):
     """Delete the model and every version; a fit in progress is cancelled."""
     service.delete_model(session=session, model=_model(session, researcher, project_id, model_id))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/{model_id}/train", response_model=VersionOut, status_code=status.HTTP_202_ACCEPTED)
-def train(project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def train(project_id: RowId, model_id: RowId, session: SessionDep, researcher: Changing):
     """Fit a new version on the answers held now (a fit already queued or running is
     returned instead of a second one)."""
     model = _model(session, researcher, project_id, model_id)
@@ -169,16 +163,14 @@ def train(project_id: RowId, model_id: RowId, session: SessionDep, researcher: C
 
 
 @router.post("/{model_id}/cancel", response_model=VersionOut)
-def cancel(project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher):
+def cancel(project_id: RowId, model_id: RowId, session: SessionDep, researcher: Changing):
     """Stop the fit queued or running; the version that served keeps serving."""
     model = _model(session, researcher, project_id, model_id)
     return version_out(session, service.cancel_training(session=session, model=model))
 
 
 @router.get("/{model_id}/versions", response_model=list[VersionOut])
-def list_versions(
-    project_id: RowId, model_id: RowId, session: SessionDep, researcher: CurrentResearcher
-):
+def list_versions(project_id: RowId, model_id: RowId, session: SessionDep, researcher: Serving):
     """Every version, newest first."""
     model = _model(session, researcher, project_id, model_id)
     return [
@@ -192,7 +184,7 @@ def get_version(
     model_id: RowId,
     number: RowId,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Serving,
 ):
     model = _model(session, researcher, project_id, model_id)
     return version_out(session, service.get_version(session=session, model=model, number=number))

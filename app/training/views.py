@@ -9,7 +9,7 @@ import json
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.auth.deps import WorkspaceResearcher
+from app.auth.deps import ChangingPage, ViewingPage
 from app.builds.service import list_builds
 from app.core.db import roll_back
 from app.core.deps import SessionDep
@@ -70,16 +70,14 @@ def _models_page(
 
 
 @router.get("/projects/{project_id}/models", response_class=HTMLResponse, name="models_page")
-def models_page(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
-):
+def models_page(project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return _models_page(request, session, researcher, project)
 
 
 @router.post("/projects/{project_id}/models", response_class=HTMLResponse, name="create_model_form")
 async def create_model(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
+    project_id: RowId, request: Request, session: SessionDep, researcher: ChangingPage
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     submitted = await read_model_form(
@@ -126,7 +124,7 @@ def model_action(
     action: str,
     request: Request,
     session: SessionDep,
-    researcher: WorkspaceResearcher,
+    researcher: ChangingPage,
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     model = service.get_model(session=session, project=project, model_id=model_id)
@@ -169,7 +167,7 @@ def embedding_page(
     model_id: RowId,
     request: Request,
     session: SessionDep,
-    researcher: WorkspaceResearcher,
+    researcher: ViewingPage,
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     model = service.get_model(session=session, project=project, model_id=model_id)

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
-from app.auth.deps import CurrentResearcher
+from app.auth.deps import Changing, Exporting
 from app.core.deps import SessionDep, SettingsDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
@@ -60,7 +60,7 @@ def upload_triplets(
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
     idempotency_key: IdempotencyKey = None,
     on_error: OnError = "reject",
     format: Annotated[
@@ -104,7 +104,7 @@ def export_triplets(
     project_id: RowId,
     request: Request,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Exporting,
     format: AnswerExportFormat = AnswerExportFormat.csv,
     source: Annotated[
         TripletSource | None, Query(description="Only answers from this source")
@@ -147,7 +147,7 @@ def upload_judgements(
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
-    researcher: CurrentResearcher,
+    researcher: Changing,
     idempotency_key: IdempotencyKey = None,
     on_error: OnError = "reject",
     format: Annotated[
@@ -189,7 +189,7 @@ def export_judgements(
     project_id: RowId,
     request: Request,
     session: SessionDep,
-    researcher: CurrentResearcher,
+    researcher: Exporting,
     format: AnswerExportFormat = AnswerExportFormat.csv,
 ):
     """Every odd-one-out and rank judgement of the project as shown and answered, oldest

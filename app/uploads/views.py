@@ -11,7 +11,7 @@ from fastapi import APIRouter, Form, Header, Request, UploadFile
 from fastapi.responses import HTMLResponse
 from sqlalchemy import exists, select
 
-from app.auth.deps import WorkspaceResearcher
+from app.auth.deps import ChangingPage, ViewingPage
 from app.core.db import ordinal_in_project, roll_back
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import InvalidUpload, ServiceError
@@ -68,9 +68,7 @@ def _recent(session, project) -> list[tuple[int, Upload, str]]:
 
 
 @router.get("/projects/{project_id}/uploads", response_class=HTMLResponse, name="uploads_page")
-def uploads_page(
-    project_id: RowId, request: Request, session: SessionDep, researcher: WorkspaceResearcher
-):
+def uploads_page(project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     return page(
         request,
@@ -95,7 +93,7 @@ def upload(
     request: Request,
     session: SessionDep,
     settings: SettingsDep,
-    researcher: WorkspaceResearcher,
+    researcher: ChangingPage,
     on_error: Annotated[Literal["reject", "skip"], Form()] = "reject",
     split: Annotated[Literal["train", "test"], Form()] = "train",
     idempotency_key: Annotated[str | None, Header(max_length=100)] = None,

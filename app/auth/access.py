@@ -1,0 +1,104 @@
+"""Who may do what: the one place that says what each token scope allows.
+
+A route names the action it performs (app/auth/deps.py: `Viewing`, `Changing`, ...); a
+caller is a researcher reached through a token, or a browser signed in with a password
+(the whole account) or with a token (what the token may). Everything else asks here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from app.models import ApiToken, Researcher, TokenScope
+
+
+class Action(StrEnum):
+    """What a route does, as the access rules see it."""
+
+    serve = "serve"  # predictions, embeddings, distances, neighbours, models' status
+    view = "view"  # a project's pages and reads: items, answers' counts, builds, raters
+    export = "export"  # downloads, archives, the participants' platform ids
+    change = "change"  # uploads, builds, models, settings, exclusions; new projects
+    redirect_raters = "redirect_raters"  # where raters are sent when their session ends
+    delete_project = "delete_project"
+    manage_account = "manage_account"  # tokens, and the browsers signed in
+
+
+SCOPE_ACTIONS: dict[TokenScope, frozenset[Action]] = {
+    TokenScope.predict: frozenset({Action.serve}),
+    TokenScope.read: frozenset({Action.serve, Action.view, Action.export}),
+    TokenScope.write: frozenset({Action.serve, Action.view, Action.export, Action.change}),
+    TokenScope.admin: frozenset(Action),
+}
+
+# What each scope is for, in the words the workspace and the errors use.
+SCOPE_SUMMARIES: dict[TokenScope, str] = {
+    TokenScope.predict: "predictions, embeddings, distances, neighbours and models' status",
+    TokenScope.read: "predict, plus reading the projects and downloading their data",
+    TokenScope.write: "read, plus uploads, builds, models and settings",
+    TokenScope.admin: "everything you can do, including tokens, deleting projects and "
+    "where raters are sent",
+}
+
+ACTION_WORDS: dict[Action, str] = {
+    Action.serve: "serving predictions",
+    Action.view: "reading a project",
+    Action.export: "downloading a project's data",
+    Action.change: "changing a project",
+    Action.redirect_raters: "changing where raters are sent",
+    Action.delete_project: "deleting a project",
+    Action.manage_account: "managing tokens and signed-in browsers",
+}
+
+
+def least_scope_for(action: Action) -> TokenScope:
+    return next(scope for scope in TokenScope if action in SCOPE_ACTIONS[scope])
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A researcher as this request reaches them: through a token (its scope, projects
+    and expiry), or signed in with a password (everything they can)."""
+
+    researcher: Researcher
+    token: ApiToken | None = None
+    # The projects a limited token reaches; None: every project of the researcher's.
+    project_ids: frozenset[int] | None = None
+    web_session_id: int | None = None
+
+    @property
+    def scope(self) -> TokenScope:
+        return self.token.scope if self.token is not None else TokenScope.admin
+
+    @property
+    def expires_at(self) -> datetime | None:
+        return self.token.expires_at if self.token is not None else None
+
+    def may(self, action: Action | str) -> bool:
+        return Action(action) in SCOPE_ACTIONS[self.scope]
+
+    def reaches(self, project_id: int) -> bool:
+        return self.project_ids is None or project_id in self.project_ids
+
+    @property
+    def all_projects(self) -> bool:
+        return self.project_ids is None
+
+    def refusal(self, action: Action) -> str:
+        """Why this caller may not perform `action`, in a sentence."""
+        needed = least_scope_for(action)
+        return (
+            f"this token's scope is '{self.scope.value}' ({SCOPE_SUMMARIES[self.scope]}); "
+            f"{ACTION_WORDS[action]} needs a '{needed.value}' token"
+        )
+
+    def covers(self, scope: TokenScope, project_ids: frozenset[int] | None) -> bool:
+        """Whether a token of this scope over these projects asks for no more than this
+        caller has: a token never makes one more powerful than itself."""
+        if SCOPE_ACTIONS[scope] - SCOPE_ACTIONS[self.scope]:
+            return False
+        if self.project_ids is None:
+            return True
+        return project_ids is not None and project_ids <= self.project_ids
