@@ -268,3 +268,179 @@ def test_every_route_answers_each_kind_of_caller_as_it_should(app, client, auth,
                 continue
             status = _send(client, method, path, params, auth).status_code
             assert status not in (401, 403) and status < 500, f"{method} {path}: {status}"
+
+
+# What each token scope may reach, in the issue's words rather than the app's table.
+# predict: predictions, embeddings, distances, neighbours and models' status (CompRF
+# predicts by routing: its routings are polled as its predictions are).
+MODEL = f"{API}/projects/{{project_id}}/models/{{model_id}}"
+SERVING = {
+    ("GET", f"{API}/projects/{{project_id}}/models"),
+    ("GET", MODEL),
+    ("GET", f"{MODEL}/versions"),
+    ("GET", f"{MODEL}/versions/{{number}}"),
+    ("POST", f"{MODEL}/predict"),
+    ("GET", f"{MODEL}/embedding"),
+    ("POST", f"{MODEL}/distances"),
+    ("GET", f"{MODEL}/neighbors"),
+    *(
+        ("GET", f"{API}/projects/{{project_id}}/{noun}/{{routing_id}}{tail}")
+        for noun in ("routings", "predictions")
+        for tail in ("", "/queries")
+    ),
+}
+# Posted, and changing nothing: what a build would take.
+CHANGING_NOTHING = {
+    ("POST", f"{API}/projects/{{project_id}}/builds/estimate"),
+    ("POST", "/projects/{project_id}/builds/estimate"),
+}
+# The whole account's: tokens, signed-in browsers, deleting a project.
+WHOLE_ACCOUNT = {
+    ("DELETE", f"{API}/projects/{{project_id}}"),
+    ("POST", "/projects/{project_id}/delete"),
+    ("GET", "/tokens"),
+    ("POST", "/tokens"),
+    ("POST", "/tokens/{token_id}/revoke"),
+    ("POST", "/logout/everywhere"),
+    ("GET", f"{API}/tokens"),
+    ("POST", f"{API}/tokens"),
+    ("DELETE", f"{API}/tokens/{{token_id}}"),
+}
+SCOPES = ("predict", "read", "write", "admin")
+
+
+def scope_allows(scope: str, method: str, path: str) -> bool:
+    if scope == "admin" or (method, path) in SERVING:
+        return True
+    if scope == "predict" or (method, path) in WHOLE_ACCOUNT:
+        return False
+    return scope == "write" or method == "GET" or (method, path) in CHANGING_NOTHING
+
+
+def declared_actions(app) -> dict[tuple[str, str], list[str]]:
+    """The actions each route's dependencies declare (app/auth/deps.py's `requires`)."""
+
+    def actions(dependant) -> list[str]:
+        found = [getattr(dependant.call, "action", None)] if dependant.call else []
+        for sub in dependant.dependencies:
+            found += actions(sub)
+        return [action for action in found if action is not None]
+
+    declared: dict[tuple[str, str], list[str]] = {}
+    for route in app.routes:
+        contexts = (
+            route.effective_route_contexts()
+            if hasattr(route, "effective_route_contexts")
+            else [route]
+            if hasattr(route, "dependant")
+            else []
+        )
+        for context in contexts:
+            path = getattr(context, "path_format", None) or route.path
+            for method in context.methods or ():
+                declared[(method, path)] = actions(context.dependant)
+    return declared
+
+
+RESEARCHERS = ("researcher", "own projects", "own pages", "project pages")
+# Routes to send last in a scope's round: they end the round's browser session or the
+# project itself.
+ENDINGS = {("POST", "/logout/everywhere"), ("DELETE", f"{API}/projects/{{project_id}}")}
+
+
+def test_every_researchers_route_declares_one_action_and_the_others_none(app):
+    declared = declared_actions(app)
+    wrong = []
+    for method, path in route_table(app):
+        actions = declared.get((method, path), [])
+        if kind_of(path) in RESEARCHERS and len(actions) != 1:
+            wrong.append(f"{method} {path}: {actions or 'no action'}")
+        if kind_of(path) not in RESEARCHERS and actions:
+            wrong.append(f"{method} {path} is not a researcher's route but declares {actions}")
+    assert wrong == [], "\n".join(wrong)
+
+
+def _scoped(app, scope: str, projects: list[int] | None) -> str:
+    from app.auth.service import create_token
+    from app.core.db import unit_of_work
+
+    with unit_of_work(app.state.session_factory) as session:
+        return create_token(
+            session=session, researcher_name="alice", scope=scope, project_ids=projects
+        )
+
+
+def _caller_for(app, scope: str, token: str):
+    """A client calling as this token: its bearer for the API, and for the pages a
+    browser signed in with it (a predict token does not sign in: its bearer, refused)."""
+    from tests.support.workspace import page_csrf, signed_in_browser
+
+    browser = TestClient(app)
+    browser.__enter__()
+    bearer = {"Authorization": f"Bearer {token}"}
+    if scope == "predict":
+        return browser, bearer, bearer
+    signed_in_browser(browser, token=token)
+    return browser, bearer, {"X-CSRF-Token": page_csrf(browser, "/")}
+
+
+def test_every_scope_reaches_what_it_is_for_and_a_limited_token_no_other_project(
+    app, client, auth, scenario
+):
+    """Callers × scopes × routes: a token of each scope over all of Alice's projects may
+    do exactly what its scope is for in her project (refused: 403); a token limited to
+    another project of hers finds this one nowhere (404), whatever its scope."""
+    params = scenario["params"]
+    with TestClient(app) as rater_client:
+        rater_client.post(f"/r/{params['slug']}/start", data={"participant": "r1"})
+    raters = client.get(f"{API}/projects/{params['project_id']}/raters", headers=auth).json()
+    params["rater_id"] = raters[0]["id"]
+    table = [
+        (method, path)
+        for method, path in route_table(app)
+        if kind_of(path) in RESEARCHERS and (method, path) not in ENDINGS
+    ] + sorted(ENDINGS, key=lambda entry: entry[0] == "DELETE")
+    elsewhere = client.post(f"{API}/projects", json={"name": "elsewhere"}, headers=auth).json()
+    project_routes = [(m, p) for m, p in table if "{project_id}" in p]
+    wrong: list[str] = []
+    for scope in SCOPES:
+        limited = _scoped(app, scope, [elsewhere["id"]])
+        browser, bearer, page_headers = _caller_for(app, scope, limited)
+        with browser:
+            for method, path in project_routes:
+                api = path.startswith(API)
+                status = _send(
+                    client if api else browser,
+                    method,
+                    path,
+                    params,
+                    bearer if api else page_headers,
+                ).status_code
+                # (A predict token signs in nowhere: a form it posts by bearer is refused
+                # for its missing CSRF token before anything is looked up.)
+                refused = (
+                    {404, 403} if scope == "predict" and not api and method != "GET" else {404}
+                )
+                if status not in refused:
+                    wrong.append(f"{scope} token of another project: {method} {path}: {status}")
+    for scope in SCOPES:
+        token = _scoped(app, scope, None)
+        browser, bearer, page_headers = _caller_for(app, scope, token)
+        with browser:
+            for method, path in table:
+                api = path.startswith(API)
+                response = _send(
+                    client if api else browser,
+                    method,
+                    path,
+                    params,
+                    bearer if api else page_headers,
+                )
+                allowed = scope_allows(scope, method, path)
+                status = response.status_code
+                if status >= 500 or status == 401 or (status == 403) == allowed:
+                    wrong.append(
+                        f"{scope}: {method} {path}: {status} "
+                        f"({'should be allowed' if allowed else 'should be refused'})"
+                    )
+    assert wrong == [], "\n".join(wrong)

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from app.models import ApiToken
 from tests.support.service import ROOT, ServiceProcesses, database_with_token
+from tests.support.workspace import signed_in_browser
 
 
 class TestTokens:
@@ -123,21 +124,6 @@ def test_a_sign_in_link_cut_short_or_changed_says_so_and_an_old_one_says_it_expi
     assert signed_in.status_code == 303
 
 
-def _signed_in_browser(client, email: str, password: str):
-    """A browser (the test client's cookie jar) signed in by the sign-in form."""
-    import re
-
-    form = client.get("/login").text
-    token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', form).group(1)
-    signed_in = client.post(
-        "/login",
-        data={"email": email, "password": password, "csrf_token": token},
-        follow_redirects=False,
-    )
-    assert signed_in.status_code == 303, signed_in.text
-    return client
-
-
 def test_a_sign_in_link_signs_in_once(app, client):
     """The console's link is as good as a password for a day: once used (even by two
     browsers at once), it is refused, and an older link with it."""
@@ -173,7 +159,7 @@ def test_a_new_password_and_sign_out_everywhere_end_every_browser_session(app, s
         token, _ = issue_token(session=session, researcher=ada)
     with TestClient(app) as laptop, TestClient(app) as lab:
         for browser in (laptop, lab):
-            _signed_in_browser(browser, "ada@lab.example", "an old passphrase")
+            signed_in_browser(browser, email="ada@lab.example", password="an old passphrase")
             assert browser.get("/", follow_redirects=False).status_code == 200
         with unit_of_work(app.state.session_factory) as session:
             set_researcher_password(
@@ -181,7 +167,7 @@ def test_a_new_password_and_sign_out_everywhere_end_every_browser_session(app, s
             )
         for browser in (laptop, lab):
             assert browser.get("/", follow_redirects=False).headers["location"] == "/login"
-            _signed_in_browser(browser, "ada@lab.example", "a new passphrase!")
+            signed_in_browser(browser, email="ada@lab.example", password="a new passphrase!")
         page = laptop.get("/tokens").text
         assert "You are signed in on 2 browsers" in page
         csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page).group(1)

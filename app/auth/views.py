@@ -318,7 +318,7 @@ def _token_request(form: dict) -> TokenCreate:
         raise Unprocessable(f"{first['loc'][0]}: {first['msg']}") from None
 
 
-@router.post("/tokens/{token_id}/revoke", name="revoke_token")
+@router.post("/tokens/{token_id}/revoke", name="revoke_token_form")
 def revoke_token(
     token_id: RowId, request: Request, session: SessionDep, caller: ManagingAccountPage
 ) -> Response:

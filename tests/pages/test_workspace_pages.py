@@ -219,22 +219,62 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     page.get_by_role("link", name="API tokens").click()
     expect(page.locator("table.data tbody tr")).to_have_count(1)
 
-    page.get_by_label("Name").fill("notebook")
+    laptop = {"Authorization": f"Bearer {token}"}
+    shapes = httpx.post(f"{server}{API}/projects", json={"name": "Shapes"}, headers=laptop).json()
+    httpx.post(f"{server}{API}/projects", json={"name": "Colours"}, headers=laptop)
+    page.reload()
+    page.get_by_label("Name", exact=True).fill("notebook")
+    page.get_by_role("button", name="Create token").click()  # no scope chosen: said so
+    expect(page.get_by_role("alert")).to_have_text(
+        "Choose what the token may do: predict, read, write or admin."
+    )
+    expect(page.get_by_label("Name", exact=True)).to_have_value("notebook")  # kept
+    page.get_by_label("read: predict, plus reading the projects").check()
+    page.get_by_label("Only the projects ticked here").check()
+    page.get_by_label("Shapes").check()
+    page.get_by_label("Expires at the end of").fill("2099-01-31")
     page.get_by_role("button", name="Create token").click()
     created = page.locator("#new-token").text_content()
     assert created.startswith("closer_")
     page.screenshot(path=str(screenshots_dir(tmp_path) / "workspace-tokens-desktop.png"))
     bearer = {"Authorization": f"Bearer {created}"}
-    assert httpx.get(f"{server}{API}/projects", headers=bearer).status_code == 200
+    listed = httpx.get(f"{server}{API}/projects", headers=bearer)
+    assert [project["name"] for project in listed.json()] == ["Shapes"]
+    changed = httpx.patch(
+        f"{server}{API}/projects/{shapes['id']}", json={"name": "mine"}, headers=bearer
+    )
+    assert changed.status_code == 403
     page.goto(f"{server}/tokens")
     assert created not in page.content()  # shown once
     row = page.locator("tr", has_text="notebook")
     expect(row).to_contain_text("just now")  # used a moment ago
+    expect(row).to_contain_text("read")
+    expect(row).to_contain_text("Shapes")
+    expect(row).to_contain_text("2099-01-31 23:59 UTC")
+    expect(row).to_contain_text("made with another token")  # this browser's: laptop
+    page.set_viewport_size(PHONE)
+    page.screenshot(
+        path=str(screenshots_dir(tmp_path) / "workspace-tokens-phone.png"), full_page=True
+    )
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.set_viewport_size(DESKTOP)
+
+    # Signed in with the read token: the pages say so, and lead to no token page.
+    reader = browser.new_page(viewport=DESKTOP)
+    sign_in_with_token(reader, server, created)
+    expect(reader.get_by_role("note")).to_contain_text("Signed in with the token notebook: read")
+    expect(reader.get_by_role("link", name="API tokens")).to_have_count(0)
+    expect(reader.get_by_role("link", name="Shapes")).to_be_visible()
+    expect(reader.get_by_role("link", name="Colours")).to_have_count(0)
+    reader.goto(f"{server}/tokens")
+    expect(reader.get_by_text("this token's scope is 'read'")).to_be_visible()
+    reader.close()
+
     confirm = Confirmations(page)
     row.get_by_role("button", name="Revoke").click()  # asked first; "Cancel" keeps it
     assert confirm.asked == [
         "Revoke the token notebook? Scripts and services that use it are refused from now "
-        "on; this cannot be undone."
+        "on, and so are the tokens it made; this cannot be undone."
     ]
     expect(page.locator("tr", has_text="notebook")).not_to_contain_text("revoked")
     assert httpx.get(f"{server}{API}/projects", headers=bearer).status_code == 200
