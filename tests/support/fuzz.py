@@ -16,6 +16,10 @@ API = "/api/v1"
 # Business rules (a build needs labelled items, a model kind its features) reject some
 # requests the schema allows; that check would count each of them as a failure.
 EXCLUDED_CHECKS = "positive_data_acceptance"
+# Revoking a token: an admin token may revoke itself, and the fuzzer's would (ids start at
+# 1, which it tries first), leaving the rest of the run to 401s. tests/test_tokens.py and
+# the access matrix try this route instead.
+EXCLUDED_OPERATIONS = ("DELETE /api/v1/tokens/{token_id}",)
 
 
 def seed(url: str, token: str) -> None:
@@ -53,6 +57,7 @@ def run_schemathesis(url: str, token: str, seconds: int, log: Path, workers: int
         "all",
         "--exclude-checks",
         EXCLUDED_CHECKS,
+        *(option for name in EXCLUDED_OPERATIONS for option in ("--exclude-name", name)),
         "--max-time",
         str(seconds),
         "--workers",
