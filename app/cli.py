@@ -176,7 +176,8 @@ def revoke_token(
         str, typer.Argument(help="The token, or how it starts as the tokens page lists it")
     ],
 ) -> None:
-    """Revoke an API token: every web process refuses it from the next request on."""
+    """Revoke an API token, and the tokens made with it: every web process refuses them
+    from the next request on."""
     from app.auth.service import revoke_token as revoke
     from app.auth.service import tokens_by_prefix
 
@@ -188,9 +189,11 @@ def revoke_token(
                 if found
                 else f"no token starts with '{token[:20]}'"
             )
-        revoke(session=session, token=found[0])
+        revoked = revoke(session=session, token=found[0])
         described = f"{found[0].prefix}… ({found[0].name or 'unnamed'})"
-    typer.echo(f"revoked {described}")
+    made = revoked - 1 if revoked else 0
+    also = f" and the {made} token{'' if made == 1 else 's'} made with it" if made else ""
+    typer.echo(f"revoked {described}{also}")
 
 
 @cli.command()

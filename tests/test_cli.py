@@ -420,9 +420,32 @@ def test_researchers_sign_in_by_console_link_by_password_and_tokens_are_revoked(
             assert "Ada@Lab.example".lower() in browser.get("/").text
         bearer = {"Authorization": f"Bearer {token}"}
         assert httpx.get(f"{base}/api/v1/projects", headers=bearer).status_code == 200
+        project = httpx.post(f"{base}/api/v1/projects", json={"name": "p"}, headers=bearer).json()
+        scoped = run(
+            [
+                "create-token",
+                "--name",
+                "ci",
+                "--scope",
+                "predict",
+                "--projects",
+                str(project["id"]),
+            ],
+            cwd=tmp_path,
+        ).stdout.strip()
+        predict = {"Authorization": f"Bearer {scoped}"}
+        models = f"{base}/api/v1/projects/{project['id']}/models"
+        assert httpx.get(models, headers=predict).status_code == 200
+        assert httpx.get(f"{base}/api/v1/projects", headers=predict).status_code == 403
+        wrong = run(["create-token", "--name", "ci", "--scope", "root"], cwd=tmp_path)
+        assert wrong.returncode == 2 and "'root' is not one of predict" in wrong.stderr
+        child = httpx.post(f"{base}/api/v1/tokens", json={"scope": "read"}, headers=bearer).json()
         revoked = run(["revoke-token", token[:13]], cwd=tmp_path)
         assert revoked.returncode == 0 and "nightly" in revoked.stdout, revoked.stderr
+        assert "and the 1 token made with it" in revoked.stdout
         assert httpx.get(f"{base}/api/v1/projects", headers=bearer).status_code == 401
+        child_bearer = {"Authorization": f"Bearer {child['token']}"}
+        assert httpx.get(f"{base}/api/v1/projects", headers=child_bearer).status_code == 401
     finally:
         server.terminate()
         server.wait(timeout=30)

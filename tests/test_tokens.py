@@ -4,6 +4,7 @@ holes an independent probe found on 2026-12-01 stay closed."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 from fastapi.testclient import TestClient
@@ -172,6 +173,9 @@ def test_only_the_whole_account_changes_where_raters_are_sent(app, client, auth,
         signed_in_browser(browser, token=write["Authorization"].split()[1])
         form = browser.get(f"/projects/{pid}/settings").text
         assert 'value="https://lab.example/done"' in form
+        # Shown as it is, sent back as it is; the form leaves out deleting the project.
+        assert re.search(r'id="completion_url"[^>]*readonly', form)
+        assert "Deleting the project needs your password or an admin token" in form
         fields = {
             "csrf_token": page_csrf(browser, f"/projects/{pid}/settings"),
             "answers_per_rater": "40",

@@ -266,6 +266,12 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     expect(reader.get_by_role("link", name="API tokens")).to_have_count(0)
     expect(reader.get_by_role("link", name="Shapes")).to_be_visible()
     expect(reader.get_by_role("link", name="Colours")).to_have_count(0)
+    reader.goto(f"{server}/projects/{shapes['id']}/settings")
+    expect(reader.get_by_label("Redirect when done (recruiting platform URL)")).not_to_be_editable()
+    expect(reader.get_by_role("button", name="Delete the project")).to_have_count(0)
+    reader.screenshot(
+        path=str(screenshots_dir(tmp_path) / "workspace-settings-read-token.png"), full_page=True
+    )
     reader.goto(f"{server}/tokens")
     expect(reader.get_by_text("this token's scope is 'read'")).to_be_visible()
     reader.close()
