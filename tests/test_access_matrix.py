@@ -370,18 +370,24 @@ def _scoped(app, scope: str, projects: list[int] | None) -> str:
         )
 
 
-def _caller_for(app, scope: str, token: str):
-    """A client calling as this token: its bearer for the API, and for the pages a
-    browser signed in with it (a predict token does not sign in: its bearer, refused)."""
+def _statuses_as(app, client, scope: str, token: str, routes: list, params: dict):
+    """(method, path, status) of each route called with this token: by its bearer for
+    the API, and for the pages from a browser signed in with it (a predict token does
+    not sign in: its bearer, refused)."""
     from tests.support.workspace import page_csrf, signed_in_browser
 
-    browser = TestClient(app)
-    browser.__enter__()
     bearer = {"Authorization": f"Bearer {token}"}
-    if scope == "predict":
-        return browser, bearer, bearer
-    signed_in_browser(browser, token=token)
-    return browser, bearer, {"X-CSRF-Token": page_csrf(browser, "/")}
+    with TestClient(app) as browser:
+        page_headers = bearer
+        if scope != "predict":
+            signed_in_browser(browser, token=token)
+            page_headers = {"X-CSRF-Token": page_csrf(browser, "/")}
+        for method, path in routes:
+            api = path.startswith(API)
+            sent = _send(
+                client if api else browser, method, path, params, bearer if api else page_headers
+            )
+            yield method, path, sent.status_code
 
 
 def test_every_scope_reaches_what_it_is_for_and_a_limited_token_no_other_project(
@@ -405,42 +411,22 @@ def test_every_scope_reaches_what_it_is_for_and_a_limited_token_no_other_project
     wrong: list[str] = []
     for scope in SCOPES:
         limited = _scoped(app, scope, [elsewhere["id"]])
-        browser, bearer, page_headers = _caller_for(app, scope, limited)
-        with browser:
-            for method, path in project_routes:
-                api = path.startswith(API)
-                status = _send(
-                    client if api else browser,
-                    method,
-                    path,
-                    params,
-                    bearer if api else page_headers,
-                ).status_code
-                # (A predict token signs in nowhere: a form it posts by bearer is refused
-                # for its missing CSRF token before anything is looked up.)
-                refused = (
-                    {404, 403} if scope == "predict" and not api and method != "GET" else {404}
-                )
-                if status not in refused:
-                    wrong.append(f"{scope} token of another project: {method} {path}: {status}")
+        for method, path, status in _statuses_as(
+            app, client, scope, limited, project_routes, params
+        ):
+            # (A predict token signs in nowhere: a form it posts by bearer is refused for
+            # its missing CSRF token before anything is looked up.)
+            page_form = not path.startswith(API) and method != "GET"
+            refused = {404, 403} if scope == "predict" and page_form else {404}
+            if status not in refused:
+                wrong.append(f"{scope} token of another project: {method} {path}: {status}")
     for scope in SCOPES:
         token = _scoped(app, scope, None)
-        browser, bearer, page_headers = _caller_for(app, scope, token)
-        with browser:
-            for method, path in table:
-                api = path.startswith(API)
-                response = _send(
-                    client if api else browser,
-                    method,
-                    path,
-                    params,
-                    bearer if api else page_headers,
+        for method, path, status in _statuses_as(app, client, scope, token, table, params):
+            allowed = scope_allows(scope, method, path)
+            if status >= 500 or status == 401 or (status == 403) == allowed:
+                wrong.append(
+                    f"{scope}: {method} {path}: {status} "
+                    f"({'should be allowed' if allowed else 'should be refused'})"
                 )
-                allowed = scope_allows(scope, method, path)
-                status = response.status_code
-                if status >= 500 or status == 401 or (status == 403) == allowed:
-                    wrong.append(
-                        f"{scope}: {method} {path}: {status} "
-                        f"({'should be allowed' if allowed else 'should be refused'})"
-                    )
     assert wrong == [], "\n".join(wrong)

@@ -5,8 +5,10 @@ and the tokens it makes never do more, reach further or last longer than it."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
+from sqlalchemy.orm import Session
 
 from app.auth import service as auth
+from app.auth.access import Caller
 from app.auth.deps import ManagingAccount
 from app.auth.schemas import TokenCreate, TokenCreated, TokenOut
 from app.core.deps import SessionDep
@@ -35,13 +37,9 @@ def token_out(token: ApiToken, projects: frozenset[int] | None) -> TokenOut:
     )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
-def create_token(
-    body: TokenCreate, session: SessionDep, caller: ManagingAccount, response: Response
-):
-    """A new token, shown this once. It records the token (or browser) that made it:
-    revoking that one revokes this one too."""
-    plain, token = auth.issue_token(
+def issue_requested(session: Session, caller: Caller, body: TokenCreate) -> tuple[str, ApiToken]:
+    """The token `body` asks for, made by `caller` (the API's and the tokens page's)."""
+    return auth.issue_token(
         session=session,
         researcher=caller.researcher,
         token_name=body.name.strip(),
@@ -50,6 +48,15 @@ def create_token(
         expires_at=body.expires_at,
         maker=caller,
     )
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
+def create_token(
+    body: TokenCreate, session: SessionDep, caller: ManagingAccount, response: Response
+):
+    """A new token, shown this once. It records the token (or browser) that made it:
+    revoking that one revokes this one too."""
+    plain, token = issue_requested(session, caller, body)
     response.headers["Cache-Control"] = "no-store"
     projects = None if body.projects is None else frozenset(body.projects)
     return TokenCreated(**token_out(token, projects).model_dump(), token=plain)

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.auth import service as auth
 from app.auth.access import SCOPE_SUMMARIES, Action, Caller
+from app.auth.api import issue_requested
 from app.auth.deps import ManagingAccountPage
 from app.auth.schemas import TokenCreate
 from app.core.db import roll_back
@@ -262,16 +263,7 @@ async def create_token(request: Request, session: SessionDep, caller: ManagingAc
         "expires": str(submitted.get("expires", ""))[:40],
     }
     try:
-        request_body = _token_request(form)
-        plain, _ = auth.issue_token(
-            session=session,
-            researcher=caller.researcher,
-            token_name=request_body.name.strip(),
-            scope=request_body.scope,
-            project_ids=request_body.projects,
-            expires_at=request_body.expires_at,
-            maker=caller,
-        )
+        plain, _ = issue_requested(session, caller, _token_request(form))
     except ServiceError as refused:
         roll_back(session)
         return _tokens_page(
