@@ -20,10 +20,10 @@ from app.auth.service import Unauthenticated, token_caller, web_session_caller
 from app.core.deps import (
     CSRF_HEADER,
     SAFE_METHODS,
+    CsrfChecked,
     CsrfRefused,
     SessionDep,
     SignInRequired,
-    check_csrf,
     workspace_session_key,
 )
 from app.core.errors import Forbidden, NotFound
@@ -95,12 +95,13 @@ def requires(action: Action, *, page: bool = False, all_projects: bool = False) 
         request.state.caller = caller
         return caller
 
-    async def page_caller(
+    # Not async: it reads the database, which would hold up the event loop meanwhile.
+    def page_caller(
         request: Request,
         session: SessionDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+        _csrf: CsrfChecked,
     ) -> Caller:
-        await check_csrf(request)
         caller, _ = _caller(request, session, credentials)
         if caller is None:
             raise SignInRequired("sign in first")
