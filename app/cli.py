@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -121,12 +121,14 @@ def create_token(
 
 def _expiry(text: str) -> datetime | None:
     """A date is the end of that day, UTC; a time without a zone is UTC."""
+    from app.auth.service import end_of_day
+
     text = text.strip()
     if not text:
         return None
     try:
         if len(text) == 10:
-            return datetime.combine(date.fromisoformat(text), time(23, 59, 59), tzinfo=UTC)
+            return end_of_day(date.fromisoformat(text))
         moment = datetime.fromisoformat(text)
     except ValueError:
         _fail(f"--expires: '{text[:40]}' is neither a date (2027-01-31) nor an ISO time")

@@ -94,11 +94,15 @@ class Caller:
             f"{ACTION_WORDS[action]} needs a '{needed.value}' token"
         )
 
-    def covers(self, scope: TokenScope, project_ids: frozenset[int] | None) -> bool:
-        """Whether a token of this scope over these projects asks for no more than this
-        caller has: a token never makes one more powerful than itself."""
-        if SCOPE_ACTIONS[scope] - SCOPE_ACTIONS[self.scope]:
-            return False
+    def reaches_every(self, project_ids: frozenset[int] | None) -> bool:
+        """Whether this caller reaches all of these projects (None: every project)."""
         if self.project_ids is None:
             return True
         return project_ids is not None and project_ids <= self.project_ids
+
+    def covers(self, scope: TokenScope, project_ids: frozenset[int] | None) -> bool:
+        """Whether a token of this scope over these projects asks for no more than this
+        caller has: a token never makes one more powerful than itself."""
+        return not SCOPE_ACTIONS[scope] - SCOPE_ACTIONS[self.scope] and self.reaches_every(
+            project_ids
+        )

@@ -58,9 +58,8 @@ def _check_reach(request: Request, caller: Caller, action: Action, all_projects:
         raise Forbidden(caller.refusal(action))
     if all_projects and not caller.all_projects:
         raise Forbidden(
-            "this token is limited to some projects: "
-            f"{'making projects' if action is Action.change else 'this'} needs a token "
-            "over all of yours"
+            "this token is limited to some projects: making a project needs a token over "
+            "all of yours"
         )
 
 
@@ -69,8 +68,8 @@ def requires(action: Action, *, page: bool = False, all_projects: bool = False) 
 
     `page`: a workspace page (a browser that is not signed in is sent to sign in, and
     every form is CSRF-checked); else the JSON API (401; a signed-in browser's change
-    must carry the X-CSRF-Token header). `all_projects`: the route reaches beyond one
-    project (makes one, lists tokens), so a token limited to some refuses it."""
+    must carry the X-CSRF-Token header). `all_projects`: the route makes a project, so
+    a token limited to some refuses it."""
 
     def api_caller(
         request: Request,

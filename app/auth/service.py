@@ -13,7 +13,7 @@ import hashlib
 import re
 import secrets
 from collections.abc import Collection
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import ClassVar
 
 from pwdlib import PasswordHash
@@ -22,8 +22,9 @@ from sqlalchemy.orm import Session
 
 from app.auth.access import Caller
 from app.core.errors import Forbidden, NotFound, ServiceError, Unprocessable
-from app.models import ApiToken, Project, Researcher, TokenScope, WebSession, api_token_projects
+from app.models import ApiToken, Researcher, TokenScope, WebSession, api_token_projects
 from app.models._types import utcnow
+from app.projects.service import list_projects
 
 TOKEN_PREFIX = "closer_"
 LAST_USED_RESOLUTION = timedelta(minutes=5)
@@ -150,7 +151,7 @@ def issue_token(
             reach = (
                 "every project"
                 if maker.all_projects
-                else "projects " + ", ".join(str(pid) for pid in sorted(maker.project_ids or ()))
+                else "projects " + _ids(maker.project_ids or ())
             )
             raise Forbidden(
                 f"this token is '{maker.scope.value}' over {reach}: it cannot make a token "
@@ -189,16 +190,19 @@ def _check_reachable(session: Session, researcher: Researcher, projects: frozens
         raise Unprocessable(
             "projects: name at least one project, or null for all of yours (now and later)"
         )
-    query = select(Project.id).where(Project.id.in_(projects), Project.importing.is_(False))
-    if not researcher.is_admin:
-        query = query.where(Project.owner_id == researcher.id)
-    missing = projects - set(session.scalars(query))
+    theirs = list_projects(session=session, researcher=researcher, only=projects)
+    missing = projects - {project.id for project in theirs}
     if missing:
         raise Unprocessable(f"projects: no project {_ids(missing)} of yours")
 
 
 def _ids(ids: Collection[int]) -> str:
     return ", ".join(str(project_id) for project_id in sorted(ids))
+
+
+def end_of_day(day: date) -> datetime:
+    """The last second of `day`, UTC: a token that expires "on" a date works all of it."""
+    return datetime.combine(day, time(23, 59, 59), tzinfo=UTC)
 
 
 def _moment(moment: datetime) -> str:
@@ -304,21 +308,15 @@ def list_tokens(
     )
     projects = token_projects(session, tokens)
     listed = [(token, projects.get(token.id)) for token in tokens]
-    return [(token, reach) for token, reach in listed if _within(caller, reach)]
-
-
-def _within(caller: Caller, projects: frozenset[int] | None) -> bool:
-    if caller.project_ids is None:
-        return True
-    return projects is not None and projects <= caller.project_ids
+    return [(token, reach) for token, reach in listed if caller.reaches_every(reach)]
 
 
 def own_token(*, session: Session, caller: Caller, token_id: int) -> ApiToken:
     token = session.get(ApiToken, token_id)
     if token is None or token.researcher_id != caller.researcher.id:
         raise NotFound(f"no token {token_id}")
-    if not _within(
-        caller, None if token.all_projects else token_projects(session, [token])[token.id]
+    if not caller.reaches_every(
+        None if token.all_projects else token_projects(session, [token])[token.id]
     ):
         raise NotFound(f"no token {token_id}")
     return token
@@ -410,31 +408,27 @@ def count_web_sessions(*, session: Session, researcher: Researcher) -> int:
     )
 
 
+def _made_in_browsers(researcher: Researcher):
+    """The live tokens made in the researcher's browsers signed in now."""
+    return (
+        select(ApiToken)
+        .join(WebSession, ApiToken.made_in_session_id == WebSession.id)
+        .where(WebSession.researcher_id == researcher.id, ApiToken.revoked_at.is_(None))
+    )
+
+
 def tokens_made_in_browsers(*, session: Session, researcher: Researcher) -> int:
     """How many live tokens were made in the browsers signed in now (signing out
     everywhere revokes them)."""
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(ApiToken)
-            .join(WebSession, ApiToken.made_in_session_id == WebSession.id)
-            .where(WebSession.researcher_id == researcher.id, ApiToken.revoked_at.is_(None))
-        )
-        or 0
-    )
+    made = _made_in_browsers(researcher).subquery()
+    return session.scalar(select(func.count()).select_from(made)) or 0
 
 
 def sign_out_everywhere(*, session: Session, researcher: Researcher) -> tuple[int, int]:
     """End every browser session of the researcher, and revoke the tokens made in them
     (a browser someone else signed in to may have made one to stay in): how many
     sessions there were, and how many tokens went with them."""
-    made_in_them = list(
-        session.scalars(
-            select(ApiToken)
-            .join(WebSession, ApiToken.made_in_session_id == WebSession.id)
-            .where(WebSession.researcher_id == researcher.id, ApiToken.revoked_at.is_(None))
-        )
-    )
+    made_in_them = list(session.scalars(_made_in_browsers(researcher)))
     revoked = sum(revoke_token(session=session, token=token) for token in made_in_them)
     ended = session.execute(
         delete(WebSession).where(WebSession.researcher_id == researcher.id)

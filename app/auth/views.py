@@ -4,7 +4,7 @@ the page where a researcher manages their API tokens."""
 from __future__ import annotations
 
 from contextlib import nullcontext
-from datetime import UTC, date, datetime, time
+from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
@@ -300,7 +300,7 @@ def _token_request(form: dict) -> TokenCreate:
             raise Unprocessable(
                 f"Expires: '{form['expires'][:20]}' is not a date (YYYY-MM-DD)"
             ) from None
-        expires_at = datetime.combine(day, time(23, 59, 59), tzinfo=UTC)
+        expires_at = auth.end_of_day(day)
     try:
         return TokenCreate(
             name=form["name"], scope=form["scope"], projects=projects, expires_at=expires_at
