@@ -24,20 +24,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-from sklearn.datasets import (  # noqa: E402
+import numpy as np
+from sklearn.datasets import (
     load_breast_cancer,
     load_diabetes,
     load_digits,
     load_iris,
     load_wine,
 )
-from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # noqa: E402
-from sklearn.model_selection import GridSearchCV, train_test_split  # noqa: E402
-from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
-from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+from sklearn.model_selection import GridSearchCV, train_test_split
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.preprocessing import StandardScaler
 
-from app.learn import CompRF, FeatureOracle, random_triplets  # noqa: E402
+from app.learn import CompRF, FeatureOracle, random_triplets
 
 TREES = (1, 16, 64, 256)
 LEAVES = (1, 4, 16)

@@ -19,12 +19,12 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-from sklearn.datasets import make_classification  # noqa: E402
-from sklearn.ensemble import RandomForestClassifier  # noqa: E402
+import numpy as np
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
 
-from app.learn.comprf import CompRF  # noqa: E402
-from app.learn.oracles import FeatureOracle  # noqa: E402
+from app.learn.comprf import CompRF
+from app.learn.oracles import FeatureOracle
 
 
 class TimedOracle(FeatureOracle):

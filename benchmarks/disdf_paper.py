@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-from sklearn.datasets import load_breast_cancer, load_digits, load_wine  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
+import numpy as np
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+from sklearn.model_selection import train_test_split
 
-from app.learn import DisDF  # noqa: E402
+from app.learn import DisDF
 
 DATASETS = {"breast cancer": load_breast_cancer, "wine": load_wine, "digits": load_digits}
 SIZES = (50, 80, 100, 120)

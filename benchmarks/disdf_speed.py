@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
-from sklearn.ensemble import RandomForestClassifier  # noqa: E402
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.ensemble import RandomForestClassifier
 
-from app.learn import DisDF  # noqa: E402
+from app.learn import DisDF
 
 
 def main() -> None:

@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-from sklearn.datasets import make_blobs  # noqa: E402
+import numpy as np
+from sklearn.datasets import make_blobs
 
-from app.learn import TETE, FeatureOracle, random_triplets, triplet_error  # noqa: E402
+from app.learn import TETE, FeatureOracle, random_triplets, triplet_error
 
 SETTINGS = (
     ("human", 0.05),

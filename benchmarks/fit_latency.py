@@ -45,17 +45,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sklearn.datasets import make_blobs  # noqa: E402
-from sqlalchemy import select  # noqa: E402
+from sklearn.datasets import make_blobs
+from sqlalchemy import select
 
-from app.auth.service import create_token  # noqa: E402
-from app.core import migrations  # noqa: E402
-from app.core.db import unit_of_work  # noqa: E402
-from app.learn import TETE, FeatureOracle, random_triplets  # noqa: E402
-from app.models import Item, Job, ModelVersion, VersionStatus  # noqa: E402
-from app.training.runs import _answers, _cutoff  # noqa: E402
-from tests.support.postgres import start_postgres  # noqa: E402
-from tests.support.service import ServiceProcesses  # noqa: E402
+from app.auth.service import create_token
+from app.core import migrations
+from app.core.db import unit_of_work
+from app.learn import TETE, FeatureOracle, random_triplets
+from app.models import Item, Job, ModelVersion, VersionStatus
+from app.training.runs import _answers, _cutoff
+from tests.support.postgres import start_postgres
+from tests.support.service import ServiceProcesses
 
 API = "/api/v1"
 ITEMS = 1000

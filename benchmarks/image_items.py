@@ -25,10 +25,10 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.auth.service import create_token  # noqa: E402
-from app.core import migrations  # noqa: E402
-from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
-from tests.support.service import ServiceProcesses  # noqa: E402
+from app.auth.service import create_token
+from app.core import migrations
+from app.core.db import make_engine, make_session_factory, unit_of_work
+from tests.support.service import ServiceProcesses
 
 API = "/api/v1"
 

@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.learn import TETE, FeatureOracle, triplet_error  # noqa: E402
-from benchmarks._memory import current_rss_mib, peak_rss_mib, reset_peak  # noqa: E402
+from app.learn import TETE, FeatureOracle, triplet_error
+from benchmarks._memory import current_rss_mib, peak_rss_mib, reset_peak
 
 HELD_OUT = 100_000
 

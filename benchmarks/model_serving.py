@@ -30,18 +30,19 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import httpx
 import numpy as np
 from sklearn.neighbors import KNeighborsClassifier
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from app.learn import FeatureOracle
 from app.learn.triplets import random_triplets
 from app.simulate import run_crowd
 from tests.support.postgres import start_postgres
 from tests.support.service import ServiceProcesses, database_with_token, digits_study
+
+REPO = Path(__file__).resolve().parent.parent
 
 N_ITEMS, N_LABELLED, N_CLASSES = 10_000, 8_000, 10
 

@@ -25,17 +25,17 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.auth.service import create_token  # noqa: E402
-from app.core import migrations  # noqa: E402
-from app.core.config import Settings  # noqa: E402
-from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
-from tests.support.browser import (  # noqa: E402
+from app.auth.service import create_token
+from app.core import migrations
+from app.core.config import Settings
+from app.core.db import make_engine, make_session_factory, unit_of_work
+from tests.support.browser import (
     CHROMIUM_ARGS,
     chromium_path,
     serve_in_thread,
     until,
 )
-from tests.uploads import coloured_squares  # noqa: E402
+from tests.support.uploads import coloured_squares
 
 API = "/api/v1"
 STUDIES = {

@@ -34,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
+import numpy as np
+from scipy.stats import spearmanr
 
-from app.learn import SMERF  # noqa: E402
+from app.learn import SMERF
 
 SIZES = (20, 40, 80, 160, 320)
 N_TEST = 200

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # noqa: E402
+import numpy as np
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-from app.learn import SMERF, dissimilarity_from_labels, dissimilarity_from_target  # noqa: E402
+from app.learn import SMERF, dissimilarity_from_labels, dissimilarity_from_target
 
 
 def timed(fit) -> float:

@@ -28,12 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-from sklearn.datasets import load_digits, make_blobs  # noqa: E402
-from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
+import numpy as np
+from sklearn.datasets import load_digits, make_blobs
+from sklearn.neighbors import KNeighborsClassifier
 
-from app.learn import TETE, FeatureOracle, triplet_error  # noqa: E402
-from app.learn.tete import feature_triplets  # noqa: E402
+from app.learn import TETE, FeatureOracle, triplet_error
+from app.learn.tete import feature_triplets
 
 DATASETS = {
     "planted": lambda: make_blobs(n_samples=1000, centers=5, cluster_std=1.5, random_state=0),

@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-from sklearn.datasets import load_iris, make_moons  # noqa: E402
-from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
+import numpy as np
+from sklearn.datasets import load_iris, make_moons
+from sklearn.neighbors import KNeighborsClassifier
 
-from app.learn import TETE, CompRF, FeatureOracle, TripletBoost, random_triplets  # noqa: E402
+from app.learn import TETE, CompRF, FeatureOracle, TripletBoost, random_triplets
 
 DATASETS = {
     "iris": lambda: load_iris(return_X_y=True),

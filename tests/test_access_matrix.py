@@ -8,10 +8,11 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
+from sklearn.datasets import make_blobs
 
+from tests.support.builds import finished_build as finished_build_of
 from tests.support.links import open_link
-from tests.test_predictions import blobs, finished_build  # noqa: F401 (fixtures)
-from tests.uploads import png, zip_bytes
+from tests.support.uploads import png, zip_bytes
 
 API = "/api/v1"
 
@@ -104,10 +105,11 @@ def kind_of(path: str) -> str:
 
 
 @pytest.fixture
-def scenario(app, client, auth, new_token, finished_build):
+def scenario(app, client, auth, new_token, project):
     """Alice's project: a finished build, a routing, images, a model and a
     rater; Mallory, another researcher, with a project of her own."""
-    pid, build_id, keys = finished_build
+    X, y = make_blobs(n_samples=70, centers=3, cluster_std=1.0, random_state=2)
+    pid, build_id, keys = finished_build_of(app, client, auth, project["id"], X, y)
     archive = zip_bytes(
         {"manifest.csv": "key,label,features,image\nimg0,0,0 0,0.png\n", "0.png": png()}
     )

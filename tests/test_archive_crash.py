@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.models import Project, Triplet
 from tests.support.service import ServiceProcesses
-from tests.uploads import zip_bytes
+from tests.support.uploads import zip_bytes
 
 pytestmark = pytest.mark.slow
 

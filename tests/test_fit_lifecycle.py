@@ -19,16 +19,16 @@ from app.training import fitting, jobs
 from app.training.jobs import refit_check
 from app.worker import queue
 from app.worker.loop import JobContext, Worker
-from tests.support.service import ServiceProcesses
-from tests.test_models import (
+from tests.support.models import (
     API,
-    _create,
-    _get,
-    _upload_blob_items,
-    _upload_triplets,
-    blob_project,  # noqa: F401 (fixture)
-    blobs,  # noqa: F401 (fixture)
+    create_model,
+    get_model,
+    model_blobs,
+    upload_blob_items,
+    upload_triplets,
 )
+from tests.support.models import blob_project as blob_project_of
+from tests.support.service import ServiceProcesses
 
 # A t-ETE fit that runs for minutes unless stopped: no early stop, 100,000 steps.
 SLOW = {"max_iter": 100_000, "tol": 0, "n_iter_no_change": None, "t": 2, "cv": 2}
@@ -36,6 +36,16 @@ SLOW = {"max_iter": 100_000, "tol": 0, "n_iter_no_change": None, "t": 2, "cv": 2
 
 class Killed(BaseException):
     """What a SIGKILL does to a fit: it stops mid-step, and nothing after runs."""
+
+
+@pytest.fixture
+def blobs():
+    return model_blobs()
+
+
+@pytest.fixture
+def blob_project(client, auth, project, blobs):
+    return blob_project_of(client, auth, project["id"], blobs)
 
 
 def _wait(condition, what: str, seconds: float = 30.0):
@@ -81,7 +91,7 @@ def _in_thread(worker: Worker) -> threading.Thread:
 def test_a_cancel_stops_a_running_fit_at_once_and_it_never_serves(app, client, auth, blob_project):
     project_id, _ = blob_project
     sessions = app.state.session_factory
-    model = _create(client, auth, project_id, name="slow", kind="tete", params=SLOW)
+    model = create_model(client, auth, project_id, name="slow", kind="tete", params=SLOW)
     worker = Worker(sessions, poll_seconds=0.05)
     thread = _in_thread(worker)
     try:
@@ -95,7 +105,7 @@ def test_a_cancel_stops_a_running_fit_at_once_and_it_never_serves(app, client, a
         # The worker stops computing at its next step and takes the next job.
         job_id = cancelled.json()["job_id"]
         _wait(lambda: _job(sessions, job_id).status is JobStatus.cancelled, "the job to stop", 10)
-        latest = _get(client, auth, project_id, model["id"])
+        latest = get_model(client, auth, project_id, model["id"])
         assert latest["serving"] is None and latest["latest"]["status"] == "cancelled"
         assert _version(sessions, model["id"], 1).artifact is None
 
@@ -113,7 +123,7 @@ def test_a_cancel_that_meets_the_fits_last_step_wins_and_the_fit_never_serves(
 ):
     """The cancel lands after the fitter computed and before the model is stored."""
     project_id, _ = blob_project
-    model = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
+    model = create_model(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
     answers = {}
     real = fitting.FITTERS["tete"]
 
@@ -128,7 +138,7 @@ def test_a_cancel_that_meets_the_fits_last_step_wins_and_the_fit_never_serves(
     Worker(app.state.session_factory).run(until_idle=True)
     assert answers["cancel"].status_code == 200
     assert answers["cancel"].json()["status"] == "cancelled"
-    body = _get(client, auth, project_id, model["id"])
+    body = get_model(client, auth, project_id, model["id"])
     assert body["serving"] is None and body["latest"]["status"] == "cancelled"
     job = _job(app.state.session_factory, body["latest"]["job_id"])
     assert job.status is JobStatus.cancelled
@@ -141,7 +151,7 @@ def test_a_fit_serves_only_with_its_job_already_succeeded(
     however long the worker takes to get to the job's bookkeeping (a busy machine)."""
     project_id, _ = blob_project
     sessions = app.state.session_factory
-    model = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
+    model = create_model(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
     release = threading.Event()
     recording = Worker._record_outcome
 
@@ -155,7 +165,7 @@ def test_a_fit_serves_only_with_its_job_already_succeeded(
     thread.start()
     try:
         serving = _wait(
-            lambda: _get(client, auth, project_id, model["id"])["serving"], "the fit to serve"
+            lambda: get_model(client, auth, project_id, model["id"])["serving"], "the fit to serve"
         )
         job = _job(sessions, serving["job_id"])
         assert job.status is JobStatus.succeeded and job.progress == 1.0
@@ -168,14 +178,14 @@ def test_a_fit_serves_only_with_its_job_already_succeeded(
 
 def test_a_cancel_that_comes_too_late_says_how_the_fit_ended(app, client, auth, blob_project):
     project_id, _ = blob_project
-    fitted = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
+    fitted = create_model(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
     Worker(app.state.session_factory).run(until_idle=True)
     late = client.post(f"{API}/projects/{project_id}/models/{fitted['id']}/cancel", headers=auth)
     assert late.status_code == 409
     assert "too late to cancel" in late.json()["detail"]
     assert "version 1, already ended ready" in late.json()["detail"]
 
-    idle = _create(client, auth, project_id, name="idle", kind="tete", train=False)
+    idle = create_model(client, auth, project_id, name="idle", kind="tete", train=False)
     never = client.post(f"{API}/projects/{project_id}/models/{idle['id']}/cancel", headers=auth)
     assert never.status_code == 409 and "never trained" in never.json()["detail"]
 
@@ -204,9 +214,9 @@ def test_a_fit_whose_server_died_is_cancelled_at_once_and_the_next_train_starts_
     """The server stopped (killed) mid-fit; after the restart the researcher cancels."""
     project_id, _ = blob_project
     sessions = app.state.session_factory
-    model = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
+    model = create_model(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
     _die_mid_fit(sessions, "killed-server")
-    assert _get(client, auth, project_id, model["id"])["latest"]["status"] == "training"
+    assert get_model(client, auth, project_id, model["id"])["latest"]["status"] == "training"
 
     cancelled = client.post(
         f"{API}/projects/{project_id}/models/{model['id']}/cancel", headers=auth
@@ -223,7 +233,7 @@ def test_a_fit_whose_server_died_is_cancelled_at_once_and_the_next_train_starts_
     # the cancel and ends it, then fits the new version.
     assert Worker(sessions, stale_after_seconds=0.0).run(until_idle=True) == 2
     assert _job(sessions, cancelled.json()["job_id"]).status is JobStatus.cancelled
-    body = _get(client, auth, project_id, model["id"])
+    body = get_model(client, auth, project_id, model["id"])
     assert body["serving"]["number"] == 2
     assert _version(sessions, model["id"], 1).status.value == "cancelled"
 
@@ -233,7 +243,7 @@ def test_a_fit_whose_every_attempt_died_fails_and_the_next_train_starts_anew(
 ):
     project_id, _ = blob_project
     sessions = app.state.session_factory
-    model = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
+    model = create_model(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
     for attempt in range(3):  # the job's three attempts, each killed mid-fit
         _die_mid_fit(sessions, f"killed-{attempt}")
     with sessions() as session:  # the next worker finds it stale once more: it gives up
@@ -242,14 +252,14 @@ def test_a_fit_whose_every_attempt_died_fails_and_the_next_train_starts_anew(
             is None
         )
     refit_check(sessions)  # every worker's upkeep settles the version within seconds
-    latest = _get(client, auth, project_id, model["id"])["latest"]
+    latest = get_model(client, auth, project_id, model["id"])["latest"]
     assert latest["status"] == "failed", latest
     assert "worker stopped answering on each of 3 attempts" in latest["message"]
 
     again = client.post(f"{API}/projects/{project_id}/models/{model['id']}/train", headers=auth)
     assert again.status_code == 202 and again.json()["number"] == 2
     Worker(sessions).run(until_idle=True)
-    assert _get(client, auth, project_id, model["id"])["serving"]["number"] == 2
+    assert get_model(client, auth, project_id, model["id"])["serving"]["number"] == 2
 
 
 def test_a_stopped_worker_hands_its_fit_back_and_the_next_worker_starts_it_over(
@@ -257,7 +267,7 @@ def test_a_stopped_worker_hands_its_fit_back_and_the_next_worker_starts_it_over(
 ):
     project_id, _ = blob_project
     sessions = app.state.session_factory
-    model = _create(client, auth, project_id, name="slow", kind="tete", params=SLOW)
+    model = create_model(client, auth, project_id, name="slow", kind="tete", params=SLOW)
     first = Worker(sessions, poll_seconds=0.05)
     thread = _in_thread(first)
     _fitting(sessions, lambda: _version(sessions, model["id"], 1))
@@ -289,7 +299,7 @@ def test_a_server_stopped_mid_fit_hands_it_back_and_the_restart_fits_it(
     database_url,
     new_token,
     tmp_path,
-    blobs,  # noqa: F811
+    blobs,
 ):
     """`scripts/run` stopped (SIGTERM) mid-fit: the process exits at once, the fit is
     queued again, and the restarted service takes it up. The embedded worker on SQLite
@@ -307,10 +317,10 @@ def test_a_server_stopped_mid_fit_hands_it_back_and_the_restart_fits_it(
         http = httpx.Client(base_url=service.url, headers={"Authorization": token}, timeout=60)
         project_id = http.post(f"{API}/projects", json={"name": "stop"}).json()["id"]
         X, _, keys = blobs
-        _upload_blob_items(http, {}, project_id, blobs)
+        upload_blob_items(http, {}, project_id, blobs)
         triplets = random_triplets(len(X), 3000, FeatureOracle(X), random_state=0)
-        _upload_triplets(http, {}, project_id, triplets, keys)
-        model = _create(http, {}, project_id, name="slow", kind="tete", params=SLOW)
+        upload_triplets(http, {}, project_id, triplets, keys)
+        model = create_model(http, {}, project_id, name="slow", kind="tete", params=SLOW)
         path = f"{API}/projects/{project_id}/models/{model['id']}"
 
         def fitting_now():

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.worker.loop import Worker
-from tests.test_hostile_input import _signed_in_page_token
+from tests.support.workspace import signed_in_page_csrf
 
 pytestmark = pytest.mark.slow
 
@@ -120,7 +120,7 @@ def _values(kind: str):
 
 def test_generated_form_posts_find_no_server_error(client, auth, seeded):
     pid = seeded
-    _signed_in_page_token(client, auth, f"/projects/{pid}")
+    signed_in_page_csrf(client, auth, f"/projects/{pid}")
     forms = _crawl(client, f"/projects/{pid}")
     # The projects list's own forms (a new project, an archive import).
     for action, form in _crawl(client, "/projects").items():

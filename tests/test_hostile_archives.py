@@ -17,9 +17,9 @@ from sqlalchemy import func, select
 from app.core.db import unit_of_work
 from app.models import Project, Rater, Triplet
 from app.worker.loop import Worker
-from tests.learn.test_comprf import with_array
 from tests.support.memory import PeakMemory
-from tests.uploads import upload, zip_bytes
+from tests.support.saved_states import with_array
+from tests.support.uploads import upload, zip_bytes
 
 API = "/api/v1"
 MIB = 1 << 20

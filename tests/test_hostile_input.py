@@ -4,11 +4,11 @@ authenticated, and malformed JSON is a 4xx that repeats little of the input (iss
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from tests.support.links import open_link
+from tests.support.workspace import signed_in_page_csrf
 
 API = "/api/v1"
 MIB = 1024 * 1024
@@ -79,7 +79,7 @@ def test_non_finite_numbers_never_reach_the_settings(client, auth, project):
     for value in ("NaN", "Infinity", "1e400"):
         response = client.patch(
             f"{API}/projects/{project['id']}/rating",
-            content='{"random_share": %s}' % value,
+            content=f'{{"random_share": {value}}}',
             headers={**auth, "Content-Type": "application/json"},
         )
         assert response.status_code == 422, response.text
@@ -474,19 +474,6 @@ def test_a_token_check_during_a_database_outage_is_no_500():
     assert asyncio.run(ResearcherTokens(database_down)("closer_x")) is False
 
 
-def _signed_in_page_token(client, bearer: dict, path: str) -> str:
-    """Sign the test client in to the workspace (with the API token, as the sign-in form
-    allows) and return the CSRF token of the page at `path`."""
-    found = re.compile(r'name="csrf_token" value="([0-9a-f]+)"')
-    csrf = found.search(client.get("/login").text).group(1)
-    token = bearer["Authorization"].removeprefix("Bearer ")
-    signed_in = client.post(
-        "/login", data={"token": token, "csrf_token": csrf}, follow_redirects=False
-    )
-    assert signed_in.status_code == 303, signed_in.text
-    return found.search(client.get(path).text).group(1)
-
-
 @pytest.mark.parametrize(
     "params, named",
     [
@@ -500,7 +487,7 @@ def test_the_new_model_form_reads_params_as_the_api_does(client, auth, project, 
     brackets (RecursionError) or a 5,000-digit integer answered 500. It now reads every
     form through one helper, which parses JSON as the API parses a body."""
     models = f"/projects/{project['id']}/models"
-    csrf = _signed_in_page_token(client, auth, models)
+    csrf = signed_in_page_csrf(client, auth, models)
     form = {"csrf_token": csrf, "name": "hostile", "kind": "tete", "params": params}
     response = client.post(models, data=form)
     assert response.status_code == 422, response.text[:300]

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tests.uploads import messages, png, upload, zip_bytes
+from tests.support.uploads import messages, png, upload, zip_bytes
 
 ITEMS_CSV = """key,label,text,split,features
 cat,animal,a small cat,train,0.5 1.5

@@ -15,7 +15,8 @@ from sqlalchemy import select
 from app.learn.judgements import rank_triplet_count
 from app.models import Assignment, Item, Judgement, Purpose, Rater, Triplet
 from tests.support.links import open_link
-from tests.test_hostile_input import _signed_in_page_token
+from tests.support.screens import answer_screen, join_rater, next_screen, rows_of, set_rating
+from tests.support.workspace import signed_in_page_csrf
 
 API = "/api/v1"
 
@@ -29,63 +30,32 @@ def _items(client, auth, project_id: int, count: int) -> list[str]:
     return [f"w{n}" for n in range(count)]
 
 
-def _rating(client, auth, project_id: int, **settings):
-    return client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json=settings)
-
-
-def _join(client, slug: str) -> dict:
-    joined = client.post(f"{API}/rate/{slug}/raters", json={})
-    assert joined.status_code == 201, joined.text
-    return {"X-Rater-Token": joined.json()["rater_token"]}
-
-
-def _next(client, slug: str, token: dict) -> dict:
-    state = client.get(f"{API}/rate/{slug}/next", headers=token)
-    assert state.status_code == 200, state.text
-    return state.json()["comparison"]
-
-
-def _answer(client, slug: str, token: dict, query_id: int, **answer):
-    return client.post(
-        f"{API}/rate/{slug}/answers",
-        headers=token,
-        json={"query_id": query_id, "response_time_ms": 900, **answer},
-    )
-
-
-def _rows(app, model, project_id: int) -> list:
-    with app.state.session_factory() as session:
-        return session.scalars(
-            select(model).where(model.project_id == project_id).order_by(model.id)
-        ).all()
-
-
 def test_a_rank_study_serves_k_of_n_screens_and_stores_each_as_one_judgement(
     client, auth, project, app
 ):
     pid = project["id"]
     keys = _items(client, auth, pid, 5)
-    refused = _rating(client, auth, pid, judgement="rank", shown=4, picks=4)
+    refused = set_rating(client, auth, pid, judgement="rank", shown=4, picks=4)
     assert refused.status_code == 400
     assert "picks must be fewer than shown" in refused.json()["detail"]
-    settings = _rating(client, auth, pid, judgement="rank", shown=4, picks=2, attention_rate=0)
+    settings = set_rating(client, auth, pid, judgement="rank", shown=4, picks=2, attention_rate=0)
     assert settings.status_code == 200, settings.text
     assert settings.json()["question"].startswith("Pick the ones most like")
     slug = open_link(client, auth, pid)["public_slug"]
     # Open with 5 items: a screen of 5 is the most these settings may show.
-    too_many = _rating(client, auth, pid, shown=6)
+    too_many = set_rating(client, auth, pid, shown=6)
     assert too_many.status_code == 409
     assert "open with 5 items" in too_many.json()["detail"]
 
-    token = _join(client, slug)
-    screen = _next(client, slug, token)
+    token = join_rater(client, slug)
+    screen = next_screen(client, slug, token)
     assert screen["format"] == "rank" and screen["picks"] == 2
     assert screen["anchor"] is None and screen["left"] is None
     shown = [item["key"] for item in screen["items"]]
     reference = screen["reference"]["key"]
     assert len(shown) == 4 and len({*shown, reference}) == 5 and set(shown) <= set(keys)
     assert screen["items"][0]["text"].startswith("word")
-    assert _next(client, slug, token) == screen  # held until answered
+    assert next_screen(client, slug, token) == screen  # held until answered
 
     query = screen["query_id"]
     wrong = {
@@ -97,24 +67,24 @@ def test_a_rank_study_serves_k_of_n_screens_and_stores_each_as_one_judgement(
         "neither": ({}, "send one of"),
     }
     for name, (body, words) in wrong.items():
-        response = _answer(client, slug, token, query, **body)
+        response = answer_screen(client, slug, token, query, **body)
         assert response.status_code == 422, (name, response.text)
         assert words in str(response.json()["detail"]), (name, response.text)
-    assert _rows(app, Judgement, pid) == []  # nothing refused was written
+    assert rows_of(app, Judgement, pid) == []  # nothing refused was written
 
     picks = [shown[2], shown[0]]
-    answered = _answer(client, slug, token, query, picks=picks)
+    answered = answer_screen(client, slug, token, query, picks=picks)
     assert answered.status_code == 200, answered.text
     assert answered.json()["answered"] == 1 and not answered.json()["replayed"]
-    again = _answer(client, slug, token, query, picks=picks)
+    again = answer_screen(client, slug, token, query, picks=picks)
     assert again.json()["replayed"] and again.json()["answered"] == 1
 
-    (judgement,) = _rows(app, Judgement, pid)
+    (judgement,) = rows_of(app, Judgement, pid)
     with app.state.session_factory() as session:
         assert session.scalars(select(Rater.answers)).all() == [1]
     assert judgement.format == "rank" and judgement.response_time_ms == 900
     assert len(judgement.context) == 1 and len(judgement.shown) == 4 and len(judgement.chosen) == 2
-    derived = _rows(app, Triplet, pid)
+    derived = rows_of(app, Triplet, pid)
     assert len(derived) == rank_triplet_count(4, 2) == 5
     assert {t.judgement_id for t in derived} == {judgement.id}
     assert {t.query_id for t in derived} == {query}
@@ -129,27 +99,27 @@ def test_a_rank_study_serves_k_of_n_screens_and_stores_each_as_one_judgement(
 def test_an_odd_one_out_is_one_tap_and_two_triplets(client, auth, project, app):
     pid = project["id"]
     _items(client, auth, pid, 6)
-    _rating(client, auth, pid, judgement="odd_one_out", attention_rate=0, allow_cant_tell=True)
+    set_rating(client, auth, pid, judgement="odd_one_out", attention_rate=0, allow_cant_tell=True)
     slug = open_link(client, auth, pid)["public_slug"]
-    token = _join(client, slug)
-    screen = _next(client, slug, token)
+    token = join_rater(client, slug)
+    screen = next_screen(client, slug, token)
     assert screen["format"] == "odd_one_out" and screen["picks"] == 1
     assert screen["reference"] is None and len(screen["items"]) == 3
     shown = [item["key"] for item in screen["items"]]
-    refused = _answer(client, slug, token, screen["query_id"], picks=shown[:2])
+    refused = answer_screen(client, slug, token, screen["query_id"], picks=shown[:2])
     assert refused.status_code == 422 and "the key of the odd one" in refused.text
     odd = shown[1]
-    state = _answer(client, slug, token, screen["query_id"], picks=[odd]).json()
-    (judgement,) = _rows(app, Judgement, pid)
+    state = answer_screen(client, slug, token, screen["query_id"], picks=[odd]).json()
+    (judgement,) = rows_of(app, Judgement, pid)
     assert judgement.format == "odd_one_out" and judgement.context == []
-    derived = _rows(app, Triplet, pid)
+    derived = rows_of(app, Triplet, pid)
     assert len(derived) == 2
     assert {t.farther_id for t in derived} == set(judgement.chosen)
     # "Can't tell" on a screen: counted, nothing stored.
     follow = state["comparison"]
-    tell = _answer(client, slug, token, follow["query_id"], choice="cant_tell")
+    tell = answer_screen(client, slug, token, follow["query_id"], choice="cant_tell")
     assert tell.status_code == 200 and tell.json()["answered"] == 2
-    assert len(_rows(app, Judgement, pid)) == 1 and len(_rows(app, Triplet, pid)) == 2
+    assert len(rows_of(app, Judgement, pid)) == 1 and len(rows_of(app, Triplet, pid)) == 2
 
 
 @pytest.mark.parametrize("judgement", ["odd_one_out", "rank"])
@@ -161,12 +131,12 @@ def test_attention_checks_have_a_known_answer_in_every_format(
     are counted as for triplets, and a check stores no judgement."""
     pid = project["id"]
     _items(client, auth, pid, 12)
-    _rating(
+    set_rating(
         client, auth, pid, judgement=judgement, shown=5, picks=2, attention_rate=1, random_share=0
     )
     slug = open_link(client, auth, pid)["public_slug"]
-    token = _join(client, slug)
-    screen = _next(client, slug, token)
+    token = join_rater(client, slug)
+    screen = next_screen(client, slug, token)
     for turn in range(6):
         keys = [item["key"] for item in screen["items"]]
         if judgement == "rank":
@@ -179,7 +149,7 @@ def test_attention_checks_have_a_known_answer_in_every_format(
             once = next(key for key in keys if keys.count(key) == 1)
             twice = next(key for key in keys if keys.count(key) == 2)
             picks = [once] if turn % 2 == 0 else [twice]
-        state = _answer(client, slug, token, screen["query_id"], picks=picks)
+        state = answer_screen(client, slug, token, screen["query_id"], picks=picks)
         assert state.status_code == 200, state.text
         screen = state.json()["comparison"]
     with app.state.session_factory() as session:
@@ -187,14 +157,14 @@ def test_attention_checks_have_a_known_answer_in_every_format(
         purposes = set(session.scalars(select(Assignment.purpose)))
     assert purposes == {int(Purpose.attention)}
     assert (rater.attention_passed, rater.attention_failed) == (3, 3)
-    assert _rows(app, Judgement, pid) == [] and _rows(app, Triplet, pid) == []
+    assert rows_of(app, Judgement, pid) == [] and rows_of(app, Triplet, pid) == []
     listed = client.get(f"{API}/projects/{pid}/raters/{rater.id}/answers", headers=auth).json()
     assert [answer["passed"] for answer in listed["answers"]] == [False, True] * 3
     assert {answer["format"] for answer in listed["answers"]} == {judgement}
     wanted = 2 if judgement == "rank" else 1
     assert {len(answer["picked"]) for answer in listed["answers"]} == {wanted}
     # The rater's page lists each screen with its items and picks, in order.
-    _signed_in_page_token(client, auth, f"/projects/{pid}")
+    signed_in_page_csrf(client, auth, f"/projects/{pid}")
     page = client.get(f"/projects/{pid}/raters/{rater.id}")
     assert page.status_code == 200 and "Items shown" in page.text
     first = listed["answers"][0]
@@ -209,7 +179,7 @@ def test_a_small_study_of_screens_ends_with_no_screen_served_twice(client, auth,
     no-more-work code."""
     pid = project["id"]
     _items(client, auth, pid, 5)
-    _rating(
+    set_rating(
         client,
         auth,
         pid,
@@ -221,13 +191,15 @@ def test_a_small_study_of_screens_ends_with_no_screen_served_twice(client, auth,
         no_more_work_code="ALL-SEEN",
     )
     slug = open_link(client, auth, pid)["public_slug"]
-    token = _join(client, slug)
-    screen = _next(client, slug, token)
+    token = join_rater(client, slug)
+    screen = next_screen(client, slug, token)
     served = 0
     while screen is not None:
         served += 1
         assert served < 200
-        state = _answer(client, slug, token, screen["query_id"], picks=[screen["items"][0]["key"]])
+        state = answer_screen(
+            client, slug, token, screen["query_id"], picks=[screen["items"][0]["key"]]
+        )
         assert state.status_code == 200, state.text
         screen = state.json()["comparison"]
     assert state.json()["out_of_work"] and state.json()["completion_code"] == "ALL-SEEN"
@@ -257,18 +229,18 @@ def test_deleting_an_item_withdraws_the_screens_that_show_it(client, auth, proje
     and the outermost): the screen is withdrawn all the same, and its answer is a 404."""
     pid = project["id"]
     _items(client, auth, pid, 8)
-    _rating(client, auth, pid, judgement="rank", shown=4, picks=1, attention_rate=0)
+    set_rating(client, auth, pid, judgement="rank", shown=4, picks=1, attention_rate=0)
     slug = open_link(client, auth, pid)["public_slug"]
-    token = _join(client, slug)
-    screen = _next(client, slug, token)
+    token = join_rater(client, slug)
+    screen = next_screen(client, slug, token)
     order = sorted((item["key"] for item in screen["items"]), key=lambda key: int(key[1:]))
     middle = order[1]
     deleted = client.delete(f"{API}/projects/{pid}/items/{middle}", headers=auth)
     assert deleted.status_code == 200, deleted.text
     assert deleted.json()["queries_withdrawn"] == 1
-    late = _answer(client, slug, token, screen["query_id"], picks=[order[0]])
+    late = answer_screen(client, slug, token, screen["query_id"], picks=[order[0]])
     assert late.status_code == 404
-    following = _next(client, slug, token)
+    following = next_screen(client, slug, token)
     assert middle not in {item["key"] for item in following["items"]}
 
 
@@ -279,7 +251,7 @@ def test_the_rating_page_takes_picks_as_a_plain_form_and_says_what_is_missing(
     show the same screen again saying how many to pick, and nothing is stored."""
     pid = project["id"]
     _items(client, auth, pid, 10)
-    _rating(client, auth, pid, judgement="rank", shown=5, picks=2, attention_rate=0)
+    set_rating(client, auth, pid, judgement="rank", shown=5, picks=2, attention_rate=0)
     slug = open_link(client, auth, pid)["public_slug"]
     instructions = client.get(f"/r/{slug}").text
     assert "Pick the 2 below that are <strong>most like</strong> the one on top" in instructions
@@ -297,12 +269,12 @@ def test_the_rating_page_takes_picks_as_a_plain_form_and_says_what_is_missing(
     assert short.status_code == 422
     assert "Pick 2 of the items, most alike first, then press Submit." in short.text
     assert f'name="query_id" value="{query}"' in short.text  # the same screen
-    assert _rows(app, Judgement, pid) == []
+    assert rows_of(app, Judgement, pid) == []
     sent = client.post(
         f"/r/{slug}/answer", data={"query_id": query, "picks": keys[1:3]}, follow_redirects=False
     )
     assert sent.status_code == 303
-    (judgement,) = _rows(app, Judgement, pid)
+    (judgement,) = rows_of(app, Judgement, pid)
     with app.state.session_factory() as session:
         by_id = dict(session.execute(select(Item.id, Item.key)).all())
     assert [by_id[item] for item in judgement.chosen] == keys[1:3]
@@ -317,7 +289,9 @@ def test_a_samplers_question_is_asked_on_a_screen_around_it(client, auth, projec
 
     pid = project["id"]
     _items(client, auth, pid, 12)
-    _rating(client, auth, pid, judgement="rank", shown=5, picks=2, attention_rate=0, random_share=0)
+    set_rating(
+        client, auth, pid, judgement="rank", shown=5, picks=2, attention_rate=0, random_share=0
+    )
     slug = open_link(client, auth, pid)["public_slug"]
     with app.state.session_factory() as session:
         ids = session.scalars(select(Item.id).where(Item.project_id == pid).order_by(Item.id)).all()
@@ -334,14 +308,16 @@ def test_a_samplers_question_is_asked_on_a_screen_around_it(client, auth, projec
             )
         )
         session.commit()
-    token = _join(client, slug)
-    first = _next(client, slug, token)  # a first answer holds no queue slot
+    token = join_rater(client, slug)
+    first = next_screen(client, slug, token)  # a first answer holds no queue slot
     keys = [item["key"] for item in first["items"]]
-    second = _answer(client, slug, token, first["query_id"], picks=keys[:2]).json()["comparison"]
+    second = answer_screen(client, slug, token, first["query_id"], picks=keys[:2]).json()[
+        "comparison"
+    ]
     assert second["format"] == "rank" and second["reference"]["key"] == "w3"
     assert {"w5", "w9"} <= {item["key"] for item in second["items"]}
     assert len(second["items"]) == 5
-    _answer(client, slug, token, second["query_id"], picks=["w5", "w9"])
+    answer_screen(client, slug, token, second["query_id"], picks=["w5", "w9"])
     with app.state.session_factory() as session:
         slot = session.scalars(select(QuerySlot)).one()
         served = session.get(Assignment, second["query_id"])

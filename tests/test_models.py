@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import pickle
 import zlib
 from datetime import timedelta
 
 import numpy as np
 import pytest
-from sklearn.datasets import make_blobs
 from sklearn.neighbors import KNeighborsClassifier
 from sqlalchemy import select
 
@@ -24,71 +22,31 @@ from app.training.fitted import Fitted
 from app.training.jobs import refit_check
 from app.worker import queue
 from app.worker.loop import Worker
-
-API = "/api/v1"
-N_TRAIN, N_TEST, N_UNLABELLED = 60, 15, 15
+from tests.support.models import (
+    API,
+    N_TEST,
+    N_TRAIN,
+    create_model,
+    get_model,
+    model_blobs,
+    upload_blob_items,
+    upload_triplets,
+)
+from tests.support.models import blob_project as blob_project_of
 
 
 @pytest.fixture
 def blobs():
-    X, y = make_blobs(
-        n_samples=N_TRAIN + N_TEST + N_UNLABELLED, centers=3, n_features=4, random_state=3
-    )
-    return X, y, [f"b{i}" for i in range(len(X))]
-
-
-def _upload_triplets(client, auth, project_id, triplets, keys):
-    rows = [[keys[a], keys[p], keys[q]] for a, p, q in triplets]
-    response = client.post(
-        f"{API}/projects/{project_id}/triplets",
-        headers=auth,
-        files={"file": ("t.json", json.dumps(rows))},
-    )
-    assert response.status_code == 201, response.text
+    return model_blobs()
 
 
 @pytest.fixture
 def blob_project(client, auth, project, blobs):
-    """90 items with 4 features: 60 labelled for training, 15 labelled test items, 15
-    unlabelled; 3,000 noiseless random answers."""
-    X, _, keys = blobs
-    _upload_blob_items(client, auth, project["id"], blobs)
-    triplets = random_triplets(len(X), 3000, FeatureOracle(X), random_state=0)
-    _upload_triplets(client, auth, project["id"], triplets, keys)
-    return project["id"], triplets
-
-
-def _upload_blob_items(client, auth, project_id, blobs):
-    X, y, keys = blobs
-    lines = ["key,label,split,features"]
-    for i, key in enumerate(keys):
-        if i < N_TRAIN:
-            label, split = y[i], "train"
-        elif i < N_TRAIN + N_TEST:
-            label, split = y[i], "test"
-        else:
-            label, split = "", "unlabelled"
-        lines.append(f"{key},{label},{split},{' '.join(map(str, X[i]))}")
-    response = client.post(
-        f"{API}/projects/{project_id}/items",
-        headers=auth,
-        files={"file": ("items.csv", "\n".join(lines))},
-    )
-    assert response.status_code == 201, response.text
+    return blob_project_of(client, auth, project["id"], blobs)
 
 
 def _run_jobs(app):
     Worker(app.state.session_factory).run(until_idle=True)
-
-
-def _create(client, auth, project_id, **body):
-    response = client.post(f"{API}/projects/{project_id}/models", headers=auth, json=body)
-    assert response.status_code == 201, response.text
-    return response.json()
-
-
-def _get(client, auth, project_id, model_id):
-    return client.get(f"{API}/projects/{project_id}/models/{model_id}", headers=auth).json()
 
 
 def _predict(client, auth, project_id, model_id, **body):
@@ -102,7 +60,9 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
 ):
     X, y, keys = blobs
     project_id, triplets = blob_project
-    model = _create(client, auth, project_id, name="tete-2d", kind="tete", params={"max_iter": 300})
+    model = create_model(
+        client, auth, project_id, name="tete-2d", kind="tete", params={"max_iter": 300}
+    )
     assert model["latest"]["status"] == "queued" and model["serving"] is None
     not_ready = _predict(client, auth, project_id, model["id"], items=["b80"])
     assert not_ready.status_code == 409
@@ -110,7 +70,7 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     assert "no ready version" in not_ready.json()["detail"]["message"]
 
     _run_jobs(app)
-    model = _get(client, auth, project_id, model["id"])
+    model = get_model(client, auth, project_id, model["id"])
     version = model["serving"]
     assert version["number"] == 1 and version["status"] == "ready" and version["progress"] == 1
     # The dimension and loss are chosen by 3-fold cross-validation (the first fold alone
@@ -204,7 +164,7 @@ def test_a_version_stored_before_the_artifact_envelope_still_serves_and_warm_sta
     embedding, places new items, and starts its model's next fit."""
     X, _, keys = blobs
     project_id, _ = blob_project
-    model = _create(
+    model = create_model(
         client, auth, project_id, name="kept", kind="tete", params={"max_iter": 200, "t": 1}
     )
     _run_jobs(app)
@@ -228,7 +188,7 @@ def test_a_version_stored_before_the_artifact_envelope_still_serves_and_warm_sta
     refit = client.post(f"{base}/train", headers=auth)
     assert refit.status_code == 202
     _run_jobs(app)
-    second = _get(client, auth, project_id, model["id"])["serving"]
+    second = get_model(client, auth, project_id, model["id"])["serving"]
     assert second["number"] == 2 and "warm start" in second["message"]
 
 
@@ -236,7 +196,9 @@ def test_a_failed_first_request_leaves_the_served_model_working(app, client, aut
     """The request that loads a version into the process's cache fails (an unknown item):
     the cached entry must outlive that request's session, so every later call works."""
     project_id, _ = blob_project
-    model = _create(client, auth, project_id, name="tete", kind="tete", params={"max_iter": 50})
+    model = create_model(
+        client, auth, project_id, name="tete", kind="tete", params={"max_iter": 50}
+    )
     _run_jobs(app)
     app.state.caches.drop("predictions.models")  # as after a restart
     base = f"{API}/projects/{project_id}/models/{model['id']}"
@@ -253,8 +215,10 @@ def test_a_failed_first_request_leaves_the_served_model_working(app, client, aut
 
 def test_a_fit_that_stops_at_max_iter_says_it_did_not_converge(app, client, auth, blob_project):
     project_id, _ = blob_project
-    short = _create(client, auth, project_id, name="short", kind="tete", params={"max_iter": 5})
-    settled = _create(
+    short = create_model(
+        client, auth, project_id, name="short", kind="tete", params={"max_iter": 5}
+    )
+    settled = create_model(
         client,
         auth,
         project_id,
@@ -263,11 +227,11 @@ def test_a_fit_that_stops_at_max_iter_says_it_did_not_converge(app, client, auth
         params={"tol": 1e-3, "n_components": 2},
     )
     _run_jobs(app)
-    version = _get(client, auth, project_id, short["id"])["serving"]
+    version = get_model(client, auth, project_id, short["id"])["serving"]
     assert version["converged"] is False and version["metrics"]["converged"] is False
     assert version["metrics"]["steps"] == 5
     assert "not converged: stopped at max_iter (5 steps)" in version["message"]
-    version = _get(client, auth, project_id, settled["id"])["serving"]
+    version = get_model(client, auth, project_id, settled["id"])["serving"]
     assert version["converged"] is True and "not converged" not in version["message"]
     assert version["metrics"]["steps"] < 1000
 
@@ -300,7 +264,7 @@ def test_tripletboost_predicts_as_the_library_does_and_classifies_new_items(
 ):
     X, y, keys = blobs
     project_id, triplets = blob_project
-    model = _create(
+    model = create_model(
         client,
         auth,
         project_id,
@@ -309,7 +273,7 @@ def test_tripletboost_predicts_as_the_library_does_and_classifies_new_items(
         params={"n_iter": 3000, "cv_folds": 3, "random_state": 4},
     )
     _run_jobs(app)
-    version = _get(client, auth, project_id, model["id"])["serving"]
+    version = get_model(client, auth, project_id, model["id"])["serving"]
     assert version["answers_count"] == 3000
     assert {"cv", "test", "classifiers"} <= set(version["metrics"])
     assert version["metrics"]["cv"]["folds"] == 3
@@ -374,13 +338,13 @@ def test_a_tripletboost_asked_to_warm_start_boosts_its_runs_on_through_a_refit(
     X, y, keys = blobs
     project_id, first = blob_project
     params = {"n_iter": 1000, "n_runs": 4, "cv_folds": 0, "warm_start": True, "random_state": 2}
-    model = _create(client, auth, project_id, name="on", kind="tripletboost", params=params)
+    model = create_model(client, auth, project_id, name="on", kind="tripletboost", params=params)
     _run_jobs(app)
     later = random_triplets(len(X), 1000, FeatureOracle(X), random_state=8)
-    _upload_triplets(client, auth, project_id, later, keys)
+    upload_triplets(client, auth, project_id, later, keys)
     refit_check(app.state.session_factory)
     _run_jobs(app)
-    serving = _get(client, auth, project_id, model["id"])["serving"]
+    serving = get_model(client, auth, project_id, model["id"])["serving"]
     assert serving["number"] == 2 and "warm start" in serving["message"]
     assert serving["metrics"]["boosting_rounds"] == 2 * 1000 * 4
     assert serving["metrics"]["boosted_runs"] == 4
@@ -399,7 +363,7 @@ def test_passive_models_refit_as_answers_grow_and_old_versions_stay(
 ):
     X, _, keys = blobs
     project_id, _ = blob_project
-    model = _create(
+    model = create_model(
         client,
         auth,
         project_id,
@@ -413,22 +377,22 @@ def test_passive_models_refit_as_answers_grow_and_old_versions_stay(
     sessions = app.state.session_factory
     refit_check(sessions)
     _run_jobs(app)
-    first = _get(client, auth, project_id, model["id"])["serving"]
+    first = get_model(client, auth, project_id, model["id"])["serving"]
     assert first["number"] == 1 and first["trigger"] == "answers grew"
 
     oracle = FeatureOracle(X)
-    _upload_triplets(client, auth, project_id, random_triplets(len(X), 1000, oracle, 1), keys)
+    upload_triplets(client, auth, project_id, random_triplets(len(X), 1000, oracle, 1), keys)
     refit_check(sessions)  # 1,000 new on 3,000: under half as many again
-    assert _get(client, auth, project_id, model["id"])["latest"]["number"] == 1
+    assert get_model(client, auth, project_id, model["id"])["latest"]["number"] == 1
 
-    _upload_triplets(client, auth, project_id, random_triplets(len(X), 600, oracle, 2), keys)
+    upload_triplets(client, auth, project_id, random_triplets(len(X), 600, oracle, 2), keys)
     refit_check(sessions)
-    latest = _get(client, auth, project_id, model["id"])["latest"]
+    latest = get_model(client, auth, project_id, model["id"])["latest"]
     assert latest["number"] == 2 and latest["status"] == "queued"
     refit_check(sessions)  # one fit at a time
-    assert _get(client, auth, project_id, model["id"])["latest"]["number"] == 2
+    assert get_model(client, auth, project_id, model["id"])["latest"]["number"] == 2
     _run_jobs(app)
-    model = _get(client, auth, project_id, model["id"])
+    model = get_model(client, auth, project_id, model["id"])
     assert model["serving"]["number"] == 2
     assert model["serving"]["answers_count"] + model["serving"]["heldout_count"] == 4600
     assert model["serving"]["warm_start_from"] is not None
@@ -451,18 +415,18 @@ def test_passive_models_refit_as_answers_grow_and_old_versions_stay(
         f"{API}/projects/{project_id}/models/{model['id']}/cancel", headers=auth
     )
     assert cancelled.json()["status"] == "cancelled"
-    assert _get(client, auth, project_id, model["id"])["serving"]["number"] == 2
+    assert get_model(client, auth, project_id, model["id"])["serving"]["number"] == 2
     refit_check(sessions)  # a cancelled fit is not queued again until answers grow
-    assert _get(client, auth, project_id, model["id"])["latest"]["number"] == 3
+    assert get_model(client, auth, project_id, model["id"])["latest"]["number"] == 3
 
 
 def test_smerf_and_disdf_learn_metrics_from_features(app, client, auth, blob_project, blobs):
     X, y, keys = blobs
     project_id, _ = blob_project
-    smerf = _create(
+    smerf = create_model(
         client, auth, project_id, name="smerf", kind="smerf", params={"n_estimators": 30}
     )
-    disdf = _create(
+    disdf = create_model(
         client,
         auth,
         project_id,
@@ -472,8 +436,8 @@ def test_smerf_and_disdf_learn_metrics_from_features(app, client, auth, blob_pro
     )
     _run_jobs(app)
     for model in (smerf, disdf):
-        version = _get(client, auth, project_id, model["id"])["serving"]
-        assert version is not None, _get(client, auth, project_id, model["id"])["latest"]
+        version = get_model(client, auth, project_id, model["id"])["serving"]
+        assert version is not None, get_model(client, auth, project_id, model["id"])["latest"]
         assert version["metrics"]["test"]["accuracy"] > 0.9
         # Noiseless answers from the same features: the metric agrees with most of them.
         assert version["metrics"]["heldout_triplet_error"] < 0.3
@@ -530,7 +494,7 @@ def test_smerf_learns_from_an_uploaded_matrix_or_an_embedding(
     X, _, keys = blobs
     project_id, _ = blob_project
     D = np.abs(X[:30, :1] - X[:30, :1].T)
-    matrix = _create(
+    matrix = create_model(
         client,
         auth,
         project_id,
@@ -539,9 +503,9 @@ def test_smerf_learns_from_an_uploaded_matrix_or_an_embedding(
         params={"n_estimators": 20, "dissimilarity": "matrix"},
         matrix={"keys": keys[:30], "values": D.tolist()},
     )
-    tete = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 100})
+    tete = create_model(client, auth, project_id, name="t", kind="tete", params={"max_iter": 100})
     _run_jobs(app)
-    from_embedding = _create(
+    from_embedding = create_model(
         client,
         auth,
         project_id,
@@ -551,10 +515,11 @@ def test_smerf_learns_from_an_uploaded_matrix_or_an_embedding(
     )
     _run_jobs(app)
     for model in (matrix, from_embedding):
-        version = _get(client, auth, project_id, model["id"])["serving"]
-        assert version is not None, _get(client, auth, project_id, model["id"])["latest"]
+        version = get_model(client, auth, project_id, model["id"])["serving"]
+        assert version is not None, get_model(client, auth, project_id, model["id"])["latest"]
     assert (
-        _get(client, auth, project_id, matrix["id"])["serving"]["metrics"]["training_items"] == 30
+        get_model(client, auth, project_id, matrix["id"])["serving"]["metrics"]["training_items"]
+        == 30
     )
 
     asymmetric = D.copy()
@@ -593,11 +558,11 @@ def test_items_without_answers_have_no_place_in_an_embedding_nor_in_smerfs_d(
     and SMERF is measured only on answers the embedding never fitted."""
     X, _, keys = blobs
     project_id = project["id"]
-    _upload_blob_items(client, auth, project_id, blobs)
+    upload_blob_items(client, auth, project_id, blobs)
     triplets = random_triplets(N_TRAIN, 3000, FeatureOracle(X[:N_TRAIN]), random_state=0)
-    _upload_triplets(client, auth, project_id, triplets, keys)
+    upload_triplets(client, auth, project_id, triplets, keys)
     # A tenth of the answers kept back, for SMERF to be measured on.
-    tete = _create(
+    tete = create_model(
         client,
         auth,
         project_id,
@@ -615,7 +580,7 @@ def test_items_without_answers_have_no_place_in_an_embedding_nor_in_smerfs_d(
     assert rows[0][0] == "key" and rows[0][-1] == "answered"
     assert rows[0][1:-1] == [f"dim_{axis}" for axis in range(embedding["dimension"])]
     assert rows[1][-1] == "true" and rows[-1][-1] == "false"
-    version = _get(client, auth, project_id, tete["id"])["serving"]
+    version = get_model(client, auth, project_id, tete["id"])["serving"]
     assert version["metrics"]["items_answered"] == N_TRAIN
 
     neighbors = client.get(f"{base}/neighbors?item=b0&k=100", headers=auth).json()["neighbors"]
@@ -626,7 +591,7 @@ def test_items_without_answers_have_no_place_in_an_embedding_nor_in_smerfs_d(
     assert labels["predictions"][0]["label"] is not None
     assert labels["predictions"][1]["label"] is None
 
-    smerf = _create(
+    smerf = create_model(
         client,
         auth,
         project_id,
@@ -635,7 +600,7 @@ def test_items_without_answers_have_no_place_in_an_embedding_nor_in_smerfs_d(
         params={"n_estimators": 20, "dissimilarity": "embedding", "embedding_model_id": tete["id"]},
     )
     _run_jobs(app)
-    metrics = _get(client, auth, project_id, smerf["id"])["serving"]["metrics"]
+    metrics = get_model(client, auth, project_id, smerf["id"])["serving"]["metrics"]
     assert metrics["training_items"] == N_TRAIN
     assert metrics["answers_checked"] == version["heldout_count"] == 300
 
@@ -664,7 +629,7 @@ def test_bad_model_requests_get_clear_errors_and_change_nothing(client, auth, bl
     no_build = client.post(url, headers=auth, json={"name": "x", "kind": "comprf"})
     assert no_build.status_code == 400 and "build_id" in no_build.text
     assert client.get(url, headers=auth).json() == []
-    _create(client, auth, project_id, name="x", kind="tete", train=False)
+    create_model(client, auth, project_id, name="x", kind="tete", train=False)
     twice = client.post(url, headers=auth, json={"name": "x", "kind": "tete"})
     assert twice.status_code == 409 and "already has a model named 'x'" in twice.text
     missing = client.get(f"{url}/999999", headers=auth)
@@ -694,7 +659,7 @@ def test_a_model_made_before_the_answers_waits_for_them_instead_of_failing(
         headers=auth,
         files={"file": ("i.csv", "key\n" + "\n".join(keys) + "\n")},
     )
-    model = _create(
+    model = create_model(
         client,
         auth,
         project["id"],
@@ -704,7 +669,7 @@ def test_a_model_made_before_the_answers_waits_for_them_instead_of_failing(
         min_answers=30,
     )
     _run_jobs(app)
-    assert _get(client, auth, project["id"], model["id"])["latest"] is None
+    assert get_model(client, auth, project["id"], model["id"])["latest"] is None
     with unit_of_work(app.state.session_factory) as session:
         assert session.query(Job).count() == 0
     page = client.get(f"/projects/{project['id']}/models", headers=auth)
@@ -716,14 +681,14 @@ def test_a_model_made_before_the_answers_waits_for_them_instead_of_failing(
         f"t-ETE needs at least 10 answers to fit; project {project['id']} has 0: "
         "it fits once raters have answered"
     )
-    assert _get(client, auth, project["id"], model["id"])["latest"] is None
+    assert get_model(client, auth, project["id"], model["id"])["latest"] is None
 
     rng = np.random.default_rng(0)
     triplets = [rng.choice(12, size=3, replace=False).tolist() for _ in range(30)]
-    _upload_triplets(client, auth, project["id"], triplets, keys)
+    upload_triplets(client, auth, project["id"], triplets, keys)
     refit_check(app.state.session_factory)
     _run_jobs(app)
-    served = _get(client, auth, project["id"], model["id"])["serving"]
+    served = get_model(client, auth, project["id"], model["id"])["serving"]
     assert served["number"] == 1 and served["trigger"] == "answers grew"
 
 
@@ -734,10 +699,10 @@ def test_a_fit_that_cannot_succeed_fails_once_with_its_reason(app, client, auth,
         headers=auth,
         files={"file": ("i.csv", "key\na\nb\nc\n")},
     )
-    _upload_triplets(client, auth, project["id"], [[0, 1, 2]], ["a", "b", "c"])
-    model = _create(client, auth, project["id"], name="b", kind="tripletboost")
+    upload_triplets(client, auth, project["id"], [[0, 1, 2]], ["a", "b", "c"])
+    model = create_model(client, auth, project["id"], name="b", kind="tripletboost")
     _run_jobs(app)
-    latest = _get(client, auth, project["id"], model["id"])["latest"]
+    latest = get_model(client, auth, project["id"], model["id"])["latest"]
     assert latest["status"] == "failed"
     assert "at least two classes" in latest["message"]
     with unit_of_work(app.state.session_factory) as session:
@@ -747,7 +712,7 @@ def test_a_fit_that_cannot_succeed_fails_once_with_its_reason(app, client, auth,
 
 def test_a_dead_workers_fit_is_taken_over_and_finishes(app, client, auth, blob_project):
     project_id, _ = blob_project
-    model = _create(client, auth, project_id, name="t", kind="tete", params={"max_iter": 50})
+    model = create_model(client, auth, project_id, name="t", kind="tete", params={"max_iter": 50})
     sessions = app.state.session_factory
     with sessions() as session:  # a worker claims the job, then dies without a word
         job = queue.claim_next(session=session, worker_id="dead", stale_after=timedelta(seconds=60))
@@ -755,7 +720,7 @@ def test_a_dead_workers_fit_is_taken_over_and_finishes(app, client, auth, blob_p
     assert Worker(sessions, stale_after_seconds=60).run(until_idle=True) == 0  # not stale yet
     survivor = Worker(sessions, stale_after_seconds=0.0)
     assert survivor.run(until_idle=True) == 1
-    version = _get(client, auth, project_id, model["id"])["serving"]
+    version = get_model(client, auth, project_id, model["id"])["serving"]
     assert version is not None and version["number"] == 1
     with unit_of_work(sessions) as session:
         job = session.get(Job, version["job_id"])
@@ -770,11 +735,11 @@ def test_a_smerf_model_learns_only_from_an_embedding_of_its_own_project(
     does not exist is, so nothing tells whether it does; an archive's SMERF model learns
     from the archive's own t-ETE model, made again there."""
     project_id, _ = blob_project
-    mine = _create(client, auth, project_id, name="t", kind="tete", train=False)
+    mine = create_model(client, auth, project_id, name="t", kind="tete", train=False)
     mallory = new_token("mallory")
     theirs_project = client.post(f"{API}/projects", headers=mallory, json={"name": "m"}).json()
-    theirs = _create(client, mallory, theirs_project["id"], name="x", kind="tete", train=False)
-    smerf = _create(
+    theirs = create_model(client, mallory, theirs_project["id"], name="x", kind="tete", train=False)
+    smerf = create_model(
         client,
         auth,
         project_id,
@@ -817,7 +782,7 @@ def test_a_smerf_model_learns_only_from_an_embedding_of_its_own_project(
 
     archive = client.get(f"{API}/projects/{project_id}/archive", headers=auth)
     assert archive.status_code == 200
-    _create(client, auth, project_id, name="padding", kind="tete", train=False)  # ids move on
+    create_model(client, auth, project_id, name="padding", kind="tete", train=False)  # ids move on
     made = client.post(
         f"{API}/project-archives", headers=auth, files={"file": ("a.zip", archive.content)}
     )
@@ -839,7 +804,7 @@ def test_a_fit_holds_out_each_judgements_triplets_together(app, client, auth, pr
     from app.models import Item, JudgementFormat, LearnedModel, Project
     from app.training import fitting, runs
     from tests.support.judgements import store_judgements
-    from tests.uploads import upload
+    from tests.support.uploads import upload
 
     pid = project["id"]
     items = "key\n" + "".join(f"p{i}\n" for i in range(40))
@@ -866,7 +831,7 @@ def test_a_fit_holds_out_each_judgements_triplets_together(app, client, auth, pr
                 )
             )
         judged = store_judgements(session, pid, screens)
-    model = _create(
+    model = create_model(
         client,
         auth,
         pid,
@@ -887,7 +852,7 @@ def test_a_fit_holds_out_each_judgements_triplets_together(app, client, auth, pr
     assert not set(snap.groups[fit_rows].tolist()) & set(snap.groups[held].tolist())
     assert abs(len(held) - 0.2 * len(snap.answers)) < 9
     _run_jobs(app)
-    version = _get(client, auth, pid, model["id"])["serving"]
+    version = get_model(client, auth, pid, model["id"])["serving"]
     assert version["status"] == "ready", version
     # The fit's split is the grouped one (an ungrouped split holds out exactly 20 %).
     assert version["heldout_count"] == len(held) != round(0.2 * len(snap.answers))

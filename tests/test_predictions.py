@@ -4,7 +4,6 @@ routing), or by raters, who get routing queries before anything else."""
 
 from __future__ import annotations
 
-import json
 import zlib
 
 import numpy as np
@@ -15,8 +14,10 @@ from app.builds.jobs import sweep
 from app.learn import FeatureOracle
 from app.models import Assignment, Item, Purpose, QuerySlot, SlotState
 from app.worker.loop import Worker
+from tests.support.builds import answer_build, answering_oracle
+from tests.support.builds import finished_build as finished_build_of
 from tests.support.links import open_link
-from tests.test_rating import join_answered
+from tests.support.rating import join_answered
 
 API = "/api/v1"
 
@@ -31,60 +32,7 @@ def finished_build(app, client, auth, project, blobs):
     """A 3-tree build on 50 labelled items, answered by a feature oracle through the
     API; 20 items are left unlabelled. Returns (project id, build id, keys)."""
     X, y = blobs
-    keys = [f"p{i}" for i in range(len(X))]
-    rows = ["key,label,features"] + [
-        f"{keys[i]},{y[i] if i < 50 else ''},{X[i, 0]} {X[i, 1]}" for i in range(len(X))
-    ]
-    project_id = project["id"]
-    assert (
-        client.post(
-            f"{API}/projects/{project_id}/items",
-            headers=auth,
-            files={"file": ("b.csv", "\n".join(rows))},
-        ).status_code
-        == 201
-    )
-    build = client.post(
-        f"{API}/projects/{project_id}/builds", headers=auth, json={"n_trees": 3, "random_state": 1}
-    ).json()
-    answer_build(app, client, auth, project_id, build["id"], answering_oracle(X, keys))
-    return project_id, build["id"], keys
-
-
-def answer_build(app, client, auth, project_id: int, build_id: int, oracle) -> None:
-    """Answer a build's queries through the API until it completes."""
-    for _ in range(60):
-        queries = client.get(
-            f"{API}/projects/{project_id}/builds/{build_id}/queries?limit=100000", headers=auth
-        ).json()
-        if not queries:
-            break
-        answers = [oracle(q) for q in queries]
-        upload = json.dumps([list(a) for a in answers])
-        assert (
-            client.post(
-                f"{API}/projects/{project_id}/triplets",
-                headers=auth,
-                files={"file": ("answers.json", upload)},
-            ).status_code
-            == 201
-        )
-        sweep(app.state.session_factory)
-        Worker(app.state.session_factory).run(until_idle=True)
-    state = client.get(f"{API}/projects/{project_id}/builds/{build_id}", headers=auth).json()
-    assert state["status"] == "complete"
-
-
-def answering_oracle(X, keys):
-    index = {key: i for i, key in enumerate(keys)}
-    oracle = FeatureOracle(X)
-
-    def answer(query):
-        a, p, q = (index[query[role]] for role in ("anchor", "left", "right"))
-        triplet = oracle.answer(np.array([[a, p, q]]))[0]
-        return tuple(keys[i] for i in triplet)
-
-    return answer
+    return finished_build_of(app, client, auth, project["id"], X, y)
 
 
 def test_a_client_answers_the_routing_and_gets_the_librarys_labels(

@@ -18,8 +18,8 @@ from app.core.db import unit_of_work
 from app.main import create_app
 from app.worker.loop import Worker
 from tests.support.links import open_link
-from tests.test_rating import join, oracle_choice
-from tests.uploads import png, zip_bytes
+from tests.support.rating import join, oracle_choice
+from tests.support.uploads import png, zip_bytes
 
 LINK_FIELDS = ("public_slug", "public_url", "link_state", "link_opened_at")
 

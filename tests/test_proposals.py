@@ -38,7 +38,7 @@ from app.training.service import load_fitted
 from app.worker import loop, queue
 from app.worker.loop import Worker
 from tests.support.links import open_link
-from tests.test_rating import answer, join_answered
+from tests.support.rating import answer, join_answered
 
 API = "/api/v1"
 

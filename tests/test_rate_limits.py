@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
+from sklearn.datasets import make_blobs
 from sqlalchemy import select, update
 
 from app.core.db import unit_of_work
@@ -16,7 +17,7 @@ from app.models import Assignment, Purpose, QuerySlot, Rater
 from app.models._types import utcnow
 from app.raters.service import shed_idle_joins
 from app.scheduling.service import FIRST_LEASE_SECONDS
-from tests.test_rating import blobs, start_build, study  # noqa: F401 (fixtures)
+from tests.support.rating import blob_study, start_build
 
 API = "/api/v1"
 
@@ -28,6 +29,12 @@ def settings(settings):
     settings.rate_limit_joins_per_study = "8/minute"
     settings.rate_limit_answers_per_session = "30/hour;3/minute"
     return settings
+
+
+@pytest.fixture
+def study(client, auth, project):
+    X, y = make_blobs(n_samples=60, centers=3, cluster_std=1.0, random_state=0)
+    return blob_study(client, auth, project["id"], X, y)
 
 
 def _join(client, slug, **headers):

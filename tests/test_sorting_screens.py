@@ -15,7 +15,7 @@ from app.core.db import unit_of_work
 from app.models import Assignment, Build, Judgement, QuerySlot, SlotState, Triplet
 from app.simulate import _Items
 from tests.support.links import open_link
-from tests.test_judgement_screens import _answer, _join, _next, _rating, _rows
+from tests.support.screens import answer_screen, join_rater, next_screen, rows_of, set_rating
 
 API = "/api/v1"
 
@@ -38,7 +38,7 @@ def _labelled(client, auth, project_id: int, count: int, dimensions: int = 1) ->
 
 
 def _study(client, auth, project_id: int, **build) -> tuple[str, dict]:
-    settings = _rating(client, auth, project_id, attention_rate=0, random_share=0)
+    settings = set_rating(client, auth, project_id, attention_rate=0, random_share=0)
     assert settings.status_code == 200, settings.text
     started = client.post(f"{API}/projects/{project_id}/builds", headers=auth, json=build)
     assert started.status_code == 201, started.text
@@ -52,10 +52,10 @@ def _step(app, build_id: int) -> None:
 
 def _first_screen(client, slug: str, token: dict) -> dict:
     """A new rater's first query is a random triplet (joining holds no build query)."""
-    first = _next(client, slug, token)
+    first = next_screen(client, slug, token)
     assert first["format"] == "triplet"
-    assert _answer(client, slug, token, first["query_id"], choice="left").status_code == 200
-    return _next(client, slug, token)
+    assert answer_screen(client, slug, token, first["query_id"], choice="left").status_code == 200
+    return next_screen(client, slug, token)
 
 
 def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_judgement(
@@ -67,7 +67,7 @@ def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_j
     assert refused.status_code == 422
     slug, build = _study(client, auth, pid, n_trees=1, random_state=0, sort_size=6)
     assert build["params"]["sort_size"] == 6
-    token = _join(client, slug)
+    token = join_rater(client, slug)
     screen = _first_screen(client, slug, token)
     assert screen["format"] == "sort"
     assert screen["anchor"] is screen["left"] is screen["right"] is None
@@ -78,7 +78,7 @@ def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_j
     query = screen["query_id"]
 
     def answered(sides):
-        return _answer(client, slug, token, query, sides=sides)
+        return answer_screen(client, slug, token, query, sides=sides)
 
     told = [{"key": key, "side": "left"} for key in keys]
     for wrong, says in [
@@ -89,12 +89,12 @@ def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_j
         ({"sides": [*told[:-1], told[0]]}, "was sent twice"),
         ({"sides": [*told[:-1], {"key": keys[-1], "side": "cant_tell"}]}, "does not offer"),
     ]:
-        refused = _answer(client, slug, token, query, **wrong)
+        refused = answer_screen(client, slug, token, query, **wrong)
         assert refused.status_code == 422, (wrong, refused.text)
         assert says in refused.json()["detail"], refused.json()["detail"]
     bad_side = answered([*told[:-1], {"key": keys[-1], "side": "up"}])
     assert bad_side.status_code == 422
-    assert _rows(app, Judgement, pid) == []  # nothing refused was written
+    assert rows_of(app, Judgement, pid) == []  # nothing refused was written
 
     # The pivots' coordinates say which side each item belongs on.
     position = {f"p{n}": n for n in range(30)}
@@ -111,23 +111,23 @@ def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_j
     assert first.json()["answered"] == 2  # a screen counts once
     again = answered(sides)
     assert again.status_code == 200 and again.json()["replayed"] is True
-    [judgement] = _rows(app, Judgement, pid)
+    [judgement] = rows_of(app, Judgement, pid)
     assert judgement.format.value == "sort"
     ids = {key: item_id for item_id, key in _item_ids(app, pid).items()}
     assert judgement.context == [ids[pivots[0]], ids[pivots[1]]]
     assert judgement.shown == [ids[key] for key in keys]
     assert judgement.chosen == [side["side"] for side in sides]
-    derived = [row for row in _rows(app, Triplet, pid) if row.judgement_id == judgement.id]
+    derived = [row for row in rows_of(app, Triplet, pid) if row.judgement_id == judgement.id]
     assert len(derived) == 6
     for row, side in zip(derived, sides, strict=True):
         closer = ids[pivots[0]] if side["side"] == "left" else ids[pivots[1]]
         assert (row.anchor_id, row.closer_id) == (ids[side["key"]], closer)
         assert {row.closer_id, row.farther_id} == {ids[pivots[0]], ids[pivots[1]]}
     # Each item was its own query: six slots answered, none left leased.
-    slots = _rows(app, QuerySlot, pid)
+    slots = rows_of(app, QuerySlot, pid)
     answered_slots = [slot for slot in slots if slot.state is SlotState.answered]
     assert sorted(slot.anchor_id for slot in answered_slots) == sorted(ids[key] for key in keys)
-    served = [row for row in _rows(app, Assignment, pid) if query in (row.id, row.screen_id)]
+    served = [row for row in rows_of(app, Assignment, pid) if query in (row.id, row.screen_id)]
     assert len(served) == 6 and all(row.answered_at is not None for row in served)
     assert [row.choice.value for row in served] == [side["side"] for side in sides]
     # The export gives the screen as shown and answered; it is not uploaded again.
@@ -204,12 +204,12 @@ def _build_by_a_noiseless_crowd(client, auth, app, sort_size: int) -> tuple[set,
         client.get(f"{API}/projects/{pid}/builds/{build['id']}", headers=auth).json()["status"]
         != "complete"
     ):
-        token = _join(client, slug)
-        comparison = _next(client, slug, token)
+        token = join_rater(client, slug)
+        comparison = next_screen(client, slug, token)
         while comparison is not None:
             screens += 1
             body = crowd.choose(comparison)
-            answered = _answer(client, slug, token, comparison["query_id"], **body)
+            answered = answer_screen(client, slug, token, comparison["query_id"], **body)
             assert answered.status_code == 200, answered.text
             _step(app, build["id"])
             comparison = answered.json()["comparison"]
@@ -224,7 +224,7 @@ def _build_by_a_noiseless_crowd(client, auth, app, sort_size: int) -> tuple[set,
     # What the estimate said before the build started.
     expected = estimate.json()["screens"]
     assert abs(screens - expected) <= 0.25 * expected, (screens, expected)
-    answers = len(_rows(app, Triplet, pid))
+    answers = len(rows_of(app, Triplet, pid))
     return _builder_nodes(app, build["id"]), screens, answers
 
 
@@ -239,33 +239,33 @@ def test_a_sorting_build_grows_the_same_forest_as_one_triplet_per_screen(client,
 def test_items_a_rater_cannot_tell_go_back_to_the_queue_for_another(client, auth, project, app):
     pid = project["id"]
     _labelled(client, auth, pid, 20)
-    _rating(client, auth, pid, allow_cant_tell=True)
+    set_rating(client, auth, pid, allow_cant_tell=True)
     slug, _ = _study(client, auth, pid, n_trees=1, random_state=1, sort_size=4)
-    token = _join(client, slug)
+    token = join_rater(client, slug)
     screen = _first_screen(client, slug, token)
     keys = [item["key"] for item in screen["items"]]
     sides = [{"key": keys[0], "side": "left"}] + [
         {"key": key, "side": "cant_tell"} for key in keys[1:]
     ]
-    answered = _answer(client, slug, token, screen["query_id"], sides=sides)
+    answered = answer_screen(client, slug, token, screen["query_id"], sides=sides)
     assert answered.status_code == 200, answered.text
-    [judgement] = _rows(app, Judgement, pid)
+    [judgement] = rows_of(app, Judgement, pid)
     assert judgement.chosen == ["left"] + ["cant_tell"] * (len(keys) - 1)
-    assert len([row for row in _rows(app, Triplet, pid) if row.judgement_id]) == 1
-    slots = {slot.anchor_id: slot for slot in _rows(app, QuerySlot, pid)}
+    assert len([row for row in rows_of(app, Triplet, pid) if row.judgement_id]) == 1
+    slots = {slot.anchor_id: slot for slot in rows_of(app, QuerySlot, pid)}
     ids = {key: item_id for item_id, key in _item_ids(app, pid).items()}
     assert slots[ids[keys[0]]].state is SlotState.answered
     for key in keys[1:]:  # given back, free for the next rater
         assert slots[ids[key]].state is SlotState.open
         assert slots[ids[key]].lease_rater_id is None
-    other = _join(client, slug)
+    other = join_rater(client, slug)
     theirs = _first_screen(client, slug, other)
     assert set(keys[1:]) <= {item["key"] for item in theirs["items"]}
     # "can't tell" for the whole screen, as a triplet's choice: every item given back.
-    whole = _answer(client, slug, other, theirs["query_id"], choice="cant_tell")
+    whole = answer_screen(client, slug, other, theirs["query_id"], choice="cant_tell")
     assert whole.status_code == 200, whole.text
-    assert [row.id for row in _rows(app, Judgement, pid)] == [judgement.id]
-    slots = {slot.anchor_id: slot for slot in _rows(app, QuerySlot, pid)}
+    assert [row.id for row in rows_of(app, Judgement, pid)] == [judgement.id]
+    slots = {slot.anchor_id: slot for slot in rows_of(app, QuerySlot, pid)}
     for item in theirs["items"]:
         slot = slots[ids[item["key"]]]
         assert (slot.state, slot.lease_rater_id) == (SlotState.open, None)
@@ -280,7 +280,7 @@ def test_an_item_deleted_after_its_build_is_cancelled_takes_its_sorting_screen_a
     pid = project["id"]
     _labelled(client, auth, pid, 20)
     slug, build = _study(client, auth, pid, n_trees=1, random_state=1, sort_size=4)
-    token = _join(client, slug)
+    token = join_rater(client, slug)
     screen = _first_screen(client, slug, token)
     keys = [item["key"] for item in screen["items"]]
     refused = client.delete(f"{API}/projects/{pid}/items/{keys[1]}", headers=auth)
@@ -291,7 +291,7 @@ def test_an_item_deleted_after_its_build_is_cancelled_takes_its_sorting_screen_a
     gone = {key: item_id for item_id, key in _item_ids(app, pid).items()}[keys[1]]
     elsewhere = [
         row
-        for row in _rows(app, Assignment, pid)
+        for row in rows_of(app, Assignment, pid)
         if gone in (row.anchor_id, row.lo_id, row.hi_id)
         and screen["query_id"] not in (row.id, row.screen_id)
     ]
@@ -299,6 +299,6 @@ def test_an_item_deleted_after_its_build_is_cancelled_takes_its_sorting_screen_a
     assert deleted.status_code == 200, deleted.text
     assert deleted.json()["queries_withdrawn"] == len(keys) + len(elsewhere)
     sides = [{"key": key, "side": "left"} for key in keys]
-    late = _answer(client, slug, token, screen["query_id"], sides=sides)
+    late = answer_screen(client, slug, token, screen["query_id"], sides=sides)
     assert late.status_code == 404
-    assert [row for row in _rows(app, Assignment, pid) if row.format.value == "sort"] == []
+    assert [row for row in rows_of(app, Assignment, pid) if row.format.value == "sort"] == []

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.uploads import messages, upload
+from tests.support.uploads import messages, upload
 
 KEYS = [f"item{n}" for n in range(30)]
 

@@ -219,8 +219,7 @@ def _export_rows(engine: Engine, project_id: int) -> Iterator[list[tuple]]:
     query = select(*columns).where(Item.project_id == project_id).order_by(Item.id)
     with engine.connect() as connection:
         result = connection.execution_options(stream_results=True, yield_per=_EXPORT_BATCH)
-        for partition in result.execute(query).partitions():
-            yield partition
+        yield from result.execute(query).partitions()
 
 
 def _features_text(blob: bytes | None) -> str:

@@ -97,9 +97,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_model_versions"),
         sa.UniqueConstraint("model_id", "number", name="uq_model_versions_model_id_number"),
     )
-    op.create_index(
-        "ix_model_versions_model_id_status", "model_versions", ["model_id", "status"]
-    )
+    op.create_index("ix_model_versions_model_id_status", "model_versions", ["model_id", "status"])
 
 
 def downgrade() -> None:

@@ -26,9 +26,7 @@ def upgrade() -> None:
             sa.Column("pending", sa.Boolean(), nullable=False, server_default=sa.false())
         )
         batch.add_column(
-            sa.Column(
-                "first_triplet_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-            )
+            sa.Column("first_triplet_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"))
         )
         batch.add_column(sa.Column("touched_at", sa.DateTime(timezone=True)))
 

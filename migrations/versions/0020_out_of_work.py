@@ -19,9 +19,7 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.add_column(
-        "raters", sa.Column("out_of_work_at", sa.DateTime(timezone=True), nullable=True)
-    )
+    op.add_column("raters", sa.Column("out_of_work_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:

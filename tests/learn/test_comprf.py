@@ -1,7 +1,5 @@
 """CompRF on planted data: accuracy, query counts, noise, and an exactly resumable build."""
 
-import io
-
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -10,6 +8,7 @@ from sklearn.exceptions import NotFittedError
 
 from app.learn import CompRF, CompRFBuilder, FeatureOracle, random_triplets
 from app.learn.keys import query_keys
+from tests.support.saved_states import with_array
 
 
 class RecordingOracle(FeatureOracle):
@@ -305,11 +304,12 @@ class TestResumableBuild:
 class TestEstimatorHabits:
     def test_same_seed_same_forest_other_seed_other_forest(self, blobs):
         X, y = blobs
-        fit = (
-            lambda seed: CompRF(n_trees=5, random_state=seed).fit(  # noqa: E731
+
+        def fit(seed):
+            return CompRF(n_trees=5, random_state=seed).fit(
                 np.arange(200), y[:200], FeatureOracle(X)
             )
-        )
+
         first, second, other = fit(7), fit(7), fit(8)
         assert np.array_equal(first.nodes_["pivot_left"], second.nodes_["pivot_left"])
         assert first.n_queries_ == second.n_queries_
@@ -440,15 +440,6 @@ def test_a_restarted_build_replays_a_subset_of_answers_into_the_forest_they_alon
         replay.add_answers(honest.answer(replay.pending_queries()))
     direct = CompRF(n_trees=3, random_state=4).fit(np.arange(60), y[:60], honest)
     assert canonical_trees(replay.forest()) == canonical_trees(direct)
-
-
-def with_array(state: bytes, name: str, change) -> bytes:
-    with np.load(io.BytesIO(state)) as arrays:
-        changed = {key: arrays[key] for key in arrays.files}
-    changed[name] = change(changed[name].copy())
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **changed)
-    return buffer.getvalue()
 
 
 def test_a_state_from_elsewhere_loads_only_when_whole_and_consistent(blobs):

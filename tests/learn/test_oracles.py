@@ -146,7 +146,10 @@ def test_the_simulated_crowd_errs_like_people_when_asked():
     queries = random_queries(120, 6000, random_state=5)
 
     def shown(a, p, q):
-        return {role: {"key": f"k{i}"} for role, i in zip(("anchor", "left", "right"), (a, p, q))}
+        return {
+            role: {"key": f"k{i}"}
+            for role, i in zip(("anchor", "left", "right"), (a, p, q), strict=True)
+        }
 
     chosen = np.array([crowd.choose(shown(*query))["choice"] == "left" for query in queries])
     right = truth.answer(queries)[:, 1] == queries[:, 1]

@@ -399,7 +399,11 @@ def test_auto_dimension_takes_the_smallest_that_explains_the_answers():
     model.fit(train, 150)
     assert model.n_components_ == 2 and model.embedding_.shape == (150, 2)
     errors = dict(
-        zip(model.cv_results_["param_n_components"], model.cv_results_["mean_test_error"])
+        zip(
+            model.cv_results_["param_n_components"],
+            model.cv_results_["mean_test_error"],
+            strict=True,
+        )
     )
     assert errors[1] > errors[2] + 0.02
 

@@ -68,11 +68,17 @@ def test_conflicting_answers_use_the_majority_and_a_tie_abstains():
     local = np.arange(4)  # item 9 is not a training item: its answer is skipped
     keys, offsets, anchors, lower, votes = _index_answers(empty, triplets, local, 4)
     assert keys.tolist() == [1 * 4 + 2] and offsets.tolist() == [0, 2]
-    assert sorted(zip(anchors.tolist(), lower.tolist(), votes.tolist())) == [(0, 2, 3), (3, 1, 2)]
+    assert sorted(zip(anchors.tolist(), lower.tolist(), votes.tolist(), strict=True)) == [
+        (0, 2, 3),
+        (3, 1, 2),
+    ]
 
     # A later answer is merged with the held votes: item 3's tie becomes a majority.
     merged = _index_answers((keys, offsets, anchors, lower, votes), np.array([[3, 2, 1]]), local, 4)
-    assert sorted(zip(*(part.tolist() for part in merged[2:]))) == [(0, 2, 3), (3, 1, 3)]
+    assert sorted(zip(*(part.tolist() for part in merged[2:]), strict=True)) == [
+        (0, 2, 3),
+        (3, 1, 3),
+    ]
 
 
 @pytest.mark.parametrize("dense", [True, False])
@@ -94,7 +100,9 @@ def test_answers_merged_in_batches_equal_answers_indexed_at_once(dense):
     def as_set(index):
         keys, offsets, anchors, lower, votes = index
         pairs = np.repeat(keys, np.diff(offsets))
-        return set(zip(pairs.tolist(), anchors.tolist(), lower.tolist(), votes.tolist()))
+        return set(
+            zip(pairs.tolist(), anchors.tolist(), lower.tolist(), votes.tolist(), strict=True)
+        )
 
     assert np.all(np.diff(at_once[0]) > 0) and np.array_equal(at_once[0], in_batches[0])
     assert as_set(at_once) == as_set(in_batches)

@@ -21,7 +21,7 @@ from tests.support.browser import (
 from tests.support.links import open_link
 from tests.support.postgres import start_postgres
 from tests.support.service import ServiceProcesses, database_with_token, digits_study
-from tests.uploads import png, zip_bytes
+from tests.support.uploads import png, zip_bytes
 
 API = "/api/v1"
 

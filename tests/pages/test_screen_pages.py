@@ -18,7 +18,7 @@ from tests.support.browser import (
     until,
 )
 from tests.support.links import open_link
-from tests.uploads import coloured_squares
+from tests.support.uploads import coloured_squares
 
 API = "/api/v1"
 

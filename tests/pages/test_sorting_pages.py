@@ -20,7 +20,7 @@ from tests.support.browser import (
     stays_put_while_images_arrive,
     until,
 )
-from tests.uploads import coloured_squares
+from tests.support.uploads import coloured_squares
 
 API = "/api/v1"
 

@@ -1088,7 +1088,7 @@ def test_a_project_is_renamed_and_its_model_and_itself_deleted_from_its_pages(
 def test_items_are_browsed_searched_and_fixed_on_their_page(
     app, server, browser, researcher, tmp_path
 ):
-    from tests.uploads import png, zip_bytes
+    from tests.support.uploads import png, zip_bytes
 
     page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Things")
     archive = zip_bytes(

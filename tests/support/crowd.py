@@ -57,7 +57,7 @@ def crowd_in_thread(**crowd) -> tuple[threading.Thread, dict]:
     def crowd_thread() -> None:
         try:
             outcome["report"] = asyncio.run(run_crowd(**crowd))
-        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+        except BaseException as error:
             outcome["error"] = error
 
     runner = threading.Thread(target=crowd_thread)

@@ -62,7 +62,7 @@ class ServiceProcesses:
         self.restarts = 0
 
     def _spawn(self, args: list[str], log: str) -> subprocess.Popen:
-        handle = open(self.log_dir / log, "ab")  # noqa: SIM115 - the process keeps it
+        handle = open(self.log_dir / log, "ab")
         return subprocess.Popen(
             [sys.executable, "-m", "app.cli", *args],
             env=self.env,

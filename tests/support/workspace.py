@@ -32,3 +32,10 @@ def signed_in_browser(client, *, email: str = "", password: str = "", token: str
     signed_in = sign_in_form(client, email=email, password=password, token=token)
     assert signed_in.status_code == 303, signed_in.text
     return client
+
+
+def signed_in_page_csrf(client, bearer: dict, path: str) -> str:
+    """Sign the client in to the workspace with the API token in `bearer` (as the
+    sign-in form allows) and return the CSRF token of the page at `path`."""
+    signed_in_browser(client, token=bearer["Authorization"].removeprefix("Bearer "))
+    return page_csrf(client, path)
