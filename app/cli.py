@@ -368,7 +368,7 @@ def simulate(
             help="uniform: any answer is flipped with that chance; human: as often, but "
             "on the near ties (Bradley-Terry on the two distances' difference)"
         ),
-    ] = "uniform",
+    ] = NoiseModel.uniform,
     think_time: Annotated[
         float, typer.Option(help="Median seconds to answer (log-normal); 0: none", min=0)
     ] = 1.0,
@@ -474,7 +474,7 @@ def _demo_line(settings, base_url: str) -> str | None:
         with unit_of_work(make_session_factory(engine)) as session:
             project = find_demo(session)
             build = None if project is None else latest_build(session, project)
-            if build is None:
+            if project is None or build is None:
                 return None
             return f"Demo study: rate at {base_url}/r/{project.public_slug} ({describe(build)})"
     except SQLAlchemyError:

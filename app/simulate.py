@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import numpy as np
@@ -145,7 +146,7 @@ class _Items:
                 return self.rng.sample(keys, picks)
             rest = [key for key in keys if key != reference]
             ids = [self.index[key] for key in rest]
-            more = self.oracle.rank(self.index[reference], ids, picks - 1) if picks > 1 else []
+            more = self.oracle.rank(self.index[reference], ids, picks - 1) if picks > 1 else ()
             return [reference, *(rest[ids.index(item)] for item in more)]
         picked = self.oracle.rank(self.index[reference], shown, comparison["picks"])
         return [keys[shown.index(item)] for item in picked]
@@ -154,7 +155,7 @@ class _Items:
 @dataclass(frozen=True)
 class _Response:
     status: int
-    body: dict | list | None
+    body: Any  # the JSON the server answered, None where it sent none
 
     def raise_for_status(self, what: str = "the request") -> None:
         if self.status >= 400:

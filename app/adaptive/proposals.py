@@ -18,7 +18,7 @@ in the queue by the project's shares (`labelling_share`, `embedding_share`,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,6 +26,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app import learn
+from app.core.db import rows_changed
 from app.models import (
     Item,
     LearnedModel,
@@ -41,7 +42,7 @@ from app.models import (
 )
 from app.models._types import utcnow
 from app.scheduling.statements import IS_OPEN, lease_free
-from app.training.fitted import Fitted
+from app.training.fitted import Fitted, required_part
 from app.training.service import load_fitted, newest_ready
 from app.triplets.log import answer_columns, item_positions, newest_id
 
@@ -76,13 +77,15 @@ def newest_fitted(
 ) -> tuple[ModelVersion, Fitted] | None:
     """The project's most recently fitted version of a model of this kind, and its
     artifact."""
-    newest = None
+    newest, newest_at = None, None
     for model in session.scalars(
         select(LearnedModel).where(LearnedModel.project_id == project_id, LearnedModel.kind == kind)
     ):
         version = newest_ready(session, model.id)
-        if version is not None and (newest is None or version.fitted_at > newest.fitted_at):
-            newest = version
+        if version is None or version.fitted_at is None:
+            continue
+        if newest_at is None or version.fitted_at > newest_at:
+            newest, newest_at = version, version.fitted_at
     if newest is None:
         return None
     return newest, load_fitted(session, newest.id)
@@ -118,20 +121,21 @@ def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.
     found = newest_fitted(session, project.id, ModelKind.tete)
     if found is not None:
         _, fitted = found
-        embedding = np.zeros((len(item_ids), fitted.coordinates.shape[1]))
+        coordinates = required_part(fitted.coordinates)
+        embedding = np.zeros((len(item_ids), coordinates.shape[1]))
         placed = np.zeros(len(item_ids), bool)
         where, present = _by_position(fitted, item_ids)
         answered = np.zeros(len(fitted.item_ids), bool)
         answered[fitted.candidates()] = True
         placed[present] = answered[where[present]]
-        embedding[present] = fitted.coordinates[where[present]]
+        embedding[present] = coordinates[where[present]]
         state.update(embedding=embedding, placed=placed, new_items=np.flatnonzero(~placed))
     # What the boosted classifiers believe of each item: the labelling sampler asks where
     # they are torn between classes.
     found = newest_fitted(session, project.id, ModelKind.tripletboost)
-    if found is not None and found[1].predictions is not None:
+    predictions = None if found is None else found[1].predictions
+    if found is not None and predictions is not None:
         _, fitted = found
-        predictions = fitted.predictions
         proba = np.full((len(item_ids), len(predictions.classes)), np.nan)
         where, present = _by_position(fitted, item_ids)
         proba[present] = predictions.proba[where[present]]
@@ -165,15 +169,18 @@ def shares(project: Project, state: SamplerState, boosting: bool) -> dict[str, f
     if any(value is not None for value in explicit.values()):
         weights = {name: value or 0.0 for name, value in explicit.items()}
     else:
-        classes = {label for label in state.labels[state.labelled()]}
+        labels = state.labels if state.labels is not None else np.empty(0, object)
+        classes = set(labels[state.labelled()])
         has_map = state.embedding is not None
-        labels_wanted = len(state.wanted) and len(classes) >= 2
+        labels_wanted = state.wanted is not None and len(state.wanted) > 0 and len(classes) >= 2
         # Boosted classifiers need reference pairs asked of many items before they say
         # anything about a wanted item: most of the time goes there.
         weights = {
             "labelling": (4.0 if boosting else 2.0) if labels_wanted else 0.0,
             "embedding": 1.0 if has_map else 0.0,
-            "placement": 1.0 if has_map and len(state.new_items) else 0.0,
+            "placement": 1.0
+            if has_map and state.new_items is not None and len(state.new_items)
+            else 0.0,
         }
     total = sum(weights.values())
     return {name: (value / total if total else 0.0) for name, value in weights.items()}
@@ -245,18 +252,20 @@ def refresh(session: Session, project: Project, seed: int | None = None) -> Refr
         session.execute(insert(QuerySlot), rows)
     withdrawn = 0
     if older is not None:
-        withdrawn = session.execute(
-            update(QuerySlot)
-            .where(
-                QuerySlot.project_id == project.id,
-                QuerySlot.id <= older,
-                _is_proposal(),
-                IS_OPEN,
-                lease_free(now),
+        withdrawn = rows_changed(
+            session.execute(
+                update(QuerySlot)
+                .where(
+                    QuerySlot.project_id == project.id,
+                    QuerySlot.id <= older,
+                    _is_proposal(),
+                    IS_OPEN,
+                    lease_free(now),
+                )
+                .values(state=SlotState.withdrawn)
+                .execution_options(synchronize_session=False)
             )
-            .values(state=SlotState.withdrawn)
-            .execution_options(synchronize_session=False)
-        ).rowcount
+        )
     if project.proposals_settings_version != project.settings_version:
         project.proposals_settings_version = project.settings_version
         session.flush()
@@ -269,9 +278,9 @@ class Standing:
     newest proposal and how many are open and free to serve."""
 
     project_id: int
-    fitted_at: object | None  # None: no model fitted yet
+    fitted_at: datetime | None  # None: no model fitted yet
     settings_version: int
-    proposed_at: object | None
+    proposed_at: datetime | None
     open_count: int
     proposed_under: int | None = None  # the settings' version of the last refresh
 
@@ -373,7 +382,7 @@ class Refresher:
         """None where nobody rated the project lately: it stays due until someone does."""
         if not being_rated(session, standing.project_id):
             return None
-        project = session.get(Project, standing.project_id)
+        project = session.get_one(Project, standing.project_id)
         done = refresh(session, project)
         self.last[standing.project_id] = (
             (standing.fitted_at, standing.settings_version),

@@ -21,6 +21,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.access import Caller
+from app.core.db import rows_changed
 from app.core.errors import Forbidden, NotFound, ServiceError, Unprocessable
 from app.models import ApiToken, Researcher, TokenScope, WebSession, api_token_projects
 from app.models._types import utcnow
@@ -277,7 +278,7 @@ def token_caller(*, session: Session, token: str) -> Caller:
         raise Unauthenticated("invalid or revoked token")
     api_token, researcher = row
     now = utcnow()
-    if _expired(api_token, now):
+    if api_token.expires_at is not None and _expired(api_token, now):
         raise Unauthenticated(f"this token expired at {_moment(api_token.expires_at)}")
     # Coarse on purpose: a write on every authenticated read would serialise SQLite.
     if api_token.last_used_at is None or now - api_token.last_used_at > LAST_USED_RESOLUTION:
@@ -336,12 +337,14 @@ def revoke_token(*, session: Session, token: ApiToken) -> int:
             if made not in revoked
         ]
         revoked.update(frontier)
-    count = session.execute(
-        update(ApiToken)
-        .where(ApiToken.id.in_(revoked), ApiToken.revoked_at.is_(None))
-        .values(revoked_at=utcnow())
-        .execution_options(synchronize_session="fetch")
-    ).rowcount
+    count = rows_changed(
+        session.execute(
+            update(ApiToken)
+            .where(ApiToken.id.in_(revoked), ApiToken.revoked_at.is_(None))
+            .values(revoked_at=utcnow())
+            .execution_options(synchronize_session="fetch")
+        )
+    )
     session.execute(delete(WebSession).where(WebSession.api_token_id.in_(revoked)))
     session.flush()
     return count
@@ -430,24 +433,26 @@ def sign_out_everywhere(*, session: Session, researcher: Researcher) -> tuple[in
     sessions there were, and how many tokens went with them."""
     made_in_them = list(session.scalars(_made_in_browsers(researcher)))
     revoked = sum(revoke_token(session=session, token=token) for token in made_in_them)
-    ended = session.execute(
-        delete(WebSession).where(WebSession.researcher_id == researcher.id)
-    ).rowcount
+    ended = rows_changed(
+        session.execute(delete(WebSession).where(WebSession.researcher_id == researcher.id))
+    )
     return ended, revoked
 
 
 def use_sign_in_link(*, session: Session, researcher: Researcher, made_at: int) -> bool:
     """Mark a sign-in link made at `made_at` used; False if it (or a later one) was used
     already. One conditional update: of two browsers opening it at once, one gets in."""
-    used = session.execute(
-        update(Researcher)
-        .where(
-            Researcher.id == researcher.id,
-            (Researcher.sign_in_link_used_through.is_(None))
-            | (Researcher.sign_in_link_used_through < made_at),
+    used = rows_changed(
+        session.execute(
+            update(Researcher)
+            .where(
+                Researcher.id == researcher.id,
+                (Researcher.sign_in_link_used_through.is_(None))
+                | (Researcher.sign_in_link_used_through < made_at),
+            )
+            .values(sign_in_link_used_through=made_at)
         )
-        .values(sign_in_link_used_through=made_at)
-    ).rowcount
+    )
     return used == 1
 
 

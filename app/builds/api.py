@@ -213,13 +213,13 @@ ROUTING_ROUTES = (  # (router, path, endpoint, method, response model, status)
     ),
 )
 for _noun, _deprecated in (("routings", False), ("predictions", True)):
-    for _router, _path, _endpoint, _method, _model, _status in ROUTING_ROUTES:
+    for _router, _path, _endpoint, _method, _model, _status_code in ROUTING_ROUTES:
         _router.add_api_route(
             _path.replace("{noun}", _noun),
             _endpoint,
             methods=[_method],
             response_model=_model,
-            status_code=_status,
+            status_code=_status_code,
             name=_endpoint.__name__ + ("_as_prediction" if _deprecated else ""),
             deprecated=_deprecated,
         )

@@ -51,7 +51,10 @@ def _wanted_items(project_id: int) -> tuple:
 
 
 def wanted_item_count(session: Session, project_id: int) -> int:
-    return session.scalar(select(func.count()).select_from(Item).where(*_wanted_items(project_id)))
+    return (
+        session.scalar(select(func.count()).select_from(Item).where(*_wanted_items(project_id)))
+        or 0
+    )
 
 
 def start_routing(
@@ -150,7 +153,7 @@ def _labelled(classes: np.ndarray, proba: np.ndarray) -> dict:
 def step(*, session: Session, routing: Routing) -> Routing:
     if routing.status is not RoutingStatus.routing:
         return routing
-    build = session.get(Build, routing.build_id)
+    build = session.get_one(Build, routing.build_id)
     forest = _forests().get(build)
     every, order, new = _positions(build, routing)
     held = np.frombuffer(routing.answers, dtype=np.int64).reshape(-1, 3)
@@ -206,7 +209,7 @@ def pending_by_key(*, session: Session, routing: Routing) -> list[dict]:
     """The routing queries still needed, by item key, for a client answering them."""
     if routing.status is not RoutingStatus.routing:
         return []
-    build = session.get(Build, routing.build_id)
+    build = session.get_one(Build, routing.build_id)
     forest = _forests().get(build)
     every, order, new = _positions(build, routing)
     router = forest.route(new)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app import learn
 from app.builds.warm import Timer, Warm, item_ids, sync_queue, warm_builds
+from app.core.db import rows_changed
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn.keys import query_keys
 from app.learn.subtrees import expected_subtree_queries
@@ -146,7 +147,7 @@ def estimate(
     the same queries are used first, so this is what it asks at most."""
     # Counted, not read: the builds page estimates on every visit (50,000 items read as
     # rows took 180 ms of it).
-    items = session.scalar(select(func.count()).select_from(Item).where(*_labelled(project)))
+    items = session.scalar(select(func.count()).select_from(Item).where(*_labelled(project))) or 0
     per_tree = items if params.subsample == 1 else max(2, int(round(params.subsample * items)))
     per_tree = min(per_tree, items)
     queries = screens = 0
@@ -258,7 +259,11 @@ def step(*, session: Session, build: Build) -> int:
     now = time.monotonic()
     timer = Timer(warm.costs if warm is not None else {})
     fresh_progress = builder.is_complete or held.progress_due(warm)
-    progress = timer.time("progress", builder.progress) if fresh_progress else warm.progress
+    progress = (
+        warm.progress
+        if warm is not None and not fresh_progress
+        else timer.time("progress", builder.progress)
+    )
     save = builder.is_complete or held.save_due(warm)
     values: dict = {"progress": progress}
     save_started = time.perf_counter()
@@ -269,12 +274,14 @@ def step(*, session: Session, build: Build) -> int:
             version=build.version + 1,
             status=BuildStatus.complete if builder.is_complete else BuildStatus.running,
         )
-    written = session.execute(
-        update(Build)
-        .where(Build.id == build.id, Build.version == build.version)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    ).rowcount
+    written = rows_changed(
+        session.execute(
+            update(Build)
+            .where(Build.id == build.id, Build.version == build.version)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+    )
     if save:  # what the save costs: the state, and the database's write of it
         timer.costs["save"] = time.perf_counter() - save_started
     if not written:
@@ -284,7 +291,7 @@ def step(*, session: Session, build: Build) -> int:
     # A query answered now may still be wanted as much as before (two answers that tie
     # want one more): its answered slots are not open, so it is looked at again.
     touched = np.unique(query_keys(*answers.T)) if len(answers) else np.empty(0, np.int64)
-    if full:
+    if full or warm is None:  # (a cold step is always a full one)
         wanted = timer.time("full_sync", lambda: sync_queue(session, build, builder, None))
     else:
         before = warm.wanted
@@ -298,13 +305,13 @@ def step(*, session: Session, build: Build) -> int:
             Warm(
                 saved_version=build.version,
                 saved_cursor=build.answers_cursor,
-                saved_at=now if save else warm.saved_at,
+                saved_at=warm.saved_at if warm is not None and not save else now,
                 cursor=cursor,
                 builder=builder,
                 wanted=wanted,
-                full_sync_at=now if full else warm.full_sync_at,
+                full_sync_at=warm.full_sync_at if warm is not None and not full else now,
                 progress=progress,
-                progress_at=now if fresh_progress else warm.progress_at,
+                progress_at=warm.progress_at if warm is not None and not fresh_progress else now,
                 costs=timer.costs,
                 stepped_at=time.monotonic(),
             ),

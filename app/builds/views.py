@@ -4,7 +4,7 @@ current answer rate, and pause, resume or cancel it."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.auth.deps import ChangingPage, ViewingPage
@@ -38,7 +38,7 @@ def _builds_page(
     form: dict | None = None,
     errors: dict | None = None,
     status_code: int = 200,
-) -> HTMLResponse:
+) -> Response:
     builds = list(reversed(service.list_builds(session=session, project=project)))
     numbers = {build.id: len(builds) - index for index, build in enumerate(builds)}
     context = {

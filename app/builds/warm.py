@@ -245,6 +245,7 @@ def sync_queue(
         queue.withdraw_slots(session=session, build_id=build.id)
         return None
     if before is not None and not nodes_changed:
+        assert touched is not None  # a step that split no node names what it touched
         if len(touched) == 0:
             return before
         changed, wanted = _touched_changes(builder, before, touched)

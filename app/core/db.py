@@ -6,8 +6,19 @@ import os
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, cast
 
-from sqlalchemy import Engine, MetaData, create_engine, event, func, select
+from sqlalchemy import (
+    Connection,
+    CursorResult,
+    Engine,
+    MetaData,
+    Result,
+    create_engine,
+    event,
+    func,
+    select,
+)
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
@@ -166,7 +177,7 @@ class FastStatement:
         connection = session.connection()
         compiled, sql, processors, order, _ = self._compiled(connection.dialect)
         arguments = [self._arguments(compiled, processors, order, row) for row in rows]
-        cursor = connection.connection.driver_connection.cursor()
+        cursor = driver_connection(connection).cursor()
         try:
             cursor.executemany(sql, arguments)
         finally:
@@ -177,7 +188,7 @@ class FastStatement:
         connection = session.connection()
         compiled, sql, processors, order, _ = self._compiled(connection.dialect)
         arguments = self._arguments(compiled, processors, order, params)
-        cursor = connection.connection.driver_connection.cursor()
+        cursor = driver_connection(connection).cursor()
         try:
             cursor.execute(sql, arguments)
             return cursor.fetchall()
@@ -189,7 +200,7 @@ class FastStatement:
         connection = session.connection()
         compiled, sql, processors, order, row_type = self._compiled(connection.dialect)
         arguments = self._arguments(compiled, processors, order, params)
-        driver = connection.connection.driver_connection
+        driver = driver_connection(connection)
         cursor = driver.cursor()
         try:
             cursor.execute(sql, arguments)
@@ -203,7 +214,27 @@ class FastStatement:
             cursor.close()
 
 
-def ordinal_in_project(session: Session, table: type, project_id: int, row_id: int) -> int:
+def session_engine(session: Session) -> Engine:
+    """The engine the session's connections come from."""
+    bind = session.get_bind()
+    return bind if isinstance(bind, Engine) else bind.engine
+
+
+def driver_connection(connection: Connection) -> Any:
+    """The driver's own connection under `connection` (psycopg's or sqlite3's): for COPY,
+    executemany and server-side cursors, which SQLAlchemy does not wrap."""
+    driver = connection.connection.driver_connection
+    if driver is None:  # only once the pool has invalidated it
+        raise RuntimeError("the database connection is closed")
+    return driver
+
+
+def rows_changed(result: Result[Any]) -> int:
+    """How many rows an UPDATE or DELETE changed (its result is always a cursor's)."""
+    return cast(CursorResult[Any], result).rowcount
+
+
+def ordinal_in_project(session: Session, table: Any, project_id: int, row_id: int) -> int:
     """Which one of its project's rows `row_id` is (1 for the first, by id): what a page
     calls a project's build or upload, since ids are shared by every project."""
     return (

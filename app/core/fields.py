@@ -4,7 +4,7 @@ at 2^31 - 1 and `bigint` (SQLite's integer too) at 2^63 - 1."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Strict
@@ -27,9 +27,13 @@ class RequestModel(BaseModel):
     model_config = ConfigDict(strict=True)
 
 
-class JSONTuple:
-    """`JSONTuple[str, str]`: a fixed-length tuple given as a JSON list, its entries still
-    checked strictly (a strict tuple would want a Python tuple, which JSON has not)."""
+if TYPE_CHECKING:
+    from builtins import tuple as JSONTuple  # what the checked value is
+else:
 
-    def __class_getitem__(cls, entries: tuple) -> object:
-        return Annotated[tuple[entries], Strict(False)]
+    class JSONTuple:
+        """`JSONTuple[str, str]`: a fixed-length tuple given as a JSON list, its entries still
+        checked strictly (a strict tuple would want a Python tuple, which JSON has not)."""
+
+        def __class_getitem__(cls, entries: tuple) -> object:
+            return Annotated[tuple[entries], Strict(False)]

@@ -38,7 +38,7 @@ def plain_message(error: Mapping[str, Any]) -> str:
     ctx = error.get("ctx") or {}
     kind = error.get("type")
     if kind == "string_pattern_mismatch":
-        return PATTERN_WORDS.get(ctx.get("pattern"), "is not in the form this field takes")
+        return PATTERN_WORDS.get(str(ctx.get("pattern")), "is not in the form this field takes")
     if kind in ("int_parsing", "int_from_float", "int_type"):
         return "must be a whole number"
     if kind in ("float_parsing", "float_type", "finite_number"):

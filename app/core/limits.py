@@ -113,8 +113,8 @@ class BodyLimits:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        declared = headers.get("content-length")
-        declared = int(declared) if declared is not None and declared.isdigit() else None
+        length = headers.get("content-length")
+        declared = int(length) if length is not None and length.isdigit() else None
         if declared is not None and declared > self.public_bytes:
             limit, name = await self._limit(headers)
             if declared > limit:

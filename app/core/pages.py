@@ -23,7 +23,7 @@ def path_for(context, name: str, **params) -> str:
     40 ms on it), so each route's path is found once with stand-ins for its parameters,
     then filled in."""
     request = context["request"]
-    shapes = caches.current().get("pages.path_shapes", dict)
+    shapes: dict = caches.current().get("pages.path_shapes", dict)
     key = (request.scope.get("root_path", ""), name, tuple(sorted(params)))
     shape = shapes.get(key)
     if shape is None:

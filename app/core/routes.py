@@ -78,7 +78,8 @@ class StrictRequest(Request):
             self._json = parse_strict_json(await self.body())
         return self._json
 
-    async def form(self, **limits: Any) -> FormData:
+    # Starlette's form() may also be entered as a context manager; the app only awaits it.
+    async def form(self, **limits: Any) -> FormData:  # type: ignore[override]
         form = await super().form(**limits)
         for name, value in form.multi_items():
             if isinstance(value, str) and "\x00" in value:

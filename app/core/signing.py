@@ -73,7 +73,7 @@ class WorkspaceCookies:
         """(the researcher's id, when the link was made in Unix seconds, "") for a good
         link, else (None, 0, why): "broken" for a link cut short, changed or forged,
         "expired" for one of this service past its age."""
-        if _signed_part(self._link, presented) is None:
+        if presented is None or _signed_part(self._link, presented) is None:
             return None, 0, "broken"
         try:  # the signature holds: unsign reads and checks the link's age
             value, made = self._link.unsign(

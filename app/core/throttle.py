@@ -141,7 +141,7 @@ class ThrottleRaterRoutes:
                 try:
                     if join:
                         await self.throttle.join(request, join.group(1))
-                    else:
+                    elif answer:
                         slug = answer.group(1) or answer.group(2)
                         token = request.headers.get("x-rater-token")
                         token = token or request.cookies.get(RATER_COOKIE)

@@ -38,7 +38,7 @@ def digit_png(pixels: np.ndarray) -> bytes:
     and its ink sharpened again, so a rater sees a shape rather than a mosaic."""
     ink = np.pad(pixels.reshape(8, 8) / 16.0, 1)  # a margin, so border strokes fade out
     image = Image.fromarray((ink * 255).astype(np.uint8), mode="L")
-    image = image.resize((IMAGE_SIZE, IMAGE_SIZE), Image.BICUBIC)
+    image = image.resize((IMAGE_SIZE, IMAGE_SIZE), Image.Resampling.BICUBIC)
     image = image.filter(ImageFilter.GaussianBlur(IMAGE_SIZE / 48))
     smooth = np.asarray(image, dtype=np.float64) / 255
     stroke = 1 / (1 + np.exp(-(smooth - 0.5) * 14))

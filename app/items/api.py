@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Annotated
 from urllib.parse import quote
@@ -133,6 +134,7 @@ def export_items(
     uploads again as it is."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     engine = request.app.state.engine
+    body: Iterator[bytes] | Iterator[str]
     if format is ItemExportFormat.zip:
         body = service.export_items_zip(engine, request.app.state.images, project.id)
         media_type = "application/zip"

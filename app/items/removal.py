@@ -17,7 +17,7 @@ from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.builds.service import item_ids
-from app.core.db import on_commit, ordinal_in_project
+from app.core.db import on_commit, ordinal_in_project, rows_changed
 from app.core.errors import Conflict
 from app.items.images import ImageStore
 from app.models import (
@@ -146,12 +146,14 @@ def delete_item(
             _names(QuerySlot.anchor_id, QuerySlot.lo_id, QuerySlot.hi_id, item.id),
         )
     )
-    withdrawn += session.execute(
-        delete(Assignment).where(
-            Assignment.project_id == project.id,
-            _names(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id, item.id),
+    withdrawn += rows_changed(
+        session.execute(
+            delete(Assignment).where(
+                Assignment.project_id == project.id,
+                _names(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id, item.id),
+            )
         )
-    ).rowcount
+    )
     image = item.image_file
     key = item.key
     session.delete(item)

@@ -6,11 +6,11 @@ import csv
 import io
 import json
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import PurePosixPath
 
 import numpy as np
-from sqlalchemy import Engine, func, insert, select
+from sqlalchemy import Engine, Row, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
@@ -161,7 +161,7 @@ def ingest_items(
         read_json_items(upload, validator, allow_image=False)
     records = validator.records
     row_of = {record.key: record.row for record in records}
-    for key in sorted(_existing_keys(session, project, list(row_of)), key=row_of.get):
+    for key in sorted(_existing_keys(session, project, list(row_of)), key=row_of.__getitem__):
         problems.add(
             validator.file,
             f"item '{key}' already exists in this project",
@@ -214,7 +214,7 @@ EXPORT_COLUMNS = ("key", "label", "text", "split", "image", "features")
 _EXPORT_BATCH = 2000
 
 
-def _export_rows(engine: Engine, project_id: int) -> Iterator[list[tuple]]:
+def _export_rows(engine: Engine, project_id: int) -> Iterator[Sequence[Row]]:
     columns = (Item.key, Item.label, Item.text, Item.split, Item.image_file, Item.features)
     query = select(*columns).where(Item.project_id == project_id).order_by(Item.id)
     with engine.connect() as connection:

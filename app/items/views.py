@@ -141,7 +141,7 @@ def fix_item_form(
         if not request.headers.get("HX-Request"):
             raise  # shown on the app's error page, as any refused form is
         roll_back(session)
-        item = session.get(Item, item_id)
+        item = session.get_one(Item, item_id)
         error = str(refused.detail)
     if request.headers.get("HX-Request"):  # htmx swaps a 2xx only: the row says what failed
         return _row(request, session, project, item, error)
@@ -172,7 +172,7 @@ def delete_item_form(
         if not request.headers.get("HX-Request"):
             raise
         roll_back(session)
-        return _row(request, session, project, session.get(Item, item_id), str(refused.detail))
+        return _row(request, session, project, session.get_one(Item, item_id), str(refused.detail))
     if request.headers.get("HX-Request"):
         return render(request, "items/_deleted_row.html", {"item_id": item_id, "deleted": deleted})
     return RedirectResponse(request.url_for("items_page", project_id=project_id).path, 303)

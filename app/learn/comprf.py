@@ -19,10 +19,16 @@ import io
 import json
 import zipfile
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import (
+    Interval,
+    StrOptions,
+    validate_parameter_constraints,
+)
 from sklearn.utils.validation import check_is_fitted
 
 from app.learn import _comprf_kernels as _kernels
@@ -253,23 +259,20 @@ def _segments(start: np.ndarray, end: np.ndarray):
 _PARAM_NAMES = ("n_trees", "leaf_size", "subsample", "supervised", "task", "answers_per_query")
 
 
-def _check_params(n_trees, leaf_size, subsample, supervised, task, answers_per_query) -> None:
-    if not isinstance(n_trees, Integral) or isinstance(n_trees, bool) or n_trees < 1:
-        raise ValueError(f"n_trees must be a positive integer; got {n_trees!r}")
-    if not isinstance(leaf_size, Integral) or isinstance(leaf_size, bool) or leaf_size < 1:
-        raise ValueError(f"leaf_size must be a positive integer; got {leaf_size!r}")
-    if not isinstance(subsample, Real) or isinstance(subsample, bool) or not 0 < subsample <= 1:
-        raise ValueError(f"subsample must be a ratio in (0, 1]; got {subsample!r}")
-    if not isinstance(supervised, bool | np.bool_):
-        raise ValueError(f"supervised must be True or False; got {supervised!r}")
-    if task not in TASKS:
-        raise ValueError(f"task must be 'classification' or 'regression'; got {task!r}")
-    if (
-        not isinstance(answers_per_query, Integral)
-        or isinstance(answers_per_query, bool)
-        or answers_per_query < 1
-    ):
-        raise ValueError(f"answers_per_query must be a positive integer; got {answers_per_query!r}")
+# What a CompRF build takes: checked once, by scikit-learn's machinery, for the estimator
+# and for a build made or loaded without one.
+_BUILD_CONSTRAINTS: dict = {
+    "n_trees": [Interval(Integral, 1, None, closed="left")],
+    "leaf_size": [Interval(Integral, 1, None, closed="left")],
+    "subsample": [Interval(Real, 0, 1, closed="right")],
+    "supervised": ["boolean"],
+    "task": [StrOptions(set(TASKS))],
+    "answers_per_query": [Interval(Integral, 1, None, closed="left")],
+}
+
+
+def _check_params(**params) -> None:
+    validate_parameter_constraints(_BUILD_CONSTRAINTS, params, caller_name="CompRF")
 
 
 def _check_items(items, name: str = "items") -> np.ndarray:
@@ -294,6 +297,13 @@ class CompRFBuilder:
     Once ``is_complete``, ``forest()`` gives the fitted `CompRF`.
     """
 
+    params: dict[str, Any]
+    classes: np.ndarray | None
+    # Caches of the open nodes' queries, each valid until answers or splits change them.
+    _pending_cache: Any
+    _query_cache: Any
+    _issued: Any
+
     def __init__(
         self,
         items,
@@ -307,7 +317,14 @@ class CompRFBuilder:
         answers_per_query: int = 1,
         random_state=None,
     ) -> None:
-        _check_params(n_trees, leaf_size, subsample, supervised, task, answers_per_query)
+        _check_params(
+            n_trees=n_trees,
+            leaf_size=leaf_size,
+            subsample=subsample,
+            supervised=supervised,
+            task=task,
+            answers_per_query=answers_per_query,
+        )
         self.params = {
             "n_trees": int(n_trees),
             "leaf_size": int(leaf_size),
@@ -644,7 +661,7 @@ class CompRFBuilder:
         keys = self.nodes.key[nodes]
         supervised = self.params["supervised"] and self.params["task"] == "classification"
         labels = self.y if supervised else np.zeros(len(self.y), np.int64)
-        n_classes = len(self.classes) if supervised else 1
+        n_classes = len(self.classes) if supervised and self.classes is not None else 1
         left, right = _kernels.choose_pivots(
             self.members,
             self.items,
@@ -837,7 +854,8 @@ def _check_state_consistent(builder: CompRFBuilder) -> None:
     if params["task"] == "classification":
         classes = builder.classes
         require(classes is not None and classes.ndim == 1 and len(classes) >= 1, "its classes")
-        require(y.dtype.kind in "iu" and y.min() >= 0 and y.max() < len(classes), "its labels")
+        most = 0 if classes is None else len(classes)
+        require(y.dtype.kind in "iu" and y.min() >= 0 and y.max() < most, "its labels")
     else:
         require(builder.classes is None and bool(np.all(np.isfinite(y))), "its targets")
     n_trees = params["n_trees"]
@@ -910,6 +928,8 @@ class CompRFRouter:
     (item, tree) pair looks the forest's answers up once per node it reaches; while it
     waits, only this router's own (small) store of new answers is consulted.
     """
+
+    _wait: tuple[np.ndarray, ...]  # (pairs, keys, forest's lo votes, hi votes) not yet met
 
     def __init__(self, forest: CompRF, items) -> None:
         check_is_fitted(forest, "nodes_")
@@ -1019,6 +1039,10 @@ class CompRF(BaseEstimator):
     classes_ : class labels (classification).
     """
 
+    classes_: np.ndarray
+
+    _parameter_constraints: dict = {**_BUILD_CONSTRAINTS, "random_state": ["random_state"]}
+
     def __init__(
         self,
         n_trees: int = 100,
@@ -1039,6 +1063,7 @@ class CompRF(BaseEstimator):
 
     def builder(self, items, y) -> CompRFBuilder:
         """A resumable build with this estimator's parameters."""
+        self._validate_params()
         return CompRFBuilder(items, y, **self.get_params())
 
     def fit(self, items, y, oracle) -> CompRF:
@@ -1061,7 +1086,7 @@ class CompRF(BaseEstimator):
         self.items_ = build.items
         self.store_ = build.store
         self.n_queries_ = build.n_queries
-        if build.params["task"] == "classification":
+        if build.params["task"] == "classification" and build.classes is not None:
             self.classes_ = build.classes
             self.y_codes_ = build.y
         else:

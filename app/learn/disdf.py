@@ -30,6 +30,7 @@ from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.metrics import pairwise_distances
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -111,6 +112,21 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
     after each level built), ``weights_`` (per level, per fold, per forest).
     """
 
+    _parameter_constraints: dict = {
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "n_forests": [Interval(Integral, 1, None, closed="left")],
+        "max_levels": [Interval(Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "n_folds": [Interval(Integral, 2, None, closed="left")],
+        "weighted": ["boolean"],
+        "tau": [Interval(Real, 0, None, closed="left")],
+        "lam": [Interval(Real, 0, None, closed="left")],
+        "fw_iter": [Interval(Integral, 1, None, closed="left")],
+        "max_pairs": [Interval(Integral, 1, None, closed="left")],
+        "min_samples_leaf": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         n_estimators: int = 100,
@@ -139,22 +155,6 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
 
-    def _check_params(self) -> None:
-        for name in ("n_estimators", "n_forests", "max_levels", "fw_iter", "max_pairs"):
-            value = getattr(self, name)
-            if not isinstance(value, Integral) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}")
-        if not isinstance(self.n_folds, Integral) or self.n_folds < 2:
-            raise ValueError(f"n_folds must be an integer of at least 2; got {self.n_folds!r}")
-        if not isinstance(self.min_samples_leaf, Integral) or self.min_samples_leaf < 1:
-            raise ValueError(
-                f"min_samples_leaf must be a positive integer; got {self.min_samples_leaf!r}"
-            )
-        for name in ("tau", "lam"):
-            value = getattr(self, name)
-            if not isinstance(value, Real) or not value >= 0:
-                raise ValueError(f"{name} must be a non-negative number; got {value!r}")
-
     def _forests(self, rng) -> list:
         made = []
         for _ in range(self.n_forests):
@@ -179,7 +179,7 @@ class DisDF(ClassifierMixin, TransformerMixin, BaseEstimator):
         return frank_wolfe(P[same], Q[~same], self.tau, self.lam, self.fw_iter)
 
     def fit(self, X, y) -> DisDF:
-        self._check_params()
+        self._validate_params()
         X, y = validate_data(self, X, y)
         check_classification_targets(y)
         self.classes_, encoded = np.unique(y, return_inverse=True)

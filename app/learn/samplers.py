@@ -121,6 +121,14 @@ class SamplerState:
         where = np.minimum(np.searchsorted(self._asked, keys), len(self._asked) - 1)
         return self._asked[where] != keys
 
+    def item_labels(self) -> np.ndarray:
+        """Every item's label, None where unknown."""
+        return self.labels if self.labels is not None else np.full(self.n_items, None, object)
+
+    def placed_items(self) -> np.ndarray:
+        """Per item, whether its row of the embedding was learnt (none without one)."""
+        return self.placed if self.placed is not None else np.zeros(self.n_items, bool)
+
     def labelled(self) -> np.ndarray:
         """Positions with a known label that is not itself wanted."""
         if self.labels is None:
@@ -263,7 +271,7 @@ class EmbeddingSampler:
         pool = pool[state.unasked(pool)]
         scores = _rarity(state, pool)
         if state.embedding is not None:
-            placed = state.placed[pool].all(axis=1)
+            placed = state.placed_items()[pool].all(axis=1)
             unsure = np.where(placed, student_uncertainty(state.embedding, pool), 1.0)
             scores = scores * unsure**self.uncertainty_power
         if not len(pool):
@@ -299,10 +307,10 @@ class LabellingSampler:
         Y = state.embedding
         usable = Y is not None
         if usable:  # references must have a place in the map
-            labelled = labelled[state.placed[labelled]]
+            labelled = labelled[state.placed_items()[labelled]]
             if len(labelled) < 2:
                 return Proposal(np.empty((0, 3), np.int64), np.empty(0))
-        classes, codes = np.unique(state.labels[labelled].astype(str), return_inverse=True)
+        classes, codes = np.unique(state.item_labels()[labelled].astype(str), return_inverse=True)
         if len(classes) < 2:
             return Proposal(np.empty((0, 3), np.int64), np.empty(0))
         proba = np.full((len(wanted), len(classes)), 1.0 / len(classes))
@@ -335,7 +343,7 @@ class LabellingSampler:
             near = near[(near != j) & (near != k)]
             if len(near) == 0:
                 continue
-            if usable:
+            if Y is not None:
                 distance = ((Y[near] - Y[x]) ** 2).sum(axis=1)
                 near = near[np.argsort(distance)[: 4 * self.teachers]]
             chosen = rng.choice(near, size=min(self.teachers, len(near)), replace=False)
@@ -393,7 +401,7 @@ class PanelLabellingSampler:
         wanted = state.wanted if state.wanted is not None else np.empty(0, np.int64)
         if len(wanted) == 0 or len(labelled) < 2 or n <= 0:
             return empty
-        classes, codes = np.unique(state.labels[labelled].astype(str), return_inverse=True)
+        classes, codes = np.unique(state.item_labels()[labelled].astype(str), return_inverse=True)
         if len(classes) < 2:
             return empty
         wanted = np.sort(state.least_asked(wanted, 4 * n, rng))
@@ -496,7 +504,7 @@ class PanelLabellingSampler:
             known = np.isfinite(sums) & (sums > 0)
             proba[known] = given[known] / sums[known, None]
         if state.embedding is not None and not known.all():
-            placed = labelled[state.placed[labelled]]
+            placed = labelled[state.placed_items()[labelled]]
             if len(placed) >= 1:
                 rest = wanted[~known]
                 on_map = np.searchsorted(labelled, placed)
@@ -531,8 +539,8 @@ class PanelLabellingSampler:
         Y = state.embedding
         if Y is None:
             return int(rng.choice(free))
-        free = free[state.placed[free]]
-        placed = state.placed[asking]
+        free = free[state.placed_items()[free]]
+        placed = state.placed_items()[asking]
         if not len(free):
             return -1
         if not placed.any():
@@ -589,7 +597,7 @@ class ForestLabellingSampler:
         wanted = state.wanted if state.wanted is not None else np.empty(0, np.int64)
         if len(wanted) == 0 or len(labelled) < 2 or n <= 0:
             return empty
-        if len(np.unique(state.labels[labelled].astype(str))) < 2:
+        if len(np.unique(state.item_labels()[labelled].astype(str))) < 2:
             return empty
         rng = check_random_state(self.random_state)
         wanted = np.sort(state.least_asked(wanted, 4 * n, rng))
@@ -633,7 +641,7 @@ class ForestLabellingSampler:
         members = labelled
         if len(labelled) > self.max_members:
             members = np.sort(rng.choice(labelled, self.max_members, replace=False))
-        y = state.labels[members].astype(str)
+        y = state.item_labels()[members].astype(str)
         seed = int(rng.integers(2**31))
         if len(np.unique(y)) < 2:
             return None, 0
@@ -696,7 +704,7 @@ class PlacementSampler:
         if len(new) == 0 or state.embedding is None:
             return Proposal(np.empty((0, 3), np.int64), np.empty(0))
         Y = state.embedding
-        known = np.flatnonzero(state.placed)
+        known = np.flatnonzero(state.placed_items())
         known = known[~np.isin(known, new)]
         if len(known) < 2:
             return Proposal(np.empty((0, 3), np.int64), np.empty(0))
@@ -708,7 +716,7 @@ class PlacementSampler:
         scale = np.sqrt(((Y[known] - Y[known].mean(axis=0)) ** 2).sum(axis=1).mean()) + 1e-12
         for x in new:
             urgency = 1.0 / np.sqrt(1.0 + asked[x])
-            if state.placed[x]:
+            if state.placed_items()[x]:
                 distance = ((Y[known] - Y[x]) ** 2).sum(axis=1)
                 near = known[np.argsort(distance)[: self.n_neighbors]]
                 p, q = np.triu_indices(len(near), 1)

@@ -14,11 +14,13 @@ the training items of their two leaves; the forest averages its trees.
 from __future__ import annotations
 
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 from numba import njit
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from app.learn.oracles import FeatureOracle
@@ -299,6 +301,23 @@ class SMERF(BaseEstimator):
     None); ``feature_importances_`` sums the impurity decrease per feature.
     """
 
+    _parameter_constraints: dict = {
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "max_features": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(Real, 0, 1, closed="right"),
+            StrOptions({"sqrt", "log2"}),
+            None,
+        ],
+        "min_samples_leaf": [Interval(Integral, 1, None, closed="left")],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "bootstrap": ["boolean"],
+        "max_samples": [Interval(Real, 0, 1, closed="right"), None],
+        "n_oblique": [Interval(Integral, 0, None, closed="left")],
+        "oblique_terms": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         n_estimators: int = 100,
@@ -322,44 +341,19 @@ class SMERF(BaseEstimator):
         self.random_state = random_state
 
     def _n_features_tried(self, n_features: int) -> int:
-        value = self.max_features
+        value: Any = self.max_features
         if value is None:
             return n_features
         if value == "sqrt":
             return max(1, int(np.sqrt(n_features)))
         if value == "log2":
             return max(1, int(np.log2(n_features)))
-        if isinstance(value, Integral) and 1 <= value:
+        if isinstance(value, Integral):  # (the parameter's constraints hold: fit checked)
             return min(int(value), n_features)
-        if isinstance(value, Real) and 0 < value <= 1:
-            return max(1, int(value * n_features))
-        raise ValueError(
-            "max_features must be a positive int, a share in (0, 1], 'sqrt', 'log2' or "
-            f"None; got {value!r}"
-        )
-
-    def _check_params(self) -> None:
-        for name in ("n_estimators", "min_samples_leaf", "oblique_terms"):
-            value = getattr(self, name)
-            if not isinstance(value, Integral) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}")
-        if not isinstance(self.n_oblique, Integral) or self.n_oblique < 0:
-            raise ValueError(f"n_oblique must be a non-negative integer; got {self.n_oblique!r}")
-        if self.max_depth is not None and (
-            not isinstance(self.max_depth, Integral) or self.max_depth < 1
-        ):
-            raise ValueError(
-                f"max_depth must be a positive integer or None; got {self.max_depth!r}"
-            )
-        if self.max_samples is not None and not (
-            isinstance(self.max_samples, Real) and 0 < self.max_samples <= 1
-        ):
-            raise ValueError(
-                f"max_samples must be a share in (0, 1] or None; got {self.max_samples!r}"
-            )
+        return max(1, int(float(value) * n_features))  # a share in (0, 1]
 
     def fit(self, X, D) -> SMERF:
-        self._check_params()
+        self._validate_params()
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] < 2:
             raise ValueError(f"X must be 2-dimensional with at least 2 rows; got shape {X.shape}")
@@ -425,7 +419,8 @@ class SMERF(BaseEstimator):
             nodes, leaf_parts = tree[:6], tree[6:]
             leaves_1 = _apply(X1, *nodes)
             leaves_2 = leaves_1 if X2 is X1 else _apply(X2, *nodes)
-            _add_distances(out, self.dissimilarity_, *leaf_parts, leaves_1, leaves_2)
+            # numba's dispatcher is typed as taking fewer arguments than its kernels do
+            _add_distances(out, self.dissimilarity_, *leaf_parts, leaves_1, leaves_2)  # type: ignore[call-arg]
         return out / len(self.trees_)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 from numba import get_num_threads, njit, prange
@@ -19,6 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import KFold
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from app.learn import _tete_scale as scale
@@ -418,30 +420,6 @@ OPTIMIZERS = ("gd", "lbfgs")
 AUTO = "auto"
 
 
-def _check_fit_params(
-    n_components, t, kernel_t, max_iter, patience, optimizer="gd", tol=0.0
-) -> None:
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(
-            f"optimizer must be 'gd' (the authors' rule) or 'lbfgs'; got {optimizer!r}"
-        )
-    if n_components != AUTO and (not isinstance(n_components, Integral) or n_components < 1):
-        raise ValueError(f"n_components must be a positive integer or 'auto'; got {n_components!r}")
-    if t is not None and t != AUTO and (not isinstance(t, Real) or not 1 <= t <= 3):
-        raise ValueError(
-            f"t must be a number in [1, 3], 'auto' (chosen by cross-validation) or None "
-            f"(the authors' default); got {t!r}"
-        )
-    if kernel_t != "same" and (not isinstance(kernel_t, Real) or not 1 <= kernel_t <= 3):
-        raise ValueError(f"kernel_t must be a number in [1, 3] or 'same'; got {kernel_t!r}")
-    if not isinstance(max_iter, Integral) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}")
-    if not isinstance(patience, Integral) or patience < 1:
-        raise ValueError(f"patience must be a positive integer; got {patience!r}")
-    if not isinstance(tol, Real) or not tol >= 0:
-        raise ValueError(f"tol must be a non-negative number; got {tol!r}")
-
-
 # The losses "auto" may choose from, by name: (temperature or margin, kernel tail).
 NAMED_LOSSES = {
     "t-STE": (1.0, 2.0),
@@ -464,7 +442,11 @@ def _loss(candidate) -> tuple[str, float, float]:
     """A candidate loss as (name, t or margin, kernel code)."""
     if isinstance(candidate, str) and candidate in NAMED_LOSSES:
         return (candidate, *NAMED_LOSSES[candidate])
-    if isinstance(candidate, Real) and not isinstance(candidate, bool) and 1 <= candidate <= 3:
+    if (
+        isinstance(candidate, Real)
+        and not isinstance(candidate, bool)
+        and 1 <= float(candidate) <= 3
+    ):
         return (f"t={float(candidate):g}", float(candidate), 2.0)
     raise ValueError(
         f"candidates must name losses ({', '.join(NAMED_LOSSES)}) or temperatures in "
@@ -487,7 +469,7 @@ def _distinct_at(losses, d: int) -> list:
 
 def _check_dimensions(values) -> tuple[int, ...]:
     values = tuple(values)
-    if not values or any(not isinstance(v, Integral) or not 1 <= v <= 256 for v in values):
+    if not values or any(not isinstance(v, Integral) or not 1 <= int(v) <= 256 for v in values):
         raise ValueError("dimension_candidates must be a non-empty list of integers in [1, 256]")
     return tuple(sorted(set(int(v) for v in values)))
 
@@ -557,6 +539,39 @@ class TETE(BaseEstimator):
     converged_ : whether the final fit stopped because it settled (False: it ran out of
         `max_iter` steps while still improving).
     """
+
+    # What fit sets, declared for the type checker (scikit-learn's habit: not in __init__).
+    embedding_: np.ndarray
+    loss_: str
+    t_: float | None
+    n_components_: int
+    cv_results_: dict[str, Any] | None
+    best_params_: dict[str, Any]
+    best_index_: int | None
+    selection_: str
+    loss_curve_: np.ndarray
+    n_iter_: int
+    converged_: bool
+    planned_steps_: int
+    _loss_code: tuple[str, float, float]
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
+        "t": [Interval(Real, 1, 3, closed="both"), StrOptions({AUTO}), None],
+        "kernel_t": [Interval(Real, 1, 3, closed="both"), StrOptions({"same"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "patience": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
+        "optimizer": [StrOptions(set(OPTIMIZERS))],
+        "init_scale": [Interval(Real, 0, None, closed="neither")],
+        # Their entries are checked where they are read (_loss, _check_dimensions).
+        "candidates": ["array-like"],
+        "dimension_candidates": ["array-like"],
+        "cv": [Interval(Integral, 2, None, closed="left")],
+        "stochastic_from": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+    }
 
     def __init__(
         self,
@@ -682,15 +697,7 @@ class TETE(BaseEstimator):
         per triplet) names the judgement each triplet came from: a fold holds out a
         judgement's triplets together or none of them (one screen's triplets are not
         independent)."""
-        _check_fit_params(
-            self.n_components,
-            self.t,
-            self.kernel_t,
-            self.max_iter,
-            self.patience,
-            self.optimizer,
-            self.tol,
-        )
+        self._validate_params()
         triplets = check_triplets(triplets, n_items)
         if len(triplets) == 0:
             raise ValueError("triplets is empty")
@@ -872,8 +879,6 @@ class TETE(BaseEstimator):
         rows drawn from the `unbiased` ones only, each of the `groups` whole."""
         if n_candidates == 1:
             return []
-        if not isinstance(self.cv, Integral) or self.cv < 2:
-            raise ValueError(f"cv must be an integer >= 2; got {self.cv!r}")
         eligible = np.arange(n_triplets) if unbiased is None else np.flatnonzero(unbiased)
         if len(eligible) < 10 * self.cv:
             return []
@@ -891,7 +896,11 @@ class TETE(BaseEstimator):
 
     def _fold_seed(self) -> int:
         seed = self.random_state
-        return seed if isinstance(seed, Integral) else check_random_state(seed).randint(2**31)
+        return (
+            int(seed)
+            if isinstance(seed, Integral)
+            else int(check_random_state(seed).randint(2**31))
+        )
 
     def _cross_validate(self, triplets, weights, n, dims, losses, folds, start, counted, done):
         per_dim = {d: (_distinct_at(losses, d) or [self._fixed_loss(d)]) for d in dims}

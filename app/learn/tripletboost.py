@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from app.learn._hashing import EMPTY, _probe, capacity_for
@@ -422,16 +423,19 @@ class TripletBoost(BaseEstimator):
     (``n_iter_`` counts the rounds of each run).
     """
 
+    _parameter_constraints: dict = {
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_runs": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, n_iter: int = 20_000, random_state=None, *, n_runs: int = 20) -> None:
         self.n_iter = n_iter
         self.n_runs = n_runs
         self.random_state = random_state
 
     def fit(self, triplets, items, y) -> TripletBoost:
-        for name in ("n_iter", "n_runs"):
-            value = getattr(self, name)
-            if not isinstance(value, Integral) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+        self._validate_params()
         items = _check_items(items)
         if len(np.unique(items)) != len(items):
             raise ValueError("items must not repeat an id")

@@ -158,7 +158,7 @@ def export_predictions(
     if model.kind is ModelKind.comprf:
         build = build_of(session, model)
         routed = routing.newest_routing(session, build.id, complete=True) if build else None
-        if routed is None:
+        if build is None or routed is None:
             raise Conflict(
                 f"model {model.id} has labelled nothing yet: a CompRF forest labels items by "
                 "routing them through raters (the Models page's 'Label test and unlabelled "

@@ -24,7 +24,7 @@ from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.spreadsheets import spreadsheet_safe
 from app.models import LearnedModel, ModelKind, ModelVersion, Routing, VersionStatus
 from app.training import service as training
-from app.training.fitted import Fitted, ItemPredictions
+from app.training.fitted import Fitted, ItemPredictions, required_part
 from app.training.fitting import boost_predictions
 
 MOST_CACHED = 8
@@ -49,8 +49,17 @@ class ServingModel:
     """A fitted version as this process serves it, with the bodies it answered before."""
 
     version: ServedVersion
-    fitted: Fitted
+    fitted: Fitted | None  # None for CompRF: its build's forest routes new items
     bodies: dict[str, bytes] = field(default_factory=dict)  # embedding, by format
+
+    def artifact(self) -> Fitted:
+        """What the version learnt, for the kinds that store it."""
+        if self.fitted is None:
+            raise Conflict(
+                "a CompRF model predicts by routing new items down its build's forest "
+                "(POST /api/v1/projects/{id}/builds/{build_id}/routings)"
+            )
+        return self.fitted
 
 
 class ModelCache:
@@ -95,9 +104,10 @@ def serving(session: Session, model: LearnedModel, number: int | None = None) ->
         if version.status is not VersionStatus.ready:
             raise Conflict(_not_ready(session, model, version))
     else:
-        version = training.newest_ready(session, model.id)
-        if version is None:
+        newest = training.newest_ready(session, model.id)
+        if newest is None:
             raise Conflict(_not_ready(session, model, training.latest_version(session, model.id)))
+        version = newest
     if model.kind is ModelKind.comprf:
         return ServingModel(ServedVersion.of(version), None)  # CompRF routes, from its build
     return cache().get(session, version)
@@ -160,7 +170,7 @@ def _rows(
 
 
 def predict_known(served: ServingModel, keys: list[str]) -> list[dict[str, Any]]:
-    fitted = served.fitted
+    fitted = served.artifact()
     if fitted.predictions is None:
         raise Conflict(
             f"version {served.version.number} predicts no labels: the project had no "
@@ -174,7 +184,7 @@ def export_predictions(served: ServingModel, fmt: str) -> bytes:
     """Every item the version knows, with its predicted label (none where the top
     classes tie: then the tied classes, separated by " | "), that label's probability
     and the support behind it."""
-    return _export(predict_known(served, list(served.fitted.keys)), fmt)
+    return _export(predict_known(served, list(served.artifact().keys)), fmt)
 
 
 def export_routed(routed: Routing, trees: int, fmt: str) -> bytes:
@@ -217,7 +227,7 @@ def _export(rows: list[dict[str, Any]], fmt: str) -> bytes:
 def predict_new(served: ServingModel, new_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Labels for items not in the project: from their answers against known items
     (TripletBoost, t-ETE) or their features (SMERF, DisDF)."""
-    fitted = served.fitted
+    fitted = served.artifact()
     if fitted.train_positions is None:
         raise Conflict(
             f"version {served.version.number} predicts no labels: the project had no "
@@ -238,7 +248,7 @@ def predict_new(served: ServingModel, new_items: list[dict[str, Any]]) -> list[d
         return rows
     X = _new_features(fitted, new_items)
     if fitted.kind == "smerf":
-        train_rows = fitted.features[fitted.train_positions]
+        train_rows = required_part(fitted.features)[required_part(fitted.train_positions)]
         found = fitted.labels_from_distances(fitted.estimator.predict(X, train_rows))
     else:
         model = fitted.estimator
@@ -282,7 +292,7 @@ def _new_triplets(fitted: Fitted, new_items: list[dict], version: ServedVersion)
 
 
 def _new_features(fitted: Fitted, new_items: list[dict]) -> np.ndarray:
-    width = fitted.features.shape[1]
+    width = required_part(fitted.features).shape[1]
     X = np.empty((len(new_items), width))
     for number, item in enumerate(new_items):
         vector = item.get("features")
@@ -307,7 +317,7 @@ def _new_features(fitted: Fitted, new_items: list[dict]) -> np.ndarray:
 
 
 def _needs_metric(served: ServingModel, what: str) -> Fitted:
-    fitted = served.fitted
+    fitted = served.artifact()
     if not fitted.has_metric:
         raise ServiceError(
             f"a {fitted.kind} model gives no {what}: t-ETE, SMERF and DisDF models do"
@@ -330,7 +340,7 @@ def embedding_body(served: ServingModel, model_id: int, fmt: str) -> bytes:
     answered = fitted.answered_mask()
     rows = np.arange(len(fitted.item_ids)) if answered is not None else fitted.candidates()
     keys = [fitted.keys[row] for row in rows]
-    coordinates = fitted.coordinates[rows]
+    coordinates = required_part(fitted.coordinates)[rows]
     dimensions = [f"dim_{d}" for d in range(coordinates.shape[1])]
     if fmt == "csv":
         text = io.StringIO()

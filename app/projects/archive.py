@@ -35,6 +35,7 @@ from app import learn
 from app.builds import jobs as build_jobs
 from app.core.claims import try_claim
 from app.core.config import Settings
+from app.core.db import session_engine
 from app.core.errors import Conflict, InvalidUpload, Problem, ServiceError
 from app.items.images import ImageStore
 from app.items.service import export_items_zip, ingest_items
@@ -253,7 +254,7 @@ def import_archive(
     except IntegrityError:  # the same key, sent again while the first is under way
         raise Conflict(_STILL_IMPORTING.format(key=idempotency_key)) from None
     # Taken before the project's first commit: nobody sees it unclaimed while it runs.
-    claim = try_claim(session.get_bind(), IMPORT_CLAIMS, project.id)
+    claim = try_claim(session_engine(session), IMPORT_CLAIMS, project.id)
     project_id = project.id
     try:
         update_rating(session=session, project=project, changes=description.rating.model_dump())
@@ -268,7 +269,8 @@ def import_archive(
             session.commit()
         raise
     finally:
-        claim.release()
+        if claim is not None:
+            claim.release()
     return Imported(project, replayed=False)
 
 
@@ -297,7 +299,7 @@ def remove_dead_import(session: Session, store: ImageStore, project_id: int) -> 
     """Remove a project whose import died (nobody holds its claim). False while its
     importer lives, and when there is nothing to remove (its import ended, or another
     process removed it)."""
-    claim = try_claim(session.get_bind(), IMPORT_CLAIMS, project_id)
+    claim = try_claim(session_engine(session), IMPORT_CLAIMS, project_id)
     if claim is None:
         return False
     with claim:
@@ -475,7 +477,7 @@ def _restore_builds(
             message=entry.message,
             state=checked.state,
             items=checked.item_ids.tobytes(),
-            answers_cursor=answer_ids[read - 1] if read else 0,
+            answers_cursor=answer_ids[read - 1] if read and answer_ids else 0,
             excluded_rater_ids=excluded,
         )
         if entry.created_at is not None:
@@ -513,7 +515,9 @@ def _archived_matrix(
     try:
         return unpack_matrix(blob)
     except (ValueError, UnicodeDecodeError, OverflowError):
-        raise _refused(f"model '{entry.name}': its matrix cannot be read", file=name) from None
+        raise _refused(
+            f"model '{entry.name}': its matrix cannot be read", file=name or "project.json"
+        ) from None
 
 
 def _restore_models(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -61,7 +61,15 @@ def _blob(value: str | None) -> bytes | None:
         raise ValueError("not base64") from None
 
 
-Base64 = Annotated[str | None, AfterValidator(_blob)]
+if TYPE_CHECKING:
+    Base64 = bytes | None  # what the validator makes of the base64 text
+else:
+    Base64 = Annotated[str | None, AfterValidator(_blob)]
+
+
+def _longest(column: Any) -> int:
+    """The length of a text column, which its field may not exceed."""
+    return column.type.length
 
 
 class ArchivedProject(ProjectCreate):
@@ -71,8 +79,8 @@ class ArchivedProject(ProjectCreate):
 class ArchivedRater(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
-    external_id: str = Field(min_length=1, max_length=Rater.__table__.c.external_id.type.length)
-    platform: str | None = Field(default=None, max_length=Rater.__table__.c.platform.type.length)
+    external_id: str = Field(min_length=1, max_length=_longest(Rater.__table__.c.external_id))
+    platform: str | None = Field(default=None, max_length=_longest(Rater.__table__.c.platform))
     platform_ids: dict[Annotated[str, Field(max_length=40)], Annotated[str, Field(max_length=200)]]
     answers: Count = 0
     attention_passed: Count = 0
@@ -108,7 +116,7 @@ class ArchivedBuild(RequestModel):
     # Recomputed from the state on import; what the archive says is not stored.
     progress: dict[str, Any] = Field(default_factory=dict)
     message: str = Field(default="", max_length=2000)
-    items: list[Annotated[str, Field(max_length=Item.__table__.c.key.type.length)]] = Field(
+    items: list[Annotated[str, Field(max_length=_longest(Item.__table__.c.key))]] = Field(
         min_length=2
     )
     answers_read: int = Field(ge=0, le=INT8_MAX)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, get_args
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -44,7 +44,7 @@ class ProjectDetail(ProjectOut):
     triplet_count: int
 
 
-def _shown(section: str, widget: str) -> dict:
+def _shown(section: str, widget: str) -> dict[str, Any]:
     """Where the workspace's settings page shows a setting, and with what kind of field."""
     return {"x-section": section, "x-widget": widget}
 
@@ -56,7 +56,7 @@ QUALITY = "Quality"
 
 
 # The judgement formats as the settings page offers them, each in a sentence.
-SCREEN_WORDS = {
+SCREEN_WORDS: dict[str, Any] = {
     RatingFormat.triplet.value: "Triplet: is the item on top closer to the left or the "
     "right one? One triplet a screen.",
     RatingFormat.odd_one_out.value: "Odd one out: which of three items is least like the "
@@ -272,11 +272,14 @@ RATER_DESTINATIONS = frozenset({"completion_url", "no_more_work_url", "screened_
 
 def _any_subset(model: type[BaseModel]) -> dict:
     """`model`'s fields, each optional (absent: unchanged) with the same checks."""
+    annotations: dict[str, Any] = {
+        name: info.annotation for name, info in model.model_fields.items()
+    }
     return {
         name: (
-            Annotated[info.annotation | None, *info.metadata]
+            Annotated[annotations[name] | None, *info.metadata]
             if info.metadata
-            else info.annotation | None,
+            else annotations[name] | None,
             Field(default=None, title=info.title, description=info.description),
         )
         for name, info in model.model_fields.items()
@@ -300,9 +303,19 @@ def rating_setting_sections() -> list[tuple[str, list[tuple[str, str, str]]]]:
     field) rows."""
     sections: dict[str, list[tuple[str, str, str]]] = {}
     for name, info in RatingSettings.model_fields.items():
-        shown = info.json_schema_extra
-        sections.setdefault(shown["x-section"], []).append((name, info.title, shown["x-widget"]))
+        shown = setting_display(name)
+        sections.setdefault(shown["x-section"], []).append(
+            (name, info.title or name, shown["x-widget"])
+        )
     return list(sections.items())
+
+
+def setting_display(name: str) -> dict[str, Any]:
+    """How the settings page shows a rating setting: its section, kind of field and, for a
+    choice, the words for each value."""
+    shown = RatingSettings.model_fields[name].json_schema_extra
+    assert isinstance(shown, dict)  # every setting declares one (_shown)
+    return shown
 
 
 class RatingOut(RatingSettings):

@@ -261,7 +261,7 @@ def summarize(*, session: Session, project: Project) -> ProjectSummary:
         triplet_count=counts["triplet_count"],
         rater_count=raters,
         last_activity=_last_activity(session, project) or project.created_at,
-        owner_name=session.get(Researcher, project.owner_id).name,
+        owner_name=session.get_one(Researcher, project.owner_id).name,
         attention_checks=int(checks),
     )
 
@@ -295,7 +295,7 @@ def answer_rate(*, session: Session, project: Project, now: datetime | None = No
     counts = answers_per_hour(
         session, project.id, first_hour, ANSWER_RATE_HOURS, TripletSource.rater
     )
-    times = list(
+    times: list[int] = list(
         session.scalars(
             select(Triplet.response_time_ms)
             .where(

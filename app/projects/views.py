@@ -39,6 +39,7 @@ from app.projects.schemas import (
     RatingSettings,
     RatingSettingsUpdate,
     rating_setting_sections,
+    setting_display,
 )
 from app.rating import service as rating
 from app.training.service import latest_version, list_models
@@ -214,8 +215,7 @@ def _settings_page(
                 name: field.description for name, field in RatingSettings.model_fields.items()
             },
             "choices": {
-                name: field.json_schema_extra.get("x-choices")
-                for name, field in RatingSettings.model_fields.items()
+                name: setting_display(name).get("x-choices") for name in RatingSettings.model_fields
             },
             "values": {**current, **(values or {})},
             "errors": errors or {},

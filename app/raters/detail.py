@@ -62,7 +62,9 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
             found.append(_screen_answer(row, keys))
             continue
         left, right = (row.lo_id, row.hi_id) if row.left_is_lo else (row.hi_id, row.lo_id)
-        chosen = {Choice.left: left, Choice.right: right}.get(row.choice)
+        choice = row.choice
+        assert row.answered_at is not None and choice is not None  # answered rows only
+        chosen = {Choice.left: left, Choice.right: right}.get(choice)
         attention = row.purpose == Purpose.attention
         found.append(
             RaterAnswer(
@@ -71,7 +73,7 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
                 anchor=keys.get(row.anchor_id, "?"),
                 left=keys.get(left, "?"),
                 right=keys.get(right, "?"),
-                choice=row.choice,
+                choice=choice,
                 chosen=keys.get(chosen) if chosen is not None else None,
                 response_time_ms=row.response_time_ms,
                 # A check's anchor is one of the candidates: choosing it is the answer.
@@ -85,7 +87,9 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
 def _screen_answer(row: Assignment, keys: dict[int, str]) -> RaterAnswer:
     reference = row.anchor_id if row.format is JudgementFormat.rank else None
     picked = row.chosen or []
+    shown = row.shown or []
     attention = row.purpose == Purpose.attention
+    assert row.answered_at is not None  # answered rows only
     return RaterAnswer(
         answered_at=row.answered_at,
         purpose=PURPOSE_WORDS.get(Purpose(row.purpose), str(row.purpose)),
@@ -95,11 +99,11 @@ def _screen_answer(row: Assignment, keys: dict[int, str]) -> RaterAnswer:
         choice="picked" if picked else Choice.cant_tell.value,
         chosen=keys.get(picked[0], "?") if picked else None,
         response_time_ms=row.response_time_ms,
-        passed=(bool(picked) and check_passed(row.format, reference, row.shown, picked))
+        passed=(bool(picked) and check_passed(row.format, reference, shown, picked))
         if attention
         else None,
         format=row.format,
-        shown=[keys.get(item, "?") for item in row.shown],
+        shown=[keys.get(item, "?") for item in shown],
         picked=[keys.get(item, "?") for item in picked],
     )
 
@@ -139,9 +143,8 @@ def response_times(*, session: Session, rater: Rater) -> ResponseTimes:
         ).all(),
         dtype=float,
     )
-    if not len(mine):
-        quartiles = (None, None, None)
-    else:
-        quartiles = tuple(float(q) / 1000 for q in np.percentile(mine, [25, 50, 75]))
     project = float(np.median(everyone)) / 1000 if len(everyone) else None
-    return ResponseTimes(len(mine), *quartiles, project)
+    if not len(mine):
+        return ResponseTimes(0, None, None, None, project)
+    p25, p50, p75 = (float(q) / 1000 for q in np.percentile(mine, [25, 50, 75]))
+    return ResponseTimes(len(mine), p25, p50, p75, project)

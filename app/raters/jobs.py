@@ -28,7 +28,7 @@ SPACING = 20.0
 def keep_agreement_current(sessions) -> None:
     with unit_of_work(sessions) as session:
         stale = quality.projects_with_new_answers(session)
-    took = caches.current().get("raters.agreement_seconds", dict)
+    took: dict = caches.current().get("raters.agreement_seconds", dict)
     for project_id in stale:
         started = time.perf_counter()
         with unit_of_work(sessions) as session:

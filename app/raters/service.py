@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.service import hash_token
 from app.core import caches
+from app.core.db import rows_changed
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn.keys import MAX_ITEMS, query_keys
 from app.models import LinkState, Project, Rater, RaterSession, Triplet
@@ -116,7 +117,7 @@ def shed_idle_joins(session: Session) -> int:
         )
         .limit(SHED_AT_ONCE)
     )
-    return session.execute(delete(Rater).where(Rater.id.in_(idle))).rowcount
+    return rows_changed(session.execute(delete(Rater).where(Rater.id.in_(idle))))
 
 
 def link_notice(project: Project) -> str | None:
@@ -217,8 +218,9 @@ def authenticate_in_study(
     )
     if row is None:
         return None
-    *rater, version = row
-    return studies().get(session, slug, version), ActiveRater(*rater)
+    rater_id, answers, excluded, screened_out, version = row
+    rater = ActiveRater(rater_id, answers, excluded, screened_out)
+    return studies().get(session, slug, version), rater
 
 
 def list_raters(
@@ -360,5 +362,6 @@ def median_response_times(*, session: Session, rater_ids: list[int]) -> dict[int
     for rater_id, elapsed in session.execute(
         select(Triplet.rater_id, Triplet.response_time_ms).where(*answered)
     ):
-        times.setdefault(rater_id, []).append(elapsed)
+        if rater_id is not None and elapsed is not None:  # (as `answered` holds)
+            times.setdefault(rater_id, []).append(elapsed)
     return {rater_id: float(np.median(values)) for rater_id, values in times.items()}

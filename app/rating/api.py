@@ -39,11 +39,12 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
         shown = state.comparison
         media = _media_folder(request, slug)
         if shown.format is JudgementFormat.triplet:
+            anchor, left, right = shown.triplet_cards()
             comparison = ComparisonOut(
                 query_id=shown.assignment_id,
-                anchor=_item(media, shown.anchor),
-                left=_item(media, shown.left),
-                right=_item(media, shown.right),
+                anchor=_item(media, anchor),
+                left=_item(media, left),
+                right=_item(media, right),
             )
         else:
             comparison = ComparisonOut(

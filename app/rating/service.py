@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
@@ -59,6 +59,18 @@ class Comparison:
     reference: Shown | None = None
     picks: int = 0
     pivots: tuple[Shown, Shown] | None = None
+
+    @classmethod
+    def triplet(cls, assignment_id: int, cards: Sequence[Shown]) -> Comparison:
+        """A triplet from its cards in the order anchor, left, right."""
+        anchor, left, right = cards
+        return cls(assignment_id, anchor, left, right)
+
+    def triplet_cards(self) -> tuple[Shown, Shown, Shown]:
+        """A triplet's anchor, left and right."""
+        if self.anchor is None or self.left is None or self.right is None:
+            raise ValueError(f"a {self.format.value} screen has no anchor and sides")
+        return self.anchor, self.left, self.right
 
 
 @dataclass(frozen=True)
@@ -157,7 +169,7 @@ def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -
     if screen is None:
         ids = (served.anchor_id, served.left_id, served.right_id)
         cards = _cards().get(session, project, ids)
-        return None if cards is None else Comparison(served.assignment_id, *cards)
+        return None if cards is None else Comparison.triplet(served.assignment_id, cards)
     reference = () if screen.reference is None else (screen.reference,)
     cards = _cards().get(session, project, (*(screen.pivots or ()), *reference, *screen.shown))
     if cards is None:
@@ -264,7 +276,7 @@ def preview(*, session: Session, project: Project, answered: int = 0) -> RaterSt
         return _progress(project, answered, None, replayed=False, asked=False, previewing=True)
     cards = [Shown(item.key, item.text, item.image_file) for item in picked]
     if not screens.is_screen_study(project):
-        comparison = Comparison(0, *cards)
+        comparison = Comparison.triplet(0, cards)
     else:
         format = JudgementFormat(project.judgement.value)
         picks = project.picks if format is JudgementFormat.rank else 1
@@ -378,9 +390,9 @@ async def answer_quickly(
     if not allowed_id or not scheduling.response_time_allowed(response_time_ms):
         return None  # the full path names what is wrong
     project = raters.studies().cached(slug)
-    if project is not None and screens.is_screen_study(project):
+    if project is None or screens.is_screen_study(project):
         return None  # the function hands a study of screens to the full path
-    item_ids = None if project is None else study_items.item_ids().cached(project)
+    item_ids = study_items.item_ids().cached(project)
     if item_ids is None:
         return None
     answered = await function.answer(
@@ -423,11 +435,11 @@ def _finish_quick_answer(
 ) -> tuple[Project, RaterState]:
     with unit_of_work(sessions) as session:
         project = raters.studies().get(session, slug, answered.settings_version)
-        if build_due:
+        if build_due and answered.build_id is not None:
             build_jobs.request_step_by_id(
                 session=session, build_id=answered.build_id, project_id=project.id
             )
-        if routing_due:
+        if routing_due and answered.routing_id is not None:
             build_jobs.request_routing(
                 session=session, routing_id=answered.routing_id, project_id=project.id
             )
@@ -452,6 +464,6 @@ def _finish_quick_answer(
 
 def _answered_state(project: Project, answered: Answered, cards: list[Shown] | None) -> RaterState:
     comparison = None
-    if answered.served is not None:
-        comparison = Comparison(answered.served[0], *cards)
+    if answered.served is not None and cards is not None:
+        comparison = Comparison.triplet(answered.served[0], cards)
     return _progress(project, answered.answers, comparison, replayed=False)

@@ -159,6 +159,7 @@ async def answer(
         return await run_in_threadpool(
             _answer, slug, request, token, query_id, None, elapsed, draws, picks
         )
+    assert choice is not None  # (picks were answered above)
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
         sessions=request.app.state.session_factory,

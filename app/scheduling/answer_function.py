@@ -68,7 +68,7 @@ class AnswerFunction:
             self._loop = asyncio.get_running_loop()
 
     async def close(self) -> None:
-        if self.ready:
+        if self.ready and self.pool is not None:
             self._loop = None
             await self.pool.close()
 
@@ -100,8 +100,11 @@ class AnswerFunction:
             candidates,
             log_lock,
         )
+        if self.pool is None:
+            return None  # not opened (yet): the Python path takes the answer
         # A connection the server closed (a restart) fails once: the answer is idempotent,
         # so the call is simply made again on a fresh one.
+        row = None
         for attempt in range(2):
             try:
                 async with self.pool.connection() as connection:
@@ -111,6 +114,8 @@ class AnswerFunction:
                 if attempt:
                     raise
                 log.warning("answer connection lost; calling again on a fresh one")
+        if row is None:  # the function always returns its one row
+            return None
         outcome, version, answers, build_id, routing_id, served, anchor, left, right = row
         if outcome != "answered":
             return None

@@ -90,7 +90,7 @@ def after_check(
     session: Session, project: Project, rater: ActiveRater, now: datetime
 ) -> AnswerOutcome:
     # Checks are a few in a hundred answers: the thresholds work on the full rater.
-    full = session.get(Rater, rater.id)
+    full = session.get_one(Rater, rater.id)
     changed = apply_thresholds(project=project, rater=full)
     screened = screens_out(project=project, rater=full)
     if screened:
@@ -121,11 +121,12 @@ def submit_screen(
     if format in (JudgementFormat.triplet, JudgementFormat.sort):
         raise Unprocessable(screens.expected_answer(format, 0, project.allow_cant_tell))
     shown = _listed(served.shown)
-    picked = None
+    picked: list[int] | None = None
     if picks is not None:
-        picked = screens.picked_ids(format, shown, served.picks, keys_of(shown), picks)
-        if isinstance(picked, str):
-            raise Unprocessable(picked)
+        found = screens.picked_ids(format, shown, served.picks, keys_of(shown), picks)
+        if isinstance(found, str):
+            raise Unprocessable(found)
+        picked = found
     if served.answered_at is not None:
         return AnswerOutcome(replayed=True)
     claimed = SCREEN_ANSWER.run(
@@ -200,9 +201,10 @@ def submit_sort(
     shown = _listed(served.shown)
     sides = [Choice.cant_tell.value] * len(shown)
     if sent is not None:
-        sides = sorting.sides_of(shown, keys_of(shown), sent, project.allow_cant_tell)
-        if isinstance(sides, str):
-            raise Unprocessable(sides)
+        found = sorting.sides_of(shown, keys_of(shown), sent, project.allow_cant_tell)
+        if isinstance(found, str):
+            raise Unprocessable(found)
+        sides = found
     if served.answered_at is not None:
         return AnswerOutcome(replayed=True)
     claimed = SCREEN_ANSWER.run(
@@ -221,7 +223,7 @@ def submit_sort(
             for row in siblings
         ],
     )
-    owner = (None, None)
+    owner: tuple[int | None, int | None] = (None, None)
     for slot_id, item in [(served.slot_id, shown[0])] + [
         (r.slot_id, r.anchor_id) for r in siblings
     ]:

@@ -80,10 +80,11 @@ class ServedQuery:
             return cls(assignment.id, assignment.anchor_id, assignment.left_id, assignment.right_id)
         if assignment.format is JudgementFormat.sort:
             pivots = (assignment.left_id, assignment.right_id)
-            screen = Screen(JudgementFormat.sort, None, tuple(assignment.shown), 0, pivots)
+            screen = Screen(JudgementFormat.sort, None, tuple(assignment.shown or ()), 0, pivots)
             return cls(assignment.id, 0, 0, 0, screen)
         reference = assignment.anchor_id if assignment.format is JudgementFormat.rank else None
-        screen = Screen(assignment.format, reference, tuple(assignment.shown), assignment.picks)
+        shown = tuple(assignment.shown or ())
+        screen = Screen(assignment.format, reference, shown, assignment.picks or 0)
         return cls(assignment.id, 0, 0, 0, screen)
 
 
@@ -415,5 +416,5 @@ def store_answer(*, session: Session, outcome: AnswerOutcome) -> None:
         hold_append_lock(session, outcome.judgement["project"])
         judgement_id = STORE_JUDGEMENT.run(session, outcome.judgement).id
         STORE_DERIVED.run_many(
-            session, [{**row, "judgement": judgement_id} for row in outcome.implied]
+            session, [{**row, "judgement": judgement_id} for row in outcome.implied or ()]
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import Row, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.core.db import FastStatement
@@ -79,7 +79,8 @@ def lease_siblings(
             "most": 4 * most,
         },
     ).all()
-    chosen, items = [], set()
+    chosen: list = []
+    items: set[int] = set()
     for row in rows:
         if row.anchor_id not in items and len(chosen) < most:
             chosen.append(row)
@@ -151,10 +152,10 @@ def sides_of(
         return f"{wrong}; no side for {missing[0]!r}" + (
             f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         )
-    return sides
+    return [side for side in sides if side is not None]  # (every one is set)
 
 
-def siblings_answered(session: Session, first_id: int, rater_id: int) -> list:
+def siblings_answered(session: Session, first_id: int, rater_id: int) -> Sequence[Row]:
     """The screen's other items' assignments: id, item and slot."""
     return session.execute(
         select(Assignment.id, Assignment.anchor_id, Assignment.slot_id).where(

@@ -72,7 +72,7 @@ def _was_served(session: Session, rater_id: int, key: tuple[int, int, int]) -> b
 def _served_keys(session: Session, rater_id: int) -> set[tuple[int, int, int]]:
     """The key of every query (and screen) the rater was served."""
     return {
-        tuple(row)
+        (row[0], row[1], row[2])
         for row in session.execute(
             select(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).where(
                 Assignment.rater_id == rater_id

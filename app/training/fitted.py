@@ -12,7 +12,7 @@ import pickle
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -20,6 +20,16 @@ if TYPE_CHECKING:
     from sklearn.neighbors import KNeighborsClassifier
 
 ARTIFACT_FORMAT = 1
+
+_Part = TypeVar("_Part")
+
+
+def required_part(part: _Part | None) -> _Part:
+    """A part of a fitted model that its kind always has (a t-ETE model's coordinates, a
+    SMERF model's features): None there is a broken artifact, not a case to handle."""
+    if part is None:
+        raise ValueError("the stored model lacks a part its kind always has")
+    return part
 
 
 @dataclass
@@ -97,7 +107,7 @@ class Fitted:
     item_ids: np.ndarray
     keys: list[str]
     predictions: ItemPredictions | None = None
-    estimator: object | None = None
+    estimator: Any = None
     # t-ETE: the embedding; DisDF: the learnt representation of the featured items.
     coordinates: np.ndarray | None = None
     # Items with features (SMERF, DisDF): their rows of `features`, by position.
@@ -142,18 +152,20 @@ class Fitted:
         if self.kind == "smerf":
             rows, row_of = np.unique(first, return_inverse=True)
             columns, column_of = np.unique(second, return_inverse=True)
-            block = self.estimator.predict(self.features[rows], self.features[columns])
+            features = required_part(self.features)
+            block = self.estimator.predict(features[rows], features[columns])
             return block[row_of, column_of]
-        Y = self.coordinates
+        Y = required_part(self.coordinates)
         return np.sqrt(((Y[first] - Y[second]) ** 2).sum(axis=1))
 
     def distances_to_all(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         """Candidate positions and their distances from one item."""
         candidates = self.candidates()
         if self.kind == "smerf":
-            row = self.estimator.predict(self.features[[position]], self.features[candidates])[0]
+            features = required_part(self.features)
+            row = self.estimator.predict(features[[position]], features[candidates])[0]
             return candidates, row
-        Y = self.coordinates
+        Y = required_part(self.coordinates)
         return candidates, np.sqrt(((Y[candidates] - Y[position]) ** 2).sum(axis=1))
 
     def candidates(self) -> np.ndarray:
@@ -163,7 +175,7 @@ class Fitted:
             if self.answered is None:  # an artifact from before answered items were kept
                 return np.arange(len(self.item_ids))
             return self.answered
-        return self.featured
+        return required_part(self.featured)
 
     def answered_mask(self) -> np.ndarray | None:
         """Per item, whether it had answers in the fit (t-ETE only)."""
@@ -189,9 +201,10 @@ class Fitted:
         if self._knn is None:  # built once per process, not per request
             from sklearn.neighbors import KNeighborsClassifier
 
-            k = min(self.k_neighbors, len(self.train_positions))
+            train = required_part(self.train_positions)
+            k = min(self.k_neighbors, len(train))
             self._knn = KNeighborsClassifier(n_neighbors=k).fit(
-                self.coordinates[self.train_positions], self.train_labels
+                required_part(self.coordinates)[train], self.train_labels
             )
         knn = self._knn
         proba = knn.predict_proba(points)
@@ -200,7 +213,7 @@ class Fitted:
 
     def labels_from_distances(self, distances: np.ndarray) -> ItemPredictions:
         """k nearest labelled training items by a precomputed (n_new, n_train) distance."""
-        classes, coded = np.unique(self.train_labels, return_inverse=True)
+        classes, coded = np.unique(required_part(self.train_labels), return_inverse=True)
         k = min(self.k_neighbors, distances.shape[1])
         nearest = np.argsort(distances, axis=1, kind="stable")[:, :k]
         counts = np.zeros((len(distances), len(classes)))

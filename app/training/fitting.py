@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app import learn
-from app.training.fitted import Fitted, ItemPredictions
+from app.training.fitted import Fitted, ItemPredictions, required_part
 
 if TYPE_CHECKING:
     from app.learn import TripletBoost
@@ -89,7 +89,7 @@ def _classes_needed(snapshot: Snapshot, kind: str) -> tuple[np.ndarray, np.ndarr
     return train, labels
 
 
-def _accuracy(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float | int]:
+def _accuracy(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float | int | None]:
     spoke = np.array([label is not None for label in predicted], dtype=bool)
     correct = np.array(
         [p == t for p, t in zip(predicted[spoke], truth[spoke], strict=True)], dtype=bool
@@ -148,13 +148,12 @@ def fit_tripletboost(
             predicted[held_rows] = model.predict(answers, train[held_rows])
         metrics["cv"] = {**_accuracy(predicted, labels), "folds": splitter.get_n_splits()}
     progress((steps - 1) / steps, "fitting on every labelled item")
-    warm = params.get("warm_start", True) and _can_boost_on(
-        previous, snapshot, train, labels, shape["n_runs"]
-    )
+    boosting_on = _can_boost_on(previous, snapshot, train, labels, shape["n_runs"])
+    warm = previous if params.get("warm_start", True) and boosting_on else None
     try:
-        if warm:
-            model = previous.estimator
-            new = answers[snapshot.answer_ids > previous.cutoff]
+        if warm is not None:
+            model = warm.estimator
+            new = answers[snapshot.answer_ids > warm.cutoff]
             model.partial_fit(new, n_iter=shape["n_iter"])
         else:
             model = learn.TripletBoost(**shape, random_state=seed).fit(answers, train, labels)
@@ -175,9 +174,9 @@ def fit_tripletboost(
         train_labels=labels,
     )
     outcome = FitOutcome(fitted, metrics, answers_used=len(answers))
-    if warm:
+    if warm is not None:
         outcome.notes.append(
-            f"warm start: boosted on from the {previous.n_answers} answers fitted before"
+            f"warm start: boosted on from the {warm.n_answers} answers fitted before"
         )
     return outcome
 
@@ -207,6 +206,7 @@ def _can_boost_on(
         and previous.kind == "tripletboost"
         and getattr(previous.estimator, "n_runs", None) == n_runs
         and np.array_equal(previous.item_ids[previous.train_positions], snapshot.item_ids[train])
+        and previous.train_labels is not None
         and np.array_equal(previous.train_labels, labels)
         and int((snapshot.answer_ids <= previous.cutoff).sum()) == previous.n_answers
     )
@@ -276,15 +276,16 @@ def fit_tete(
     init = None
     notes = []
     if previous is not None and previous.kind == "tete" and params.get("warm_start", True):
-        d = previous.coordinates.shape[1]
+        coordinates = required_part(previous.coordinates)
+        d = coordinates.shape[1]
         if model.n_components in ("auto", d):
             init = np.random.default_rng(seed).standard_normal((n, d))
             # Items known last time start where they were; new ones near the centre.
-            init *= previous.coordinates.std() * 0.1
+            init *= coordinates.std() * 0.1
             known = np.searchsorted(previous.item_ids, snapshot.item_ids)
             known = np.minimum(known, len(previous.item_ids) - 1)
             same = previous.item_ids[known] == snapshot.item_ids
-            init[same] = previous.coordinates[known[same]]
+            init[same] = coordinates[known[same]]
             notes.append("warm start from the previous version's embedding")
 
     def step(number: int, loss: float) -> None:
@@ -383,16 +384,16 @@ def _label_by_neighbours(
     fitted.train_positions, fitted.train_labels = train, labels
     splitter = _folds(labels, 5, seed)
     if fitted.kind == "smerf":
-        distances = fitted.estimator.predict(
-            fitted.features[fitted.featured], fitted.features[train]
-        )
-        own = np.searchsorted(fitted.featured, train)
+        features, featured = required_part(fitted.features), required_part(fitted.featured)
+        distances = fitted.estimator.predict(features[featured], features[train])
+        own = np.searchsorted(featured, train)
         distances[own, np.arange(len(train))] = np.inf  # an item is not its own neighbour
         found = fitted.labels_from_distances(distances)
         metrics["leave_one_out"] = _accuracy(found.labels[own], labels)
-        predictions = _spread(found, fitted.featured, len(fitted.item_ids))
+        predictions = _spread(found, featured, len(fitted.item_ids))
     else:
-        points = fitted.coordinates[train]
+        coordinates = required_part(fitted.coordinates)
+        points = coordinates[train]
         if splitter is not None:
             from sklearn.model_selection import cross_val_score
             from sklearn.neighbors import KNeighborsClassifier
@@ -406,7 +407,7 @@ def _label_by_neighbours(
             }
         # Only the items the space covers get a label: DisDF's featured items, and the
         # items with answers in an embedding (the others sit where they started).
-        found = fitted.labels_from_coordinates(fitted.coordinates[covered])
+        found = fitted.labels_from_coordinates(coordinates[covered])
         predictions = _spread(found, covered, len(fitted.item_ids))
     fitted.predictions = predictions
     metrics.update(_test_metrics(snapshot, predictions))
@@ -426,19 +427,21 @@ def _spread(found: ItemPredictions, rows: np.ndarray, n: int) -> ItemPredictions
 # -- SMERF and DisDF (items with features) ----------------------------------------------
 
 
-def _featured(snapshot: Snapshot, kind: str) -> np.ndarray:
-    if snapshot.features is None:
+def _featured(snapshot: Snapshot, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """The items' features and the positions of those that have them."""
+    features = snapshot.features
+    if features is None:
         raise CannotFit(f"{kind} learns from item features; the project's items have none")
-    featured = np.flatnonzero(np.isfinite(snapshot.features).all(axis=1))
+    featured = np.flatnonzero(np.isfinite(features).all(axis=1))
     if len(featured) < 2:
         raise CannotFit(f"{kind} needs at least two items with features; found {len(featured)}")
-    return featured
+    return features, featured
 
 
 def fit_smerf(
     snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
 ) -> FitOutcome:
-    featured = _featured(snapshot, "SMERF")
+    features, featured = _featured(snapshot, "SMERF")
     source = params.get("dissimilarity", "labels")
     seed = params.get("random_state", 0)
     if source in ("labels", "target"):
@@ -457,7 +460,7 @@ def fit_smerf(
             except ValueError as exc:
                 raise CannotFit(f"SMERF with D from target needs numeric labels: {exc}") from exc
     else:  # "embedding" or "matrix": the service put D and its items in the snapshot
-        rows, D = snapshot.dissimilarity_items, snapshot.dissimilarity
+        rows, D = required_part(snapshot.dissimilarity_items), required_part(snapshot.dissimilarity)
         missing = np.setdiff1d(rows, featured)
         if len(missing):
             raise CannotFit(
@@ -471,7 +474,7 @@ def fit_smerf(
         min_samples_leaf=params.get("min_samples_leaf", 1),
         max_depth=params.get("max_depth"),
         random_state=seed,
-    ).fit(snapshot.features[rows], D)
+    ).fit(features[rows], D)
     fitted = Fitted(
         kind="smerf",
         item_ids=snapshot.item_ids,
@@ -526,7 +529,7 @@ def _distance_error(
 def fit_disdf(
     snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
 ) -> FitOutcome:
-    featured = _featured(snapshot, "DisDF")
+    features, featured = _featured(snapshot, "DisDF")
     train, labels = _classes_needed(snapshot, "DisDF")
     train = np.intersect1d(train, featured)
     labels = snapshot.labels[train].astype(str)
@@ -539,13 +542,13 @@ def fit_disdf(
         max_levels=params.get("max_levels", 5),
         n_folds=params.get("n_folds", 3),
         random_state=seed,
-    ).fit(snapshot.features[train], labels)
+    ).fit(features[train], labels)
     progress(0.8, "placing every featured item")
-    placed = model.transform(snapshot.features[featured])
+    placed = model.transform(features[featured])
     representation = np.full((len(snapshot.item_ids), placed.shape[1]), np.nan)
     representation[featured] = placed
     proba = np.full((len(snapshot.item_ids), len(model.classes_)), np.nan)
-    proba[featured] = model.predict_proba(snapshot.features[featured])
+    proba[featured] = model.predict_proba(features[featured])
     support = np.zeros(len(snapshot.item_ids), np.int64)
     support[featured] = model.n_levels_
     predictions = ItemPredictions.deciding(model.classes_, proba, support)

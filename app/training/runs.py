@@ -35,6 +35,7 @@ from app.models import (
 )
 from app.models._types import utcnow
 from app.scheduling.thresholds import excluded_rater_ids
+from app.training.fitted import required_part
 from app.training.fitting import FITTERS, CannotFit, Snapshot, measure_on_test_split
 from app.training.service import (
     PASSIVE,
@@ -72,10 +73,10 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
     rows = _ITEMS.run_all(session, {"project_id": project.id})
     if not rows:
         raise ServiceError(f"project {project.id} has no items")
-    item_ids, keys, label_list, split_list, feature_list = zip(*rows, strict=True)
-    item_ids = np.array(item_ids, np.int64)
+    id_list, keys, label_list, split_list, feature_list = zip(*rows, strict=True)
+    item_ids = np.array(id_list, np.int64)
     labels = np.array(label_list, dtype=object)
-    has_label = np.not_equal(labels, None)
+    has_label = np.array([label is not None for label in label_list], dtype=bool)
     splits = np.array(split_list)
     features = None
     if project.feature_dim:
@@ -177,12 +178,15 @@ def _add_dissimilarity(session: Session, model: LearnedModel, snap: Snapshot) ->
         positions = np.minimum(positions, len(snap.item_ids) - 1)
         kept = snap.item_ids[positions] == fitted.item_ids[answered]
         snap.dissimilarity_items = positions[kept]
-        snap.dissimilarity = learn.dissimilarity_from_embedding(fitted.coordinates[answered[kept]])
+        coordinates = required_part(fitted.coordinates)
+        snap.dissimilarity = learn.dissimilarity_from_embedding(coordinates[answered[kept]])
         unseen = snap.answer_ids > fitted.cutoff
         if fitted.heldout_answer_ids is not None:
             unseen |= np.isin(snap.answer_ids, fitted.heldout_answer_ids)
         snap.measure_on = np.flatnonzero(unseen)
     elif source == "matrix":
+        if model.inputs is None:
+            raise ServiceError("SMERF's dissimilarity matrix D was never uploaded")
         keys, matrix = unpack_matrix(model.inputs)
         position_of = {key: i for i, key in enumerate(snap.keys)}
         missing = [key for key in keys if key not in position_of]
@@ -213,9 +217,9 @@ def fit_version(
         raise FitProblem(f"model version {version_id} was deleted")
     if not _move_on(session, version_id, VersionStatus.training, "reading the answers"):
         raise FitCancelled()
-    version = session.get(ModelVersion, version_id)
-    model = session.get(LearnedModel, version.model_id)
-    project = session.get(Project, model.project_id)
+    version = session.get_one(ModelVersion, version_id)
+    model = session.get_one(LearnedModel, version.model_id)
+    project = session.get_one(Project, model.project_id)
     progress(0.0, "reading the answers")
 
     began = time.perf_counter()
@@ -229,10 +233,10 @@ def fit_version(
     version.n_items = len(snap.item_ids)
     session.commit()  # hold no transaction open while fitting
     previous_version = newest_ready(session, model.id)
-    previous = None
+    previous, warm_source = None, None
     if previous_version is not None and previous_version.number < version.number:
         previous = load_fitted(session, previous_version.id)
-    warm_source = previous_version.id if previous is not None else None
+        warm_source = previous_version.id
     params = dict(version.params)
     session.rollback()  # no transaction (nor snapshot) stays open through the fit
     seconds = {"reading": time.perf_counter() - began}
@@ -272,12 +276,12 @@ def fit_version(
         before_commit=(
             None
             if on_ready is None
-            else lambda: on_ready(session, session.get(ModelVersion, version_id))
+            else lambda: on_ready(session, session.get_one(ModelVersion, version_id))
         ),
     )
     if not stored:  # cancelled while it computed: it never serves
         raise FitCancelled()
-    return session.get(ModelVersion, version_id)
+    return session.get_one(ModelVersion, version_id)
 
 
 def _move_on(

@@ -15,6 +15,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.builds import routing
+from app.core.db import rows_changed
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.models import (
     Build,
@@ -140,7 +141,7 @@ def _matrix_blob(
         raise ServiceError("matrix: only a SMERF model with dissimilarity 'matrix' takes one")
     if given is not None:
         keys, matrix = given
-    else:
+    elif body.matrix is not None:
         keys, rows = body.matrix.keys, body.matrix.values
         bad = next((i for i, row in enumerate(rows) if len(row) != len(keys)), None)
         if len(rows) != len(keys) or bad is not None:
@@ -246,7 +247,9 @@ def delete_model(*, session: Session, model: LearnedModel) -> None:
     model learns from stays until that one goes (its refits would have nothing to read)."""
     learners = [
         other.name
-        for other in list_models(session=session, project=session.get(Project, model.project_id))
+        for other in list_models(
+            session=session, project=session.get_one(Project, model.project_id)
+        )
         if other.kind is ModelKind.smerf and other.params.get("embedding_model_id") == model.id
     ]
     if learners:
@@ -448,12 +451,14 @@ def move_on(
     ended already. Every change of an unfinished version goes through this one
     compare-and-set (a cancel here, the fit's steps in app/training/runs.py), so a cancel
     and the fit's last step never both win."""
-    changed = session.execute(
-        update(ModelVersion)
-        .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
-        .values(status=status, message=message, **values)
-        .execution_options(synchronize_session=False)
-    ).rowcount
+    changed = rows_changed(
+        session.execute(
+            update(ModelVersion)
+            .where(ModelVersion.id == version_id, ModelVersion.status.in_(UNFINISHED))
+            .values(status=status, message=message, **values)
+            .execution_options(synchronize_session=False)
+        )
+    )
     return bool(changed)
 
 
@@ -548,7 +553,7 @@ def version_progress(session: Session, version: ModelVersion) -> tuple[float, st
     if version.status is VersionStatus.ready:
         return 1.0, version.message
     if version.trigger == "build":
-        model = session.get(LearnedModel, version.model_id)
+        model = session.get_one(LearnedModel, version.model_id)
         build = build_of(session, model)
         if build is None:
             return 0.0, version.message

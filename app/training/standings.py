@@ -103,5 +103,5 @@ def labelling_standings(
             )
     for measure in ("test", "cv"):
         if len(standings) >= 2 and all(s.right(measure) is not None for s in standings):
-            return standings, max(standings, key=lambda s: s.right(measure)), measure
+            return standings, max(standings, key=lambda s: s.right(measure) or 0.0), measure
     return standings, None, None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.auth.deps import ChangingPage, ViewingPage
@@ -45,7 +45,7 @@ def _models_page(
     form: dict | None = None,
     errors: dict | None = None,
     status_code: int = 200,
-) -> HTMLResponse:
+) -> Response:
     cards = model_cards(session=session, project=project)
     standings, best, measure = labelling_standings(session=session, project=project)
     context = {

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -126,6 +127,7 @@ def export_triplets(
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     engine = request.app.state.engine
     only = service.ExportFilter(source=source, rater=rater, raters=raters.value)
+    body: Iterator[str] | Iterator[bytes]
     if format is AnswerExportFormat.json:
         body = service.export_triplets_json(engine, project.id, only)
     else:
@@ -197,6 +199,7 @@ def export_judgements(
     triplets export lists the triplets each implied among the answers)."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     engine = request.app.state.engine
+    body: Iterator[str] | Iterator[bytes]
     if format is AnswerExportFormat.json:
         body = judged.export_judgements_json(engine, project.id)
     else:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session
 
+from app.core.db import driver_connection, rows_changed
 from app.models import Judgement, Rater, RaterSession, Triplet, Upload
 from app.models._types import utcnow
 from app.triplets.log import hold_append_lock, newest_id
@@ -53,7 +54,7 @@ class TripletWriter:
         hold_append_lock(session, project_id)
         connection = session.connection()
         self.is_postgres = connection.dialect.name == "postgresql"
-        self._driver = connection.connection.driver_connection
+        self._driver = driver_connection(connection)
         if upload is not None:
             # Every id this upload draws comes after the newest one now: with the append
             # lock held on PostgreSQL, or the write lock on SQLite.
@@ -94,6 +95,7 @@ class TripletWriter:
 
     def _commit_chunk(self) -> None:
         upload = self._upload
+        assert upload is not None  # only an upload's rows are committed a chunk at a time
         if not upload.pending:
             upload.pending = True
             upload.first_triplet_id = self._floor + 1
@@ -101,7 +103,7 @@ class TripletWriter:
         self._session.commit()
         # A new transaction, maybe on another pooled connection.
         hold_append_lock(self._session, self._project_id)
-        self._driver = self._session.connection().connection.driver_connection
+        self._driver = driver_connection(self._session.connection())
 
 
 @contextmanager
@@ -136,11 +138,15 @@ def claim_abandoned_upload(session: Session, upload_id: int) -> bool:
     discard renews it with every batch, so a claimant that dies mid-way is followed by
     another one later, never by a second one at the same time."""
     now = utcnow()
-    claimed = session.execute(
-        update(Upload)
-        .where(Upload.id == upload_id, Upload.pending, Upload.touched_at < now - ABANDONED_AFTER)
-        .values(touched_at=now)
-    ).rowcount
+    claimed = rows_changed(
+        session.execute(
+            update(Upload)
+            .where(
+                Upload.id == upload_id, Upload.pending, Upload.touched_at < now - ABANDONED_AFTER
+            )
+            .values(touched_at=now)
+        )
+    )
     session.commit()
     return claimed == 1
 
@@ -166,7 +172,7 @@ def discard_upload(session: Session, upload_id: int) -> int:
     if floor is not None:
         while True:
             batch = select(Triplet.id).where(*ours).limit(DISCARD_BATCH)
-            count = session.execute(delete(Triplet).where(Triplet.id.in_(batch))).rowcount
+            count = rows_changed(session.execute(delete(Triplet).where(Triplet.id.in_(batch))))
             # Renews the claim: this discard is alive.
             session.execute(
                 update(Upload).where(Upload.id == upload_id).values(touched_at=utcnow())
@@ -177,9 +183,11 @@ def discard_upload(session: Session, upload_id: int) -> int:
                 break
         while True:  # a judgement upload's judgements, once their triplets are gone
             batch = select(Judgement.id).where(Judgement.upload_id == upload_id)
-            count = session.execute(
-                delete(Judgement).where(Judgement.id.in_(batch.limit(DISCARD_BATCH)))
-            ).rowcount
+            count = rows_changed(
+                session.execute(
+                    delete(Judgement).where(Judgement.id.in_(batch.limit(DISCARD_BATCH)))
+                )
+            )
             session.execute(
                 update(Upload).where(Upload.id == upload_id).values(touched_at=utcnow())
             )

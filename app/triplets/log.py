@@ -287,7 +287,7 @@ def item_positions(item_ids: np.ndarray, block: np.ndarray) -> tuple[np.ndarray,
         inside = (offsets >= 0) & (offsets < span)
         positions = lookup[np.where(inside, offsets, 0)]
         positions[~inside] = -1
-        known = (positions >= 0).all(axis=1)
+        known = np.asarray((positions >= 0).all(axis=1))
         return positions, known
     positions = np.minimum(np.searchsorted(item_ids, block), len(item_ids) - 1)
     return positions, (item_ids[positions] == block).all(axis=1)

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, String, case, func, literal, or_, select, type_coerce
+from sqlalchemy import ColumnElement, Engine, String, case, func, literal, or_, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
 from app.core.config import Settings
+from app.core.db import driver_connection
 from app.core.errors import ProblemCollector, echo
 from app.core.spreadsheets import spreadsheet_safe_sql
 from app.models import Item, Project, Rater, Triplet, TripletSource, Upload, UploadKind
@@ -292,7 +293,8 @@ def _ingest_json(
                     row=index,
                 )
                 continue
-            encoded = parser.parse(index, *entry, tuple(None for _ in extras))
+            anchor, closer, farther = entry
+            encoded = parser.parse(index, anchor, closer, farther, tuple(None for _ in extras))
         elif isinstance(entry, dict):
             unknown = sorted(set(entry) - allowed)
             for name in unknown:
@@ -413,6 +415,7 @@ def _export_select(
     database itself: per-row work in Python is what made exports slow. For a CSV
     download (`spreadsheet`), text that a spreadsheet would run as a formula is quoted."""
     anchor, closer, farther = (aliased(Item, name=name) for name in ("a", "c", "f"))
+    created: ColumnElement[str]
     if dialect == "postgresql":
         created = func.to_char(
             func.timezone("UTC", Triplet.created_at), literal('YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')
@@ -449,7 +452,7 @@ def _export_rows(
     """Plain tuples in batches from the driver's cursor (server-side on PostgreSQL)."""
     sql = _export_select(engine.dialect.name, project_id, spreadsheet, only)
     with engine.connect() as connection:
-        driver = connection.connection.driver_connection
+        driver = driver_connection(connection)
         if engine.dialect.name == "postgresql":
             cursor = driver.cursor(name="closer_triplet_export")
             cursor.itersize = _BATCH
@@ -470,7 +473,7 @@ def export_triplets_csv(
     if engine.dialect.name == "postgresql":
         sql = _export_select("postgresql", project_id, spreadsheet=True, only=only)
         with engine.connect() as connection:
-            driver = connection.connection.driver_connection
+            driver = driver_connection(connection)
             with driver.cursor() as cursor:
                 with cursor.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:
                     # PostgreSQL sends a message per row; every chunk handed to the

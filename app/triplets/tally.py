@@ -15,6 +15,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.db import rows_changed
 from app.models import AnswerTally, AnswerTallyCursor, Project, Triplet, TripletSource
 from app.triplets.log import committed_bound, newest_id, published
 
@@ -55,11 +56,13 @@ def advance(session: Session, project_id: int) -> int:
     if bound <= old:
         return 0
     # Claimed by moving the cursor first: of two workers, the second finds it moved.
-    claimed = session.execute(
-        update(AnswerTallyCursor)
-        .where(AnswerTallyCursor.project_id == project_id, AnswerTallyCursor.through_id == old)
-        .values(through_id=bound)
-    ).rowcount
+    claimed = rows_changed(
+        session.execute(
+            update(AnswerTallyCursor)
+            .where(AnswerTallyCursor.project_id == project_id, AnswerTallyCursor.through_id == old)
+            .values(through_id=bound)
+        )
+    )
     if claimed != 1:
         return 0
     hour = _hour_of(session)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Header, Query, Response, UploadFile, status
 
@@ -31,7 +31,7 @@ IdempotencyKey = Annotated[
 ]
 
 
-UPLOAD_RESPONSES = {
+UPLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "A retried upload (same Idempotency-Key): the first result"},
     413: {"description": "Body over the size limit"},
     415: {"description": "A file format this upload does not take"},

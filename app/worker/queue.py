@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.core.db import rows_changed
 from app.core.errors import Conflict, NotFound
 from app.models import Job, JobStatus
 from app.models._types import utcnow
@@ -72,18 +73,20 @@ def claim_next(
             job.message = f"worker stopped answering on each of {job.attempts} attempts"
             session.commit()
             continue
-        claimed = session.execute(
-            update(Job)
-            .where(Job.id == job.id, Job.attempts == job.attempts, runnable)
-            .values(
-                status=JobStatus.running,
-                attempts=job.attempts + 1,
-                locked_by=worker_id,
-                heartbeat_at=now,
-                started_at=now,
+        claimed = rows_changed(
+            session.execute(
+                update(Job)
+                .where(Job.id == job.id, Job.attempts == job.attempts, runnable)
+                .values(
+                    status=JobStatus.running,
+                    attempts=job.attempts + 1,
+                    locked_by=worker_id,
+                    heartbeat_at=now,
+                    started_at=now,
+                )
+                .execution_options(synchronize_session=False)
             )
-            .execution_options(synchronize_session=False)
-        ).rowcount
+        )
         session.commit()
         if claimed:
             session.refresh(job)

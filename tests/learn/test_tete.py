@@ -235,7 +235,7 @@ class TestEstimatorHabits:
         ("params", "name"),
         [
             ({"n_components": 0}, "n_components"),
-            ({"t": 0.5}, "t must"),
+            ({"t": 0.5}, "'t' parameter of TETE must"),
             ({"kernel_t": "wide"}, "kernel_t"),
             ({"max_iter": 0}, "max_iter"),
             ({"patience": 0}, "patience"),
@@ -471,7 +471,7 @@ def test_auto_is_reproducible_and_reports_progress_across_every_fit():
     assert steps == list(range(1, len(steps) + 1)) and steps[-1] <= first.planned_steps_
     with pytest.raises(ValueError, match="candidates must name losses"):
         TETE(candidates=(0.5,)).fit(train, 200)
-    with pytest.raises(ValueError, match="cv must be"):
+    with pytest.raises(ValueError, match="'cv' parameter of TETE must be"):
         TETE(cv=1).fit(train, 200)
 
 
