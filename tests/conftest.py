@@ -8,6 +8,8 @@ SQLite only; otherwise a missing server is an error, not a skip.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,6 +56,23 @@ def pytest_collection_modifyitems(config, items) -> None:
         )
     )
     items[:] = _dealt(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+@pytest.fixture(autouse=True)
+def _no_interpreter_outside_the_slow_tests(request, monkeypatch):
+    """The fast tier runs in one process a test: a test that starts Python (the service,
+    the CLI, a fresh interpreter) is marked `slow`, which this holds it to."""
+    if request.node.get_closest_marker("slow"):
+        return
+    start = subprocess.Popen.__init__
+
+    def refuse_python(self, args, *rest, **options):
+        program = str(args[0] if isinstance(args, list | tuple) else args).split()[0]
+        if program == sys.executable or Path(program).name.startswith(("python", "closer")):
+            raise AssertionError(f"{request.node.nodeid} starts {Path(program).name}: mark it slow")
+        start(self, args, *rest, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
 
 
 def _dealt(items: list, workers: int) -> list:

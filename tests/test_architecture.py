@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LEARN = Path(__file__).resolve().parent.parent / "app" / "learn"
 FORBIDDEN = (
     "fastapi",
@@ -57,11 +59,13 @@ def _top_packages_loaded(module: str, packages: set[str]) -> set[str]:
     return set(loaded.split(",")) - {""}
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_learn_loads_no_web_or_database_package():
     web_and_database = {"fastapi", "sqlalchemy", "starlette", "alembic", "pydantic", "psycopg"}
     assert _top_packages_loaded("app.learn", web_and_database) == set()
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_a_web_process_starts_without_the_learners_heavy_packages():
     """scikit-learn, SciPy and numba load when a fit, a build or a served model first
     needs them: a web process that (re)starts to take answers does not wait for them."""

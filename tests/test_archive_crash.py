@@ -18,6 +18,7 @@ from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.models import Project, Triplet
 from tests.support.service import ServiceProcesses
 from tests.support.uploads import zip_bytes
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -83,13 +84,6 @@ def _import_killed_half_way(service, sessions, token: str, body: bytes, key: str
     sender.join(30)
 
 
-def _wait(condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def test_an_import_killed_half_way_leaves_nothing_and_its_retry_makes_one_project(
     database_url, new_token, tmp_path
 ):
@@ -129,7 +123,7 @@ def test_an_import_killed_half_way_leaves_nothing_and_its_retry_makes_one_projec
         service.start_web()
         service.worker_args = [[]]
         service.start_workers()
-        _wait(lambda: _rows(sessions) == (1, 0, ANSWERS), "the worker to remove it", 60)
+        wait_for(lambda: _rows(sessions) == (1, 0, ANSWERS), 60, "the worker to remove it")
         media = tmp_path / "data" / "media"
         assert sorted(p.name for p in media.glob("*")) in ([], [str(retried.json()["id"])])
     finally:

@@ -6,7 +6,6 @@ new fit: no version is left "training" for ever."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import httpx
@@ -29,6 +28,7 @@ from tests.support.models import (
 )
 from tests.support.models import blob_project as blob_project_of
 from tests.support.service import ServiceProcesses
+from tests.support.waiting import wait_for
 
 # A t-ETE fit that runs for minutes unless stopped: no early stop, 100,000 steps.
 SLOW = {"max_iter": 100_000, "tol": 0, "n_iter_no_change": None, "t": 2, "cv": 2}
@@ -46,16 +46,6 @@ def blobs():
 @pytest.fixture
 def blob_project(client, auth, project, blobs):
     return blob_project_of(client, auth, project["id"], blobs)
-
-
-def _wait(condition, what: str, seconds: float = 30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"waited {seconds:.0f} s for {what}")
 
 
 def _job(sessions, job_id: int) -> Job:
@@ -79,7 +69,7 @@ def _fitting(sessions, version_id_of, seconds: float = 60.0) -> None:
         job = _job(sessions, version.job_id)
         return version.status.value == "training" and job.progress > 0.05
 
-    _wait(computing, "the fit to compute its first steps", seconds)
+    wait_for(computing, seconds, "the fit to compute its first steps")
 
 
 def _in_thread(worker: Worker) -> threading.Thread:
@@ -104,7 +94,9 @@ def test_a_cancel_stops_a_running_fit_at_once_and_it_never_serves(app, client, a
         assert cancelled.json()["message"] == "cancelled while training"
         # The worker stops computing at its next step and takes the next job.
         job_id = cancelled.json()["job_id"]
-        _wait(lambda: _job(sessions, job_id).status is JobStatus.cancelled, "the job to stop", 10)
+        wait_for(
+            lambda: _job(sessions, job_id).status is JobStatus.cancelled, 10, "the job to stop"
+        )
         latest = get_model(client, auth, project_id, model["id"])
         assert latest["serving"] is None and latest["latest"]["status"] == "cancelled"
         assert _version(sessions, model["id"], 1).artifact is None
@@ -164,8 +156,10 @@ def test_a_fit_serves_only_with_its_job_already_succeeded(
     thread = threading.Thread(target=worker.run, kwargs={"until_idle": True}, daemon=True)
     thread.start()
     try:
-        serving = _wait(
-            lambda: get_model(client, auth, project_id, model["id"])["serving"], "the fit to serve"
+        serving = wait_for(
+            lambda: get_model(client, auth, project_id, model["id"])["serving"],
+            30,
+            "the fit to serve",
         )
         job = _job(sessions, serving["job_id"])
         assert job.status is JobStatus.succeeded and job.progress == 1.0
@@ -327,7 +321,7 @@ def test_a_server_stopped_mid_fit_hands_it_back_and_the_restart_fits_it(
             latest = http.get(path).json()["latest"]
             return latest["status"] == "training" and latest["progress"] > 0.05
 
-        _wait(fitting_now, "the fit to compute its first steps", 90)
+        wait_for(fitting_now, 90, "the fit to compute its first steps")
         stopping = service.workers[0] if service.workers else service.web
         stopping.terminate()
         stopping.wait(20)  # raises if it is still fitting (the fit alone takes ~20 s)
@@ -347,7 +341,7 @@ def test_a_server_stopped_mid_fit_hands_it_back_and_the_restart_fits_it(
         else:
             service.workers.clear()
             service.start_workers()
-        _wait(fitting_now, "the restarted service to take the fit up", 90)
+        wait_for(fitting_now, 90, "the restarted service to take the fit up")
         cancelled = http.post(f"{path}/cancel")
         assert cancelled.json()["status"] == "cancelled"
         again = http.post(f"{path}/train")

@@ -4,7 +4,6 @@ random share; a refit or a change of the shares replaces the stale ones."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -284,18 +283,17 @@ def test_raters_keep_getting_proposals_while_the_samplers_run(
 
     def answering_meanwhile(self, count, sampler_state):
         if not meanwhile:  # a rater answers while the samplers run
-            started = time.monotonic()
-            response = answer(client, slug, rater, state["comparison"]["query_id"])
-            meanwhile.append((response, time.monotonic() - started))
+            # (in this thread: an answer that waited for the refresh's lock or rows
+            # would wait for ever, and fail at the database's busy timeout instead)
+            meanwhile.append(answer(client, slug, rater, state["comparison"]["query_id"]))
         return propose(self, count, sampler_state)
 
     monkeypatch.setattr(learn.EmbeddingSampler, "propose", answering_meanwhile)
     client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json={"embedding_share": 1.0})
     adaptive_jobs.refresh_proposals(sessions)
 
-    ((response, seconds),) = meanwhile
+    (response,) = meanwhile
     assert response.status_code == 200, response.text
-    assert seconds < 2
     with sessions() as session:
         served = session.get(Assignment, response.json()["comparison"]["query_id"])
     assert served.purpose == int(Purpose.proposal) and served.slot_id in old

@@ -23,8 +23,9 @@ from app.demo.service import digits_archive
 from app.learn import TETE, TripletBoost
 from app.models import Job, JobStatus
 from app.simulate import run_crowd
-from tests.support.crowd import project_answers, wait_for
+from tests.support.crowd import project_answers
 from tests.support.service import ServiceProcesses
+from tests.support.waiting import wait_for
 
 # Subprocesses, servers and crowds: the full run only (scripts/test --fast leaves it out).
 pytestmark = pytest.mark.slow

@@ -125,6 +125,7 @@ def test_concurrent_workers_run_each_job_once(sessions):
     assert runs == Counter({job_id: 1 for job_id in ids})
 
 
+@pytest.mark.slow  # a process of its own
 def test_worker_command_drains_the_queue(sessions, settings, tmp_path):
     job_id = enqueue(sessions, "mystery")
     env = {
@@ -200,6 +201,7 @@ def test_a_handler_that_cannot_succeed_fails_without_retries(sessions):
     )
 
 
+@pytest.mark.slow  # a process of its own
 def test_the_worker_command_refuses_an_unknown_job_kind(settings, tmp_path):
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("CLOSER_")},
@@ -305,6 +307,7 @@ def test_a_background_workers_upkeep_and_heartbeat_keep_the_cpu_priority_its_fit
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's per-thread CPU priorities")
+@pytest.mark.slow  # a process of its own
 def test_a_background_workers_linear_algebra_runs_in_its_jobs_thread_alone():
     """OpenBLAS's pool threads start with numpy, before `closer worker --background` gives
     up its priority, and keep the normal one: a fit's matrix products split across them
@@ -388,6 +391,7 @@ def test_a_queued_job_wakes_an_idle_worker_at_once(sessions):
     assert not thread.is_alive()  # stop() wakes it too
 
 
+@pytest.mark.slow  # a process of its own
 def test_a_job_queued_by_another_process_wakes_the_worker_on_postgresql(sessions, settings):
     """Another web process queues the job: PostgreSQL's NOTIFY reaches the listening
     worker (SQLite runs its workers in the web process, where the bell rings)."""

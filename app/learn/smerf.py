@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from app.learn.oracles import FeatureOracle
@@ -305,7 +305,7 @@ class SMERF(BaseEstimator):
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "max_features": [
             Interval(Integral, 1, None, closed="left"),
-            Interval(Real, 0, 1, closed="right"),
+            Interval(RealNotInt, 0, 1, closed="right"),
             StrOptions({"sqrt", "log2"}),
             None,
         ],

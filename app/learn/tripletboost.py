@@ -466,6 +466,7 @@ class TripletBoost(BaseEstimator):
 
         Answers are kept as vote counts per query, so a later answer can overturn (or
         tie) an earlier majority."""
+        self._validate_params()
         check_is_fitted(self, "classes_")
         return self._boost_more(check_triplets(triplets), n_iter or self.n_iter)
 

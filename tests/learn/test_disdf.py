@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_wine
 from sklearn.model_selection import train_test_split
-from sklearn.utils.estimator_checks import check_estimator
 
 from app.learn.disdf import DisDF, frank_wolfe, gradient, objective, pair_terms
 
@@ -114,7 +113,3 @@ def test_bad_parameters_are_refused(cancer):
             DisDF(**params).fit(X[train], y[train])
     with pytest.raises(ValueError, match="2 classes"):
         DisDF().fit(X[:10], np.zeros(10))
-
-
-def test_passes_scikit_learns_estimator_checks():
-    check_estimator(DisDF(n_estimators=5, max_levels=2, fw_iter=10, random_state=0))

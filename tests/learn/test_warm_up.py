@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 FITS_AFTER_WARM_UP = textwrap.dedent(
@@ -58,6 +60,7 @@ FITS_AFTER_WARM_UP = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a fresh interpreter, to compile in
 def test_after_the_warm_up_the_fits_a_worker_runs_compile_nothing():
     done = subprocess.run(
         [sys.executable, "-c", FITS_AFTER_WARM_UP],

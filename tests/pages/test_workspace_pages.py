@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,6 +18,7 @@ from app.auth.service import create_token, set_researcher_password
 from app.core.db import unit_of_work
 from tests.support.browser import DESKTOP, PHONE, look_at_pages, screenshots_dir, until
 from tests.support.links import open_link
+from tests.support.waiting import wait_for
 
 API = "/api/v1"
 PASSWORD = "correct horse battery"
@@ -393,12 +393,13 @@ def test_hostile_names_and_texts_render_as_text_on_every_page(
     page = browser.new_page(viewport=DESKTOP)
     seen = watch(page)
     sign_in(page, server)
-    for _ in range(100):  # the model's first fit, in the worker
-        if httpx.get(f"{server}{API}/projects/{pid}/models/{model['id']}", headers=bearer).json()[
-            "serving"
-        ]:
-            break
-        page.wait_for_timeout(200)
+    wait_for(  # the model's first fit, in the worker
+        lambda: httpx.get(
+            f"{server}{API}/projects/{pid}/models/{model['id']}", headers=bearer
+        ).json()["serving"],
+        60,
+        "the model's first fit",
+    )
     pages = [
         "/",
         f"/projects/{pid}",
@@ -1242,7 +1243,7 @@ def test_the_models_page_shows_what_the_worker_does_by_itself(app, server, brows
     for _ in range(150):  # nothing new for the page yet: the polls swap nothing
         if 204 in polls:
             break
-        page.wait_for_timeout(100)
+        page.wait_for_timeout(100)  # (Playwright hands the page's responses over meanwhile)
     assert 204 in polls
     refit_check(app.state.session_factory)
     Worker(app.state.session_factory).run(until_idle=True)
@@ -1530,10 +1531,9 @@ def test_hovering_a_point_of_a_large_map_shows_its_item(
     ).json()
 
     embedding = f"{server}{API}/projects/{pid}/models/{model['id']}/embedding"
-    deadline = time.monotonic() + 60
-    while httpx.get(embedding, headers=bearer).status_code != 200:  # the worker fits it
-        assert time.monotonic() < deadline, "the model was not fitted within a minute"
-        time.sleep(0.5)
+    wait_for(  # the worker fits it
+        lambda: httpx.get(embedding, headers=bearer).status_code == 200, 60, "the model's fit"
+    )
 
     page = browser.new_page(viewport=DESKTOP)
     sign_in(page, server)

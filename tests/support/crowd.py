@@ -25,6 +25,7 @@ from app.learn import CompRF
 from app.models import Assignment, Build, Item, Purpose, Split, Triplet, TripletSource
 from app.simulate import CrowdReport, rater_oracle, run_crowd
 from tests.support.service import ServiceProcesses
+from tests.support.waiting import wait_for
 
 API = "/api/v1"
 
@@ -93,18 +94,6 @@ def acknowledged_storage(
     )
     stored_twice = sum(count > 1 for count in counts.values())
     return stored_twice, len(expected - set(counts)) + len(unanswered)
-
-
-def wait_for(condition, timeout: float, what: str):
-    """The first true value of `condition()`, polled until `timeout` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def crowd_build(
