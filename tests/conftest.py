@@ -61,8 +61,9 @@ def pytest_collection_modifyitems(config, items) -> None:
 @pytest.fixture(autouse=True)
 def _no_interpreter_outside_the_slow_tests(request, monkeypatch):
     """The fast tier runs in one process a test: a test that starts Python (the service,
-    the CLI, a fresh interpreter) is marked `slow`, which this holds it to."""
-    if request.node.get_closest_marker("slow"):
+    the CLI, a fresh interpreter) is marked `slow` (or drives Chromium, `browser`), which
+    this holds it to."""
+    if request.node.get_closest_marker("slow") or request.node.get_closest_marker("browser"):
         return
     start = subprocess.Popen.__init__
 
