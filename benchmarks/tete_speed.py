@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from app.learn import FeatureOracle, random_triplets, triplet_error  # noqa: E402
-from app.learn.tete import TETE, feature_triplets, loss_and_gradient  # noqa: E402
+from app.learn._tete_loss import loss_and_gradient  # noqa: E402
+from app.learn.tete import TETE, feature_triplets  # noqa: E402
 
 MEMORY_PROBE = """
 import sys

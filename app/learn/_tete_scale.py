@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import get_num_threads
 
+from app.learn import _tete_loss as descent
 from app.learn._tete_sgd import BLOCK, kernel_tail, sgd_epoch
 
 # From this many answers, "auto" chooses this way (and fixed fits start stochastically).
@@ -89,13 +90,6 @@ def distinct_at(fits: dict, names: dict, d: int) -> dict:
     return {name: fits[name] for name in chosen.values()}
 
 
-def _tete():
-    # tete.py imports this module; its optimiser is looked up when a fit runs.
-    from app.learn import tete
-
-    return tete
-
-
 def shuffled(triplets, weights, seed) -> tuple[np.ndarray, np.ndarray]:
     """Copies of both in one random order (as `warm_up` wants them)."""
     rows = np.random.default_rng(seed).permutation(len(triplets))
@@ -132,7 +126,6 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
     final fit takes the steps the held-out answers found worth taking), chosen (d, loss),
     the candidates tried as [(d, loss, held-out error, seconds)], a sentence saying
     why)."""
-    tete = _tete()
     polish_steps = min(POLISH_STEPS, model.max_iter)
     seeds = np.random.default_rng(model._fold_seed())
     fit_triplets, fit_weights = shuffled(
@@ -154,13 +147,13 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
         steps = 0
         if polish:
             _, t, k = loss
-            Y, curve, _ = tete._descend(
+            Y, curve, _ = descent._descend(
                 Y, fit_triplets, fit_weights, t, k, np.ones(n), polish_steps, model.patience,
                 0.0, float(n), tick, POLISH_PATIENCE, watch=held, threads=False,
                 keep_lowest_error=True,
             )  # fmt: skip
             steps = len(curve)
-        error = float(tete._violated_share(Y, held))
+        error = float(descent._violated_share(Y, held))
         return Y, max(steps, 1), error, time.perf_counter() - began
 
     tried: dict[tuple[int, str], tuple] = {}
@@ -220,26 +213,30 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
             grow = np.random.default_rng(int(seeds.integers(2**31)))
             results = rung(d, {n_: padded(r[0], d, grow) for n_, r in current.items()}, EPOCHS_WARM)
             best_here = min(r[2] for r in results.values())
-            if best_here >= lowest - tete.DIMENSION_TOLERANCE:
+            if best_here >= lowest - descent.DIMENSION_TOLERANCE:
                 kept.update({(d, n_): r for n_, r in results.items()})
                 lowest = min(lowest, best_here)
                 break
             lowest = best_here
-            current = {n_: r for n_, r in results.items() if r[2] <= best_here + tete.PRUNE_MARGIN}
-            kept = {key: r for key, r in kept.items() if r[2] <= lowest + tete.DIMENSION_TOLERANCE}
+            current = {
+                n_: r for n_, r in results.items() if r[2] <= best_here + descent.PRUNE_MARGIN
+            }
+            kept = {
+                key: r for key, r in kept.items() if r[2] <= lowest + descent.DIMENSION_TOLERANCE
+            }
             kept.update({(d, n_): r for n_, r in current.items()})
         for position, d in enumerate(below):
             starts = distinct_at(alive, names, d)
             replan(len(starts), len(below) - position)
             results = rung(d, {n_: projected(r[0], d) for n_, r in starts.items()}, EPOCHS_WARM)
             best_here = min(r[2] for r in results.values())
-            if best_here > lowest + tete.DIMENSION_TOLERANCE:
+            if best_here > lowest + descent.DIMENSION_TOLERANCE:
                 break
             # A lower error down here moves the bar for every dimension, those above too.
             lowest = min(lowest, best_here)
             kept.update({(d, n_): r for n_, r in results.items()})
         replan(0, 0)
-    bar = lowest + tete.DIMENSION_TOLERANCE
+    bar = lowest + descent.DIMENSION_TOLERANCE
     within = [key for key, r in kept.items() if r[2] <= bar]
     smallest = min(d for d, _ in within)
     chosen = min((key for key in within if key[0] == smallest), key=lambda key: kept[key][2])
@@ -248,14 +245,14 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
     done = units[0]
     # As many full-batch steps as the held-out answers found worth taking: where they
     # run out, the fit stopped where it generalised best, not short of settling.
-    Y, curve, _ = tete._descend(
+    Y, curve, _ = descent._descend(
         Y, triplets, weights, t, k, np.ones(n), max(steps, min(FINAL_STEPS_LEAST, model.max_iter)),
         model.patience, model.tol, float(n), lambda step, loss: report(done + step),
         model.n_iter_no_change,
     )  # fmt: skip
     candidates = [(d, names[name], *tried[(d, name)][:2]) for d, name in tried]
     why = (
-        f"{chosen[1]}, {chosen[0]}-D: the smallest dimension within {tete.DIMENSION_TOLERANCE} "
+        f"{chosen[1]}, {chosen[0]}-D: the smallest dimension within {descent.DIMENSION_TOLERANCE} "
         f"({bar:.4f}) of the lowest error on {len(held_rows):,} held-out answers, "
         f"{lowest:.4f} ("
         + ", ".join(f"{name} {d}-D: {tried[(d, name)][0]:.4f}" for d, name in tried)

@@ -14,11 +14,12 @@ import time
 
 import numpy as np
 
+from app.learn._tete_loss import PARALLEL_FROM
 from app.learn.comprf import CompRF
 from app.learn.disdf import DisDF
 from app.learn.oracles import FeatureOracle
 from app.learn.smerf import SMERF, dissimilarity_from_labels
-from app.learn.tete import PARALLEL_FROM, TETE
+from app.learn.tete import TETE
 from app.learn.tripletboost import TripletBoost
 from app.learn.triplets import random_triplets
 

@@ -6,17 +6,15 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from app.learn import FeatureOracle, random_triplets, triplet_error
-from app.learn._tete_sgd import _coefficients, tempered
-from app.learn.tete import (
-    HINGE,
+from app.learn._tete_loss import (
     PARALLEL_FROM,
     SOE_MARGIN,
-    TETE,
     _loss_and_gradient,
     default_t,
-    feature_triplets,
     loss_and_gradient,
 )
+from app.learn._tete_sgd import HINGE, _coefficients, tempered
+from app.learn.tete import TETE, feature_triplets
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +185,7 @@ def test_placing_keeps_to_the_calling_thread(planted, monkeypatch):
     starts a parallel pass (a second OpenMP thread team slows every fit in the worker)."""
     from numba import get_num_threads
 
-    import app.learn.tete as tete
+    import app.learn._tete_loss as losses
 
     if get_num_threads() < 2:
         pytest.skip("one CPU: no pass runs in parallel")
@@ -200,7 +198,7 @@ def test_placing_keeps_to_the_calling_thread(planted, monkeypatch):
     def no_threads(*args):
         raise AssertionError("a parallel pass while placing")
 
-    monkeypatch.setattr(tete, "_parallel", no_threads)
+    monkeypatch.setattr(losses, "_parallel", no_threads)
     assert model.place(answers, n_new=2).shape == (2, 2)
     with pytest.raises(AssertionError, match="parallel pass"):  # the fit would use them
         TETE(t=2.0, max_iter=2, random_state=0).fit(answers, 302)

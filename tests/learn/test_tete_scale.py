@@ -105,7 +105,7 @@ def test_a_loss_thrown_up_by_a_long_step_is_not_taken_for_settled(monkeypatch):
     the loss up a hundredfold, and ten steps without a new best passed for convergence
     (held-out error 0.44 after 13 steps). The loss-based rule now waits until the loss
     is back near its best."""
-    from app.learn import tete
+    from app.learn import _tete_loss as losses
 
     script = [100.0, 60.0, 50.0, 5_000.0, 40_000.0, 38_000.0] + [36_000.0] * 8
     script += [9_000.0, 2_000.0, 400.0, 90.0] + [49.0] * 40
@@ -116,11 +116,11 @@ def test_a_loss_thrown_up_by_a_long_step_is_not_taken_for_settled(monkeypatch):
         calls.append(None)
         return script[min(len(calls), len(script)) - 1]
 
-    monkeypatch.setattr(tete, "loss_and_gradient", scripted)
+    monkeypatch.setattr(losses, "loss_and_gradient", scripted)
     Y = np.zeros((3, 2))
     triplets = np.array([[0, 1, 2]])
-    _, curve, settled = tete._descend(
-        Y, triplets, np.ones(1), 0.1, tete.HINGE, np.ones(3), 100, 100, 1e-5, 3.0
+    _, curve, settled = losses._descend(
+        Y, triplets, np.ones(1), 0.1, losses.HINGE, np.ones(3), 100, 100, 1e-5, 3.0
     )
     # Not stopped while far above the best (50 at step 3), though ten steps passed
     # without a new one; settled once the loss stayed at 49 for ten steps.
@@ -132,10 +132,10 @@ def test_the_choice_at_scale_keeps_to_the_lowest_error_found_below_the_screen(st
     down, and 2-D (0.1213) was chosen: within the tolerance of the climb's best, not of
     the lowest. Held-out errors scripted by dimension: 3-D is the lowest, 2-D is
     0.0025 behind it."""
-    from app.learn import tete
+    from app.learn import _tete_loss as losses
 
     scripted = {12: 0.1295, 8: 0.1300, 5: 0.1285, 3: 0.1250, 2: 0.1275, 1: 0.2000}
-    monkeypatch.setattr(tete, "_violated_share", lambda Y, triplets: scripted[Y.shape[1]])
+    monkeypatch.setattr(losses, "_violated_share", lambda Y, triplets: scripted[Y.shape[1]])
     _, train, _ = study
     model = TETE(n_components="auto", stochastic_from=10_000, max_iter=20, random_state=0)
     model.fit(train[:20_000], 400)
