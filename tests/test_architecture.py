@@ -95,21 +95,28 @@ def _package_imports() -> dict[str, dict[str, set[str]]]:
     return graph
 
 
+def _in_cycles(graph) -> list[str]:
+    """The nodes of `graph` (node -> the nodes it imports) that import themselves, through
+    any chain of others."""
+    knotted = []
+    for node, targets in graph.items():
+        seen, stack = set(), list(targets)
+        while stack:
+            current = stack.pop()
+            if current == node:
+                knotted.append(node)
+                break
+            if current not in seen:
+                seen.add(current)
+                stack.extend(graph.get(current, ()))
+    return knotted
+
+
 def test_the_service_layer_is_acyclic_at_package_level():
     """Services import only downward: two packages that import each other (even through
     a function-local import) knot every change in one into the other."""
     graph = _package_imports()
-    knots = []
-    for package, targets in graph.items():
-        seen, stack = set(), list(targets)
-        while stack:
-            current = stack.pop()
-            if current == package:
-                knots.append(package)
-                break
-            if current not in seen:
-                seen.add(current)
-                stack.extend(graph.get(current, {}))
+    knots = _in_cycles(graph)
     assert not knots, {
         package: {target: sorted(files) for target, files in graph[package].items()}
         for package in knots
@@ -129,17 +136,7 @@ def test_the_learning_library_imports_without_cycles():
             if name.startswith("app.learn."):
                 imported.add(name.split(".")[2])
         graph[path.stem] = imported - {path.stem}
-    cycles = []
-    for module, targets in graph.items():
-        seen, stack = set(), list(targets)
-        while stack:
-            current = stack.pop()
-            if current == module:
-                cycles.append(module)
-                break
-            if current not in seen:
-                seen.add(current)
-                stack.extend(graph.get(current, ()))
+    cycles = _in_cycles(graph)
     assert not cycles, {module: sorted(graph[module]) for module in cycles}
 
 
