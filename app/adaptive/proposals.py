@@ -169,8 +169,7 @@ def shares(project: Project, state: SamplerState, boosting: bool) -> dict[str, f
     if any(value is not None for value in explicit.values()):
         weights = {name: value or 0.0 for name, value in explicit.items()}
     else:
-        labels = state.labels if state.labels is not None else np.empty(0, object)
-        classes = set(labels[state.labelled()])
+        classes = set(state.item_labels()[state.labelled()])
         has_map = state.embedding is not None
         labels_wanted = state.wanted is not None and len(state.wanted) > 0 and len(classes) >= 2
         # Boosted classifiers need reference pairs asked of many items before they say
