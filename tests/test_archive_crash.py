@@ -7,7 +7,6 @@ serve` and `closer worker` as processes of their own (the claim crosses processe
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
 import numpy as np
@@ -76,10 +75,7 @@ def _import_killed_half_way(service, sessions, token: str, body: bytes, key: str
     before = _rows(sessions)[2]
     sender = threading.Thread(target=post)
     sender.start()
-    deadline = time.monotonic() + 120
-    while _rows(sessions)[2] == before:  # until the first chunk of answers committed
-        assert time.monotonic() < deadline, "the import never committed a chunk"
-        time.sleep(0.02)
+    wait_for(lambda: _rows(sessions)[2] != before, 120, "the import to commit a chunk", every=0.02)
     service.kill_web()
     sender.join(30)
 

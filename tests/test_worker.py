@@ -16,6 +16,7 @@ from app.models import Job, JobStatus
 from app.models._types import utcnow
 from app.worker import queue
 from app.worker.loop import JobContext, Worker
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -147,7 +148,6 @@ def test_worker_command_drains_the_queue(sessions, settings, tmp_path):
 
 
 def test_embedded_service_runs_jobs_in_process(settings):
-    import time
 
     from fastapi.testclient import TestClient
 
@@ -158,10 +158,11 @@ def test_embedded_service_runs_jobs_in_process(settings):
     )
     with TestClient(app):
         job_id = enqueue(app.state.session_factory, "mystery")
-        deadline = time.monotonic() + 10
-        while job(app.state.session_factory, job_id).status not in queue.FINISHED:
-            assert time.monotonic() < deadline, "the in-process worker never ran the job"
-            time.sleep(0.05)
+        wait_for(
+            lambda: job(app.state.session_factory, job_id).status in queue.FINISHED,
+            10,
+            "the in-process worker to run the job",
+        )
     assert job(app.state.session_factory, job_id).status is JobStatus.failed
     app.state.engine.dispose()
 
@@ -223,7 +224,6 @@ def test_the_worker_command_refuses_an_unknown_job_kind(settings, tmp_path):
 def test_a_jobs_outcome_is_recorded_without_waiting_for_the_upkeep_beside_it(sessions):
     """A fit's version serves as its handler returns; its job read `running` for as long
     as the upkeep beside it took to end its task (seconds under load)."""
-    import time
 
     from app.worker.loop import Upkeep
 
@@ -242,10 +242,12 @@ def test_a_jobs_outcome_is_recorded_without_waiting_for_the_upkeep_beside_it(ses
     thread = threading.Thread(target=worker.run, kwargs={"until_idle": True})
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while job(sessions, job_id).status is not JobStatus.succeeded:
-            assert time.monotonic() < deadline, "the outcome waited for the upkeep's task"
-            time.sleep(0.05)
+        # (the upkeep's task holds on for 30 s: an outcome that waited for it never comes)
+        wait_for(
+            lambda: job(sessions, job_id).status is JobStatus.succeeded,
+            10,
+            "the outcome, while the upkeep beside it is mid-task",
+        )
     finally:
         release.set()
         thread.join(30)
@@ -356,12 +358,7 @@ def _start_timed_worker(sessions, started: dict, bell=None):
 
 
 def _wait_for(started: dict, job_id: int, seconds: float = 10.0) -> None:
-    import time
-
-    deadline = time.monotonic() + seconds
-    while job_id not in started:
-        assert time.monotonic() < deadline, "the job did not start"
-        time.sleep(0.005)
+    wait_for(lambda: job_id in started, seconds, "the job to start", every=0.005)
 
 
 def test_a_queued_job_wakes_an_idle_worker_at_once(sessions):
