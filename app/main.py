@@ -14,8 +14,10 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from jinja2 import ChoiceLoader, FileSystemLoader, FunctionLoader
 
 import app.jobs  # noqa: F401 (registers every job kind and the workers' upkeep)
+from app import formats
 from app.auth.api import router as tokens_router
 from app.auth.service import PasswordChecks, is_live_token, web_session_caller
 from app.auth.views import router as auth_pages
@@ -115,6 +117,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "caller": getattr(request.state, "caller", None),
             }
         ],
+    )
+    # A format kept outside templates/ brings its own (app/formats).
+    templates.env.loader = ChoiceLoader(
+        [FileSystemLoader(ROOT / "templates"), FunctionLoader(formats.template_source)]
     )
     install_filters(templates.env)
     templates.env.globals["path_for"] = path_for

@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from app.formats import TRIPLET, named
 from app.learn import FeatureOracle
 
 API = "/api/v1"
@@ -103,53 +104,9 @@ class _Items:
         self.rng = random.Random(seed)
 
     def choose(self, comparison: dict) -> dict:
-        """The answer's body: a triplet's `choice`, a screen's `picks`, a sorting screen's
-        `sides` (each item a triplet decision of its own, with the oracle's noise)."""
-        if comparison.get("format") == "sort":
-            left, right = (self.index[pivot["key"]] for pivot in comparison["pivots"])
-            keys = [item["key"] for item in comparison["items"]]
-            answered = self.oracle.answer(np.array([[self.index[k], left, right] for k in keys]))
-            return {
-                "sides": [
-                    {"key": key, "side": "left" if row[1] == left else "right"}
-                    for key, row in zip(keys, answered.tolist(), strict=True)
-                ]
-            }
-        if comparison.get("format", "triplet") != "triplet":
-            return {"picks": self._pick(comparison)}
-        a, left, right = (
-            self.index[comparison[role]["key"]] for role in ("anchor", "left", "right")
-        )
-        if a in (left, right):  # an attention check: the anchor itself is a candidate
-            right_answer = "left" if a == left else "right"
-            if self.rng.random() < self.noise:
-                right_answer = "right" if right_answer == "left" else "left"
-            return {"choice": right_answer}
-        answered = self.oracle.answer(np.array([[a, left, right]]))
-        return {"choice": "left" if answered[0, 1] == left else "right"}
-
-    def _pick(self, comparison: dict) -> list[str]:
-        """A screen's picks, each decision with the oracle's noise; a check (an item
-        shown twice, or the reference among the items) is answered right, but for the
-        lapses of the uniform noise model."""
-        keys = [item["key"] for item in comparison["items"]]
-        shown = [self.index[key] for key in keys]
-        lapse = self.rng.random() < self.noise
-        if comparison["format"] == "odd_one_out":
-            once = [key for key in keys if keys.count(key) == 1]
-            if len(once) == 1:  # a check
-                return [self.rng.choice(keys) if lapse else once[0]]
-            return [keys[shown.index(self.oracle.odd_one_out(shown))]]
-        reference, picks = comparison["reference"]["key"], comparison["picks"]
-        if reference in keys:  # a check: the reference itself comes first
-            if lapse:
-                return self.rng.sample(keys, picks)
-            rest = [key for key in keys if key != reference]
-            ids = [self.index[key] for key in rest]
-            more = self.oracle.rank(self.index[reference], ids, picks - 1) if picks > 1 else ()
-            return [reference, *(rest[ids.index(item)] for item in more)]
-        picked = self.oracle.rank(self.index[reference], shown, comparison["picks"])
-        return [keys[shown.index(item)] for item in picked]
+        """The answer's body, as the comparison's format answers (app/formats): a
+        triplet's `choice`, a screen's `picks`, a sorting screen's `sides`."""
+        return named(comparison.get("format", TRIPLET.name)).simulated_answer(comparison, self)
 
 
 @dataclass(frozen=True)

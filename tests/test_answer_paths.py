@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import insert, select, update
 
+from app import formats
 from app.auth.service import create_token
 from app.builds import jobs as build_jobs
 from app.builds.jobs import STEP
@@ -33,11 +34,9 @@ from app.models import (
     BuildStatus,
     Choice,
     Item,
-    JudgementFormat,
     LinkState,
     Purpose,
     QuerySlot,
-    RatingFormat,
     SlotState,
     TripletSource,
 )
@@ -54,8 +53,7 @@ ENUMS = {
     "Choice": Choice,
     "TripletSource": TripletSource,
     "LinkState": LinkState,
-    "RatingFormat": RatingFormat,
-    "JudgementFormat": JudgementFormat,
+    "formats": {"TRIPLET": formats.TRIPLET},
     "BuildStatus": BuildStatus,
 }
 

@@ -525,7 +525,8 @@ def test_deleting_an_item_takes_every_judgement_that_showed_it_whole(app, client
     from sqlalchemy import func, select
 
     from app.core.db import unit_of_work
-    from app.models import Item, Judgement, JudgementFormat, Triplet
+    from app.formats import ODD_ONE_OUT, RANK
+    from app.models import Item, Judgement, Triplet
     from tests.support.judgements import store_judgements
 
     pid = project["id"]
@@ -538,9 +539,9 @@ def test_deleting_an_item_takes_every_judgement_that_showed_it_whole(app, client
             session,
             pid,
             [
-                (JudgementFormat.rank, [k[0]], [k[1], k[2], k[3], k[4]], [k[2], k[1]]),
-                (JudgementFormat.rank, [k[5]], [k[6], k[7], k[1], k[2]], [k[7], k[6]]),
-                (JudgementFormat.odd_one_out, [], [k[5], k[6], k[7]], [k[7]]),
+                (RANK, [k[0]], [k[1], k[2], k[3], k[4]], [k[2], k[1]]),
+                (RANK, [k[5]], [k[6], k[7], k[1], k[2]], [k[7], k[6]]),
+                (ODD_ONE_OUT, [], [k[5], k[6], k[7]], [k[7]]),
             ],
         )
     assert client.get(f"/api/v1/projects/{pid}", headers=auth).json()["triplet_count"] == 12
@@ -551,7 +552,7 @@ def test_deleting_an_item_takes_every_judgement_that_showed_it_whole(app, client
     assert deleted.json()["answers_deleted"] == 5
     with app.state.session_factory() as session:
         formats = session.scalars(select(Judgement.format).order_by(Judgement.id)).all()
-        assert formats == [JudgementFormat.rank, JudgementFormat.odd_one_out]
+        assert formats == [RANK, ODD_ONE_OUT]
         assert session.scalar(select(func.count()).select_from(Triplet)) == 7
     assert client.get(f"/api/v1/projects/{pid}", headers=auth).json()["triplet_count"] == 7
 

@@ -82,7 +82,7 @@ def test_a_rank_study_serves_k_of_n_screens_and_stores_each_as_one_judgement(
     (judgement,) = rows_of(app, Judgement, pid)
     with app.state.session_factory() as session:
         assert session.scalars(select(Rater.answers)).all() == [1]
-    assert judgement.format == "rank" and judgement.response_time_ms == 900
+    assert judgement.format.name == "rank" and judgement.response_time_ms == 900
     assert len(judgement.context) == 1 and len(judgement.shown) == 4 and len(judgement.chosen) == 2
     derived = rows_of(app, Triplet, pid)
     assert len(derived) == rank_triplet_count(4, 2) == 5
@@ -111,7 +111,7 @@ def test_an_odd_one_out_is_one_tap_and_two_triplets(client, auth, project, app):
     odd = shown[1]
     state = answer_screen(client, slug, token, screen["query_id"], picks=[odd]).json()
     (judgement,) = rows_of(app, Judgement, pid)
-    assert judgement.format == "odd_one_out" and judgement.context == []
+    assert judgement.format.name == "odd_one_out" and judgement.context == []
     derived = rows_of(app, Triplet, pid)
     assert len(derived) == 2
     assert {t.farther_id for t in derived} == set(judgement.chosen)

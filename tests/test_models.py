@@ -801,7 +801,8 @@ def test_a_fit_holds_out_each_judgements_triplets_together(app, client, auth, pr
     are whole judgements, in the fit and in its cross-validation."""
     from sqlalchemy import select
 
-    from app.models import Item, JudgementFormat, LearnedModel, Project
+    from app.formats import RANK
+    from app.models import Item, LearnedModel, Project
     from app.training import fitting, runs
     from tests.support.judgements import store_judgements
     from tests.support.uploads import upload
@@ -824,7 +825,7 @@ def test_a_fit_holds_out_each_judgements_triplets_together(app, client, auth, pr
             near = sorted(shown, key=lambda i: np.linalg.norm(points[i] - points[reference]))
             screens.append(
                 (
-                    JudgementFormat.rank,
+                    RANK,
                     [int(item_id[reference])],
                     [int(item_id[i]) for i in shown],
                     [int(item_id[i]) for i in near[:2]],

@@ -112,7 +112,7 @@ def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_j
     again = answered(sides)
     assert again.status_code == 200 and again.json()["replayed"] is True
     [judgement] = rows_of(app, Judgement, pid)
-    assert judgement.format.value == "sort"
+    assert judgement.format.name == "sort"
     ids = {key: item_id for item_id, key in _item_ids(app, pid).items()}
     assert judgement.context == [ids[pivots[0]], ids[pivots[1]]]
     assert judgement.shown == [ids[key] for key in keys]
@@ -301,4 +301,4 @@ def test_an_item_deleted_after_its_build_is_cancelled_takes_its_sorting_screen_a
     sides = [{"key": key, "side": "left"} for key in keys]
     late = answer_screen(client, slug, token, screen["query_id"], sides=sides)
     assert late.status_code == 404
-    assert [row for row in rows_of(app, Assignment, pid) if row.format.value == "sort"] == []
+    assert [row for row in rows_of(app, Assignment, pid) if row.format.name == "sort"] == []

@@ -5,7 +5,7 @@ from app.models.build import Build, BuildStatus
 from app.models.item import Item, Split
 from app.models.job import Job, JobStatus
 from app.models.learned import LearnedModel, ModelKind, ModelVersion, VersionStatus
-from app.models.project import LabelType, LinkState, Project, RatingFormat
+from app.models.project import LabelType, LinkState, Project
 from app.models.queue import (
     ADAPTIVE_PURPOSES,
     Assignment,
@@ -27,7 +27,6 @@ from app.models.researcher import (
 from app.models.tally import AnswerTally, AnswerTallyCursor
 from app.models.triplet import (
     Judgement,
-    JudgementFormat,
     Triplet,
     TripletSource,
     Upload,
@@ -48,7 +47,6 @@ __all__ = [
     "Job",
     "JobStatus",
     "Judgement",
-    "JudgementFormat",
     "LabelType",
     "LinkState",
     "LearnedModel",
@@ -57,7 +55,6 @@ __all__ = [
     "Routing",
     "RoutingStatus",
     "Project",
-    "RatingFormat",
     "Purpose",
     "QuerySlot",
     "Rater",

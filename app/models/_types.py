@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from sqlalchemy import JSON, BigInteger, DateTime, Enum, Integer
+from sqlalchemy import JSON, BigInteger, DateTime, Enum, Integer, String
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeDecorator
 
 from app.core.clock import utcnow  # noqa: F401 (the models' default timestamps)
+from app.formats import JudgementFormat, named
 
 # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -36,6 +37,20 @@ class UtcDateTime(TypeDecorator):
 
 
 Timestamp = UtcDateTime()
+
+
+class FormatName(TypeDecorator):
+    """A judgement format (app/formats), stored by its name. No CHECK constraint: the
+    registry is the list of formats, so a format is added by writing its module."""
+
+    impl = String(32)
+    cache_ok = True
+
+    def process_bind_param(self, value: str | JudgementFormat | None, dialect) -> str | None:
+        return None if value is None else named(value).name
+
+    def process_result_value(self, value: str | None, dialect) -> JudgementFormat | None:
+        return None if value is None else named(value)
 
 
 def string_enum(enum: type[StrEnum], name: str) -> Enum:

@@ -8,7 +8,8 @@ from sqlalchemy import BigInteger, Float, ForeignKey, Index, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
-from app.models._types import Timestamp, string_enum, utcnow
+from app.formats import TRIPLET, JudgementFormat
+from app.models._types import FormatName, Timestamp, string_enum, utcnow
 
 
 class LabelType(StrEnum):
@@ -26,16 +27,6 @@ class LinkState(StrEnum):
     closed = "closed"
     open = "open"
     paused = "paused"
-
-
-class RatingFormat(StrEnum):
-    """What each screen of a study asks (app/learn/judgements.py: the triplets each
-    answer implies). A CompRF build's own queries are triplets or sorting screens,
-    whatever the study's format."""
-
-    triplet = "triplet"  # is the one on top closer to the left or the right item?
-    odd_one_out = "odd_one_out"  # which of three is least like the other two?
-    rank = "rank"  # pick the `picks` most like the reference among `shown`, in order
 
 
 def new_public_slug() -> str:
@@ -91,10 +82,9 @@ class Project(Base):
         String(300), default="Which of the two is closer to the one on top?"
     )
     allow_cant_tell: Mapped[bool] = mapped_column(default=False)
-    judgement: Mapped[RatingFormat] = mapped_column(
-        string_enum(RatingFormat, "judgement"),
-        default=RatingFormat.triplet,
-        server_default=RatingFormat.triplet.value,
+    # The format its screens ask (app/formats: one a study may choose).
+    judgement: Mapped[JudgementFormat] = mapped_column(
+        FormatName(), default=TRIPLET, server_default=TRIPLET.name
     )
     # A rank screen: `shown` items beside the reference, of which the rater picks `picks`.
     shown: Mapped[int] = mapped_column(default=8, server_default="8")

@@ -7,8 +7,8 @@ from sqlalchemy import BigInteger, ForeignKey, Index, Integer, LargeBinary, Smal
 from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from app.core.db import Base
-from app.models._types import BigId, JsonValue, Timestamp, string_enum, utcnow
-from app.models.triplet import JudgementFormat
+from app.formats import TRIPLET, Choice, JudgementFormat
+from app.models._types import BigId, FormatName, JsonValue, Timestamp, string_enum, utcnow
 
 
 class Purpose(IntEnum):
@@ -87,12 +87,6 @@ class QuerySlot(Base):
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
 
 
-class Choice(StrEnum):
-    left = "left"
-    right = "right"
-    cant_tell = "cant_tell"
-
-
 class Assignment(Base):
     """A query served to one rater: the lease they hold, and then their answer.
 
@@ -145,9 +139,7 @@ class Assignment(Base):
     response_time_ms: Mapped[int | None] = mapped_column(Integer)
     triplet_id: Mapped[int | None] = mapped_column(BigId)
     format: Mapped[JudgementFormat] = mapped_column(
-        string_enum(JudgementFormat, "judgement_format"),
-        default=JudgementFormat.triplet,
-        server_default=JudgementFormat.triplet.value,
+        FormatName(), default=TRIPLET, server_default=TRIPLET.name
     )
     shown: Mapped[list | None] = mapped_column(JsonValue)
     picks: Mapped[int | None] = mapped_column(SmallInteger)  # how many the rater picks

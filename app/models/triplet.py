@@ -7,7 +7,8 @@ from sqlalchemy import ForeignKey, Index, Integer, String, false, func, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
-from app.models._types import BigId, JsonValue, Timestamp, string_enum, utcnow
+from app.formats import JudgementFormat
+from app.models._types import BigId, FormatName, JsonValue, Timestamp, string_enum, utcnow
 
 
 class TripletSource(StrEnum):
@@ -100,15 +101,6 @@ class Triplet(Base):
     judgement_id: Mapped[int | None] = mapped_column(BigId)
 
 
-class JudgementFormat(StrEnum):
-    """What a screen asked (see app/learn/judgements.py for the triplets each implies)."""
-
-    triplet = "triplet"  # is the anchor closer to the left or the right item?
-    odd_one_out = "odd_one_out"  # which of three is least like the other two?
-    rank = "rank"  # pick the k most similar to the reference among n, in order
-    sort = "sort"  # put each item with the pivot it resembles more
-
-
 class Judgement(Base):
     """One screen a person answered (or an uploaded row of a judgement file), kept as
     shown and as answered; the triplets it implies are stored with its id.
@@ -133,9 +125,7 @@ class Judgement(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     project_id: Mapped[int] = mapped_column(Integer)
-    format: Mapped[JudgementFormat] = mapped_column(
-        string_enum(JudgementFormat, "judgement_format")
-    )
+    format: Mapped[JudgementFormat] = mapped_column(FormatName())
     context: Mapped[list] = mapped_column(JsonValue, default=list)
     shown: Mapped[list] = mapped_column(JsonValue)
     chosen: Mapped[list] = mapped_column(JsonValue)

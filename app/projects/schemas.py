@@ -3,10 +3,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from app.core.fields import INT4_MAX, RequestModel
-from app.models import LabelType, LinkState, RatingFormat
+from app.formats import TRIPLET, JudgementFormat, asked_by_studies, study_format
+from app.models import LabelType, LinkState
 
 
 class ProjectCreate(RequestModel):
@@ -55,15 +56,24 @@ ASKED = "What is asked"
 QUALITY = "Quality"
 
 
-# The judgement formats as the settings page offers them, each in a sentence.
-SCREEN_WORDS: dict[str, Any] = {
-    RatingFormat.triplet.value: "Triplet: is the item on top closer to the left or the "
-    "right one? One triplet a screen.",
-    RatingFormat.odd_one_out.value: "Odd one out: which of three items is least like the "
-    "other two? One tap, two triplets.",
-    RatingFormat.rank.value: "Rank: pick the items most like a reference among several, "
-    "most alike first. Many triplets a screen.",
-}
+def _study_format(value: Any) -> str:
+    """A study's judgement format by name (app/formats: one a study may choose)."""
+    if isinstance(value, JudgementFormat):
+        return value.name
+    if not isinstance(value, str):
+        raise ValueError("judgement must be a format's name")
+    return study_format(value).name
+
+
+def _offered_formats(schema: dict[str, Any]) -> None:
+    """The formats as the settings page offers them, each in a sentence (read when the
+    schema is made, so a format registered since is offered)."""
+    schema.update(_shown(ASKED, "choice"))
+    schema["enum"] = [format.name for format in asked_by_studies()]
+    schema["x-choices"] = {format.name: format.label for format in asked_by_studies()}
+
+
+StudyFormatName = Annotated[str, BeforeValidator(_study_format)]
 
 
 class RatingSettings(BaseModel):
@@ -133,9 +143,8 @@ class RatingSettings(BaseModel):
         description="Where such a rater is sent; null: completion_url",
         json_schema_extra=_shown(SESSIONS, "url"),
     )
-    judgement: RatingFormat = Field(
-        default=RatingFormat.triplet,
-        strict=False,
+    judgement: StudyFormatName = Field(
+        default=TRIPLET.name,
         title="What each screen asks",
         description="triplet: which of two items is closer to a third (one triplet a "
         "screen); odd_one_out: which of three is least like the other two (two triplets a "
@@ -143,7 +152,7 @@ class RatingSettings(BaseModel):
         "`shown`, most alike first (k(n-k) + k(k-1)/2 triplets a screen: 13 for 2 of 8). "
         "The samplers' questions are asked on screens too; a CompRF build's own queries "
         "stay triplets",
-        json_schema_extra={**_shown(ASKED, "choice"), "x-choices": SCREEN_WORDS},
+        json_schema_extra=_offered_formats,
     )
     shown: int = Field(
         default=8,
@@ -314,6 +323,10 @@ def setting_display(name: str) -> dict[str, Any]:
     """How the settings page shows a rating setting: its section, kind of field and, for a
     choice, the words for each value."""
     shown = RatingSettings.model_fields[name].json_schema_extra
+    if callable(shown):  # made when read (the judgement formats)
+        made: dict[str, Any] = {}
+        shown(made)
+        return made
     assert isinstance(shown, dict)  # every setting declares one (_shown)
     return shown
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db import on_commit
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
+from app.formats import ScreenShape, study_format
 from app.items.images import ImageStore
 from app.models import (
     Item,
@@ -20,14 +21,12 @@ from app.models import (
     LinkState,
     Project,
     Rater,
-    RatingFormat,
     Researcher,
     Triplet,
     TripletSource,
 )
 from app.models._types import utcnow
 from app.projects.schemas import NULLABLE_RATING_SETTINGS, RATER_DESTINATIONS
-from app.scheduling.screens import items_per_screen
 from app.triplets.service import count_triplets
 from app.triplets.tally import answers_per_hour
 
@@ -141,14 +140,6 @@ def delete_project(*, session: Session, store: ImageStore, project: Project) -> 
     on_commit(session, lambda: store.remove_project(project_id))
 
 
-# The question each format asks unless the researcher words it otherwise.
-DEFAULT_QUESTIONS = {
-    RatingFormat.triplet: "Which of the two is closer to the one on top?",
-    RatingFormat.odd_one_out: "Which one is least like the other two?",
-    RatingFormat.rank: "Pick the ones most like the one on top, most alike first.",
-}
-
-
 def update_rating(
     *, session: Session, project: Project, changes: dict, may_redirect_raters: bool = True
 ) -> Project:
@@ -177,7 +168,7 @@ def update_rating(
             f"random_share + attention_rate must be at most 1; got {random_share} + "
             f"{attention_rate}"
         )
-    judgement = RatingFormat(changes.get("judgement", project.judgement))
+    judgement = study_format(changes.get("judgement", project.judgement))
     shown = changes.get("shown", project.shown)
     picks = changes.get("picks", project.picks)
     if picks >= shown:
@@ -185,17 +176,18 @@ def update_rating(
             f"picks must be fewer than shown (a rank screen leaves items unpicked); got "
             f"picks {picks} of shown {shown}"
         )
-    needed = items_per_screen(judgement, shown)
+    needed = judgement.items_per_screen(ScreenShape(shown, picks))
     if project.link_state is LinkState.open and (
         (items := count_items(session=session, project=project)) < needed
     ):
         raise Conflict(
-            f"this study's link is open with {items} items, and a {judgement.value} screen "
+            f"this study's link is open with {items} items, and a {judgement.name} screen "
             f"of these settings shows {needed}: upload items or show fewer"
         )
     if judgement is not project.judgement and "question" not in changes:
-        if project.question == DEFAULT_QUESTIONS[project.judgement]:
-            project.question = DEFAULT_QUESTIONS[judgement]
+        if project.question == project.judgement.default_question:
+            project.question = judgement.default_question
+    changes = {**changes, "judgement": judgement} if "judgement" in changes else changes
     for name, value in changes.items():
         setattr(project, name, value)
     project.settings_version += 1
@@ -210,11 +202,11 @@ def set_link(*, session: Session, project: Project, state: LinkState) -> Project
     already shown count."""
     if state is LinkState.open and project.link_state is not LinkState.open:
         items = count_items(session=session, project=project)
-        needed = items_per_screen(project.judgement, project.shown)
+        needed = project.judgement.items_per_screen(project)
         if items < needed:
             raise Conflict(
                 f"the study link cannot open yet: project {project.id} has {items} item"
-                f"{'' if items == 1 else 's'}, and a {project.judgement.value} screen shows "
+                f"{'' if items == 1 else 's'}, and a {project.judgement.name} screen shows "
                 f"{needed}; upload items first"
             )
         if project.link_opened_at is None:

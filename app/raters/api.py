@@ -77,7 +77,7 @@ def rater_answers(
             **detail.response_times(session=session, rater=rater).__dict__
         ),
         answers=[
-            RaterAnswerOut(**answer.__dict__)
+            RaterAnswerOut(**{**answer.__dict__, "format": answer.format.name})
             for answer in detail.answers(session=session, rater=rater, limit=limit)
         ],
     )

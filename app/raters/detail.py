@@ -12,8 +12,8 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.models import Assignment, Choice, Item, JudgementFormat, Purpose, Rater
-from app.scheduling.screens import check_passed
+from app.formats import TRIPLET, JudgementFormat, PickedScreen
+from app.models import Assignment, Choice, Item, Purpose, Rater
 
 PURPOSE_WORDS = {
     Purpose.routing: "routing a new item",
@@ -36,7 +36,7 @@ class RaterAnswer:
     chosen: str | None  # the key of the candidate chosen; None for "can't tell"
     response_time_ms: int | None
     passed: bool | None  # an attention check's result; None for any other comparison
-    format: JudgementFormat = JudgementFormat.triplet
+    format: JudgementFormat = TRIPLET
     shown: list[str] = field(default_factory=list)  # a screen's items, in display order
     picked: list[str] = field(default_factory=list)  # a screen's picks, in order
 
@@ -58,8 +58,8 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
     found = []
     for row in rows:
         # A sorting screen's items are triplet queries (item, pivots) answered by a side.
-        if row.format not in (JudgementFormat.triplet, JudgementFormat.sort):
-            found.append(_screen_answer(row, keys))
+        if isinstance(row.format, PickedScreen):
+            found.append(_screen_answer(row, row.format, keys))
             continue
         left, right = (row.lo_id, row.hi_id) if row.left_is_lo else (row.hi_id, row.lo_id)
         choice = row.choice
@@ -84,8 +84,8 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
     return found
 
 
-def _screen_answer(row: Assignment, keys: dict[int, str]) -> RaterAnswer:
-    reference = row.anchor_id if row.format is JudgementFormat.rank else None
+def _screen_answer(row: Assignment, format: PickedScreen, keys: dict[int, str]) -> RaterAnswer:
+    reference = row.anchor_id if format.has_reference else None
     picked = row.chosen or []
     shown = row.shown or []
     attention = row.purpose == Purpose.attention
@@ -99,7 +99,7 @@ def _screen_answer(row: Assignment, keys: dict[int, str]) -> RaterAnswer:
         choice="picked" if picked else Choice.cant_tell.value,
         chosen=keys.get(picked[0], "?") if picked else None,
         response_time_ms=row.response_time_ms,
-        passed=(bool(picked) and check_passed(row.format, reference, shown, picked))
+        passed=(bool(picked) and format.check_passed(reference, shown, picked))
         if attention
         else None,
         format=row.format,

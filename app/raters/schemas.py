@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.fields import RequestModel
-from app.models import JudgementFormat
+from app.formats import TRIPLET
 
 
 class RaterOut(BaseModel):
@@ -65,9 +65,7 @@ class ParticipantOut(BaseModel):
 class RaterAnswerOut(BaseModel):
     answered_at: datetime
     purpose: str = Field(description="Why it was asked: random, a CompRF node, attention check, …")
-    format: JudgementFormat = Field(
-        default=JudgementFormat.triplet, description="What the screen asked"
-    )
+    format: str = Field(default=TRIPLET.name, description="What the screen asked")
     anchor: str = Field(
         description="triplet: the item on top; sort: the item placed (one row per item of "
         "a sorting screen); rank: the reference; else empty"

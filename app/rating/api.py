@@ -8,7 +8,6 @@ from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import transaction
 from app.core.routes import StrictJSONRoute
-from app.models import JudgementFormat
 from app.raters.service import project_by_slug
 from app.rating import service as rating
 from app.rating.deps import RaterToken, find_rater, media_folder
@@ -38,7 +37,7 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
     if state.comparison is not None:
         shown = state.comparison
         media = _media_folder(request, slug)
-        if shown.format is JudgementFormat.triplet:
+        if not shown.format.served_as_screen:
             anchor, left, right = shown.triplet_cards()
             comparison = ComparisonOut(
                 query_id=shown.assignment_id,
@@ -49,10 +48,10 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
         else:
             comparison = ComparisonOut(
                 query_id=shown.assignment_id,
-                format=shown.format,
+                format=shown.format.name,
                 items=[_item(media, item) for item in shown.items],
                 reference=None if shown.reference is None else _item(media, shown.reference),
-                picks=None if shown.format is JudgementFormat.sort else shown.picks,
+                picks=shown.picks if shown.format.answered_with == "picks" else None,
                 pivots=None
                 if shown.pivots is None
                 else [_item(media, pivot) for pivot in shown.pivots],

@@ -5,7 +5,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.core.fields import RequestModel
-from app.models import Choice, JudgementFormat, LinkState
+from app.formats import TRIPLET
+from app.models import Choice, LinkState
 from app.scheduling.service import MAX_QUERY_ID, MAX_RESPONSE_MS
 
 
@@ -33,8 +34,8 @@ class ComparisonOut(BaseModel):
     query_id: int = Field(
         description="Send it back with the answer: it makes the answer idempotent"
     )
-    format: JudgementFormat = Field(
-        default=JudgementFormat.triplet,
+    format: str = Field(
+        default=TRIPLET.name,
         description="What the screen asks: triplet (anchor, left, right; answer with "
         "`choice`), odd_one_out (three `items`; answer with `picks`: the key of the one "
         "least like the other two), rank (`reference` and `items`; answer with `picks`: "

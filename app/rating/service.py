@@ -17,10 +17,10 @@ from app.auth.service import hash_token
 from app.builds import jobs as build_jobs
 from app.core import caches
 from app.core.db import unit_of_work
+from app.formats import TRIPLET, JudgementFormat
 from app.models import (
     Choice,
     Item,
-    JudgementFormat,
     LinkState,
     Project,
     Rater,
@@ -48,13 +48,14 @@ class Shown:
 @dataclass(frozen=True)
 class Comparison:
     """A triplet (anchor, left, right), or a screen of another format: its items in
-    display order, its reference (rank), how many to pick, its pivots (sort)."""
+    display order, its reference (a format with one), how many to pick, its pivots (a
+    sorting screen)."""
 
     assignment_id: int
     anchor: Shown | None
     left: Shown | None
     right: Shown | None
-    format: JudgementFormat = JudgementFormat.triplet
+    format: JudgementFormat = TRIPLET
     items: tuple[Shown, ...] = ()
     reference: Shown | None = None
     picks: int = 0
@@ -69,7 +70,7 @@ class Comparison:
     def triplet_cards(self) -> tuple[Shown, Shown, Shown]:
         """A triplet's anchor, left and right."""
         if self.anchor is None or self.left is None or self.right is None:
-            raise ValueError(f"a {self.format.value} screen has no anchor and sides")
+            raise ValueError(f"a {self.format.name} screen has no anchor and sides")
         return self.anchor, self.left, self.right
 
 
@@ -180,10 +181,10 @@ def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -
 def _screen(
     assignment_id: int, format: JudgementFormat, cards: list[Shown], picks: int
 ) -> Comparison:
-    """A screen as shown: a rank screen's cards start with its reference, a sorting
-    screen's with its two pivots."""
-    pivots = (cards[0], cards[1]) if format is JudgementFormat.sort else None
-    reference = cards[0] if format is JudgementFormat.rank else None
+    """A screen as shown: its cards start with its pivots or its reference, if it has
+    them."""
+    pivots = (cards[0], cards[1]) if format.has_pivots else None
+    reference = cards[0] if format.has_reference else None
     first = 2 if pivots else int(reference is not None)
     return Comparison(
         assignment_id,
@@ -275,12 +276,11 @@ def preview(*, session: Session, project: Project, answered: int = 0) -> RaterSt
     if len(picked) < wanted:
         return _progress(project, answered, None, replayed=False, asked=False, previewing=True)
     cards = [Shown(item.key, item.text, item.image_file) for item in picked]
-    if not screens.is_screen_study(project):
+    format = project.judgement
+    if not format.served_as_screen:
         comparison = Comparison.triplet(0, cards)
     else:
-        format = JudgementFormat(project.judgement.value)
-        picks = project.picks if format is JudgementFormat.rank else 1
-        comparison = _screen(0, format, cards, picks)
+        comparison = _screen(0, format, cards, format.picks_of(project))
     return _progress(project, answered, comparison, replayed=False, asked=False, previewing=True)
 
 
@@ -390,7 +390,7 @@ async def answer_quickly(
     if not allowed_id or not scheduling.response_time_allowed(response_time_ms):
         return None  # the full path names what is wrong
     project = raters.studies().cached(slug)
-    if project is None or screens.is_screen_study(project):
+    if project is None or project.judgement.served_as_screen:
         return None  # the function hands a study of screens to the full path
     item_ids = study_items.item_ids().cached(project)
     if item_ids is None:

@@ -14,8 +14,9 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, Unprocessable
-from app.models import ADAPTIVE_PURPOSES, Choice, JudgementFormat, Project, Purpose, Rater
-from app.scheduling import screens, sorting
+from app.formats import SORT, PickedScreen, named
+from app.models import ADAPTIVE_PURPOSES, Choice, Project, Purpose, Rater
+from app.scheduling import sorting
 from app.scheduling.statements import (
     ANSWER_SLOT,
     COUNT_ANSWER,
@@ -117,13 +118,13 @@ def submit_screen(
     served = SCREEN_SERVED.run(session, ids)
     if served is None:
         raise NotFound(f"no query {ids['assignment']} was served to you")
-    format = JudgementFormat(served.format)
-    if format in (JudgementFormat.triplet, JudgementFormat.sort):
-        raise Unprocessable(screens.expected_answer(format, 0, project.allow_cant_tell))
+    format = named(served.format)
+    if not isinstance(format, PickedScreen):
+        raise Unprocessable(format.expected_answer(0, project.allow_cant_tell))
     shown = _listed(served.shown)
     picked: list[int] | None = None
     if picks is not None:
-        found = screens.picked_ids(format, shown, served.picks, keys_of(shown), picks)
+        found = format.picked_ids(shown, served.picks, keys_of(shown), picks)
         if isinstance(found, str):
             raise Unprocessable(found)
         picked = found
@@ -140,16 +141,16 @@ def submit_screen(
     )
     if claimed is None:
         return AnswerOutcome(replayed=True)
-    reference = served.anchor_id if format is JudgementFormat.rank else None
+    reference = served.anchor_id if format.has_reference else None
     check = served.purpose == Purpose.attention
-    passed = check and picked is not None and screens.check_passed(format, reference, shown, picked)
+    passed = check and picked is not None and format.check_passed(reference, shown, picked)
     count_answer(session, project, rater, ids, check, passed)
     if check:
         return after_check(session, project, rater, ids["now"])
     slot_owner = settle_slot(session, served.slot_id, rater, picked is not None)
     if picked is None:
         return AnswerOutcome(replayed=False)
-    implied = screens.implied_triplets(format, reference, shown, picked)
+    implied = format.implied_triplets(reference, shown, picked)
     context = [] if reference is None else [reference]
     judgement = {"format": format, "context": context, "shown": shown, "chosen": picked}
     return _judged(project, ids, response_time_ms, served, slot_owner, judgement, implied.tolist())
@@ -195,13 +196,13 @@ def submit_sort(
     served = SCREEN_SERVED.run(session, ids)
     if served is None:
         raise NotFound(f"no query {ids['assignment']} was served to you")
-    format = JudgementFormat(served.format)
-    if format is not JudgementFormat.sort:
-        raise Unprocessable(screens.expected_answer(format, served.picks))
+    format = named(served.format)
+    if format.answered_with != "sides":  # (the sorting screen's; SORT reads them)
+        raise Unprocessable(format.expected_answer(served.picks))
     shown = _listed(served.shown)
     sides = [Choice.cant_tell.value] * len(shown)
     if sent is not None:
-        found = sorting.sides_of(shown, keys_of(shown), sent, project.allow_cant_tell)
+        found = SORT.sides_of(shown, keys_of(shown), sent, project.allow_cant_tell)
         if isinstance(found, str):
             raise Unprocessable(found)
         sides = found
@@ -230,15 +231,11 @@ def submit_sort(
         settled = settle_slot(session, slot_id, rater, side_of[item] != Choice.cant_tell.value)
         owner = settled if settled[0] is not None else owner
     pivots = (served.lo_id, served.hi_id) if served.left_is_lo else (served.hi_id, served.lo_id)
-    told = [
-        (item, *(pivots if side == Choice.left.value else pivots[::-1]))
-        for item, side in zip(shown, sides, strict=True)
-        if side != Choice.cant_tell.value
-    ]
+    told = SORT.sorted_triplets(pivots, shown, sides)
     if not told:
         return AnswerOutcome(replayed=False)
     judgement = {
-        "format": JudgementFormat.sort,
+        "format": SORT,
         "context": list(pivots),
         "shown": shown,
         "chosen": sides,

@@ -63,9 +63,10 @@ BEGIN
      WHERE s.token_hash = p_token_hash AND p.public_slug = p_slug;
     -- A rater screened out by failed attention checks answers nothing more (the Python
     -- path shows them their code).
-    -- A study of screens (odd-one-out, rank) is served by the Python path.
+    -- A study of screens (any format but the triplet: app/formats) is served by the
+    -- Python path.
     IF NOT FOUND OR who.screened_out_at IS NOT NULL
-       OR who.judgement <> 'triplet' /* RatingFormat.triplet */
+       OR who.judgement <> 'triplet' /* formats.TRIPLET */
        OR (p_choice = 'cant_tell' /* Choice.cant_tell */ AND NOT who.allow_cant_tell)
        -- A build that sorts (sort_size > 1) asks its queries on sorting screens, which
        -- the Python path serves: a draw that goes to the queue is handed over.
@@ -82,7 +83,7 @@ BEGIN
        SET answered_at = p_now, choice = p_choice, response_time_ms = p_elapsed
      WHERE a.id = p_assignment AND a.rater_id = who.rater_id
        AND a.answered_at IS NULL AND a.purpose <> 4 /* Purpose.attention */
-       AND a.format = 'triplet' /* JudgementFormat.triplet */
+       AND a.format = 'triplet' /* formats.TRIPLET */
     RETURNING a.slot_id, a.anchor_id, a.lo_id, a.hi_id, a.left_is_lo, a.purpose INTO given;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,

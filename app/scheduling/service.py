@@ -13,8 +13,8 @@ assignment answered and writes one triplet; a retry, a double click or a replay 
 answered and writes nothing. An answer whose lease expired still counts if it is the
 assignment's first.
 
-Studies of screens (odd-one-out, rank: app/scheduling/screens.py) serve their random
-questions and checks as screens, and a sampler's proposed triplet on a screen around it.
+Studies of screens (a format drawn at random: app/formats, app/scheduling/screens.py)
+serve their random questions and checks as screens, and a sampler's proposed triplet on a screen around it.
 A build that sorts asks up to `sort_size` of a node's items on one sorting screen
 (app/scheduling/sorting.py); otherwise CompRF's queries are triplets. An answered
 screen is stored as one judgement with the triplets it implies.
@@ -31,11 +31,11 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError, Unprocessable
 from app.core.fields import INT8_MAX
+from app.formats import SORT, Screen, named
 from app.models import (
     ADAPTIVE_PURPOSES,
     Assignment,
     Choice,
-    JudgementFormat,
     LinkState,
     Project,
     Purpose,
@@ -44,7 +44,6 @@ from app.models._types import utcnow
 from app.scheduling import answers, screens, sorting, unseen
 from app.scheduling.answers import ActiveRater, AnswerOutcome
 from app.scheduling.draws import Draws
-from app.scheduling.screens import Screen
 from app.scheduling.statements import (
     ANSWER,
     LEASE,
@@ -76,15 +75,16 @@ class ServedQuery:
 
     @classmethod
     def of(cls, assignment: Assignment) -> ServedQuery:
-        if assignment.format is JudgementFormat.triplet:
+        format = assignment.format
+        if not format.served_as_screen:
             return cls(assignment.id, assignment.anchor_id, assignment.left_id, assignment.right_id)
-        if assignment.format is JudgementFormat.sort:
-            pivots = (assignment.left_id, assignment.right_id)
-            screen = Screen(JudgementFormat.sort, None, tuple(assignment.shown or ()), 0, pivots)
-            return cls(assignment.id, 0, 0, 0, screen)
-        reference = assignment.anchor_id if assignment.format is JudgementFormat.rank else None
-        shown = tuple(assignment.shown or ())
-        screen = Screen(assignment.format, reference, shown, assignment.picks or 0)
+        screen = format.served(
+            assignment.anchor_id,
+            assignment.left_id,
+            assignment.right_id,
+            assignment.shown or (),
+            assignment.picks or 0,
+        )
         return cls(assignment.id, 0, 0, 0, screen)
 
 
@@ -176,7 +176,7 @@ def serve_next(
     ids = item_ids().get(session, project)
 
     def unseen_query(check: bool):
-        if screens.is_screen_study(project):
+        if screens.screen_format(project) is not None:
             return unseen.screen(session, project, rater.id, ids, check, draws)
         return unseen.triplet(session, rater.id, ids, check, draws)
 
@@ -192,7 +192,7 @@ def serve_next(
             return _serve_sort(session, project, rater, slot, size, draws, now, expires)
         if slot is not None:
             purpose, chosen = Purpose(slot.priority), (slot.anchor_id, slot.lo_id, slot.hi_id)
-            if purpose is Purpose.proposal and screens.is_screen_study(project):
+            if purpose is Purpose.proposal and screens.screen_format(project) is not None:
                 # A sampler's question, asked on a screen of the study's format.
                 chosen = (
                     unseen.screen_around(session, project, rater.id, ids, chosen, draws) or chosen
@@ -297,14 +297,14 @@ def _serve_sort(
             "left_is_lo": left_is_lo,
             "now": now,
             "expires": expires,
-            "format": JudgementFormat.sort,
+            "format": SORT,
             "shown": list(shown),
             "picks": None,
         },
     ).id
     sorting.serve_siblings(session, first_id, served, siblings, expires)
     pivots = (slot.lo_id, slot.hi_id) if left_is_lo else (slot.hi_id, slot.lo_id)
-    return ServedQuery(first_id, 0, 0, 0, Screen(JudgementFormat.sort, None, shown, 0, pivots))
+    return ServedQuery(first_id, 0, 0, 0, Screen(SORT, None, shown, 0, pivots))
 
 
 MAX_RESPONSE_MS = 86_400_000
@@ -349,18 +349,13 @@ def submit_answer(
         served = SERVED_TO.run(session, ids)
         if served is None:
             raise NotFound(f"no query {assignment_id} was served to you")
-        if served.format == JudgementFormat.triplet.value:
+        format = named(served.format)
+        if format.answered_with == "choice":
             return AnswerOutcome(replayed=True)
-        if served.format == JudgementFormat.sort.value and choice is Choice.cant_tell:
-            return answers.submit_sort(
-                session, project, rater, ids, None, response_time_ms, keys_of
-            )
         if choice is not Choice.cant_tell:
-            format = JudgementFormat(served.format)
-            raise Unprocessable(
-                screens.expected_answer(format, served.picks, project.allow_cant_tell)
-            )
-        return answers.submit_screen(session, project, rater, ids, None, response_time_ms, keys_of)
+            raise Unprocessable(format.expected_answer(served.picks, project.allow_cant_tell))
+        submit = answers.submit_sort if format.answered_with == "sides" else answers.submit_screen
+        return submit(session, project, rater, ids, None, response_time_ms, keys_of)
 
     chosen_lo = (choice is Choice.left) == answered.left_is_lo
     check = answered.purpose == Purpose.attention

@@ -19,13 +19,13 @@ from sqlalchemy import Row, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.core.db import FastStatement
-from app.models import Assignment, Build, Choice, JudgementFormat, QuerySlot
+from app.formats import SORT
+from app.models import Assignment, Build, QuerySlot
 from app.scheduling.statements import IS_OPEN, NOW, lease_free, seen_by_rater
 
 # A build's sorting screens show at most this many items (the page lays out 12 beside
 # the two pivots on a phone).
 MOST_SORTED = 12
-SIDES = (Choice.left.value, Choice.right.value, Choice.cant_tell.value)
 
 SORT_SIZE = FastStatement(select(Build.sort_size).where(Build.id == bindparam("build")))
 
@@ -110,49 +110,12 @@ def serve_siblings(
                     "purpose": row.priority,
                     "anchor_id": row.anchor_id,
                     "expires_at": expires,
-                    "format": JudgementFormat.sort,
+                    "format": SORT,
                     "screen_id": first_id,
                 }
                 for row in siblings
             ],
         )
-
-
-def expected_sides(allow_cant_tell: bool) -> str:
-    sides = '"left" or "right"' + (', or "cant_tell"' if allow_cant_tell else "")
-    return (
-        'this query is a sorting screen: answer with "sides", one {"key", "side"} per item '
-        f"shown, the side of the pivot it is more like ({sides})"
-    )
-
-
-def sides_of(
-    shown: list[int], keys: dict[int, str], sent: list[tuple[str, str]], allow_cant_tell: bool
-) -> list[str] | str:
-    """The side each shown item was put on, in display order, or what is wrong with
-    `sent` (pairs of item key and side)."""
-    wrong = expected_sides(allow_cant_tell)
-    by_key = {keys[item]: at for at, item in enumerate(shown) if item in keys}
-    sides: list[str | None] = [None] * len(shown)
-    for key, side in sent:
-        at = by_key.get(key)
-        if at is None:
-            return f"{wrong}; {key!r} is not one of the items shown"
-        if sides[at] is not None:
-            return f"{wrong}; {key!r} was sent twice"
-        if side not in SIDES:
-            return f"{wrong}; no side for {key!r}" if not side else f"{wrong}; got {side!r}"
-        if side == Choice.cant_tell.value and not allow_cant_tell:
-            return f'{wrong}; this project does not offer "can\'t tell" ({key!r})'
-        sides[at] = side
-    missing = [
-        keys.get(item, str(item)) for item, side in zip(shown, sides, strict=True) if side is None
-    ]
-    if missing:
-        return f"{wrong}; no side for {missing[0]!r}" + (
-            f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-        )
-    return [side for side in sides if side is not None]  # (every one is set)
 
 
 def siblings_answered(session: Session, first_id: int, rater_id: int) -> Sequence[Row]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, case, exists, insert, literal_column, or_, select, update
 
 from app.core.db import FastStatement
+from app.formats import TRIPLET
 from app.models import (
     Assignment,
     Judgement,
@@ -48,7 +49,7 @@ ANSWER = FastStatement(
         Assignment.id == bindparam("assignment"),
         Assignment.rater_id == bindparam("rater"),
         Assignment.answered_at.is_(None),
-        Assignment.format == literal_column("'triplet'"),
+        Assignment.format == literal_column(f"'{TRIPLET.name}'"),
     )
     .values(
         answered_at=NOW,
@@ -136,7 +137,7 @@ _SERVED = {
 }
 SERVE = FastStatement(
     insert(Assignment)
-    .values(**_SERVED, format=literal_column("'triplet'"))
+    .values(**_SERVED, format=literal_column(f"'{TRIPLET.name}'"))
     .returning(Assignment.id)
 )
 

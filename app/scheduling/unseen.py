@@ -8,10 +8,10 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.formats import Screen
 from app.models import Assignment, Project
 from app.scheduling import screens
 from app.scheduling.draws import RANDOM_DRAWS, Draws
-from app.scheduling.screens import Screen
 from app.scheduling.statements import SEEN
 
 
@@ -91,9 +91,12 @@ def screen_around(
 ) -> Screen | None:
     """A proposed triplet asked on a screen of the study's format the rater was never
     served (a few draws of the other items); None: ask it as a triplet."""
+    format = screens.screen_format(project)
+    if format is None:
+        return None
     rng = draws.search_rng()
     for _ in range(RANDOM_DRAWS):
-        found = screens.around(project, ids, triplet, rng)
+        found = format.around(project, ids, triplet, rng)
         if found is None or not _was_served(session, rater_id, found.key):
             return found
     return None

@@ -1,6 +1,7 @@
-"""Judgements in files: uploads of odd-one-out and rank ("pick k of n") judgements, each
-stored as one judgement with the triplets it implies (app/learn/judgements.py), and the
-export of every judgement as shown and answered.
+"""Judgements in files: uploads of judgements of the formats files take in (app/formats:
+odd-one-out, rank ("pick k of n"), …), each stored as one judgement with the triplets its
+format says it implies, and the export of every judgement as shown and answered. Each
+format checks the shape of its rows and writes its cells.
 
 One column layout serves both, so an export uploads again, and the files real studies
 publish map onto it (THINGS' odd-one-out triplets: `item1..item3` and the odd one as
@@ -11,7 +12,7 @@ publish map onto it (THINGS' odd-one-out triplets: `item1..item3` and the odd on
     item1 …     the items shown, in display order (3 to 12; trailing cells may be empty)
     pick1 …     what was picked, in order: the odd one (odd-one-out), or the picks most
                 like the reference, most alike first (rank: fewer than the items)
-    format      optional: odd_one_out or rank (else: rank with a reference, else
+    format      optional: the format's name (else: rank with a reference, else
                 odd-one-out), and rater, response_time_ms, created_at as for triplets
 
 The export adds the judgements of CompRF's sorting screens (format `sort`): their
@@ -32,18 +33,16 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 from sqlalchemy import Engine, exists, func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import ProblemCollector, echo
 from app.core.spreadsheets import spreadsheet_safe
-from app.learn.judgements import odd_one_out_triplets, rank_triplets
+from app.formats import PickedScreen, UnknownFormat, named, uploaded
 from app.models import (
     Item,
     Judgement,
-    JudgementFormat,
     Project,
     Rater,
     Upload,
@@ -65,7 +64,6 @@ MOST_ITEMS = 12
 CELLS = ("rater", "response_time_ms", "created_at")
 PIVOTS = ("pivot_left", "pivot_right")
 OPTIONAL = ("judgement", "format", "reference", *PIVOTS, *CELLS)
-UPLOADED = (JudgementFormat.odd_one_out, JudgementFormat.rank)
 _NUMBERED = re.compile(r"^(item|pick)([1-9][0-9]?)$")
 _CHUNK = 5_000  # judgements a committed chunk holds (up to 13 triplets each)
 
@@ -111,25 +109,12 @@ class _Judgements:
         optional cells; a problem is recorded instead of a judgement."""
         reference = fields.get("reference")
         reference = None if reference in ("", None) else reference
-        declared = fields.get("format")
-        try:
-            format = JudgementFormat(declared) if declared not in ("", None) else None
-        except ValueError:
-            format = None
-        if format is JudgementFormat.sort or any(fields.get(name) for name in PIVOTS):
-            self._bad(
-                row,
-                "format",
-                "a sorting screen's judgement is not uploaded: upload its triplets instead",
-            )
+        format = self._format(row, fields, reference)
+        if format is None:
             return
-        if format not in (None, *UPLOADED):
-            self._bad(row, "format", f"'{echo(declared)}' is not odd_one_out or rank")
-            return
-        format = format or (
-            JudgementFormat.rank if reference is not None else JudgementFormat.odd_one_out
-        )
-        if not self._shape_fits(row, format, reference, items, picks):
+        problem = format.file_row_problem(reference, items, picks)
+        if problem is not None:
+            self._bad(row, *problem)
             return
         ids = [self._id(row, f"item{at}", key) for at, key in enumerate(items, start=1)]
         chosen = [self._id(row, f"pick{at}", key) for at, key in enumerate(picks, start=1)]
@@ -164,31 +149,34 @@ class _Judgements:
         if len(self.pending) >= _CHUNK:
             self.flush(commit=True)
 
-    def _shape_fits(self, row, format, reference, items, picks) -> bool:
-        if format is JudgementFormat.odd_one_out:
-            if reference is not None:
-                self._bad(row, "reference", "an odd-one-out has no reference")
-            elif len(items) != 3 or len(picks) != 1:
-                self._bad(
-                    row,
-                    None,
-                    f"an odd-one-out shows 3 items and picks 1; got {len(items)} and {len(picks)}",
-                )
-            else:
-                return True
-            return False
-        if reference is None:
-            self._bad(row, "reference", "a rank judgement needs its reference")
-        elif not 3 <= len(items) <= MOST_ITEMS or not 1 <= len(picks) < len(items):
+    def _format(self, row: int, fields: dict[str, Any], reference) -> PickedScreen | None:
+        """The row's format: the one it declares, else the one read by default for a row
+        with (or without) a reference; None once a problem is recorded."""
+        declared = fields.get("format")
+        try:
+            known = None if declared in ("", None) else named(declared)
+        except UnknownFormat:
+            known = None
+        if (known is not None and known.has_pivots) or any(fields.get(name) for name in PIVOTS):
             self._bad(
                 row,
-                None,
-                f"a rank judgement shows 3 to {MOST_ITEMS} items and picks fewer than it shows; "
-                f"got {len(items)} and {len(picks)}",
+                "format",
+                "a sorting screen's judgement is not uploaded: upload its triplets instead",
             )
-        else:
-            return True
-        return False
+            return None
+        files = uploaded()
+        if declared not in ("", None):
+            if not isinstance(known, PickedScreen) or known not in files:
+                choices = " or ".join(format.name for format in files)
+                self._bad(row, "format", f"'{echo(declared)}' is not {choices}")
+                return None
+            return known
+        with_reference = reference is not None
+        return next(
+            format
+            for format in files
+            if format.read_when_undeclared and format.has_reference == with_reference
+        )
 
     def flush(self, commit: bool = False) -> None:
         """Write the judgements read so far, and their triplets (unless a problem was found)."""
@@ -221,12 +209,11 @@ class _Judgements:
         self.writer.write(rows, commit=commit)
 
 
-def _implied(judgement: dict) -> np.ndarray:
-    if judgement["format"] is JudgementFormat.odd_one_out:
-        return odd_one_out_triplets([judgement["shown"]], judgement["chosen"])[0].tolist()
-    return rank_triplets(judgement["context"], [judgement["shown"]], [judgement["chosen"]])[
-        0
-    ].tolist()
+def _implied(judgement: dict) -> list:
+    context = judgement["context"]
+    reference = context[0] if context else None
+    format = judgement["format"]
+    return format.implied_triplets(reference, judgement["shown"], judgement["chosen"]).tolist()
 
 
 def _numbered(columns: list[str], kind: str) -> list[int]:
@@ -374,17 +361,15 @@ def _exported(engine: Engine, project_id: int) -> Iterator[list[dict]]:
 
 
 def _judgement_out(row, keys: dict[int, str], raters: dict[int, str]) -> dict:
-    sorting = row.format is JudgementFormat.sort
-    pivots = [keys.get(pivot) for pivot in row.context] if sorting else [None, None]
+    cells = row.format.exported(row.context, row.shown, row.chosen, keys)
     return {
         "judgement": row.id,
-        "format": row.format.value,
-        "reference": keys.get(row.context[0]) if row.format is JudgementFormat.rank else None,
-        "pivot_left": pivots[0],
-        "pivot_right": pivots[1],
+        "format": row.format.name,
+        "reference": cells.reference,
+        "pivot_left": cells.pivot_left,
+        "pivot_right": cells.pivot_right,
         "items": [keys.get(item) for item in row.shown],
-        # A sorting screen's: the side each item was put on.
-        "picks": list(row.chosen) if sorting else [keys.get(item) for item in row.chosen],
+        "picks": cells.picks,
         "rater": raters.get(row.rater_id),
         "response_time_ms": row.response_time_ms,
         "created_at": row.created_at.isoformat(),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from app.learn.judgements import odd_one_out_triplets, rank_triplets
-from app.models import Judgement, JudgementFormat, Triplet, TripletSource
+from app.formats import named
+from app.models import Judgement, Triplet, TripletSource
 
 
 def store_judgements(session: Session, project_id: int, screens) -> list[int]:
@@ -18,10 +18,8 @@ def store_judgements(session: Session, project_id: int, screens) -> list[int]:
         )
         session.add(judgement)
         session.flush()
-        if fmt is JudgementFormat.rank:
-            implied, _ = rank_triplets(context, [shown], [chosen])
-        else:
-            implied, _ = odd_one_out_triplets([shown], chosen)
+        reference = context[0] if context else None
+        implied = named(fmt).implied_triplets(reference, shown, chosen)
         session.add_all(
             Triplet(
                 project_id=project_id,

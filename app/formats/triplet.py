@@ -1,0 +1,38 @@
+"""The triplet: is the item on top closer to the left or the right one? One triplet a
+screen. The scheduler draws triplets itself (and closer_answer() answers them in one
+call on PostgreSQL); a triplet is stored as its triplet, not as a judgement."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.formats.base import JudgementFormat, SimulatedRater
+from app.formats.registry import register
+
+
+class TripletComparison(JudgementFormat):
+    name = "triplet"
+    label = "Triplet: is the item on top closer to the left or the right one? One triplet a screen."
+    default_question = "Which of the two is closer to the one on top?"
+    answered_with = "choice"
+    served_as_screen = False
+    answers_word = "comparisons"
+    noun = "comparison"
+
+    def expected_answer(self, picks: int, allow_cant_tell: bool = True) -> str:
+        return 'this query is a triplet: answer with "choice" ("left" or "right")'
+
+    def simulated_answer(self, comparison: dict, rater: SimulatedRater) -> dict:
+        a, left, right = (
+            rater.index[comparison[role]["key"]] for role in ("anchor", "left", "right")
+        )
+        if a in (left, right):  # an attention check: the anchor itself is a candidate
+            right_answer = "left" if a == left else "right"
+            if rater.rng.random() < rater.noise:
+                right_answer = "right" if right_answer == "left" else "left"
+            return {"choice": right_answer}
+        answered = rater.oracle.answer(np.array([[a, left, right]]))
+        return {"choice": "left" if answered[0, 1] == left else "right"}
+
+
+TRIPLET = register(TripletComparison())
