@@ -14,7 +14,7 @@ import pytest
 from app.core.db import make_engine, make_session_factory
 from app.learn import FeatureOracle, random_triplets
 from app.models import Job, JobStatus, ModelVersion
-from app.training import fitting, jobs
+from app.training import jobs, kinds
 from app.training.jobs import refit_check
 from app.worker import queue
 from app.worker.loop import JobContext, Worker
@@ -117,7 +117,8 @@ def test_a_cancel_that_meets_the_fits_last_step_wins_and_the_fit_never_serves(
     project_id, _ = blob_project
     model = create_model(client, auth, project_id, name="t", kind="tete", params={"max_iter": 30})
     answers = {}
-    real = fitting.FITTERS["tete"]
+    learner = kinds.of("tete")
+    real = learner.fit
 
     def fit_then_cancel(*args):
         outcome = real(*args)
@@ -126,7 +127,7 @@ def test_a_cancel_that_meets_the_fits_last_step_wins_and_the_fit_never_serves(
         )
         return outcome
 
-    monkeypatch.setitem(fitting.FITTERS, "tete", fit_then_cancel)
+    monkeypatch.setattr(learner, "fit", fit_then_cancel)
     Worker(app.state.session_factory).run(until_idle=True)
     assert answers["cancel"].status_code == 200
     assert answers["cancel"].json()["status"] == "cancelled"

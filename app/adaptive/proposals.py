@@ -42,6 +42,7 @@ from app.models import (
 )
 from app.models._types import utcnow
 from app.scheduling.statements import IS_OPEN, lease_free
+from app.training import kinds
 from app.training.fitted import Fitted, required_part
 from app.training.service import load_fitted, newest_ready
 from app.triplets.log import answer_columns, item_positions, newest_id
@@ -73,13 +74,15 @@ def _is_proposal():
 
 
 def newest_fitted(
-    session: Session, project_id: int, kind: ModelKind
+    session: Session, project_id: int, of_kinds: list[ModelKind]
 ) -> tuple[ModelVersion, Fitted] | None:
-    """The project's most recently fitted version of a model of this kind, and its
+    """The project's most recently fitted version of a model of these kinds, and its
     artifact."""
     newest, newest_at = None, None
     for model in session.scalars(
-        select(LearnedModel).where(LearnedModel.project_id == project_id, LearnedModel.kind == kind)
+        select(LearnedModel).where(
+            LearnedModel.project_id == project_id, LearnedModel.kind.in_(of_kinds)
+        )
     ):
         version = newest_ready(session, model.id)
         if version is None or version.fitted_at is None:
@@ -118,7 +121,7 @@ def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.
         "labels": labels,
         "wanted": wanted,
     }
-    found = newest_fitted(session, project.id, ModelKind.tete)
+    found = newest_fitted(session, project.id, kinds.informing("embedding"))
     if found is not None:
         _, fitted = found
         coordinates = required_part(fitted.coordinates)
@@ -132,7 +135,7 @@ def sampler_state(session: Session, project: Project) -> tuple[SamplerState, np.
         state.update(embedding=embedding, placed=placed, new_items=np.flatnonzero(~placed))
     # What the boosted classifiers believe of each item: the labelling sampler asks where
     # they are torn between classes.
-    found = newest_fitted(session, project.id, ModelKind.tripletboost)
+    found = newest_fitted(session, project.id, kinds.informing("class_shares"))
     predictions = None if found is None else found[1].predictions
     if found is not None and predictions is not None:
         _, fitted = found
@@ -151,7 +154,7 @@ def _has_boosting(session: Session, project_id: int) -> bool:
                 select(LearnedModel.id)
                 .where(
                     LearnedModel.project_id == project_id,
-                    LearnedModel.kind == ModelKind.tripletboost,
+                    LearnedModel.kind.in_(kinds.informing("class_shares")),
                 )
                 .exists()
             )
@@ -305,14 +308,16 @@ def standings(session: Session, only_project: int | None = None) -> list[Standin
             .join(ModelVersion, ModelVersion.model_id == LearnedModel.id)
             .where(
                 ModelVersion.status == VersionStatus.ready,
-                LearnedModel.kind.in_([ModelKind.tete, ModelKind.tripletboost]),
+                LearnedModel.kind.in_(kinds.informing()),
                 *only,
             )
             .group_by(LearnedModel.project_id)
         ).all()
     )
     for boosted in session.scalars(
-        select(LearnedModel.project_id).where(LearnedModel.kind == ModelKind.tripletboost, *only)
+        select(LearnedModel.project_id).where(
+            LearnedModel.kind.in_(kinds.informing("class_shares")), *only
+        )
     ):
         fitted.setdefault(boosted, None)
     if not fitted:

@@ -14,7 +14,6 @@ from app.core.deps import SessionDep
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
-from app.models import ModelKind
 from app.predictions import service
 from app.predictions.schemas import (
     DistancesOut,
@@ -25,6 +24,7 @@ from app.predictions.schemas import (
     RoutingStarted,
 )
 from app.projects.service import get_project
+from app.training import kinds
 from app.training.service import build_of, get_model
 
 router = APIRouter(
@@ -59,7 +59,7 @@ def predict(
     if not body.items and not body.new_items:
         raise ServiceError("items and new_items are both empty: name at least one item")
     served = service.serving(session, model, body.version)
-    if model.kind is ModelKind.comprf:
+    if kinds.of(model.kind).from_build:
         if body.new_items:
             raise ServiceError(
                 "new_items: a CompRF forest routes only items in the project; add them as "
@@ -118,7 +118,7 @@ def embedding(
     """Every item's coordinates: t-ETE's embedding, or DisDF's learnt representation."""
     _, model = _model(session, researcher, project_id, model_id)
     served = service.serving(session, model, version)
-    if model.kind is ModelKind.comprf:
+    if kinds.of(model.kind).from_build:
         raise ServiceError("a CompRF forest gives no embedding: t-ETE and DisDF models do")
     body = service.embedding_body(served, model.id, format)
     if format == "csv":
@@ -155,7 +155,7 @@ def export_predictions(
     forest, the labels of its newest complete routing (the items it routed)."""
     _, model = _model(session, researcher, project_id, model_id)
     media_type = "application/json" if format == "json" else "text/csv; charset=utf-8"
-    if model.kind is ModelKind.comprf:
+    if kinds.of(model.kind).from_build:
         build = build_of(session, model)
         routed = routing.newest_routing(session, build.id, complete=True) if build else None
         if build is None or routed is None:
@@ -223,6 +223,6 @@ def neighbors(
 
 
 def _metric_model(session, model, version):
-    if model.kind is ModelKind.comprf:
+    if kinds.of(model.kind).from_build:
         raise ServiceError("a CompRF forest gives no distances: t-ETE, SMERF and DisDF do")
     return service.serving(session, model, version)

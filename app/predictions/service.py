@@ -22,10 +22,10 @@ from sqlalchemy.orm import Session
 from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.spreadsheets import spreadsheet_safe
-from app.models import LearnedModel, ModelKind, ModelVersion, Routing, VersionStatus
+from app.models import LearnedModel, ModelVersion, Routing, VersionStatus
+from app.training import kinds
 from app.training import service as training
 from app.training.fitted import Fitted, ItemPredictions, required_part
-from app.training.fitting import boost_predictions
 
 MOST_CACHED = 8
 
@@ -108,7 +108,7 @@ def serving(session: Session, model: LearnedModel, number: int | None = None) ->
         if newest is None:
             raise Conflict(_not_ready(session, model, training.latest_version(session, model.id)))
         version = newest
-    if model.kind is ModelKind.comprf:
+    if kinds.of(model.kind).from_build:
         return ServingModel(ServedVersion.of(version), None)  # CompRF routes, from its build
     return cache().get(session, version)
 
@@ -234,29 +234,17 @@ def predict_new(served: ServingModel, new_items: list[dict[str, Any]]) -> list[d
             "labelled training items of two classes when it was fitted"
         )
     names = [item.get("key") or f"new-{number}" for number, item in enumerate(new_items)]
-    if fitted.kind in ("tripletboost", "tete"):
-        triplets = _new_triplets(fitted, new_items, served.version)
-        n = len(fitted.item_ids)
-        if fitted.kind == "tripletboost":
-            found = boost_predictions(fitted.estimator, triplets, n + np.arange(len(new_items)))
-            return _rows(names, found, np.arange(len(new_items)), known=False)
-        points = fitted.estimator.place(triplets, len(new_items))
-        found = fitted.labels_from_coordinates(points)
-        rows = _rows(names, found, np.arange(len(new_items)), known=False)
+    learner = kinds.of(fitted.kind)
+    if learner.places_new_items_by == "answers":
+        given = _new_triplets(fitted, new_items, served.version)
+    else:
+        given = _new_features(fitted, new_items)
+    found, points = learner.predict_new(fitted, given, len(new_items))
+    rows = _rows(names, found, np.arange(len(new_items)), known=False)
+    if points is not None:
         for row, point in zip(rows, points, strict=True):
             row["coordinates"] = point.tolist()
-        return rows
-    X = _new_features(fitted, new_items)
-    if fitted.kind == "smerf":
-        train_rows = required_part(fitted.features)[required_part(fitted.train_positions)]
-        found = fitted.labels_from_distances(fitted.estimator.predict(X, train_rows))
-    else:
-        model = fitted.estimator
-        proba = model.predict_proba(X)
-        found = ItemPredictions.deciding(
-            model.classes_, proba, np.full(len(X), model.n_levels_, np.int64)
-        )
-    return _rows(names, found, np.arange(len(new_items)), known=False)
+    return rows
 
 
 def _new_triplets(fitted: Fitted, new_items: list[dict], version: ServedVersion) -> np.ndarray:
@@ -318,9 +306,9 @@ def _new_features(fitted: Fitted, new_items: list[dict]) -> np.ndarray:
 
 def _needs_metric(served: ServingModel, what: str) -> Fitted:
     fitted = served.artifact()
-    if not fitted.has_metric:
+    if not kinds.of(fitted.kind).serves_distances:
         raise ServiceError(
-            f"a {fitted.kind} model gives no {what}: t-ETE, SMERF and DisDF models do"
+            f"a {fitted.kind} model gives no {what}: {kinds.serving_distances()} models do"
         )
     return fitted
 
@@ -372,11 +360,7 @@ def _covered(fitted: Fitted, positions: np.ndarray, keys: list[str], where: str)
     has[fitted.candidates()] = True
     lacking = [key for key, position in zip(keys, positions, strict=True) if not has[position]]
     if lacking:
-        reason = (
-            "had no answers when this version was fitted, so they have no place in the embedding"
-            if fitted.kind == "tete"
-            else "have no features"
-        )
+        reason = kinds.of(fitted.kind).uncovered
         raise ServiceError(f"{where}: items that {reason}: {lacking[:20]}")
 
 

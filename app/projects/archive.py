@@ -61,7 +61,9 @@ from app.projects.archive_format import (
 )
 from app.projects.schemas import RatingSettings
 from app.projects.service import create_project, delete_project, update_rating
-from app.training.service import set_up_model, unpack_matrix
+from app.training import kinds
+from app.training.kinds import unpack_matrix
+from app.training.service import set_up_model
 from app.triplets.log import published
 from app.triplets.service import export_triplets_csv, ingest_triplets
 from app.uploads.files import SafeZip, UploadedFile
@@ -532,8 +534,9 @@ def _restore_models(
     model_ids: dict[int, int] = {}  # the archive's refs to the models made here
     for index, entry in enumerate(description.models):
         params = dict(entry.params)
-        if "embedding_model_id" in params:  # the archive's ref, made this server's id
-            params["embedding_model_id"] = model_ids.get(params["embedding_model_id"])
+        reference = kinds.of(entry.kind).model_reference
+        if reference is not None and reference in params:  # the archive's ref, made this
+            params[reference] = model_ids.get(params[reference])  # server's id
         matrix = _archived_matrix(archive, description.format_version, entry, matrix_limit)
         try:
             body = as_model_request(

@@ -339,16 +339,17 @@ def downloads_page(
     """Links to the API's streamed exports: answers (filtered), items, and each model's
     embedding and predicted labels."""
     from app.builds.routing import newest_routing
+    from app.training import kinds
     from app.training.service import list_models, newest_ready
 
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
     models = [
-        (model, newest_ready(session, model.id))
+        (model, kinds.of(model.kind), newest_ready(session, model.id))
         for model in list_models(session=session, project=project)
     ]
     routed = {
         model.id: newest_routing(session, model.build_id, complete=True)
-        for model, _ in models
+        for model, _, _ in models
         if model.build_id is not None
     }
     return page(

@@ -12,6 +12,7 @@ from app.core.routes import StrictJSONRoute
 from app.models import LearnedModel, ModelVersion
 from app.projects.service import get_project
 from app.training import service
+from app.training.kinds import checked_params
 from app.training.schemas import (
     LabelledShare,
     LabellingOut,
@@ -20,7 +21,6 @@ from app.training.schemas import (
     ModelOut,
     ModelUpdate,
     VersionOut,
-    checked_params,
 )
 from app.training.standings import LabellingStanding, labelling_standings
 

@@ -11,13 +11,14 @@ from sqlalchemy.orm import Session
 from app.builds import routing
 from app.models import (
     LearnedModel,
-    ModelKind,
     ModelVersion,
     Project,
     Routing,
     RoutingStatus,
     VersionStatus,
 )
+from app.training import kinds
+from app.training.kinds import LearnerKind
 from app.training.service import (
     UNFINISHED,
     list_models,
@@ -46,15 +47,19 @@ class ModelCard:
         return self.latest is not None and self.latest.status in UNFINISHED
 
     @property
+    def learner(self) -> LearnerKind:
+        return kinds.of(self.model.kind)
+
+    @property
     def trainable(self) -> bool:
         """ "Train now" fits it again (a CompRF model follows its build instead)."""
-        return self.model.kind is not ModelKind.comprf
+        return not self.learner.from_build
 
     @property
     def labelling(self) -> str | None:
         """Where a CompRF model's labelling stands: routing (raters answering its
         questions), labelled, nothing to label, ready to label, or waiting for its build."""
-        if self.model.kind is not ModelKind.comprf:
+        if not self.learner.from_build:
             return None
         if self.routing is not None and self.routing.status is RoutingStatus.routing:
             return "routing"
@@ -68,7 +73,7 @@ class ModelCard:
     def can_label(self) -> bool:
         """The forest is ready, there are test or unlabelled items, and no routing runs."""
         return (
-            self.model.kind is ModelKind.comprf
+            self.learner.from_build
             and self.latest is not None
             and self.latest.status is VersionStatus.ready
             and self.wanted_items > 0
@@ -77,7 +82,7 @@ class ModelCard:
 
     @property
     def has_embedding(self) -> bool:
-        return self.model.kind in (ModelKind.tete, ModelKind.disdf)
+        return self.learner.serves_embedding
 
     @property
     def live(self) -> bool:
@@ -89,7 +94,7 @@ def model_cards(*, session: Session, project: Project) -> list[ModelCard]:
     models = list_models(session=session, project=project)
     wanted = (
         routing.wanted_item_count(session, project.id)
-        if any(model.kind is ModelKind.comprf for model in models)
+        if any(kinds.of(model.kind).from_build for model in models)
         else 0
     )
     cards = []
@@ -97,7 +102,7 @@ def model_cards(*, session: Session, project: Project) -> list[ModelCard]:
         found = versions(session=session, model=model)
         latest = found[0] if found else None
         routed = None
-        if model.kind is ModelKind.comprf and model.build_id is not None:
+        if kinds.of(model.kind).from_build and model.build_id is not None:
             routed = routing.newest_routing(session, model.build_id)
         cards.append(
             ModelCard(

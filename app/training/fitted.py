@@ -138,18 +138,15 @@ class Fitted:
         return self._position_of_key
 
     @property
-    def has_metric(self) -> bool:
-        return self.kind in ("tete", "smerf", "disdf")
-
-    @property
     def has_coordinates(self) -> bool:
         return self.coordinates is not None
 
     # -- distances ---------------------------------------------------------------------
 
     def pair_distances(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
-        """Distances between items `first[i]` and `second[i]` (positions)."""
-        if self.kind == "smerf":
+        """Distances between items `first[i]` and `second[i]` (positions): in its
+        coordinates, or (SMERF, which has none) by its estimator from the features."""
+        if self.coordinates is None:
             rows, row_of = np.unique(first, return_inverse=True)
             columns, column_of = np.unique(second, return_inverse=True)
             features = required_part(self.features)
@@ -161,7 +158,7 @@ class Fitted:
     def distances_to_all(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         """Candidate positions and their distances from one item."""
         candidates = self.candidates()
-        if self.kind == "smerf":
+        if self.coordinates is None:
             features = required_part(self.features)
             row = self.estimator.predict(features[[position]], features[candidates])[0]
             return candidates, row
@@ -169,17 +166,17 @@ class Fitted:
         return candidates, np.sqrt(((Y[candidates] - Y[position]) ** 2).sum(axis=1))
 
     def candidates(self) -> np.ndarray:
-        """Items the metric covers: those with answers in an embedding, the featured ones
-        else."""
-        if self.kind == "tete":
-            if self.answered is None:  # an artifact from before answered items were kept
-                return np.arange(len(self.item_ids))
-            return self.answered
-        return required_part(self.featured)
+        """Items the metric covers: the featured ones in a space of features, those with
+        answers in an embedding of answers."""
+        if self.featured is not None:
+            return self.featured
+        if self.answered is None:  # an artifact from before answered items were kept
+            return np.arange(len(self.item_ids))
+        return self.answered
 
     def answered_mask(self) -> np.ndarray | None:
-        """Per item, whether it had answers in the fit (t-ETE only)."""
-        if self.kind != "tete":
+        """Per item, whether it had answers in the fit (an embedding of answers only)."""
+        if self.featured is not None or self.coordinates is None:
             return None
         mask = np.zeros(len(self.item_ids), bool)
         mask[self.candidates()] = True

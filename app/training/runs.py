@@ -18,7 +18,6 @@ import numpy as np
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from app import learn
 from app.core.db import FastStatement
 from app.core.errors import ServiceError
 from app.items.service import decode_features
@@ -27,7 +26,6 @@ from app.models import (
     Item,
     LabelType,
     LearnedModel,
-    ModelKind,
     ModelVersion,
     Project,
     Split,
@@ -35,10 +33,10 @@ from app.models import (
 )
 from app.models._types import utcnow
 from app.scheduling.thresholds import excluded_rater_ids
-from app.training.fitted import required_part
-from app.training.fitting import FITTERS, CannotFit, Snapshot, measure_on_test_split
+from app.training import kinds
+from app.training.fitted import Fitted
+from app.training.fitting import CannotFit, Snapshot, measure_on_test_split
 from app.training.service import (
-    PASSIVE,
     UNFINISHED,
     answers_since,
     latest_version,
@@ -48,7 +46,6 @@ from app.training.service import (
     newest_ready,
     request_training,
     too_few_answers,
-    unpack_matrix,
 )
 from app.triplets.log import (
     adaptive_ids,
@@ -101,7 +98,9 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
         cutoff=cutoff,
         regression=project.label_type is LabelType.regression,
     )
-    _add_dissimilarity(session, model, snap)
+    kinds.of(model.kind).add_inputs(
+        session, model, snap, lambda model_id: _ready_fit(session, model_id)
+    )
     return snap
 
 
@@ -156,44 +155,11 @@ def _answers(
     return ids, answers, test
 
 
-def _add_dissimilarity(session: Session, model: LearnedModel, snap: Snapshot) -> None:
-    """SMERF's D where it does not come from labels: a t-ETE model's current embedding,
-    or the matrix the researcher uploaded (over item keys)."""
-    if model.kind is not ModelKind.smerf:
-        return
-    source = model.params.get("dissimilarity", "labels")
-    if source == "embedding":
-        embedding_model = session.get(LearnedModel, model.params["embedding_model_id"])
-        ready = newest_ready(session, embedding_model.id) if embedding_model else None
-        if ready is None:
-            raise ServiceError(
-                f"SMERF's D comes from model {model.params['embedding_model_id']}'s "
-                "embedding, which has no ready version yet"
-            )
-        fitted = load_fitted(session, ready.id)
-        # Only items with answers have a place in the embedding; the answers that placed
-        # them cannot measure SMERF: it is measured on the rest (held out, or newer).
-        answered = fitted.candidates()
-        positions = np.searchsorted(snap.item_ids, fitted.item_ids[answered])
-        positions = np.minimum(positions, len(snap.item_ids) - 1)
-        kept = snap.item_ids[positions] == fitted.item_ids[answered]
-        snap.dissimilarity_items = positions[kept]
-        coordinates = required_part(fitted.coordinates)
-        snap.dissimilarity = learn.dissimilarity_from_embedding(coordinates[answered[kept]])
-        unseen = snap.answer_ids > fitted.cutoff
-        if fitted.heldout_answer_ids is not None:
-            unseen |= np.isin(snap.answer_ids, fitted.heldout_answer_ids)
-        snap.measure_on = np.flatnonzero(unseen)
-    elif source == "matrix":
-        if model.inputs is None:
-            raise ServiceError("SMERF's dissimilarity matrix D was never uploaded")
-        keys, matrix = unpack_matrix(model.inputs)
-        position_of = {key: i for i, key in enumerate(snap.keys)}
-        missing = [key for key in keys if key not in position_of]
-        if missing:
-            raise ServiceError(f"D names items no longer in the project: {missing[:10]}")
-        snap.dissimilarity_items = np.array([position_of[key] for key in keys], np.int64)
-        snap.dissimilarity = matrix
+def _ready_fit(session: Session, model_id: int) -> Fitted | None:
+    """The newest ready fit of a model, for a kind that learns from another (SMERF)."""
+    other = session.get(LearnedModel, model_id)
+    ready = newest_ready(session, other.id) if other else None
+    return load_fitted(session, ready.id) if ready else None
 
 
 class FitProblem(Exception):
@@ -238,11 +204,12 @@ def fit_version(
         previous = load_fitted(session, previous_version.id)
         warm_source = previous_version.id
     params = dict(version.params)
+    learner = kinds.of(model.kind)
     session.rollback()  # no transaction (nor snapshot) stays open through the fit
     seconds = {"reading": time.perf_counter() - began}
     began = time.perf_counter()
     try:
-        outcome = FITTERS[model.kind.value](
+        outcome = learner.fit(
             snap,
             params,
             previous,
@@ -251,7 +218,9 @@ def fit_version(
     except (CannotFit, ValueError) as exc:  # the library refused this data or these params
         _fail(session, version_id, str(exc))
         raise FitProblem(str(exc)) from exc
-    measure_on_test_split(snap, outcome.fitted, outcome.metrics, params.get("random_state", 0))
+    if learner.serves_distances:
+        seed = params.get("random_state", 0)
+        measure_on_test_split(snap, outcome.fitted, outcome.metrics, seed)
     seconds["fitting"] = time.perf_counter() - began
     began = time.perf_counter()
     progress(0.96, "storing the model")
@@ -349,7 +318,7 @@ def refit_due(session: Session) -> list[ModelVersion]:
     queued = []
     models = session.scalars(
         select(LearnedModel).where(
-            LearnedModel.auto_refit.is_(True), LearnedModel.kind.in_(PASSIVE)
+            LearnedModel.auto_refit.is_(True), LearnedModel.kind.in_(kinds.passive())
         )
     ).all()
     for model in models:
@@ -376,7 +345,7 @@ def follow_builds(session: Session) -> None:
         .join(LearnedModel, LearnedModel.id == ModelVersion.model_id)
         .join(Build, Build.id == LearnedModel.build_id)
         .where(
-            LearnedModel.kind == ModelKind.comprf,
+            LearnedModel.kind.in_(kinds.from_builds()),
             ModelVersion.status.in_(UNFINISHED),
         )
     ).all()

@@ -8,7 +8,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -143,35 +142,8 @@ class CompRFParams(_Params):
     pass
 
 
-PARAMS: dict[ModelKind, type[_Params]] = {
-    ModelKind.tripletboost: TripletBoostParams,
-    ModelKind.tete: TETEParams,
-    ModelKind.smerf: SMERFParams,
-    ModelKind.disdf: DisDFParams,
-    ModelKind.comprf: CompRFParams,
-}
-
-
 class InvalidParams(ServiceError):
     status_code = 422
-
-
-def checked_params(kind: ModelKind, params: dict[str, Any]) -> dict[str, Any]:
-    """The kind's parameters with defaults filled in, or a 422 naming each bad field."""
-    try:
-        return PARAMS[kind].model_validate(params).model_dump()
-    except ValidationError as exc:
-        raise InvalidParams(
-            [
-                {
-                    "loc": ["body", "params", *exc_error["loc"]],
-                    # pydantic prefixes a validator's own words with its error type
-                    "msg": exc_error["msg"].removeprefix("Value error, "),
-                    "type": exc_error["type"],
-                }
-                for exc_error in exc.errors()
-            ]
-        ) from None
 
 
 class DissimilarityMatrix(RequestModel):

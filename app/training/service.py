@@ -32,17 +32,16 @@ from app.models import (
     VersionStatus,
 )
 from app.models._types import utcnow
+from app.training import kinds
 from app.training.fitted import Fitted
-from app.training.fitting import ANSWERS_NEEDED
-from app.training.schemas import ModelCreate, checked_params
+from app.training.kinds import checked_params, pack_matrix
+from app.training.schemas import ModelCreate
 from app.triplets.log import (
     readable_bound,
 )
 from app.worker import queue
 
 TRAIN_JOB = "train_model"
-PASSIVE = (ModelKind.tripletboost, ModelKind.tete)
-KIND_LABELS = {ModelKind.tripletboost: "TripletBoost", ModelKind.tete: "t-ETE"}
 UNFINISHED = (VersionStatus.queued, VersionStatus.training)
 
 
@@ -71,7 +70,8 @@ def create_model(
     if taken is not None:
         raise Conflict(f"project {project.id} already has a model named '{name}' (id {taken})")
     build = None
-    if kind is ModelKind.comprf:
+    learner = kinds.of(kind)
+    if learner.from_build:
         build = session.get(Build, build_id) if build_id is not None else None
         if build is None or build.project_id != project.id:
             raise NotFound(f"no build {build_id} in project {project.id}: a CompRF model names one")
@@ -82,7 +82,7 @@ def create_model(
         name=name,
         kind=kind,
         params=params,
-        auto_refit=auto_refit and kind in PASSIVE,
+        auto_refit=auto_refit and learner.passive,
         refit_growth=refit_growth,
         min_answers=min_answers,
         build_id=build_id,
@@ -115,14 +115,15 @@ def answers_since(session: Session, project_id: int, after: int) -> int:
 
 def too_few_answers(session: Session, model: LearnedModel) -> str | None:
     """Why a fit of `model` would fail for want of answers now, or None."""
-    needed = ANSWERS_NEEDED.get(model.kind.value)
+    learner = kinds.of(model.kind)
+    needed = learner.answers_needed
     if needed is None:
         return None
     held = answers_since(session, model.project_id, 0)
     if held >= needed:
         return None
     return (
-        f"{KIND_LABELS[model.kind]} needs at least {needed} answer{'s' if needed > 1 else ''} "
+        f"{learner.label} needs at least {needed} answer{'s' if needed > 1 else ''} "
         f"to fit; project {model.project_id} has {held}: it fits once raters have answered"
     )
 
@@ -132,7 +133,7 @@ def _matrix_blob(
 ) -> bytes | None:
     """SMERF's uploaded dissimilarity matrix (the request's, or `given` as keys and an
     array), checked and packed (None: none)."""
-    wants = body.kind is ModelKind.smerf and params.get("dissimilarity") == "matrix"
+    wants = kinds.of(body.kind).takes_matrix(params)
     if body.matrix is None and given is None:
         if wants:
             raise ServiceError("matrix: SMERF with dissimilarity 'matrix' needs the matrix")
@@ -170,10 +171,11 @@ def set_up_model(
     archive's), checked against the project: its parameters, the build or embedding it
     names, features. An archive gives SMERF's matrix as an array (`matrix`)."""
     params = checked_params(body.kind, body.params)
-    if body.kind is ModelKind.comprf and body.build_id is None:
-        raise ServiceError("build_id: a CompRF model comes from a build; name it")
+    learner = kinds.of(body.kind)
+    if learner.from_build and body.build_id is None:
+        raise ServiceError(f"build_id: a {learner.label} model comes from a build; name it")
     check_embedding_source(session=session, project_id=project.id, kind=body.kind, params=params)
-    if body.kind in (ModelKind.smerf, ModelKind.disdf) and not project.feature_dim:
+    if learner.learns_from_features and not project.feature_dim:
         raise ServiceError(
             f"kind: {body.kind.value} learns from item features, and the items of "
             f"project {project.id} have none"
@@ -213,17 +215,21 @@ def get_model(*, session: Session, project: Project, model_id: int) -> LearnedMo
 def check_embedding_source(
     *, session: Session, project_id: int, kind: ModelKind, params: dict[str, Any]
 ) -> None:
-    """A SMERF model learning from an embedding names a t-ETE model of its own project:
-    the one check for creating, changing and importing a model. Another project's model
-    gets the same answer as none at all, so nothing tells whether it exists."""
-    if kind is not ModelKind.smerf or params.get("dissimilarity") != "embedding":
+    """A model learning from another's embedding (SMERF's D) names a model of its own
+    project whose embedding places the items by their answers (t-ETE): the one check for
+    creating, changing and importing a model. Another project's model gets the same
+    answer as none at all, so nothing tells whether it exists."""
+    learner = kinds.of(kind)
+    source = learner.referenced_model(params)
+    if source is None:
         return
-    source = params.get("embedding_model_id")
     usable = isinstance(source, int) and not isinstance(source, bool)
     found = session.get(LearnedModel, source) if usable else None
-    if found is None or found.project_id != project_id or found.kind is not ModelKind.tete:
+    if found is None or found.project_id != project_id or not kinds.of(found.kind).embeds_answers:
+        embedders = " or ".join(other.label for other in kinds.every() if other.embeds_answers)
         raise ServiceError(
-            f"params.embedding_model_id: name a t-ETE model of this project (got {source!r})"
+            f"params.{learner.model_reference}: name a {embedders} model of this project "
+            f"(got {source!r})"
         )
 
 
@@ -232,10 +238,10 @@ def update_policy(*, session: Session, model: LearnedModel, changes: dict[str, A
         check_embedding_source(
             session=session, project_id=model.project_id, kind=model.kind, params=changes["params"]
         )
-    if changes.get("auto_refit") and model.kind not in PASSIVE:
+    if changes.get("auto_refit") and not kinds.of(model.kind).passive:
         raise ServiceError(
-            f"auto_refit: only the passive learners ({', '.join(PASSIVE)}) refit as answers "
-            f"grow; a {model.kind.value} model is trained on request"
+            f"auto_refit: only the passive learners ({', '.join(kinds.passive())}) refit as "
+            f"answers grow; a {model.kind.value} model is trained on request"
         )
     for name, value in changes.items():
         setattr(model, name, value)
@@ -250,7 +256,7 @@ def delete_model(*, session: Session, model: LearnedModel) -> None:
         for other in list_models(
             session=session, project=session.get_one(Project, model.project_id)
         )
-        if other.kind is ModelKind.smerf and other.params.get("embedding_model_id") == model.id
+        if kinds.of(other.kind).referenced_model(other.params) == model.id
     ]
     if learners:
         raise Conflict(
@@ -364,7 +370,7 @@ def route_wanted_items(*, session: Session, project: Project, model: LearnedMode
     """A CompRF model labels the project's test and unlabelled items by routing them down
     its forest, its questions asked of raters first; a routing already under way is
     returned instead of starting a second."""
-    if model.kind is not ModelKind.comprf:
+    if not kinds.of(model.kind).from_build:
         raise Conflict(f"model {model.id} is not a CompRF forest: it labels items without routing")
     build = build_of(session, model)
     if build is None:
@@ -378,7 +384,7 @@ def route_wanted_items(*, session: Session, project: Project, model: LearnedMode
 def request_training(*, session: Session, model: LearnedModel, trigger: str) -> ModelVersion:
     """Queue a fit of `model` on the answers held when it starts; a fit already queued
     or running is returned instead of starting a second."""
-    if model.kind is ModelKind.comprf:
+    if kinds.of(model.kind).from_build:
         raise Conflict(
             f"model {model.id} is a CompRF forest: it grows with its build "
             f"({model.build_id}), not by training"
@@ -502,18 +508,6 @@ def job_of(session: Session, version: ModelVersion) -> Job | None:
 
 
 # -- stored artifacts, and CompRF models that follow their build -----------------------
-
-
-def pack_matrix(keys: list[str], matrix: np.ndarray) -> bytes:
-    header = "\n".join(keys).encode()
-    return len(header).to_bytes(8, "little") + header + matrix.astype("<f8").tobytes()
-
-
-def unpack_matrix(blob: bytes) -> tuple[list[str], np.ndarray]:
-    size = int.from_bytes(blob[:8], "little")
-    keys = blob[8 : 8 + size].decode().split("\n")
-    matrix = np.frombuffer(blob[8 + size :], dtype="<f8").reshape(len(keys), len(keys))
-    return keys, matrix
 
 
 def load_fitted(session: Session, version_id: int) -> Fitted:

@@ -10,7 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.builds import routing
-from app.models import LearnedModel, ModelKind, ModelVersion, Project, VersionStatus
+from app.models import LearnedModel, ModelVersion, Project, VersionStatus
+from app.training import kinds
 from app.training.service import build_of, list_models, newest_ready
 
 # What a learning curve plots, in the order a researcher reads them: (metric path, name).
@@ -81,7 +82,7 @@ def labelling_standings(
         version = newest_ready(session, model.id)
         if version is None:
             continue
-        if model.kind is ModelKind.comprf:
+        if kinds.of(model.kind).from_build:
             routed = _forest_on_test_split(session, model)
             if routed is not None:
                 standings.append(routed)

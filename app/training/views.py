@@ -19,21 +19,13 @@ from app.core.forms import read_model_form
 from app.core.pages import render as page
 from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
-from app.models import ModelKind
 from app.projects.service import get_project
-from app.training import service
+from app.training import kinds, service
 from app.training.cards import model_cards
-from app.training.schemas import PARAMS, ModelCreate
+from app.training.schemas import ModelCreate
 from app.training.standings import labelling_standings
 
 router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
-KIND_NAMES = {
-    ModelKind.tete: "t-ETE embedding",
-    ModelKind.tripletboost: "TripletBoost classifier",
-    ModelKind.comprf: "CompRF forest (from a build)",
-    ModelKind.smerf: "SMERF metric (item features)",
-    ModelKind.disdf: "DisDF metric (item features)",
-}
 
 
 def _models_page(
@@ -55,11 +47,11 @@ def _models_page(
         "tab": "models",
         "cards": cards,
         "live": any(card.live for card in cards),
-        "kinds": KIND_NAMES,
+        "kinds": {learner.kind: learner.title for learner in kinds.every()},
         "builds": list_builds(session=session, project=project),
         "defaults": {
-            kind.value: json.dumps(schema().model_dump(), indent=None)
-            for kind, schema in PARAMS.items()
+            learner.name: json.dumps(learner.params().model_dump(), indent=None)
+            for learner in kinds.every()
         },
         "form": form or {},
         "errors": errors or {},
@@ -181,6 +173,6 @@ def embedding_page(
             "tab": "models",
             "model": model,
             "ready": ready,
-            "kind_name": KIND_NAMES[model.kind],
+            "kind_name": kinds.of(model.kind).title,
         },
     )

@@ -1,0 +1,65 @@
+"""A learner kind is one object (app/training/kinds): every kind the database names has
+one, what it declares holds together, and no code outside the kinds' modules branches on
+a kind's name."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from app.models import ModelKind
+from app.training import kinds
+
+pytestmark = pytest.mark.one_database  # no database: the code alone
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_stored_kind_is_one_registered_object():
+    assert set(kinds.LEARNERS) == set(ModelKind)
+    for kind, learner in kinds.LEARNERS.items():
+        assert learner.kind is kind and kinds.of(kind.value) is learner
+        learner.params()  # its parameters' defaults are valid parameters
+
+
+def test_what_each_kind_declares_holds_together():
+    for learner in kinds.every():
+        if learner.serves_embedding or learner.embeds_answers:
+            assert learner.serves_distances, learner
+        if learner.passive:
+            assert learner.answers_needed and not learner.from_build, learner
+        if learner.from_build:
+            assert learner.places_new_items_by is None and not learner.serves_distances
+        if learner.model_reference is not None:
+            assert learner.model_reference in learner.params.model_fields, learner
+
+
+def test_no_module_outside_the_kinds_branches_on_a_kind_name():
+    """A comparison with a kind (`kind == "smerf"`, `kind is ModelKind.comprf`) outside
+    app/training/kinds is knowledge of a kind kept elsewhere; the templates likewise."""
+    names = {kind.value for kind in ModelKind}
+    found = []
+    for path in (ROOT / "app").rglob("*.py"):
+        if "kinds" in path.parts or "learn" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            for side in (node.left, *node.comparators):
+                named = isinstance(side, ast.Constant) and side.value in names
+                member = (
+                    isinstance(side, ast.Attribute)
+                    and isinstance(side.value, ast.Name)
+                    and side.value.id == "ModelKind"
+                )
+                if named or member:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    listed = "|".join(sorted(names))
+    for path in (ROOT / "templates").rglob("*.html"):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if re.search(rf"""kind[.\w]*\s*(==|!=|in)\s*[("']*({listed})""", line):
+                found.append(f"{path.relative_to(ROOT)}:{number}")
+    assert found == []
