@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 from sklearn.datasets import make_blobs
 
-from app.learn import TETE, FeatureOracle, random_triplets, triplet_error
+from app.learn import TETE, FeatureOracle, TETESearch, random_triplets, triplet_error
 
 SETTINGS = (
     ("human", 0.05),
@@ -49,7 +49,7 @@ def methods(n: int, peers: str, seed: int, fitted: dict) -> dict:
     from cblearn.embedding import CKL, SOE, STE, TSTE
 
     def default(train):
-        fitted["default"] = TETE(random_state=seed).fit(train, n)
+        fitted["default"] = TETESearch(TETE(random_state=seed), dimensions=None).fit(train, n)
         return fitted["default"].embedding_
 
     ours = {

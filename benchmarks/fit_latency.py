@@ -11,7 +11,7 @@ ready (`fitted_at`, this machine's clock), which this process watches in the dat
 every 0.5 s (the Models page asks every 2 s; watching ten times a second slowed the
 watched fit on the server's 2 cores), then confirmed by a GET; it includes waking the
 worker, reading the answers, the fit, and storing the model. The
-peer is `TETE(random_state=0).fit` on the same answers as arrays, in the same run but in
+peer is `TETESearch(TETE(random_state=0)).fit` on the same answers as arrays, in the same run but in
 a process of its own (target: the service within 1.2x of it). The two take turns (a
 library fit, then a model asked, three times): this shared machine's speed drifts by
 10-20% over minutes, and each ratio compares the two at the same moment. Each figure is
@@ -51,7 +51,7 @@ from sqlalchemy import select
 from app.auth.service import create_token
 from app.core import migrations
 from app.core.db import unit_of_work
-from app.learn import TETE, FeatureOracle, random_triplets
+from app.learn import TETE, FeatureOracle, TETESearch, random_triplets
 from app.models import Item, Job, ModelVersion, VersionStatus
 from app.training.runs import _answers, _cutoff
 from tests.support.postgres import start_postgres
@@ -251,7 +251,7 @@ def _library_process(triplets: np.ndarray, items: int) -> None:
 def _library_fit() -> tuple[float, str, int]:
     began = time.perf_counter()
     # The service's defaults: the dimension and the loss chosen.
-    library = TETE(n_components="auto", random_state=0).fit(_LIBRARY_ANSWERS, ITEMS)
+    library = TETESearch(TETE(random_state=0)).fit(_LIBRARY_ANSWERS, ITEMS)
     return time.perf_counter() - began, library.loss_, int(library.n_iter_)
 
 

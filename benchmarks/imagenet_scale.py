@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.learn import TETE, FeatureOracle, triplet_error
+from app.learn import TETE, FeatureOracle, TETESearch, triplet_error
 from benchmarks._memory import current_rss_mib, peak_rss_mib, reset_peak
 
 HELD_OUT = 100_000
@@ -56,12 +56,14 @@ def planted_study(
 
 
 FITS = {
-    "service default (dimension, loss chosen)": {"n_components": "auto"},
-    "previous default (2-D, loss chosen)": {"n_components": 2},
-    "fixed 8-D t-STE": {"n_components": 8, "t": 1.0},
-    "fixed 16-D t-STE": {"n_components": 16, "t": 1.0},
-    "fixed 8-D SOE": {"n_components": 8, "candidates": ("SOE",)},
-    "fixed 16-D SOE": {"n_components": 16, "candidates": ("SOE",)},
+    "service default (dimension, loss chosen)": lambda: TETESearch(TETE(random_state=0)),
+    "previous default (2-D, loss chosen)": lambda: TETESearch(
+        TETE(random_state=0), dimensions=None
+    ),
+    "fixed 8-D t-STE": lambda: TETE(n_components=8, t=1.0, random_state=0),
+    "fixed 16-D t-STE": lambda: TETE(n_components=16, t=1.0, random_state=0),
+    "fixed 8-D SOE": lambda: TETE(n_components=8, loss="SOE", random_state=0),
+    "fixed 16-D SOE": lambda: TETE(n_components=16, loss="SOE", random_state=0),
 }
 DEFAULT = "service default (dimension, loss chosen)"
 
@@ -102,10 +104,10 @@ def main() -> None:
         print(f"{'planted points':<38}{'':>16}{triplet_error(X, test):>10.4f}")
         measured = {}
         fits = {DEFAULT: FITS[DEFAULT]} if args.only_default else FITS
-        for name, params in fits.items():
+        for name, made in fits.items():
 
-            def fit(params=params, train=train, items=items):
-                model = TETE(random_state=0, **params).fit(train, n_items=items)
+            def fit(made=made, train=train, items=items):
+                model = made().fit(train, n_items=items)
                 return model.embedding_, f"{model.loss_} {model.n_components_}-D"
 
             embedding, seconds, peak, chose = _timed(fit)

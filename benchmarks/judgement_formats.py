@@ -34,7 +34,7 @@ from sklearn.datasets import load_digits
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.learn import TETE, FeatureOracle, triplet_error  # noqa: E402
+from app.learn import TETE, FeatureOracle, TETESearch, triplet_error  # noqa: E402
 from app.simulate import run_crowd  # noqa: E402
 from tests.support.service import ServiceProcesses  # noqa: E402
 
@@ -178,7 +178,9 @@ def main() -> None:
                 )
                 for mark in marks:
                     used = triplets[screen < mark]
-                    model = TETE(n_components=args.dim, random_state=0).fit(used, n_items=len(X))
+                    model = TETESearch(
+                        TETE(n_components=args.dim, random_state=0), dimensions=None
+                    ).fit(used, n_items=len(X))
                     results.append(
                         {
                             "data": data_name,

@@ -43,6 +43,7 @@ from app.learn import (  # noqa: E402
     ForestLabellingSampler,
     PanelLabellingSampler,
     SamplerState,
+    TETESearch,
     TripletBoost,
     random_queries,
     triplet_error,
@@ -112,7 +113,9 @@ def embedding(X: np.ndarray, seed: int, budget: int, sampled: bool, random_share
     unbiased = np.ones(len(answers), bool)
     errors = {}
     while True:
-        fitted = TETE(random_state=0).fit(answers, n_items=n, unbiased=unbiased)
+        fitted = TETESearch(TETE(random_state=0), dimensions=None).fit(
+            answers, n_items=n, unbiased=unbiased
+        )
         errors[len(answers)] = triplet_error(fitted.embedding_, fresh)
         if len(answers) >= budget:
             return errors

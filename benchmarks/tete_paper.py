@@ -32,7 +32,7 @@ import numpy as np
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.neighbors import KNeighborsClassifier
 
-from app.learn import TETE, FeatureOracle, triplet_error
+from app.learn import TETE, FeatureOracle, TETESearch, triplet_error
 from app.learn.tete import feature_triplets
 
 DATASETS = {
@@ -46,9 +46,9 @@ def methods():
     from cblearn.embedding import TSTE
 
     return {
-        "default (ours, auto)": lambda triplets, n, seed: TETE(random_state=seed).fit_transform(
-            triplets, n
-        ),
+        "default (ours, auto)": lambda triplets, n, seed: TETESearch(
+            TETE(random_state=seed), dimensions=None
+        ).fit_transform(triplets, n),
         "t-ETE (ours, t=2)": lambda triplets, n, seed: TETE(t=2.0, random_state=seed).fit_transform(
             triplets, n
         ),

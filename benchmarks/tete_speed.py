@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 from app.learn import FeatureOracle, random_triplets, triplet_error  # noqa: E402
 from app.learn._tete_loss import loss_and_gradient  # noqa: E402
 from app.learn.tete import TETE, feature_triplets  # noqa: E402
+from app.learn.tete_search import TETESearch  # noqa: E402
 
 MEMORY_PROBE = """
 import sys
@@ -35,12 +36,13 @@ sys.path.insert(0, {repo!r})
 from benchmarks._memory import peak_rss_mib
 import numpy as np
 from app.learn.tete import TETE
+from app.learn.tete_search import TETESearch
 rng = np.random.default_rng(0)
 n = 100_000
 triplets = rng.integers(0, n, size=(12_000_000, 3))
 keep = (triplets[:, 0] != triplets[:, 1]) & (triplets[:, 0] != triplets[:, 2]) & (triplets[:, 1] != triplets[:, 2])
 triplets = np.ascontiguousarray(triplets[keep][:10_000_000])
-TETE(max_iter=3, random_state=0).fit(triplets, n)
+TETESearch(TETE(max_iter=3, random_state=0), dimensions=None).fit(triplets, n)
 print(peak_rss_mib())
 """
 
@@ -71,9 +73,9 @@ def _compare(train, test, seeds: int, TSTE) -> None:
             t=1.0, optimizer="lbfgs", random_state=seed
         ).fit_transform(train, 1000),
         "ours t-ETE (t=2)": lambda seed: TETE(t=2.0, random_state=seed).fit_transform(train, 1000),
-        "ours default (loss chosen, auto)": lambda seed: TETE(random_state=seed).fit_transform(
-            train, 1000
-        ),
+        "ours default (loss chosen, auto)": lambda seed: TETESearch(
+            TETE(random_state=seed), dimensions=None
+        ).fit_transform(train, 1000),
     }
     results = {}
     for label, fit in methods.items():

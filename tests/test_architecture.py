@@ -151,7 +151,6 @@ def test_core_imports_no_domain():
 MOST_LINES = 600
 ONE_ALGORITHM = {
     "app/learn/comprf.py": "CompRF: the forest, its resumable builder and its routing share one state",
-    "app/learn/tete.py": "t-ETE: the estimator and its cross-validated choice of dimension and loss",
     "app/learn/samplers.py": "the adaptive samplers share their uncertainty and rarity measures",
 }
 

@@ -16,7 +16,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sqlalchemy import select
 
 from app.core.db import unit_of_work
-from app.learn import TETE, FeatureOracle, TripletBoost, random_triplets
+from app.learn import TETE, FeatureOracle, TETESearch, TripletBoost, random_triplets
 from app.models import Job, JobStatus, ModelVersion
 from app.training.fitted import Fitted
 from app.training.jobs import refit_check
@@ -104,7 +104,7 @@ def test_tete_fits_in_the_worker_and_serves_the_offline_embedding(
     assert version["metrics"]["cv"]["accuracy"] > 0.9
 
     # Offline: the library on the same answers, with the same seed.
-    offline = TETE(n_components="auto", max_iter=300, random_state=0)
+    offline = TETESearch(TETE(max_iter=300, random_state=0))
     offline.fit(triplets, n_items=len(X))
     assert offline.selection_ == selection["why"]
     served = client.get(

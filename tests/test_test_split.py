@@ -9,7 +9,7 @@ import json
 import numpy as np
 from sklearn.datasets import make_blobs
 
-from app.learn import TETE, FeatureOracle, random_triplets, triplet_error
+from app.learn import TETE, FeatureOracle, TETESearch, random_triplets, triplet_error
 from app.worker.loop import Worker
 
 API = "/api/v1"
@@ -75,7 +75,7 @@ def test_a_test_split_is_never_fitted_and_every_model_is_measured_on_it(app, cli
     metrics = version["metrics"]
     assert metrics["test_answers"] == 400
     # The same figure offline: the library on the training answers, measured on the test split.
-    offline = TETE(max_iter=200, random_state=0).fit(train, len(keys))
+    offline = TETESearch(TETE(max_iter=200, random_state=0), dimensions=None).fit(train, len(keys))
     assert metrics["test_triplet_error"] == triplet_error(offline.embedding_, test)
     assert "heldout_triplet_error" in metrics  # its own held-out measure, beside it
     assert metrics["test_triplet_error"] < 0.2

@@ -20,7 +20,7 @@ from app.auth.service import create_token
 from app.core import migrations
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.demo.service import digits_archive
-from app.learn import TETE, TripletBoost
+from app.learn import TETE, TETESearch, TripletBoost
 from app.models import Job, JobStatus
 from app.simulate import run_crowd
 from tests.support.crowd import project_answers
@@ -186,9 +186,9 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
         embedding = None
         for version in ready_versions(models["tete"]):
             held = triplets[triplet_ids <= version["answers_cutoff"]]
-            offline = TETE(n_components=5, max_iter=300, random_state=0).fit(
-                held, n_items=len(keys), init=embedding
-            )
+            offline = TETESearch(
+                TETE(n_components=5, max_iter=300, random_state=0), dimensions=None
+            ).fit(held, n_items=len(keys), init=embedding)
             embedding = offline.embedding_
             assert version["heldout_count"] == 0
             assert version["metrics"]["loss"] == offline.loss_

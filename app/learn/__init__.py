@@ -35,6 +35,7 @@ _MODULES = {
     "SMERF": "app.learn.smerf",
     "SMERFOracle": "app.learn.smerf",
     "TETE": "app.learn.tete",
+    "TETESearch": "app.learn.tete_search",
     "triplet_error": "app.learn.metrics",
     "TripletBoost": "app.learn.tripletboost",
     "UniformSampler": "app.learn.samplers",
@@ -43,6 +44,7 @@ _MODULES = {
 __all__ = [
     "SMERF",
     "TETE",
+    "TETESearch",
     "CompRF",
     "CompRFBuilder",
     "CompRFRouter",
@@ -104,5 +106,6 @@ if TYPE_CHECKING:
         dissimilarity_from_target,
     )
     from app.learn.tete import TETE, feature_triplets
+    from app.learn.tete_search import TETESearch
     from app.learn.tripletboost import TripletBoost
     from app.learn.triplets import check_triplets, random_queries, random_triplets

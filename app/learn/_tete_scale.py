@@ -118,11 +118,13 @@ def planned_units(n_losses: int, rungs: int, warm: bool) -> int:
     return n_losses * (screen + (rungs + 1) * (EPOCHS_WARM + POLISH_STEPS)) + POLISH_STEPS
 
 
-def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start, report):
+def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start, report, planned):
     """Choose (dimension, loss) on `held_rows` as the module says and fit the choice on
-    every triplet. `start(d)` gives the starting embedding at d (the caller's init where
-    it has d columns, else None); `report(units)` is called from this thread at least
-    every half second and may raise to stop. Returns (embedding, final curve, True (the
+    every triplet, with the other parameters of `model` (a TETE). `start(d)` gives the
+    starting embedding at d (the caller's init where it has d columns, else None);
+    `report(units)` is called from this thread at least every half second and may raise
+    to stop; `planned(units)` is told the most units it will take, as that comes into
+    view. Returns (embedding, final curve, True (the
     final fit takes the steps the held-out answers found worth taking), chosen (d, loss),
     the candidates tried as [(d, loss, held-out error, seconds)], a sentence saying
     why)."""
@@ -196,7 +198,7 @@ def choose(model, triplets, weights, n, dims, losses, fit_rows, held_rows, start
         def replan(fits: int, rungs_left: int) -> None:
             # The progress bar's "at most", shrunk as the ladder's end comes into view.
             per_rung = fits * (EPOCHS_WARM + polish_steps)
-            model.planned_steps_ = units[0] + rungs_left * per_rung + polish_steps
+            planned(units[0] + rungs_left * per_rung + polish_steps)
 
         # Every loss a few epochs, unpolished: enough to drop those far behind.
         epochs = EPOCHS_WARM if warm else EPOCHS_FROM_SCRATCH

@@ -6,17 +6,17 @@ with the similarity ``q_ab = exp_k(-||y_a - y_b||²)``. ``t = 1`` is the log los
 t-STE; ``t = 2`` bounds every triplet's cost by 1, so reversed (noisy) triplets cannot
 dominate. ``k`` (``kernel_t``) sets the kernel's tail: 2 is the Student-t kernel of t-STE
 and of the paper; ``kernel_t="same"`` uses ``t`` for both, as the authors' code does.
+
+`TETE` fits one dimension and one loss; `TETESearch` (app/learn/tete_search.py) chooses
+them on held-out answers, as GridSearchCV chooses an estimator's parameters.
 """
 
 from __future__ import annotations
 
-import time
 from numbers import Integral, Real
-from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.model_selection import KFold
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -24,26 +24,20 @@ from sklearn.utils.validation import check_is_fitted
 
 from app.learn import _tete_scale as scale
 from app.learn._tete_loss import (
-    DIMENSION_TOLERANCE,
-    PRUNE_MARGIN,
-    PRUNE_Z,
     QUICK_MAX_ITER,
     SOE_MARGIN,
     _descend,
     _lbfgs,
-    _violations,
     default_t,
 )
-from app.learn._tete_sgd import DIMENSION_TAIL, HINGE, kernel_tail
-from app.learn.judgements import group_folds, whole_groups
+from app.learn._tete_sgd import DIMENSION_TAIL, HINGE
 from app.learn.metrics import triplet_error
 from app.learn.triplets import check_triplets
 
 OPTIMIZERS = ("gd", "lbfgs")
-AUTO = "auto"
 
 
-# The losses "auto" may choose from, by name: (temperature or margin, kernel tail).
+# The losses by name: (temperature or margin, kernel tail).
 NAMED_LOSSES = {
     "t-STE": (1.0, 2.0),
     "t-ETE": (2.0, 2.0),
@@ -64,49 +58,26 @@ def _loss(candidate) -> tuple[str, float, float]:
     ):
         return (f"t={float(candidate):g}", float(candidate), 2.0)
     raise ValueError(
-        f"candidates must name losses ({', '.join(NAMED_LOSSES)}) or temperatures in "
-        f"[1, 3]; got {candidate!r}"
+        f"losses must be named ({', '.join(NAMED_LOSSES)}) or temperatures in [1, 3]; "
+        f"got {candidate!r}"
     )
 
 
-def _distinct_at(losses, d: int) -> list:
-    """The losses that differ in `d` dimensions (t-STE(d-1) is t-STE below 3-D)."""
-    if not losses:
-        return []
-    seen, distinct = set(), []
-    for loss in losses:
-        resolved = (loss[1], kernel_tail(loss[2], d))
-        if resolved not in seen:
-            seen.add(resolved)
-            distinct.append(loss)
-    return distinct
-
-
-def _check_dimensions(values) -> tuple[int, ...]:
-    values = tuple(values)
-    if not values or any(not isinstance(v, Integral) or not 1 <= int(v) <= 256 for v in values):
-        raise ValueError("dimension_candidates must be a non-empty list of integers in [1, 256]")
-    return tuple(sorted(set(int(v) for v in values)))
-
-
 class TETE(BaseEstimator):
-    """t-Exponential Triplet Embedding, and the losses it is chosen against.
+    """t-Exponential Triplet Embedding in one dimension with one loss (`TETESearch`
+    chooses both).
 
     Parameters
     ----------
-    n_components : dimension of the embedding, or "auto": the smallest of
-        `dimension_candidates` whose cross-validated held-out error is within one
-        standard error (or 0.002) of the best: a simpler map that explains the answers
-        as well.
+    n_components : dimension of the embedding.
     t : loss temperature: a number in [1, 3] (1 is t-STE, 2 caps what a wrong triplet
-        can cost), None for the authors' ``min(1.45 + 1.1/n_components, 2)``, or "auto"
-        (default): each of `candidates` is tried by `cv`-fold cross-validation over the
-        triplets and the one with the lowest held-out triplet error is refit on all of
-        them. People err on near ties rather than at random, and then the heavy tail of
-        t-ETE gives their answers too little weight; with random lapses it helps. The
-        data decide.
+        can cost), or None (default) for the authors' ``min(1.45 + 1.1/n_components, 2)``.
     kernel_t : tail of the similarity kernel for a given t: 2 (Student-t, default) or
         "same" as ``t``.
+    loss : a named loss instead of t and kernel_t: "t-STE" (t = 1, Student-t kernel),
+        "t-ETE" (t = 2), "STE" (Gaussian kernel), "SOE" (a squared hinge on distances,
+        margin 0.1), "t-STE(d-1)" (t-STE as its authors and cblearn set it: d - 1
+        degrees of freedom in d dimensions); None (default): t and kernel_t.
     max_iter, patience, tol : at most `max_iter` full-batch steps; stop after `patience`
         steps that did not lower the loss, or once the best loss improved by less than
         `tol` (relative) over 10 steps.
@@ -117,42 +88,22 @@ class TETE(BaseEstimator):
         (default), or "lbfgs" (scipy's L-BFGS on the same loss and gradient).
     init_scale : standard deviation of the initial Gaussian embedding (the authors: 1e-4;
         L-BFGS does better from 1, as cblearn starts).
-    candidates : the losses "auto" tries: "t-STE" (t = 1, Student-t kernel), "t-ETE"
-        (t = 2), "STE" (Gaussian kernel), "SOE" (a squared hinge on distances, margin
-        0.1), "t-STE(d-1)" (t-STE as its authors and cblearn set it: d - 1 degrees of
-        freedom in d dimensions, a thinner tail as d grows; the same as "t-STE" below
-        3-D, where it is not tried twice), or a temperature between 1 and 3. In each
-        fold the first is fitted from scratch and the others continue from its
-        embedding, so each costs a fraction of a fit (at most 250 steps a fold). After
-        the first fold, a candidate 0.01 behind the best, or 0.002 behind and worse by
-        two paired standard errors on the same held-out answers, is not tried on the
-        others; where one candidate is left, the other folds are not run. The final
-        fit on every triplet follows the same path: the first loss (at most 250 steps),
-        then the chosen one from its embedding.
-    dimension_candidates, cv : what n_components="auto" tries, in ascending order while a
-        dimension lowers the best held-out error by more than 0.002 (the ones above the
-        first that does not are not tried); how many folds.
-    stochastic_from : from this many triplets (default 100,000; None: never) a choice
-        is made on one held-out share instead of folds (see `_tete_scale`), and every fit
-        starts with a few epochs of stochastic steps before the full-batch ones.
-    random_state : seed of the initial embedding and of the folds.
+    stochastic_from : from this many triplets (default 100,000; None: never) a fit
+        starts with a few epochs of stochastic steps before the full-batch ones (and
+        `TETESearch` chooses on one held-out share instead of folds).
+    random_state : seed of the initial embedding (and of `TETESearch`'s folds).
 
     Attributes
     ----------
     embedding_ : (n_items, n_components_) array, centred and turned onto its principal
         axes (the first spreads the items most: a plot of the first two shows the most).
-    loss_, t_, n_components_ : the loss, its temperature (None for SOE) and the dimension
-        fitted (chosen, where "auto").
-    cv_results_ : where something was chosen, as scikit-learn's GridSearchCV has it:
-        "params", "param_loss", "param_n_components", "split<i>_test_error" (NaN where
-        pruned), "mean_test_error", "std_test_error", "rank_test_error", "folds_tried",
-        "mean_fit_time".
-    best_params_, best_index_, selection_ : the choice, and a sentence saying why.
-    loss_curve_ : training loss at each step of the final fit's chosen loss (after at
-        most 250 steps of the first loss, where they differ).
-    n_iter_ : steps the chosen loss took in the final fit.
-    converged_ : whether the final fit stopped because it settled (False: it ran out of
+    loss_, t_, n_components_ : the loss, its temperature (None for SOE) and the dimension.
+    loss_curve_ : training loss at each step (of the final loss, where a search went on
+        from another loss's embedding).
+    n_iter_ : steps taken.
+    converged_ : whether the fit stopped because it settled (False: it ran out of
         `max_iter` steps while still improving).
+    planned_steps_ : the most steps the fit takes (the callback's count ends there).
     """
 
     # What fit sets, declared for the type checker (scikit-learn's habit: not in __init__).
@@ -160,10 +111,6 @@ class TETE(BaseEstimator):
     loss_: str
     t_: float | None
     n_components_: int
-    cv_results_: dict[str, Any] | None
-    best_params_: dict[str, Any]
-    best_index_: int | None
-    selection_: str
     loss_curve_: np.ndarray
     n_iter_: int
     converged_: bool
@@ -171,52 +118,45 @@ class TETE(BaseEstimator):
     _loss_code: tuple[str, float, float]
 
     _parameter_constraints: dict = {
-        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
-        "t": [Interval(Real, 1, 3, closed="both"), StrOptions({AUTO}), None],
+        "n_components": [Interval(Integral, 1, 256, closed="both")],
+        "t": [Interval(Real, 1, 3, closed="both"), None],
         "kernel_t": [Interval(Real, 1, 3, closed="both"), StrOptions({"same"})],
+        "loss": [StrOptions(set(NAMED_LOSSES)), None],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "patience": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
         "optimizer": [StrOptions(set(OPTIMIZERS))],
         "init_scale": [Interval(Real, 0, None, closed="neither")],
-        # Their entries are checked where they are read (_loss, _check_dimensions).
-        "candidates": ["array-like"],
-        "dimension_candidates": ["array-like"],
-        "cv": [Interval(Integral, 2, None, closed="left")],
         "stochastic_from": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
     }
 
     def __init__(
         self,
-        n_components=2,
-        t=AUTO,
+        n_components: int = 2,
+        t: float | None = None,
         kernel_t=2.0,
+        loss: str | None = None,
         max_iter: int = 1000,
         patience: int = 100,
         tol: float = 1e-5,
         n_iter_no_change: int | None = 200,
         optimizer: str = "gd",
         init_scale: float = 1.0,
-        candidates=("t-STE", "t-ETE", 1.5, "STE", "SOE", "t-STE(d-1)"),
-        dimension_candidates=(1, 2, 3, 5, 8, 12, 16, 24, 32, 48, 64),
-        cv: int = 3,
         stochastic_from: int | None = scale.SCALE_FROM,
         random_state=None,
     ) -> None:
         self.n_components = n_components
         self.t = t
         self.kernel_t = kernel_t
+        self.loss = loss
         self.max_iter = max_iter
         self.patience = patience
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.optimizer = optimizer
         self.init_scale = init_scale
-        self.candidates = candidates
-        self.dimension_candidates = dimension_candidates
-        self.cv = cv
         self.stochastic_from = stochastic_from
         self.random_state = random_state
 
@@ -232,8 +172,9 @@ class TETE(BaseEstimator):
         quick=False,
         threads=True,
     ):
-        """`quick`: for ranking candidates in the folds, half the error-based patience
-        and at most QUICK_MAX_ITER steps. `threads=False`: every pass in this thread."""
+        """`quick`: for ranking candidates (TETESearch's folds), half the error-based
+        patience and at most QUICK_MAX_ITER steps. `threads=False`: every pass in this
+        thread."""
         _, t, k = loss
         no_change = self.n_iter_no_change
         if quick and no_change:
@@ -257,257 +198,22 @@ class TETE(BaseEstimator):
             threads=threads,
         )
 
-    def _grid(self) -> tuple[tuple[int, ...], list | None]:
-        """The dimensions, and the losses to try (None: the one fixed by t, per dimension)."""
-        dims = (
-            _check_dimensions(self.dimension_candidates)
-            if self.n_components == AUTO
-            else (int(self.n_components),)
-        )
-        losses = None
-        if self.t == AUTO:
-            losses = list(dict.fromkeys(_loss(candidate) for candidate in self.candidates))
-            if not losses:
-                raise ValueError("candidates must name at least one loss")
-        return dims, losses
-
     def _fixed_loss(self, d: int) -> tuple[str, float, float]:
+        """Its loss as (name, t or margin, kernel code) in `d` dimensions."""
+        if self.loss is not None:
+            return _loss(self.loss)
         t = default_t(d) if self.t is None else float(self.t)
         k = t if self.kernel_t == "same" else float(self.kernel_t)
         name = {1.0: "t-STE", 2.0: "t-ETE"}.get(t, f"t={t:g}") if k == 2.0 else f"t={t:g}"
         return (name, t, k)
 
-    def _path(self, triplets, weights, n, d, losses, start, rng, callback, quick=False):
-        """Fit the first loss from `start`, then each other one from its embedding;
-        yields (loss, embedding, loss curve, converged) after each."""
-        base = start(n, d, rng)
-        for position, loss in enumerate(losses):
-            Y, curve, converged = self._optimise(
-                base.copy(), triplets, weights, np.ones(n), float(n), loss, callback, quick
-            )
-            if position == 0:
-                base = Y
-            yield loss, Y, curve, converged
-
-    def fit(
-        self,
-        triplets,
-        n_items: int | None = None,
-        sample_weight=None,
-        init=None,
-        callback=None,
-        unbiased=None,
-        groups=None,
-    ) -> TETE:
-        """Embed items ``0..n_items-1`` so that the triplets hold as far as possible.
-
-        `init` warm-starts from a given (n_items, n_components) embedding, e.g. the last
-        fit's with rows for new items (a dimension "auto" tries of another size starts
-        afresh); `callback(step, loss)` is called after every step, counting on through
-        the cross-validation and the final fit (at most `planned_steps_`); an exception
-        it raises stops the fit. `unbiased` (one flag per triplet, default all) marks the
-        answers to questions drawn uniformly at random: the cross-validation holds out
-        and measures only these, and always fits the others (questions chosen adaptively
-        lean towards hard ones: an error measured on them is biased). `groups` (one label
-        per triplet) names the judgement each triplet came from: a fold holds out a
-        judgement's triplets together or none of them (one screen's triplets are not
-        independent)."""
-        self._validate_params()
-        triplets = check_triplets(triplets, n_items)
-        if len(triplets) == 0:
-            raise ValueError("triplets is empty")
-        n = int(triplets.max()) + 1 if n_items is None else int(n_items)
-        weights = _check_weights(sample_weight, len(triplets))
-        if unbiased is not None:
-            unbiased = np.asarray(unbiased)
-            if unbiased.shape != (len(triplets),) or unbiased.dtype != bool:
-                raise ValueError(
-                    f"unbiased must be one boolean per triplet ({len(triplets)}); "
-                    f"got {unbiased.dtype} of shape {unbiased.shape}"
-                )
-        if groups is not None:
-            groups = np.asarray(groups)
-            if groups.shape != (len(triplets),):
-                raise ValueError(
-                    f"groups must be one label per triplet ({len(triplets)}); got shape "
-                    f"{groups.shape}"
-                )
-        if not isinstance(self.init_scale, Real) or self.init_scale <= 0:
-            raise ValueError(f"init_scale must be positive; got {self.init_scale!r}")
-        if init is not None:
-            init = np.array(init, dtype=np.float64)
-            if (
-                init.ndim != 2
-                or init.shape[0] != n
-                or (self.n_components != AUTO and init.shape[1] != self.n_components)
-            ):
-                wanted = "d" if self.n_components == AUTO else self.n_components
-                raise ValueError(f"init must have shape ({n}, {wanted}); got {init.shape}")
-            if not np.all(np.isfinite(init)):
-                raise ValueError("init must be finite")
-
-        def start(rows: int, d: int, seeded) -> np.ndarray:
-            if init is not None and init.shape[1] == d:
-                return init.copy()
-            return seeded.standard_normal((rows, d)) * self.init_scale
-
-        dims, losses = self._grid()
-        per_dim = len(losses) if losses else 1
-        at_scale = (
+    def _at_scale(self, n_triplets: int) -> bool:
+        """Whether a fit of this many triplets starts with stochastic epochs."""
+        return (
             self.optimizer == "gd"
             and self.stochastic_from is not None
-            and len(triplets) >= self.stochastic_from
+            and n_triplets >= self.stochastic_from
         )
-        if at_scale and len(dims) * per_dim > 1:
-            holdout = self._holdout(len(triplets), unbiased, groups)
-            if holdout is not None:
-                return self._fit_at_scale(
-                    triplets, weights, n, dims, losses, holdout, init, callback
-                )
-        folds = self._folds(len(triplets), len(dims) * per_dim, unbiased, groups)
-        quick_steps = (
-            self.max_iter if self.optimizer == "lbfgs" else min(self.max_iter, QUICK_MAX_ITER)
-        )
-        self.planned_steps_ = (len(dims) * per_dim * len(folds) + 1) * quick_steps + self.max_iter
-        done = [0]
-
-        def counted(step: int, loss: float) -> None:
-            if callback is not None:
-                callback(done[0] + step, loss)
-
-        if folds:
-            chosen = self._cross_validate(
-                triplets, weights, n, dims, losses, folds, start, counted, done
-            )
-            d = self.best_params_["n_components"]
-        else:
-            d = dims[0]
-            chosen = losses[0] if losses else self._fixed_loss(d)
-            self.cv_results_ = None
-            self.best_params_ = {"n_components": d, "loss": chosen[0]}
-            self.best_index_ = None
-            self.selection_ = (
-                f"{chosen[0]}, {d}-D: as given"
-                if len(dims) * per_dim == 1
-                else f"{chosen[0]}, {d}-D: too few {_measurable(unbiased, len(triplets))} to "
-                f"cross-validate a choice in {self.cv} folds"
-            )
-        # On every answer, the way each candidate was measured: the base loss (quick),
-        # then the chosen one from its embedding. Going on from a fold's embedding instead
-        # kept what that fold got wrong: the bounded t-ETE loss leaves a folded cluster
-        # folded (planted, neighbour questions: 1.3 % held-out error against 1.0 %).
-        Y = start(n, d, check_random_state(self.random_state))
-        if at_scale:
-            # One answer at a time first: a few epochs move every item hundreds of times.
-            warm = init is not None and init.shape[1] == d
-            Y = scale.warm_up(
-                Y,
-                *scale.shuffled(triplets, weights, self._fold_seed()),
-                chosen,
-                scale.EPOCHS_WARM if warm else scale.EPOCHS_FROM_SCRATCH,
-                scale.WARM_RATE if warm else scale.RATE,
-                self._fold_seed(),
-            )
-        base = losses[0] if losses else chosen
-        if base != chosen:
-            Y, curve, _ = self._optimise(
-                Y, triplets, weights, np.ones(n), float(n), base, counted, quick=True
-            )
-            done[0] += len(curve)
-        Y, curve, converged = self._optimise(
-            Y, triplets, weights, np.ones(n), float(n), chosen, counted
-        )
-        self.embedding_, self.loss_curve_, self.converged_ = scale.projected(Y), curve, converged
-        self.n_iter_ = len(curve)
-        self.n_components_ = int(d)
-        self.loss_, self._loss_code = chosen[0], chosen
-        self.t_ = None if chosen[2] == HINGE else float(chosen[1])
-        return self
-
-    def _fit_at_scale(self, triplets, weights, n, dims, losses, holdout, init, callback):
-        fit_rows, held_rows = holdout
-        screen, above, below = scale.ladder(dims, scale.SCREEN_DIMENSION)
-        losses = losses or [self._fixed_loss(screen)]
-        warm = init is not None and init.shape[1] == screen
-        self.planned_steps_ = scale.planned_units(len(losses), len(above) + len(below), warm)
-
-        def start(d: int):
-            return init.copy() if init is not None and init.shape[1] == d else None
-
-        def report(units: int) -> None:
-            if callback is not None:
-                callback(units, float("nan"))
-
-        Y, curve, settled, (d, loss), tried, why = scale.choose(
-            self, triplets, weights, n, dims, losses, fit_rows, held_rows, start, report
-        )
-        errors = np.array([error for _, _, error, _ in tried])
-        order = np.argsort(errors, kind="stable")
-        rank = np.empty(len(tried), np.int64)
-        rank[order] = np.arange(1, len(tried) + 1)
-        self.cv_results_ = {
-            "params": [{"n_components": c_d, "loss": c_loss[0]} for c_d, c_loss, _, _ in tried],
-            "param_n_components": np.array([c_d for c_d, _, _, _ in tried]),
-            "param_loss": np.array([c_loss[0] for _, c_loss, _, _ in tried]),
-            "split0_test_error": errors,
-            "mean_test_error": errors,
-            "std_test_error": np.zeros(len(tried)),
-            "rank_test_error": rank,
-            "folds_tried": np.ones(len(tried), np.int64),
-            "mean_fit_time": np.array([seconds for _, _, _, seconds in tried]),
-        }
-        self.best_index_ = next(
-            i for i, (c_d, c_loss, _, _) in enumerate(tried) if (c_d, c_loss) == (d, loss)
-        )
-        self.best_params_ = {"n_components": d, "loss": loss[0]}
-        self.selection_ = why
-        self.embedding_, self.loss_curve_, self.converged_ = scale.projected(Y), curve, settled
-        self.n_iter_ = len(curve)
-        self.n_components_ = int(d)
-        self.loss_, self._loss_code = loss[0], loss
-        self.t_ = None if loss[2] == HINGE else float(loss[1])
-        return self
-
-    def _holdout(self, n_triplets: int, unbiased=None, groups=None):
-        """One held-out share for the choice at scale, (fit rows, held-out rows): a tenth
-        of the `unbiased` answers, at most HOLDOUT_MOST, whole `groups` at a time; None
-        where a tenth is under 10 × cv answers."""
-        eligible = n_triplets if unbiased is None else int(unbiased.sum())
-        wanted = min(scale.HOLDOUT_MOST, eligible // 10)
-        if wanted < 10 * self.cv:
-            return None
-        rng = np.random.default_rng(self._fold_seed())
-        if groups is None:
-            rows = np.arange(n_triplets) if unbiased is None else np.flatnonzero(unbiased)
-            held = np.sort(rng.choice(rows, wanted, replace=False))
-        else:
-            # Whole judgements, drawn until they hold `wanted` answers.
-            of_row, sizes, whole = whole_groups(groups, unbiased)
-            order = rng.permutation(np.flatnonzero(whole))
-            taken = order[: int(np.searchsorted(np.cumsum(sizes[order]), wanted)) + 1]
-            held = np.flatnonzero(np.isin(of_row, taken))
-        return np.setdiff1d(np.arange(n_triplets), held, assume_unique=True), held
-
-    def _folds(self, n_triplets: int, n_candidates: int, unbiased=None, groups=None) -> list:
-        """The cross-validation folds, where there is a choice to make and enough
-        triplets to make it (10 a fold at least): (fit rows, held-out rows), the held-out
-        rows drawn from the `unbiased` ones only, each of the `groups` whole."""
-        if n_candidates == 1:
-            return []
-        eligible = np.arange(n_triplets) if unbiased is None else np.flatnonzero(unbiased)
-        if len(eligible) < 10 * self.cv:
-            return []
-        if groups is not None:
-            return group_folds(groups, self.cv, self._fold_seed(), eligible=unbiased)
-        splitter = KFold(n_splits=self.cv, shuffle=True, random_state=self._fold_seed())
-        folds = list(splitter.split(np.empty((len(eligible), 1))))
-        if len(eligible) == n_triplets:
-            return folds
-        every = np.arange(n_triplets)
-        return [
-            (np.setdiff1d(every, eligible[held], assume_unique=True), eligible[held])
-            for _, held in folds
-        ]
 
     def _fold_seed(self) -> int:
         seed = self.random_state
@@ -517,115 +223,69 @@ class TETE(BaseEstimator):
             else int(check_random_state(seed).randint(2**31))
         )
 
-    def _cross_validate(self, triplets, weights, n, dims, losses, folds, start, counted, done):
-        per_dim = {d: (_distinct_at(losses, d) or [self._fixed_loss(d)]) for d in dims}
-        candidates = [(d, loss) for d in dims for loss in per_dim[d]]
-        errors = np.full((len(candidates), len(folds)), np.nan)
-        seconds = np.zeros(len(candidates))
-        alive = set(range(len(candidates)))
-        lowest_below = np.inf
-        for fold, (fit_rows, held_rows) in enumerate(folds):
-            rng = np.random.default_rng([self._fold_seed(), fold])
-            fitted_on, fit_weights = triplets[fit_rows], weights[fit_rows]
-            held = triplets[held_rows]
-            wrong: dict[int, np.ndarray] = {}  # what each got wrong of the held-out answers
-            for d in dims:
-                # The first loss of a dimension is its base: fitted while any is alive.
-                tried = [loss for loss in per_dim[d] if candidates.index((d, loss)) in alive]
-                if not tried:
-                    continue
-                path = [per_dim[d][0]] + [loss for loss in tried if loss != per_dim[d][0]]
-                began = time.perf_counter()
-                for loss, Y, curve, _ in self._path(
-                    fitted_on,
-                    fit_weights,
-                    n,
-                    d,
-                    path,
-                    start,
-                    check_random_state(int(rng.integers(2**31))),
-                    counted,
-                    quick=True,
-                ):
-                    done[0] += len(curve)
-                    row = candidates.index((d, loss))
-                    if row in alive:
-                        wrong[row] = _violations(Y, held)
-                        errors[row, fold] = wrong[row].mean()
-                    seconds[row] += time.perf_counter() - began
-                    began = time.perf_counter()
-                if fold == 0 and self.n_components == AUTO:
-                    # Climb while a dimension lowers the best error by more than the
-                    # tolerance; the dimensions above one that did not are not tried.
-                    here = np.nanmin(errors[[candidates.index((d, x)) for x in per_dim[d]], 0])
-                    if here >= lowest_below - DIMENSION_TOLERANCE:
-                        alive -= {i for i, (c_d, _) in enumerate(candidates) if c_d > d}
-                    lowest_below = min(lowest_below, here)
-            if fold == 0:
-                alive = _survivors(errors[:, 0], wrong)
-                if len(alive) == 1:
-                    break
-        # Candidates above where the dimensions stopped climbing were never tried.
-        tried = np.flatnonzero(~np.isnan(errors).all(axis=1))
-        candidates = [candidates[i] for i in tried]
-        errors, seconds = errors[tried], seconds[tried]
-        tried_folds = np.sum(~np.isnan(errors), axis=1)
-        run = int(tried_folds.max())
-        mean = np.nanmean(errors, axis=1)
-        std = np.nanstd(errors, axis=1)
-        complete = [i for i in range(len(candidates)) if tried_folds[i] == run]
-        best = min(complete, key=lambda i: mean[i])
-        over = f"{run} folds" if run > 1 else f"the first of {len(folds)} folds"
-        reason = f"lowest held-out triplet error over {over}"
-        if self.n_components == AUTO:
-            # One standard error: the smallest dimension that is as good within the
-            # folds' own spread (or 0.2 points), at its best loss.
-            bar = mean[best] + max(std[best] / np.sqrt(run), DIMENSION_TOLERANCE)
-            smallest = min(candidates[i][0] for i in complete if mean[i] <= bar)
-            if candidates[best][0] != smallest:
-                reason = (
-                    f"the smallest dimension within one standard error or 0.002 ({bar:.4f}) of the "
-                    f"lowest held-out triplet error over {over}"
-                )
-            best = min((i for i in complete if candidates[i][0] == smallest), key=lambda i: mean[i])
-        # Complete candidates rank first (by error), then those pruned after one fold.
-        order = sorted(range(len(candidates)), key=lambda i: (tried_folds[i] < run, mean[i]))
-        rank = np.empty(len(candidates), np.int64)
-        rank[order] = np.arange(1, len(candidates) + 1)
-        self.cv_results_ = {
-            "params": [{"n_components": d, "loss": loss[0]} for d, loss in candidates],
-            "param_n_components": np.array([d for d, _ in candidates]),
-            "param_loss": np.array([loss[0] for _, loss in candidates]),
-            **{f"split{i}_test_error": errors[:, i] for i in range(len(folds))},
-            "mean_test_error": mean,
-            "std_test_error": std,
-            "rank_test_error": rank,
-            "folds_tried": tried_folds,
-            "mean_fit_time": seconds / np.maximum(tried_folds, 1),
-        }
-        self.best_index_ = best
-        self.best_params_ = dict(self.cv_results_["params"][best])
-        d, loss = candidates[best]
-        pruned = len(candidates) - len(complete)
-        self.selection_ = (
-            f"{loss[0]}, {d}-D: {reason} "
-            f"({mean[best]:.4f} ± {std[best]:.4f}; "
-            + ", ".join(
-                f"{c_loss[0]}{'' if len(dims) == 1 else f' {c_d}-D'}: {mean[i]:.4f}"
-                + ("" if tried_folds[i] == run else " (1 fold)")
-                for i, (c_d, c_loss) in enumerate(candidates)
-            )
-            + ")"
-            + (
-                f"; {pruned} left after the first fold, {PRUNE_MARGIN} behind or clearly worse "
-                f"on the same answers"
-                if pruned
-                else ""
-            )
-            + ("; the other folds not run: one candidate left" if run < len(folds) else "")
-            + _climb_stopped(dims, [c_d for c_d, _ in candidates])
+    def fit(
+        self,
+        triplets,
+        n_items: int | None = None,
+        sample_weight=None,
+        init=None,
+        callback=None,
+    ) -> TETE:
+        """Embed items ``0..n_items-1`` so that the triplets hold as far as possible.
+
+        `init` warm-starts from a given (n_items, n_components) embedding, e.g. the last
+        fit's with rows for new items; `callback(step, loss)` is called after every step
+        (at most `planned_steps_`); an exception it raises stops the fit."""
+        self._validate_params()
+        d = int(self.n_components)
+        triplets, n, weights, init = checked_inputs(triplets, n_items, sample_weight, init, d)
+        self.planned_steps_ = self.max_iter
+        start = (
+            init.copy()
+            if init is not None
+            else check_random_state(self.random_state).standard_normal((n, d)) * self.init_scale
         )
-        return loss
+        loss = self._fixed_loss(d)
+        return self._fit_from(start, triplets, weights, loss, loss, init is not None, callback)
+
+    def _fit_from(self, Y, triplets, weights, loss, base, warm: bool, callback, done=0) -> TETE:
+        """The fit from Y: a few stochastic epochs first at scale (fewer where Y is worth
+        keeping: `warm`), `base` (at most QUICK_MAX_ITER steps) where it is not `loss`,
+        then `loss`; `callback` counts steps on from `done`."""
+        n, d = Y.shape
+        steps = [done]
+
+        def counted(step: int, value: float) -> None:
+            if callback is not None:
+                callback(steps[0] + step, value)
+
+        if self._at_scale(len(triplets)):
+            # One answer at a time first: a few epochs move every item hundreds of times.
+            Y = scale.warm_up(
+                Y,
+                *scale.shuffled(triplets, weights, self._fold_seed()),
+                loss,
+                scale.EPOCHS_WARM if warm else scale.EPOCHS_FROM_SCRATCH,
+                scale.WARM_RATE if warm else scale.RATE,
+                self._fold_seed(),
+            )
+        if base != loss:
+            Y, curve, _ = self._optimise(
+                Y, triplets, weights, np.ones(n), float(n), base, counted, quick=True
+            )
+            steps[0] += len(curve)
+        Y, curve, converged = self._optimise(
+            Y, triplets, weights, np.ones(n), float(n), loss, counted
+        )
+        return self._fitted(Y, curve, converged, loss)
+
+    def _fitted(self, Y, curve, converged: bool, loss) -> TETE:
+        self.embedding_, self.loss_curve_, self.converged_ = scale.projected(Y), curve, converged
+        self.n_iter_ = len(curve)
+        self.n_components_ = int(Y.shape[1])
+        self.loss_, self._loss_code = loss[0], loss
+        self.t_ = None if loss[2] == HINGE else float(loss[1])
+        return self
 
     def fit_transform(self, triplets, n_items: int | None = None, sample_weight=None):
         return self.fit(triplets, n_items, sample_weight).embedding_
@@ -661,37 +321,21 @@ class TETE(BaseEstimator):
         return 1.0 - triplet_error(self.embedding_, triplets)
 
 
-def _survivors(first: np.ndarray, wrong: dict[int, np.ndarray]) -> set[int]:
-    """The candidates worth the other folds, from the first fold's held-out errors and
-    what each got wrong there: within PRUNE_MARGIN of the best, and either within
-    DIMENSION_TOLERANCE of it or not PRUNE_Z paired standard errors worse (the same
-    answers judged by both embeddings: only where they disagree counts)."""
-    best = min(wrong, key=lambda i: first[i])
-    kept = set()
-    for i, flags in wrong.items():
-        behind = first[i] - first[best]
-        if behind > PRUNE_MARGIN:
-            continue
-        if behind > DIMENSION_TOLERANCE:
-            difference = flags - wrong[best]
-            spread = difference.std(ddof=1) / np.sqrt(len(difference))
-            if spread == 0.0 or behind > PRUNE_Z * spread:
-                continue
-        kept.add(i)
-    return kept
-
-
-def _climb_stopped(dims, tried_dims) -> str:
-    highest = max(tried_dims)
-    if highest == max(dims):
-        return ""
-    return f"; dimensions above {highest} not tried: {highest} did not lower the error"
-
-
-def _measurable(unbiased, n_triplets: int) -> str:
-    if unbiased is None:
-        return f"triplets ({n_triplets})"
-    return f"answers to uniformly random questions ({int(unbiased.sum())} of {n_triplets})"
+def checked_inputs(triplets, n_items, sample_weight, init, width: int | None = None):
+    """The triplets, the number of items, the weights and the starting embedding of a
+    fit (`width` columns, where given), checked: (triplets, n, weights, init or None)."""
+    triplets = check_triplets(triplets, n_items)
+    if len(triplets) == 0:
+        raise ValueError("triplets is empty")
+    n = int(triplets.max()) + 1 if n_items is None else int(n_items)
+    weights = _check_weights(sample_weight, len(triplets))
+    if init is not None:
+        init = np.array(init, dtype=np.float64)
+        if init.ndim != 2 or init.shape[0] != n or width not in (None, init.shape[1]):
+            raise ValueError(f"init must have shape ({n}, {width or 'd'}); got {init.shape}")
+        if not np.all(np.isfinite(init)):
+            raise ValueError("init must be finite")
+    return triplets, n, weights, init
 
 
 def _check_weights(sample_weight, n_triplets: int) -> np.ndarray:

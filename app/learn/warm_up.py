@@ -20,6 +20,7 @@ from app.learn.disdf import DisDF
 from app.learn.oracles import FeatureOracle
 from app.learn.smerf import SMERF, dissimilarity_from_labels
 from app.learn.tete import TETE
+from app.learn.tete_search import TETESearch
 from app.learn.tripletboost import TripletBoost
 from app.learn.triplets import random_triplets
 
@@ -41,10 +42,8 @@ def compile_kernels() -> float:
     boost.partial_fit(triplets[:100], n_iter=10)
     boost.predict(triplets, rest)
     # The fold path (under 100,000 answers) and the held-out-share path (from there).
-    TETE(n_components="auto", max_iter=30, random_state=0).fit(triplets, n_items=_ITEMS)
-    TETE(n_components="auto", max_iter=30, stochastic_from=400, random_state=0).fit(
-        triplets, n_items=_ITEMS
-    )
+    TETESearch(TETE(max_iter=30, random_state=0)).fit(triplets, n_items=_ITEMS)
+    TETESearch(TETE(max_iter=30, stochastic_from=400, random_state=0)).fit(triplets, n_items=_ITEMS)
     # From PARALLEL_FROM answers a pass runs in threads: another kernel.
     many = random_triplets(_ITEMS, PARALLEL_FROM, oracle, random_state=1)
     TETE(t=2.0, max_iter=3, random_state=0).fit(many, n_items=_ITEMS)

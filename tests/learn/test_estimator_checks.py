@@ -27,7 +27,16 @@ from sklearn.utils.estimator_checks import (
     parametrize_with_checks,
 )
 
-from app.learn import SMERF, TETE, CompRF, DisDF, FeatureOracle, TripletBoost, random_triplets
+from app.learn import (
+    SMERF,
+    TETE,
+    CompRF,
+    DisDF,
+    FeatureOracle,
+    TETESearch,
+    TripletBoost,
+    random_triplets,
+)
 
 
 class CompRFOnFeatures(CompRF):
@@ -49,6 +58,7 @@ LEARNERS = [
     CompRF(n_trees=2),
     TripletBoost(n_iter=10, n_runs=2),
     TETE(n_components=2, t=1.0, max_iter=20),
+    TETESearch(TETE(max_iter=20), losses=("t-STE", "t-ETE"), dimensions=(1, 2)),
     SMERF(n_estimators=3),
     DisDF(n_estimators=3),
 ]

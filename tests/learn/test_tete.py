@@ -15,6 +15,7 @@ from app.learn._tete_loss import (
 )
 from app.learn._tete_sgd import HINGE, _coefficients, tempered
 from app.learn.tete import TETE, feature_triplets
+from app.learn.tete_search import TETESearch
 
 
 @pytest.fixture(scope="module")
@@ -284,7 +285,7 @@ def test_a_warm_start_gets_further_in_the_same_steps(planted):
 def test_the_callback_sees_every_step_and_can_stop_the_fit(planted, optimizer):
     _, train, _, _, _ = planted
     steps = []
-    TETE(max_iter=30, optimizer=optimizer, random_state=0).fit(
+    TETESearch(TETE(max_iter=30, optimizer=optimizer, random_state=0), dimensions=None).fit(
         train, callback=lambda step, loss: steps.append((step, loss))
     )
     assert [step for step, _ in steps] == list(range(1, len(steps) + 1))
@@ -297,7 +298,9 @@ def test_the_callback_sees_every_step_and_can_stop_the_fit(planted, optimizer):
             raise Stop()
 
     with pytest.raises(Stop):
-        TETE(max_iter=30, optimizer=optimizer).fit(train, callback=stop_at_five)
+        TETESearch(TETE(max_iter=30, optimizer=optimizer), dimensions=None).fit(
+            train, callback=stop_at_five
+        )
 
 
 def _crowd(noise: str, n_triplets: int = 20_000, seed: int = 0):
@@ -322,7 +325,7 @@ def _crowd(noise: str, n_triplets: int = 20_000, seed: int = 0):
 @pytest.mark.parametrize("noise", ["uniform", "human"])
 def test_auto_chooses_the_loss_with_the_lowest_held_out_error(noise):
     train, test = _crowd(noise)
-    auto = TETE(random_state=0).fit(train, 200)
+    auto = TETESearch(TETE(random_state=0), dimensions=None).fit(train, 200)
     results = auto.cv_results_
     assert [p["loss"] for p in results["params"]] == ["t-STE", "t-ETE", "t=1.5", "STE", "SOE"]
     run = results["folds_tried"].max()
@@ -342,9 +345,7 @@ def test_auto_chooses_the_loss_with_the_lowest_held_out_error(noise):
     # Refit on every answer: on fresh answers about as good as the best fixed loss (two
     # losses within the folds' spread, about 0.003 here, are a coin toss to choose from).
     fixed = {
-        name: triplet_error(
-            TETE(candidates=(name,), random_state=0).fit_transform(train, 200), test
-        )
+        name: triplet_error(TETE(loss=name, random_state=0).fit_transform(train, 200), test)
         for name in ("t-STE", "t-ETE", "STE", "SOE")
     }
     assert triplet_error(auto.embedding_, test) <= min(fixed.values()) + 0.01, fixed
@@ -355,7 +356,7 @@ def test_the_first_fold_drops_only_candidates_clearly_worse_on_the_same_answers(
     """Paired: the same 0.003 lead is clear when the two embeddings disagree on few
     held-out answers and a coin toss when they disagree on many; within 0.002 is a tie,
     beyond 0.01 always too much."""
-    from app.learn.tete import _survivors
+    from app.learn.tete_search import _survivors
 
     n = 10_000
     best = np.zeros(n)
@@ -391,9 +392,7 @@ def test_auto_dimension_takes_the_smallest_that_explains_the_answers():
 
     oracle = FeatureOracle(plane, noise=0.05, random_state=0)
     train = random_triplets(150, 15_000, oracle, random_state=0)
-    model = TETE(
-        n_components="auto", candidates=("t-STE",), dimension_candidates=(1, 2, 4), random_state=0
-    )
+    model = TETESearch(TETE(random_state=0), losses=("t-STE",), dimensions=(1, 2, 4))
     model.fit(train, 150)
     assert model.n_components_ == 2 and model.embedding_.shape == (150, 2)
     errors = dict(
@@ -408,10 +407,10 @@ def test_auto_dimension_takes_the_smallest_that_explains_the_answers():
 
 def test_too_few_answers_to_choose_fall_back_to_the_first_candidate_and_say_so():
     train, _ = _crowd("human", n_triplets=20)
-    model = TETE(random_state=0).fit(train, 200)
+    model = TETESearch(TETE(random_state=0), dimensions=None).fit(train, 200)
     assert model.loss_ == "t-STE" and model.t_ == 1.0 and model.cv_results_ is None
     assert "too few triplets" in model.selection_
-    fixed = TETE(t=2.0, random_state=0).fit(train, 200)
+    fixed = TETESearch(TETE(t=2.0, random_state=0), losses=None, dimensions=None).fit(train, 200)
     assert fixed.selection_ == "t-ETE, 2-D: as given" and fixed.t_ == 2.0
 
 
@@ -436,41 +435,45 @@ def test_held_out_errors_come_from_the_unbiased_answers_only():
         random_queries(200, 5_000, random_state=9)
     )
 
-    marked = TETE(random_state=0).fit(answers, 200, unbiased=unbiased)
-    mixed = TETE(random_state=0).fit(answers, 200)
+    def search():
+        return TETESearch(TETE(random_state=0), dimensions=None)
+
+    marked = search().fit(answers, 200, unbiased=unbiased)
+    mixed = search().fit(answers, 200)
     measured = marked.cv_results_["mean_test_error"][marked.best_index_]
     # (0.153 measured against 0.139 on fresh questions; mixed in: 0.265 against 0.139)
     assert abs(measured - triplet_error(marked.embedding_, fresh)) < 0.03
     biased = mixed.cv_results_["mean_test_error"][mixed.best_index_]
     assert biased > triplet_error(mixed.embedding_, fresh) + 0.08
 
-    folds = marked._folds(len(answers), 5, unbiased)
+    folds = marked._folds(marked.estimator, len(answers), 5, unbiased)
     held = np.concatenate([rows for _, rows in folds])
     assert np.array_equal(np.sort(held), np.flatnonzero(unbiased))
     for fit_rows, held_rows in folds:
         assert np.isin(np.flatnonzero(~unbiased), fit_rows).all()
         assert len(np.intersect1d(fit_rows, held_rows)) == 0
     # All unbiased: the same folds, the same fit as without the flags.
-    same = TETE(random_state=0).fit(uniform, 200, unbiased=np.ones(len(uniform), bool))
-    assert np.array_equal(same.embedding_, TETE(random_state=0).fit(uniform, 200).embedding_)
-    few = TETE(random_state=0).fit(answers, 200, unbiased=np.arange(len(answers)) < 20)
+    same = search().fit(uniform, 200, unbiased=np.ones(len(uniform), bool))
+    assert np.array_equal(same.embedding_, search().fit(uniform, 200).embedding_)
+    few = search().fit(answers, 200, unbiased=np.arange(len(answers)) < 20)
     assert few.cv_results_ is None
     assert "too few answers to uniformly random questions (20 of 6000)" in few.selection_
     with pytest.raises(ValueError, match="unbiased must be one boolean per triplet"):
-        TETE().fit(answers, 200, unbiased=np.ones(3, bool))
+        search().fit(answers, 200, unbiased=np.ones(3, bool))
 
 
 def test_auto_is_reproducible_and_reports_progress_across_every_fit():
     train, _ = _crowd("uniform", n_triplets=3_000)
     steps = []
-    first = TETE(random_state=3).fit(train, 200, callback=lambda step, loss: steps.append(step))
-    again = TETE(random_state=3).fit(train, 200)
+    search = TETESearch(TETE(random_state=3), dimensions=None)
+    first = clone(search).fit(train, 200, callback=lambda step, loss: steps.append(step))
+    again = clone(search).fit(train, 200)
     assert np.array_equal(first.embedding_, again.embedding_)
     assert steps == list(range(1, len(steps) + 1)) and steps[-1] <= first.planned_steps_
-    with pytest.raises(ValueError, match="candidates must name losses"):
-        TETE(candidates=(0.5,)).fit(train, 200)
-    with pytest.raises(ValueError, match="'cv' parameter of TETE must be"):
-        TETE(cv=1).fit(train, 200)
+    with pytest.raises(ValueError, match="losses must be named"):
+        TETESearch(losses=(0.5,)).fit(train, 200)
+    with pytest.raises(ValueError, match="'cv' parameter of TETESearch must be"):
+        TETESearch(cv=1).fit(train, 200)
 
 
 def test_a_judgements_triplets_are_held_out_together():
@@ -482,14 +485,16 @@ def test_a_judgements_triplets_are_held_out_together():
     answers = random_triplets(40, 600, FeatureOracle(X, noise=0.25, random_state=1), 2)
     repeated = np.repeat(answers, 3, axis=0)
     judgement = np.repeat(np.arange(len(answers)), 3)
-    choose = dict(n_components="auto", candidates=("t-ETE", "SOE"), dimension_candidates=(2, 8))
-    leaky = TETE(**choose, max_iter=300, random_state=0).fit(repeated, 40)
-    whole = TETE(**choose, max_iter=300, random_state=0).fit(repeated, 40, groups=judgement)
+    choose = TETESearch(
+        TETE(max_iter=300, random_state=0), losses=("t-ETE", "SOE"), dimensions=(2, 8)
+    )
+    leaky = clone(choose).fit(repeated, 40)
+    whole = clone(choose).fit(repeated, 40, groups=judgement)
     # A quarter of the held-out answers are flipped: no honest estimate is below that.
     assert min(leaky.cv_results_["mean_test_error"]) < 0.15
     assert min(whole.cv_results_["mean_test_error"]) > 0.25
     with pytest.raises(ValueError, match="one label per triplet"):
-        TETE(**choose).fit(repeated, 40, groups=judgement[:-1])
+        clone(choose).fit(repeated, 40, groups=judgement[:-1])
 
 
 @pytest.mark.parametrize("dims", [3, 5, 8])
@@ -523,14 +528,12 @@ def test_auto_finds_where_a_thinner_tail_explains_answers_in_many_dimensions():
     oracle = FeatureOracle(X, noise_scale=scale, random_state=2)
     train = random_triplets(300, 15_000, oracle, random_state=2)
     test = random_triplets(300, 20_000, oracle, random_state=3)
-    default = TETE(n_components="auto", random_state=2).fit(train, 300)
+    default = TETESearch(TETE(random_state=2)).fit(train, 300)
     d = default.n_components_
     assert d >= 5
     fixed = {
         name: triplet_error(
-            TETE(n_components=d, t="auto", candidates=(name,), random_state=2).fit_transform(
-                train, 300
-            ),
+            TETE(n_components=d, loss=name, random_state=2).fit_transform(train, 300),
             test,
         )
         for name in ("t-STE(d-1)", "t-STE")

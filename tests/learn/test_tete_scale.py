@@ -7,6 +7,7 @@ import pytest
 
 from app.learn import FeatureOracle, random_triplets, triplet_error
 from app.learn.tete import TETE
+from app.learn.tete_search import TETESearch
 
 
 def _planted(items: int, answers: int, latent: int = 8, seed: int = 0):
@@ -28,8 +29,8 @@ def study():
 
 def test_the_choice_climbs_to_the_dimensions_the_answers_hold(study):
     X, train, fresh = study
-    at_scale = TETE(n_components="auto", stochastic_from=10_000, random_state=0).fit(train, 400)
-    flat = TETE(n_components=2, stochastic_from=None, random_state=0).fit(train, 400)
+    at_scale = TETESearch(TETE(stochastic_from=10_000, random_state=0)).fit(train, 400)
+    flat = TETESearch(TETE(stochastic_from=None, random_state=0), dimensions=None).fit(train, 400)
     assert at_scale.n_components_ >= 5
     error = triplet_error(at_scale.embedding_, fresh)
     assert error < triplet_error(flat.embedding_, fresh) - 0.05
@@ -47,9 +48,9 @@ def test_the_choice_climbs_to_the_dimensions_the_answers_hold(study):
 def test_the_choice_at_scale_is_reproducible_and_reports_progress(study):
     _, train, _ = study
     units = []
-    first = TETE(n_components="auto", stochastic_from=10_000, random_state=5)
+    first = TETESearch(TETE(stochastic_from=10_000, random_state=5))
     first.fit(train[:20_000], 400, callback=lambda unit, loss: units.append(unit))
-    again = TETE(n_components="auto", stochastic_from=10_000, random_state=5)
+    again = TETESearch(TETE(stochastic_from=10_000, random_state=5))
     again.fit(train[:20_000], 400)
     assert np.array_equal(first.embedding_, again.embedding_)
     assert units == sorted(units) and 0 < units[-1] <= first.planned_steps_
@@ -69,9 +70,7 @@ def test_a_callback_stops_the_choice_at_scale(study):
             raise Enough
 
     with pytest.raises(Enough):
-        TETE(n_components="auto", stochastic_from=10_000, random_state=0).fit(
-            train, 400, callback=stop
-        )
+        TETESearch(TETE(stochastic_from=10_000, random_state=0)).fit(train, 400, callback=stop)
 
 
 def test_a_fixed_fit_at_scale_starts_stochastically_and_ends_as_well(study):
@@ -91,8 +90,8 @@ def test_a_judgements_triplets_stay_together_in_the_held_out_share():
     repeated = np.repeat(answers, 3, axis=0)
     judgement = np.repeat(np.arange(len(answers)), 3)
     unbiased = np.arange(len(repeated)) < 4_500
-    model = TETE(n_components="auto", stochastic_from=1_000, random_state=0)
-    fit_rows, held_rows = model._holdout(len(repeated), unbiased, judgement)
+    model = TETESearch(TETE(stochastic_from=1_000, random_state=0))
+    fit_rows, held_rows = model._holdout(model.estimator, len(repeated), unbiased, judgement)
     assert len(held_rows) >= 450 and unbiased[held_rows].all()
     assert not set(judgement[held_rows]) & set(judgement[fit_rows])
     assert len(fit_rows) + len(held_rows) == len(repeated)
@@ -137,7 +136,7 @@ def test_the_choice_at_scale_keeps_to_the_lowest_error_found_below_the_screen(st
     scripted = {12: 0.1295, 8: 0.1300, 5: 0.1285, 3: 0.1250, 2: 0.1275, 1: 0.2000}
     monkeypatch.setattr(losses, "_violated_share", lambda Y, triplets: scripted[Y.shape[1]])
     _, train, _ = study
-    model = TETE(n_components="auto", stochastic_from=10_000, max_iter=20, random_state=0)
+    model = TETESearch(TETE(stochastic_from=10_000, max_iter=20, random_state=0))
     model.fit(train[:20_000], 400)
     assert model.n_components_ == 3
     assert "lowest error on 2,000 held-out answers, 0.1250" in model.selection_

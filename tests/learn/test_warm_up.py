@@ -30,7 +30,7 @@ FITS_AFTER_WARM_UP = textwrap.dedent(
     compile_kernels()
     before = compiled()
     from app.learn import (
-        CompRF, CompRFBuilder, DisDF, FeatureOracle, SMERF, TETE, TripletBoost,
+        CompRF, CompRFBuilder, DisDF, FeatureOracle, SMERF, TETE, TETESearch, TripletBoost,
         dissimilarity_from_labels, random_triplets,
     )
     rng = np.random.default_rng(1)
@@ -44,8 +44,10 @@ FITS_AFTER_WARM_UP = textwrap.dedent(
     )
     boost.partial_fit(answers[:2_000], n_iter=500)
     boost.predict(answers, np.arange(200, 300))
-    TETE(random_state=0).fit(answers, n_items=300)
-    TETE(stochastic_from=10_000, random_state=0).fit(answers, n_items=300)
+    TETESearch(TETE(random_state=0), dimensions=None).fit(answers, n_items=300)
+    TETESearch(TETE(stochastic_from=10_000, random_state=0), dimensions=None).fit(
+        answers, n_items=300
+    )
     forest = CompRF(n_trees=5, answers_per_query=3, random_state=0).fit(
         np.arange(300), labels, oracle
     )

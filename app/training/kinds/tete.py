@@ -27,17 +27,26 @@ def fit_tete(
         raise CannotFit(f"t-ETE needs at least {needed} answers; the project has {len(answers)}")
     seed = params.get("random_state", 0)
     n = len(snapshot.item_ids)
-    model = learn.TETE(
-        n_components=params.get("n_components", "auto"),
-        t=params.get("t", "auto"),
-        cv=params.get("cv", 3),
+    dimension, t = params.get("n_components", "auto"), params.get("t", "auto")
+    plain = learn.TETE(
+        n_components=2 if dimension == "auto" else dimension,
+        t=None if t == "auto" else t,
         max_iter=params.get("max_iter", 1000),
         tol=params.get("tol", 1e-5),
         n_iter_no_change=params.get("n_iter_no_change", 200),
         optimizer=params.get("optimizer", "gd"),
         random_state=seed,
     )
-    chooses = "auto" in (model.t, model.n_components)
+    chooses = "auto" in (t, dimension)
+    model: learn.TETE | learn.TETESearch = plain
+    if chooses:
+        # "auto" chooses among the search's own candidates; a given value stays fixed.
+        fixed = {"losses": t != "auto", "dimensions": dimension != "auto"}
+        model = learn.TETESearch(
+            plain,
+            cv=params.get("cv", 3),
+            **{name: None for name, is_fixed in fixed.items() if is_fixed},
+        )
     share = params.get("heldout_share")
     share = (0.0 if chooses else 0.1) if share is None else share
     # Held-out errors are measured on answers to uniformly random questions only.
@@ -50,7 +59,7 @@ def fit_tete(
     if previous is not None and previous.kind == ModelKind.tete and params.get("warm_start", True):
         coordinates = required_part(previous.coordinates)
         d = coordinates.shape[1]
-        if model.n_components in ("auto", d):
+        if dimension in ("auto", d):
             init = np.random.default_rng(seed).standard_normal((n, d))
             # Items known last time start where they were; new ones near the centre.
             init *= coordinates.std() * 0.1
@@ -65,14 +74,17 @@ def fit_tete(
         stage = "choosing the dimension and loss, then fitting" if chooses else "fitting"
         progress(min(number / planned, 1.0), f"{stage}: step {number} of at most {planned}")
 
-    model.fit(
-        answers[fit_rows],
-        n_items=n,
-        init=init,
-        callback=step,
-        unbiased=None if unbiased is None else unbiased[fit_rows],
-        groups=None if snapshot.groups is None else snapshot.groups[fit_rows],
-    )
+    if isinstance(model, learn.TETESearch):
+        model.fit(
+            answers[fit_rows],
+            n_items=n,
+            init=init,
+            callback=step,
+            unbiased=None if unbiased is None else unbiased[fit_rows],
+            groups=None if snapshot.groups is None else snapshot.groups[fit_rows],
+        )
+    else:
+        model.fit(answers[fit_rows], n_items=n, init=init, callback=step)
     embedding = model.embedding_
     metrics: dict[str, Any] = {
         "training_triplet_error": learn.triplet_error(embedding, answers[fit_rows]),
@@ -82,8 +94,8 @@ def fit_tete(
         "loss": model.loss_,
         "t": model.t_,
     }
-    if model.cv_results_ is not None:
-        results = model.cv_results_
+    results = model.cv_results_ if isinstance(model, learn.TETESearch) else None
+    if isinstance(model, learn.TETESearch) and results is not None:
         best = model.best_index_
         metrics["selection"] = {
             "candidates": [
@@ -104,11 +116,11 @@ def fit_tete(
         }
         metrics["cv_triplet_error"] = float(results["mean_test_error"][best])
         notes.append(model.selection_)
-    elif chooses:
+    elif isinstance(model, learn.TETESearch):
         notes.append(model.selection_)
     if not model.converged_:
         notes.append(
-            f"not converged: stopped at max_iter ({model.max_iter} steps) while the loss was "
+            f"not converged: stopped at max_iter ({plain.max_iter} steps) while the loss was "
             "still falling; raise max_iter (or tol) for a settled embedding"
         )
     if len(held_rows):
