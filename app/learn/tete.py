@@ -90,7 +90,8 @@ class TETE(BaseEstimator):
         L-BFGS does better from 1, as cblearn starts).
     stochastic_from : from this many triplets (default 100,000; None: never) a fit
         starts with a few epochs of stochastic steps before the full-batch ones (and
-        `TETESearch` chooses on one held-out share instead of folds).
+        `TETESearch` chooses on one held-out share instead of folds, as it does from
+        `DENSE_FROM` answers an item; None: never).
     random_state : seed of the initial embedding (and of `TETESearch`'s folds).
 
     Attributes
