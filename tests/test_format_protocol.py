@@ -11,7 +11,6 @@ import ast
 import csv
 import io
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from app import formats
 from app.models import Judgement, Rater, Triplet
 from app.simulate import _Items
 from app.worker.loop import Worker
+from tests.support.code import comparisons, template_lines
 from tests.support.links import open_link
 from tests.support.middle_format import MIDDLE
 from tests.support.models import create_model, get_model
@@ -28,7 +28,6 @@ from tests.support.uploads import upload
 from tests.support.workspace import signed_in_page_csrf
 
 API = "/api/v1"
-ROOT = Path(__file__).resolve().parent.parent
 POSITIONS = np.arange(12, dtype=float)  # items on a line: the middle one is plain
 
 
@@ -147,26 +146,13 @@ def test_no_module_outside_the_formats_branches_on_a_format_name():
     app/formats would be knowledge of a format kept elsewhere; the templates likewise."""
     names = {format.name for format in formats.every()}
     constants = {format.name.upper() for format in formats.every()}
-    found = []
-    for path in (ROOT / "app").rglob("*.py"):
-        if "formats" in path.parts or "learn" in path.parts:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.Compare):
-                continue
-            for side in (node.left, *node.comparators):
-                named = isinstance(side, ast.Constant) and side.value in names
-                constant = isinstance(side, ast.Name | ast.Attribute) and (
-                    getattr(side, "id", None) in constants
-                    or getattr(side, "attr", None) in constants
-                )
-                if named or constant:
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    template_names = "|".join(sorted(names))
-    for path in (ROOT / "templates").rglob("*.html"):
-        if "formats" in path.parts:
-            continue
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if re.search(rf"""==\s*["']({template_names})["']""", line):
-                found.append(f"{path.relative_to(ROOT)}:{number}")
+
+    def names_a_format(side: ast.expr) -> bool:
+        if isinstance(side, ast.Constant):
+            return side.value in names
+        return getattr(side, "id", None) in constants or getattr(side, "attr", None) in constants
+
+    listed = "|".join(sorted(names))
+    found = comparisons(names_a_format, skip={"formats", "learn"})
+    found += template_lines(rf"""==\s*["']({listed})["']""", skip={"formats"})
     assert found == []

@@ -5,17 +5,14 @@ a kind's name."""
 from __future__ import annotations
 
 import ast
-import re
-from pathlib import Path
 
 import pytest
 
 from app.models import ModelKind
 from app.training import kinds
+from tests.support.code import comparisons, template_lines
 
 pytestmark = pytest.mark.one_database  # no database: the code alone
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_stored_kind_is_one_registered_object():
@@ -41,25 +38,17 @@ def test_no_module_outside_the_kinds_branches_on_a_kind_name():
     """A comparison with a kind (`kind == "smerf"`, `kind is ModelKind.comprf`) outside
     app/training/kinds is knowledge of a kind kept elsewhere; the templates likewise."""
     names = {kind.value for kind in ModelKind}
-    found = []
-    for path in (ROOT / "app").rglob("*.py"):
-        if "kinds" in path.parts or "learn" in path.parts:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.Compare):
-                continue
-            for side in (node.left, *node.comparators):
-                named = isinstance(side, ast.Constant) and side.value in names
-                member = (
-                    isinstance(side, ast.Attribute)
-                    and isinstance(side.value, ast.Name)
-                    and side.value.id == "ModelKind"
-                )
-                if named or member:
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+
+    def names_a_kind(side: ast.expr) -> bool:
+        if isinstance(side, ast.Constant):
+            return side.value in names
+        return (
+            isinstance(side, ast.Attribute)
+            and isinstance(side.value, ast.Name)
+            and side.value.id == "ModelKind"
+        )
+
     listed = "|".join(sorted(names))
-    for path in (ROOT / "templates").rglob("*.html"):
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if re.search(rf"""kind[.\w]*\s*(==|!=|in)\s*[("']*({listed})""", line):
-                found.append(f"{path.relative_to(ROOT)}:{number}")
+    found = comparisons(names_a_kind, skip={"kinds", "learn"})
+    found += template_lines(rf"""kind[.\w]*\s*(==|!=|in)\s*[("']*({listed})""")
     assert found == []
