@@ -276,8 +276,8 @@ def preview(*, session: Session, project: Project, answered: int = 0) -> RaterSt
     if len(picked) < wanted:
         return _progress(project, answered, None, replayed=False, asked=False, previewing=True)
     cards = [Shown(item.key, item.text, item.image_file) for item in picked]
-    format = project.judgement
-    if not format.served_as_screen:
+    format = screens.screen_format(project)
+    if format is None:
         comparison = Comparison.triplet(0, cards)
     else:
         comparison = _screen(0, format, cards, format.picks_of(project))
@@ -390,7 +390,7 @@ async def answer_quickly(
     if not allowed_id or not scheduling.response_time_allowed(response_time_ms):
         return None  # the full path names what is wrong
     project = raters.studies().cached(slug)
-    if project is None or project.judgement.served_as_screen:
+    if project is None or screens.screen_format(project) is not None:
         return None  # the function hands a study of screens to the full path
     item_ids = study_items.item_ids().cached(project)
     if item_ids is None:

@@ -89,6 +89,17 @@ class _Judgements:
         )
         self.pending: list[dict] = []
         self.judged = 0
+        # The formats files take, and the one a row that declares none is read as, by
+        # whether the row has a reference: read once, not once a row.
+        self.formats = {format.name: format for format in uploaded()}
+        self.undeclared = {
+            with_reference: next(
+                format
+                for format in self.formats.values()
+                if format.read_when_undeclared and format.has_reference == with_reference
+            )
+            for with_reference in (False, True)
+        }
 
     def _bad(self, row: int, column: str | None, message: str) -> None:
         self.problems.add(self.file, message, row=row, column=column)
@@ -153,8 +164,9 @@ class _Judgements:
         """The row's format: the one it declares, else the one read by default for a row
         with (or without) a reference; None once a problem is recorded."""
         declared = fields.get("format")
+        declared = None if declared in ("", None) else declared
         try:
-            known = None if declared in ("", None) else named(declared)
+            known = None if declared is None else named(declared)
         except UnknownFormat:
             known = None
         if (known is not None and known.has_pivots) or any(fields.get(name) for name in PIVOTS):
@@ -164,19 +176,13 @@ class _Judgements:
                 "a sorting screen's judgement is not uploaded: upload its triplets instead",
             )
             return None
-        files = uploaded()
-        if declared not in ("", None):
-            if not isinstance(known, PickedScreen) or known not in files:
-                choices = " or ".join(format.name for format in files)
-                self._bad(row, "format", f"'{echo(declared)}' is not {choices}")
-                return None
-            return known
-        with_reference = reference is not None
-        return next(
-            format
-            for format in files
-            if format.read_when_undeclared and format.has_reference == with_reference
-        )
+        if declared is None:
+            return self.undeclared[reference is not None]
+        taken = self.formats.get(known.name) if known is not None else None
+        if taken is None:
+            choices = " or ".join(self.formats)
+            self._bad(row, "format", f"'{echo(declared)}' is not {choices}")
+        return taken
 
     def flush(self, commit: bool = False) -> None:
         """Write the judgements read so far, and their triplets (unless a problem was found)."""

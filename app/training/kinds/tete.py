@@ -41,12 +41,11 @@ def fit_tete(
     model: learn.TETE | learn.TETESearch = plain
     if chooses:
         # "auto" chooses among the search's own candidates; a given value stays fixed.
-        fixed = {"losses": t != "auto", "dimensions": dimension != "auto"}
-        model = learn.TETESearch(
-            plain,
-            cv=params.get("cv", 3),
-            **{name: None for name, is_fixed in fixed.items() if is_fixed},
-        )
+        model = learn.TETESearch(plain, cv=params.get("cv", 3))
+        if t != "auto":
+            model.set_params(losses=None)
+        if dimension != "auto":
+            model.set_params(dimensions=None)
     share = params.get("heldout_share")
     share = (0.0 if chooses else 0.1) if share is None else share
     # Held-out errors are measured on answers to uniformly random questions only.
