@@ -432,7 +432,7 @@ def test_hostile_names_and_texts_render_as_text_on_every_page(
     expect(page.get_by_text("<i>f</i>.csv")).to_be_visible()
 
     page.goto(f"{server}/projects/{pid}/models/{model['id']}/embedding")
-    until(page, "document.getElementById('embedding').dataset.drawnMs !== undefined", 30)
+    until(page, "document.getElementById('embedding')?.dataset.drawnMs !== undefined", 30)
     texts = set()
     series = page.evaluate(
         "echarts.getInstanceByDom(document.getElementById('scatter')).getOption().series.length"
@@ -781,7 +781,9 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     page.screenshot(path=str(shots / "workspace-models-phone.png"), full_page=True)
     page.set_viewport_size(DESKTOP)
     page.get_by_role("link", name="Embedding").click()
-    until(page, "document.getElementById('embedding').dataset.drawnMs !== undefined", 30)
+    # The link loads a page of its own: the wait starts on it, not on the models' page.
+    page.wait_for_url("**/embedding")
+    until(page, "document.getElementById('embedding')?.dataset.drawnMs !== undefined", 30)
     shown = page.evaluate("document.getElementById('embedding-status').textContent")
     assert "60 items" in shown
     x, y = point_on_scatter(page, 0)
@@ -1538,7 +1540,7 @@ def test_hovering_a_point_of_a_large_map_shows_its_item(
     page = browser.new_page(viewport=DESKTOP)
     sign_in(page, server)
     page.goto(f"{server}/projects/{pid}/models/{model['id']}/embedding")
-    until(page, "document.getElementById('embedding').dataset.drawnMs !== undefined", 60)
+    until(page, "document.getElementById('embedding')?.dataset.drawnMs !== undefined", 60)
     page.locator("#scatter").scroll_into_view_if_needed()
     shown = set()
     for index in range(0, 600, 100):
