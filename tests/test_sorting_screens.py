@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from app.builds import service as builds
 from app.core.db import unit_of_work
-from app.models import Assignment, Build, Judgement, QuerySlot, SlotState, Triplet
+from app.models import Assignment, Build, BuildStatus, Judgement, QuerySlot, SlotState, Triplet
 from app.simulate import _Items
 from tests.support.links import open_link
 from tests.support.screens import answer_screen, join_rater, next_screen, rows_of, set_rating
@@ -45,9 +45,17 @@ def _study(client, auth, project_id: int, **build) -> tuple[str, dict]:
     return open_link(client, auth, project_id)["public_slug"], started.json()
 
 
-def _step(app, build_id: int) -> None:
+def _step(app, build_id: int) -> bool:
+    """One step of the build, as the worker takes it; whether the build is complete."""
     with unit_of_work(app.state.session_factory) as session:
-        builds.step(session=session, build=session.get(Build, build_id))
+        build = session.get(Build, build_id)
+        builds.step(session=session, build=build)
+        return build.status is BuildStatus.complete
+
+
+def _complete(app, build_id: int) -> bool:
+    with app.state.session_factory() as session:
+        return session.get(Build, build_id).status is BuildStatus.complete
 
 
 def _first_screen(client, slug: str, token: dict) -> dict:
@@ -200,10 +208,7 @@ def _build_by_a_noiseless_crowd(client, auth, app, sort_size: int) -> tuple[set,
         [{"key": f"p{n}", "features": X[n].tolist()} for n in range(40)], noise=0.0, seed=0
     )
     screens = 0
-    while (
-        client.get(f"{API}/projects/{pid}/builds/{build['id']}", headers=auth).json()["status"]
-        != "complete"
-    ):
+    while not _complete(app, build["id"]):
         token = join_rater(client, slug)
         comparison = next_screen(client, slug, token)
         while comparison is not None:
@@ -211,16 +216,14 @@ def _build_by_a_noiseless_crowd(client, auth, app, sort_size: int) -> tuple[set,
             body = crowd.choose(comparison)
             answered = answer_screen(client, slug, token, comparison["query_id"], **body)
             assert answered.status_code == 200, answered.text
-            _step(app, build["id"])
-            comparison = answered.json()["comparison"]
-            if (
-                client.get(f"{API}/projects/{pid}/builds/{build['id']}", headers=auth).json()[
-                    "status"
-                ]
-                == "complete"
-            ):
+            if _step(app, build["id"]):
                 break
+            comparison = answered.json()["comparison"]
         assert screens < 5_000
+    assert (
+        client.get(f"{API}/projects/{pid}/builds/{build['id']}", headers=auth).json()["status"]
+        == "complete"
+    )
     # What the estimate said before the build started.
     expected = estimate.json()["screens"]
     assert abs(screens - expected) <= 0.25 * expected, (screens, expected)
