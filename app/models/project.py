@@ -90,6 +90,9 @@ class Project(Base):
     shown: Mapped[int] = mapped_column(default=8, server_default="8")
     picks: Mapped[int] = mapped_column(default=2, server_default="2")
     answers_per_rater: Mapped[int] = mapped_column(default=40)
+    # The places a recruiting platform sold: no one new joins once this many sessions
+    # ended with a code or are still live (app/raters/places.py); null: no limit.
+    quota: Mapped[int | None] = mapped_column()
     completion_code: Mapped[str] = mapped_column(String(64), default=new_completion_code)
     completion_url: Mapped[str | None] = mapped_column(String(500))
     # A rater who has seen every query there is ends there: this code and redirect if
@@ -105,6 +108,8 @@ class Project(Base):
     screened_out_code: Mapped[str | None] = mapped_column(String(64))
     screened_out_url: Mapped[str | None] = mapped_column(String(500))
     min_majority_agreement: Mapped[float | None] = mapped_column(Float)
+    # Speeders: a rater whose median time per answer is below this is excluded.
+    min_median_response_ms: Mapped[int | None] = mapped_column()
     quality_min_answers: Mapped[int] = mapped_column(default=5)
     # The newest answer the raters' agreement with the majority includes, and when it was
     # computed: the workers recompute it once answers come after it.

@@ -42,6 +42,10 @@ class Rater(Base):
     excluded: Mapped[bool] = mapped_column(default=False)
     exclusion_reason: Mapped[str] = mapped_column(Text, default="")
     exclusion_override: Mapped[bool | None] = mapped_column()
+    # Their median time per answer over the answers timed, as of the last refresh of
+    # the quality figures (with the agreement): the speeder threshold reads it.
+    median_response_ms: Mapped[float | None] = mapped_column(Float)
+    timed_answers: Mapped[int] = mapped_column(default=0, server_default="0")
     completed_at: Mapped[datetime | None] = mapped_column(Timestamp)
     # When the session ended for want of anything left to ask them (the no-more-work code).
     out_of_work_at: Mapped[datetime | None] = mapped_column(Timestamp)

@@ -111,6 +111,17 @@ class RatingSettings(BaseModel):
         description="Answers that complete a session (0: no limit)",
         json_schema_extra=_shown(SESSIONS, "integer"),
     )
+    quota: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT4_MAX,
+        title="Places (nobody new joins once they are taken; empty: no limit)",
+        description="The places the recruiting platform sold: once this many sessions ended "
+        "with a completion or no-more-work code, or are still answering (seen within a "
+        "lease), the link takes nobody new and says the study is full; a session gone "
+        "quiet for longer than a lease gives its place back; null: no limit",
+        json_schema_extra=_shown(SESSIONS, "integer"),
+    )
     completion_code: str = Field(
         min_length=1,
         max_length=64,
@@ -257,12 +268,22 @@ class RatingSettings(BaseModel):
         description="Exclude raters agreeing less with the majority",
         json_schema_extra=_shown(QUALITY, "share"),
     )
+    min_median_response_ms: int | None = Field(
+        default=None,
+        ge=1,
+        le=600_000,
+        title="Exclude below this median time per answer (milliseconds)",
+        description="Exclude speeders: raters whose median time per answer is below this "
+        "(measured with the agreement, about once a minute; bots answer in 0-100 ms)",
+        json_schema_extra=_shown(QUALITY, "integer"),
+    )
     quality_min_answers: int = Field(
         default=5,
         ge=1,
         le=INT4_MAX,
-        title="Checks or compared answers before a threshold applies",
-        description="Checks (or compared answers) before a threshold applies",
+        title="Checks, compared or timed answers before a threshold applies",
+        description="Attention checks (or answers compared with the majority, or timed "
+        "answers) a rater gives before that threshold applies to them",
         json_schema_extra=_shown(QUALITY, "integer"),
     )
 
@@ -272,6 +293,13 @@ NULLABLE_RATING_SETTINGS = frozenset(
     name
     for name, info in RatingSettings.model_fields.items()
     if type(None) in get_args(info.annotation)
+)
+
+# Settings the raters' exclusions follow from: a change has the workers measure again.
+QUALITY_SETTINGS = frozenset(
+    name
+    for name, info in RatingSettings.model_fields.items()
+    if isinstance(info.json_schema_extra, dict) and info.json_schema_extra["x-section"] == QUALITY
 )
 
 # Where a rater is sent when their session ends: changing one needs the whole account

@@ -26,7 +26,7 @@ from app.models import (
     TripletSource,
 )
 from app.models._types import utcnow
-from app.projects.schemas import NULLABLE_RATING_SETTINGS, RATER_DESTINATIONS
+from app.projects.schemas import NULLABLE_RATING_SETTINGS, QUALITY_SETTINGS, RATER_DESTINATIONS
 from app.triplets.service import count_triplets
 from app.triplets.tally import answers_per_hour
 
@@ -188,6 +188,8 @@ def update_rating(
         if project.question == project.judgement.default_question:
             project.question = judgement.default_question
     changes = {**changes, "judgement": judgement} if "judgement" in changes else changes
+    if any(getattr(project, name) != changes[name] for name in QUALITY_SETTINGS & set(changes)):
+        project.agreement_cursor = 0  # the workers apply the new thresholds within a minute
     for name, value in changes.items():
         setattr(project, name, value)
     project.settings_version += 1

@@ -104,11 +104,27 @@ participants_router = APIRouter(
 
 
 @participants_router.get("", response_model=list[ParticipantOut])
-def list_participants(project_id: RowId, session: SessionDep, researcher: Exporting):
-    """Who took part and how their session ended, with the code they were shown: what a
-    researcher approves payments from."""
+def list_participants(
+    project_id: RowId,
+    session: SessionDep,
+    researcher: Exporting,
+    outcome: Annotated[
+        participants.Outcome | None,
+        Query(description="Only those whose session ended so (default: everyone)"),
+    ] = None,
+    limit: Annotated[
+        int | None, Query(ge=1, le=10_000, description="At most this many (default: all)")
+    ] = None,
+    offset: Annotated[int, Query(ge=0, le=INT8_MAX, description="Skip this many first")] = 0,
+):
+    """Who took part and how their session ended, with the code they were shown and
+    whether their answers are excluded (and why): what a researcher approves payments
+    from. In the order they joined."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    return participants.participants(session=session, project=project)
+    found = participants.participants(session=session, project=project)
+    chosen = participants.of_outcome(found, outcome)
+    shown = chosen[offset : None if limit is None else offset + limit]
+    return [ParticipantOut.model_validate(p, from_attributes=True) for p in shown]
 
 
 @participants_router.get(

@@ -6,14 +6,15 @@ An outcome, most telling first: failed attention checks (below the project's thr
 whatever else happened: a platform lets the researcher return or reject them; with a
 screened-out code set, their session ended there with that code), completed
 (the completion code), out of work (the no-more-work code: nothing was left to ask
-them), still answering (seen in the last half hour), abandoned (neither, and gone)."""
+them), still answering (seen within a lease: app/raters/places.py), abandoned (neither,
+and gone for longer than a lease, which gives their place back)."""
 
 from __future__ import annotations
 
 import csv
 import io
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -23,10 +24,9 @@ from sqlalchemy.orm import Session
 from app.core.spreadsheets import spreadsheet_safe
 from app.models import Project, Rater
 from app.models._types import utcnow
+from app.raters import places
 from app.raters.service import PLATFORM_PARAMETERS
 from app.scheduling.thresholds import failed_attention
-
-ABANDONED_AFTER = timedelta(minutes=30)
 
 
 class Outcome(StrEnum):
@@ -60,6 +60,17 @@ class Participant:
     last_seen_at: datetime | None
     minutes: float | None
     completion_code: str | None
+    excluded: bool
+    exclusion_reason: str
+
+    @property
+    def participant(self) -> str:
+        """The platform's participant id, under the name bulk approval reads."""
+        return self.participant_id
+
+    @property
+    def code(self) -> str | None:
+        return self.completion_code
 
 
 def _outcome(project: Project, rater: Rater, now: datetime) -> Outcome:
@@ -69,8 +80,7 @@ def _outcome(project: Project, rater: Rater, now: datetime) -> Outcome:
         return Outcome.completed
     if rater.out_of_work_at is not None:
         return Outcome.out_of_work
-    seen = rater.last_seen_at or rater.created_at
-    if seen is not None and now - seen < ABANDONED_AFTER:
+    if places.is_live(project, rater, now):
         return Outcome.in_progress
     return Outcome.abandoned
 
@@ -118,9 +128,16 @@ def participants(
                 last_seen_at=rater.last_seen_at,
                 minutes=minutes,
                 completion_code=_code_shown(project, rater),
+                excluded=rater.excluded,
+                exclusion_reason=rater.exclusion_reason or "",
             )
         )
     return found
+
+
+def of_outcome(found: list[Participant], outcome: Outcome | None) -> list[Participant]:
+    """Those whose session ended so (all of them for None)."""
+    return found if outcome is None else [p for p in found if p.outcome is outcome]
 
 
 def outcome_counts(found: list[Participant]) -> dict[Outcome, int]:
@@ -130,8 +147,13 @@ def outcome_counts(found: list[Participant]) -> dict[Outcome, int]:
     return counts
 
 
-PLATFORM_COLUMNS = [name for names in PLATFORM_PARAMETERS.values() for name in names]
+# The column `participant` is every participant's id, whatever their platform (it is the
+# plain link's own parameter: its value there, and in the JSON's platform_ids).
+PLATFORM_COLUMNS = [
+    name for names in PLATFORM_PARAMETERS.values() for name in names if name != "participant"
+]
 CSV_COLUMNS = [
+    "participant",
     "participant_id",
     "platform",
     *PLATFORM_COLUMNS,
@@ -142,7 +164,10 @@ CSV_COLUMNS = [
     "started_at",
     "last_seen_at",
     "minutes",
+    "code",
     "completion_code",
+    "excluded",
+    "exclusion_reason",
 ]
 
 
@@ -156,7 +181,9 @@ def participants_csv(found: list[Participant]) -> bytes:
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(columns)
     for p in found:
+        code = spreadsheet_safe(p.completion_code) or ""
         cells = {
+            "participant": spreadsheet_safe(p.participant_id),
             "participant_id": spreadsheet_safe(p.participant_id),
             "platform": p.platform or "",
             **{name: spreadsheet_safe(str(p.platform_ids.get(name, ""))) for name in used},
@@ -167,7 +194,10 @@ def participants_csv(found: list[Participant]) -> bytes:
             "started_at": _iso(p.started_at),
             "last_seen_at": _iso(p.last_seen_at),
             "minutes": "" if p.minutes is None else p.minutes,
-            "completion_code": spreadsheet_safe(p.completion_code) or "",
+            "code": code,
+            "completion_code": code,
+            "excluded": "true" if p.excluded else "false",
+            "exclusion_reason": spreadsheet_safe(p.exclusion_reason),
         }
         writer.writerow([cells[c] for c in columns])
     return ("\ufeff" + buffer.getvalue()).encode("utf-8")
@@ -175,3 +205,8 @@ def participants_csv(found: list[Participant]) -> bytes:
 
 def _iso(moment: datetime | None) -> str:
     return "" if moment is None else moment.isoformat()
+
+
+def places_taken(*, session: Session, project: Project) -> int | None:
+    """The places taken now under the study's quota (None without one)."""
+    return None if project.quota is None else places.taken(session=session, project=project)

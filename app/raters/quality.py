@@ -22,10 +22,11 @@ def replay_builds(*, session: Session, project: Project) -> None:
 
 
 def refresh(*, session: Session, project: Project) -> list[Rater]:
-    """Agreement with the majority now, and the exclusions that follow from it (a worker
-    does this once a minute for every project whose answers grew; the Raters page's
-    button at once)."""
+    """Agreement with the majority and median times per answer now, and the exclusions
+    that follow from them (a worker does this once a minute for every project whose
+    answers grew or whose thresholds changed; the Raters page's button at once)."""
     newest = newest_id(session, project.id)
+    raters.refresh_response_times(session=session, project=project)
     changed = raters.refresh_majority_agreement(session=session, project=project)
     project.agreement_cursor = newest
     project.agreement_updated_at = utcnow()

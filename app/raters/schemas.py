@@ -22,6 +22,10 @@ class RaterOut(BaseModel):
     attention_accuracy: float | None
     majority_compared: int
     majority_agreement: float | None
+    median_response_ms: float | None = Field(
+        description="Median time per answer, as the quality figures last measured it"
+    )
+    timed_answers: int = Field(description="How many answers that median is over")
     excluded: bool
     exclusion_reason: str
     exclusion_override: bool | None
@@ -48,10 +52,12 @@ class ParticipantOut(BaseModel):
     platform_ids: dict[str, Any] = Field(
         description="Every platform parameter the link carried (STUDY_ID, SESSION_ID, …)"
     )
+    participant: str = Field(description="The same id, under the name bulk approval reads")
     outcome: str = Field(
         description="failed_attention (below the attention threshold, whatever else), "
-        "completed, out_of_work (shown the no-more-work code), in_progress (seen in the "
-        "last 30 minutes) or abandoned"
+        "completed, out_of_work (shown the no-more-work code), in_progress (seen within "
+        "the study's lease: lease_seconds) or abandoned (quiet for longer: their place, "
+        "under a quota, is given back)"
     )
     answers: int
     attention_passed: int
@@ -60,6 +66,11 @@ class ParticipantOut(BaseModel):
     last_seen_at: datetime | None
     minutes: float | None = Field(description="From joining to the end (or the last answer)")
     completion_code: str | None = Field(description="The code their last screen showed them")
+    code: str | None = Field(description="The same code, under the name bulk approval reads")
+    excluded: bool = Field(description="Whether their answers are left out of builds and models")
+    exclusion_reason: str = Field(
+        description="Why (the thresholds they fell below, or the researcher's decision)"
+    )
 
 
 class RaterAnswerOut(BaseModel):

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 import numpy as np
-from sqlalchemy import bindparam, delete, exists, func, select
+from sqlalchemy import ColumnElement, bindparam, delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from app.auth.service import hash_token
@@ -27,6 +27,7 @@ from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn.keys import MAX_ITEMS, query_keys
 from app.models import LinkState, Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
+from app.raters import places
 from app.scheduling.service import ActiveRater, is_asking
 from app.scheduling.thresholds import apply_thresholds
 from app.triplets.log import published_columns
@@ -70,7 +71,7 @@ def join(
     *, session: Session, project: Project, params: Mapping[str, str]
 ) -> tuple[ActiveRater, str]:
     """The rater for these platform ids (created if new) with a fresh session token; a
-    link that is not open takes nobody (409, saying why)."""
+    link that is not open takes nobody, and a full study nobody new (409, saying why)."""
     notice = link_notice(project)
     if notice is not None:
         raise Conflict(notice)
@@ -81,6 +82,7 @@ def join(
             select(Rater).where(Rater.project_id == project.id, Rater.external_id == external_id)
         )
     if rater is None:
+        places.hold_one(session=session, project=project)
         rater = Rater(
             project_id=project.id,
             external_id=external_id or f"{ANONYMOUS_PREFIX}{secrets.token_hex(8)}",
@@ -343,9 +345,16 @@ def median_response_times(*, session: Session, rater_ids: list[int]) -> dict[int
     left out)."""
     if not rater_ids:
         return {}
+    timed = response_times(session=session, where=Triplet.rater_id.in_(rater_ids))
+    return {rater_id: median for rater_id, (median, _) in timed.items()}
+
+
+def response_times(*, session: Session, where: ColumnElement[bool]) -> dict[int, tuple[float, int]]:
+    """The median time to answer in milliseconds and the number of answers timed, for
+    each rater with timed answers among those `where` selects."""
     answered = (
         Triplet.rater_id.is_not(None),  # the index's own condition, spelled out
-        Triplet.rater_id.in_(rater_ids),
+        where,
         Triplet.response_time_ms.is_not(None),
     )
     if session.get_bind().dialect.name == "postgresql":
@@ -353,9 +362,11 @@ def median_response_times(*, session: Session, rater_ids: list[int]) -> dict[int
         # a thousand answers each would otherwise send 50,000 rows to Python.
         median = func.percentile_cont(0.5).within_group(Triplet.response_time_ms)
         return {
-            rater_id: float(value)
-            for rater_id, value in session.execute(
-                select(Triplet.rater_id, median).where(*answered).group_by(Triplet.rater_id)
+            rater_id: (float(value), int(count))
+            for rater_id, value, count in session.execute(
+                select(Triplet.rater_id, median, func.count())
+                .where(*answered)
+                .group_by(Triplet.rater_id)
             )
         }
     times: dict[int, list[int]] = {}
@@ -364,4 +375,12 @@ def median_response_times(*, session: Session, rater_ids: list[int]) -> dict[int
     ):
         if rater_id is not None and elapsed is not None:  # (as `answered` holds)
             times.setdefault(rater_id, []).append(elapsed)
-    return {rater_id: float(np.median(values)) for rater_id, values in times.items()}
+    return {rater_id: (float(np.median(values)), len(values)) for rater_id, values in times.items()}
+
+
+def refresh_response_times(*, session: Session, project: Project) -> None:
+    """Each rater's median time per answer and how many answers it is over, as the
+    speeder threshold reads them."""
+    timed = response_times(session=session, where=Triplet.project_id == project.id)
+    for rater in list_raters(session=session, project=project):
+        rater.median_response_ms, rater.timed_answers = timed.get(rater.id, (None, 0))

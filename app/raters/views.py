@@ -117,7 +117,7 @@ def decide_exclusion(
     return RedirectResponse(target + (f"?{query}" if query else ""), status_code=303)
 
 
-PARTICIPANTS_SHOWN = 200
+PARTICIPANTS_PER_PAGE = 100
 
 
 @router.get(
@@ -127,9 +127,19 @@ def participants_page(
     project_id: RowId, request: Request, session: SessionDep, researcher: ExportingPage
 ):
     """Who took part and how each session ended, with the code shown: the page a
-    researcher approves payments from, and its CSV."""
+    researcher approves payments from, and its CSV. A page at a time, of one outcome or
+    all (?outcome=…&page=…)."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     found = participants.participants(session=session, project=project)
+    query = request.query_params
+    outcome = query.get("outcome", "")
+    chosen = outcome if outcome in participants.Outcome.__members__ else ""
+    shown = participants.of_outcome(found, participants.Outcome(chosen) if chosen else None)
+    pages = max(1, -(-len(shown) // PARTICIPANTS_PER_PAGE))
+    page_text = query.get("page", "1")
+    number = int(page_text) if page_text.isascii() and page_text.isdigit() else 1
+    number = max(1, min(number, pages))
+    first = (number - 1) * PARTICIPANTS_PER_PAGE
     return _page(
         request,
         "raters/participants.html",
@@ -137,10 +147,16 @@ def participants_page(
             "researcher": researcher,
             "project": project,
             "tab": "participants",
-            "participants": found[:PARTICIPANTS_SHOWN],
+            "participants": shown[first : first + PARTICIPANTS_PER_PAGE],
+            "first": first,
+            "matching": len(shown),
             "total": len(found),
+            "outcome": chosen,
+            "page": number,
+            "pages": pages,
             "counts": participants.outcome_counts(found),
             "words": participants.OUTCOME_WORDS,
+            "places": participants.places_taken(session=session, project=project),
         },
     )
 

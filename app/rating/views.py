@@ -17,6 +17,7 @@ from app.core.fields import BigRowId
 from app.core.routes import StrictJSONRoute
 from app.core.signing import RATER_COOKIE
 from app.models import Choice, Item
+from app.raters import places
 from app.raters import service as raters
 from app.rating import service as rating
 from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token
@@ -44,6 +45,8 @@ def instructions(slug: str, request: Request, session: SessionDep, project: Rate
     """The researcher's instructions and a start button; platform ids pass through."""
     returning = _rater(request, session, project) is not None
     notice = raters.link_notice(project)
+    if notice is None and not returning:
+        notice = places.notice_for_newcomers(session=session, project=project)
     return _page(
         request,
         "rate/instructions.html",
@@ -77,7 +80,10 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
         await request.app.state.throttle.join(request, slug)
         _, token = rating.join(session=session, project=project, params=params)
     except ServiceError as error:
-        notice = raters.link_notice(project)  # when the link is not open, it says it all
+        # When the link is not open, or the study full, that says it all.
+        notice = raters.link_notice(project) or places.notice_for_newcomers(
+            session=session, project=project
+        )
         page = _page(
             request,
             "rate/instructions.html",

@@ -1,6 +1,6 @@
-"""Who the scheduler still asks, and whose answers count: a rater's attention checks and
-agreement with the majority against the project's thresholds, and the researcher's
-decision over both."""
+"""Who the scheduler still asks, and whose answers count: a rater's attention checks,
+agreement with the majority and median time per answer against the project's
+thresholds, and the researcher's decision over them."""
 
 from __future__ import annotations
 
@@ -21,6 +21,21 @@ def failed_attention(*, project: Project, rater: Rater) -> str | None:
         return (
             f"passed {rater.attention_passed} of {checks} attention checks "
             f"(below {project.min_attention_accuracy:.0%})"
+        )
+    return None
+
+
+def too_fast(*, project: Project, rater: Rater) -> str | None:
+    """How the rater answered faster than the project's speeder threshold, or None."""
+    if (
+        project.min_median_response_ms is not None
+        and rater.median_response_ms is not None
+        and rater.timed_answers >= project.quality_min_answers
+        and rater.median_response_ms < project.min_median_response_ms
+    ):
+        return (
+            f"answered in a median {rater.median_response_ms:,.0f} ms over "
+            f"{rater.timed_answers} answers (below {project.min_median_response_ms:,} ms)"
         )
     return None
 
@@ -55,6 +70,9 @@ def apply_thresholds(*, project: Project, rater: Rater) -> bool:
             f"agreed with the majority on {rater.majority_agreement:.0%} of "
             f"{rater.majority_compared} queries (below {project.min_majority_agreement:.0%})"
         )
+    speed = too_fast(project=project, rater=rater)
+    if speed is not None:
+        reasons.append(speed)
     if rater.exclusion_override is not None:
         rater.excluded = rater.exclusion_override
         rater.exclusion_reason = "set by the researcher"
