@@ -153,7 +153,7 @@ class TestCsvUpload:
         ]
 
     def test_unknown_format_is_415(self, client, auth, project):
-        response = upload(client, auth, project["id"], "items", "items.xlsx", b"PK")
+        response = upload(client, auth, project["id"], "items", "items.parquet", b"PAR1")
         assert response.status_code == 415
         assert "?format=" in response.json()["detail"]
 

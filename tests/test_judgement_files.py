@@ -153,10 +153,9 @@ def test_a_retried_upload_counts_once_and_the_export_uploads_again(client, auth,
     ]
 
 
-def test_an_archive_keeps_a_screen_studys_format_and_answers(client, auth, app):
-    """The archive holds the judgement format and every triplet; the judgements
-    themselves are not in it yet (their download is): an import keeps the triplets as
-    answers."""
+def test_an_archive_keeps_a_screen_studys_format_judgements_and_answers(client, auth, app):
+    """The archive holds the judgement format, every judgement and every triplet, each
+    triplet still one of its judgement's."""
     pid = _project(client, auth, "screens")
     client.patch(
         f"{API}/projects/{pid}/rating",
@@ -173,4 +172,20 @@ def test_an_archive_keeps_a_screen_studys_format_and_answers(client, auth, app):
     copy = imported.json()["id"]
     rating = client.get(f"{API}/projects/{copy}/rating", headers=auth).json()
     assert (rating["judgement"], rating["shown"], rating["picks"]) == ("rank", 8, 2)
-    assert _counts(app, copy) == (0, 26)
+    assert _counts(app, copy) == (2, 26)
+
+    def judgements(project: int) -> list[dict]:
+        exported = client.get(
+            f"{API}/projects/{project}/judgements/export?format=json", headers=auth
+        ).json()
+        return [{k: v for k, v in row.items() if k != "judgement"} for row in exported]
+
+    def screens_of_answers(project: int) -> list[int]:
+        answers = client.get(
+            f"{API}/projects/{project}/triplets/export?format=json", headers=auth
+        ).json()
+        first = {}
+        return [first.setdefault(row["judgement"], len(first)) for row in answers]
+
+    assert judgements(copy) == judgements(pid)
+    assert screens_of_answers(copy) == screens_of_answers(pid) == [0] * 13 + [1] * 13

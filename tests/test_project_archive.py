@@ -4,6 +4,7 @@ same queries, and a broken archive leaves nothing behind."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import zipfile
@@ -135,21 +136,40 @@ def _answer(features, keys, comparison) -> dict:
     return {"sides": sides}
 
 
+def _numbered_in_order(text: str, column: str) -> str:
+    """A CSV export with one column's ids numbered 1, 2, … in the order they first appear:
+    ids are the database's own, the grouping they make is the project's."""
+    rows = list(csv.reader(io.StringIO(text)))
+    at = rows[0].index(column)
+    numbers: dict[str, str] = {}
+    for row in rows[1:]:
+        if row[at]:
+            row[at] = numbers.setdefault(row[at], str(len(numbers) + 1))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
 def _exports(client, auth, pid, build_id) -> dict:
     """What a researcher would compare: every export, the settings, raters, build."""
     rating = client.get(f"{API}/projects/{pid}/rating", headers=auth).json()
     build = client.get(f"{API}/projects/{pid}/builds/{build_id}", headers=auth).json()
+
+    def csv_export(path: str) -> str:
+        return client.get(f"{API}/projects/{pid}/{path}", headers=auth).text
+
     return {
         "items_csv": client.get(f"{API}/projects/{pid}/items/export?format=csv", headers=auth).text,
         "items_json": client.get(
             f"{API}/projects/{pid}/items/export?format=json", headers=auth
         ).json(),
-        "triplets_csv": client.get(
-            f"{API}/projects/{pid}/triplets/export?format=csv", headers=auth
-        ).text,
-        "counted_csv": client.get(
-            f"{API}/projects/{pid}/triplets/export?format=csv&raters=counted", headers=auth
-        ).text,
+        "triplets_csv": _numbered_in_order(csv_export("triplets/export?format=csv"), "judgement"),
+        "counted_csv": _numbered_in_order(
+            csv_export("triplets/export?format=csv&raters=counted"), "judgement"
+        ),
+        "judgements_csv": _numbered_in_order(
+            csv_export("judgements/export?format=csv"), "\ufeffjudgement"
+        ),
         # A moved study gets a link of its own, closed until the researcher opens it there.
         "rating": {k: v for k, v in rating.items() if k not in LINK_FIELDS},
         "raters": sorted(
@@ -174,6 +194,7 @@ def test_a_project_moves_to_the_other_database_and_exports_the_same(
     before = _exports(client, auth, pid, build_id)
     assert before["build"][0] == "running" and before["queries"]  # half way
     assert before["triplets_csv"].count("\n") > 40
+    assert before["judgements_csv"].count("\n") > 5  # the build's sorting screens
     assert before["counted_csv"].count("\n") < before["triplets_csv"].count("\n")
 
     download = client.get(f"{API}/projects/{pid}/archive", headers=auth)
@@ -183,6 +204,7 @@ def test_a_project_moves_to_the_other_database_and_exports_the_same(
         assert sorted(archive.namelist()) == [
             f"builds/{build_id}.state",
             "items.zip",
+            "judgements.json",
             "project.json",
             "triplets.csv",
         ]
@@ -228,14 +250,30 @@ def test_a_broken_archive_is_refused_and_leaves_nothing(app, client, auth, pilot
         assert response.status_code == 422, response.text
         return response.json()
 
-    unknown_key = parts["triplets.csv"] + b"s0,nowhere,s1,upload,,,,train,false\n"
+    unknown_key = parts["triplets.csv"] + b"s0,nowhere,s1,upload,,,,train,false,\n"
     refused = send({**parts, "triplets.csv": unknown_key})
     assert "nowhere" in json.dumps(refused)
     # Past the first committed chunk of answers (20,000 rows): the half-made project,
     # committed with that chunk, is removed again.
     header, _, _ = parts["triplets.csv"].partition(b"\n")
-    many = header + b"\n" + b"s0,s3,s1,upload,,,,,\n" * 20_500 + b"s0,s3,nowhere,upload,,,,,\n"
+    many = header + b"\n" + b"s0,s3,s1,upload,,,,,,\n" * 20_500 + b"s0,s3,nowhere,upload,,,,,,\n"
     assert "nowhere" in json.dumps(send({**parts, "triplets.csv": many}))
+    # The screens: each entry checked, the first fault named by its place.
+    judgements = json.loads(parts["judgements.json"])
+    assert judgements, "the pilot's build asked sorting screens"
+    for fault, words in (
+        ({"shown": ["nowhere"]}, "judgement 1: names item 'nowhere'"),
+        ({"format": "tournament"}, "judgement 1: format 'tournament' is not one of"),
+        ({"created_at": "yesterday"}, "judgement 1: created_at"),
+        ({"chosen": [{"item": "s0", "side": "left"}]}, "judgement 1: chosen"),
+    ):
+        broken = json.dumps([{**judgements[0], **fault}, *judgements[1:]]).encode()
+        problems = send({**parts, "judgements.json": broken})["detail"]
+        assert problems[0]["file"] == "judgements.json", problems
+        assert problems[0]["message"].startswith(words), problems
+    unknown_judgement = parts["triplets.csv"] + b"s0,s1,s2,upload,,,,train,false,999999\n"
+    refused = send({**parts, "triplets.csv": unknown_judgement})
+    assert "'999999' is not one of the archive's judgements" in json.dumps(refused)
     assert "project.json" in json.dumps(send({"triplets.csv": parts["triplets.csv"]}))
     description = json.loads(parts["project.json"])
     description["format_version"] = 99

@@ -145,7 +145,7 @@ def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_j
     assert (row["items"], row["picks"]) == (keys, [side["side"] for side in sides])
     table = client.get(f"{API}/projects/{pid}/judgements/export?format=csv", headers=auth).text
     header, line = table.splitlines()
-    assert header.startswith("judgement,format,reference,pivot_left,pivot_right,item1,")
+    assert header.startswith("\ufeffjudgement,format,reference,pivot_left,pivot_right,item1,")
     assert line.split(",")[1:5] == ["sort", "", *pivots]
     again = client.post(
         f"{API}/projects/{pid}/judgements", headers=auth, files={"file": ("j.csv", table)}

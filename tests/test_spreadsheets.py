@@ -143,3 +143,60 @@ def test_only_an_unquoted_hash_makes_a_comment_and_each_comment_is_counted(clien
     ]
     listed = client.get(f"{API}/projects/{project['id']}/items", headers=auth).json()["items"]
     assert sorted(item["key"] for item in listed) == ["# spaced", "#quoted", "plain"]
+
+
+def _upload(client, auth, project_id, what: str, name: str, content: bytes):
+    return client.post(
+        f"{API}/projects/{project_id}/{what}", headers=auth, files={"file": (name, content)}
+    )
+
+
+def _messages(response) -> list[str]:
+    detail = response.json()["detail"]
+    return [detail] if isinstance(detail, str) else [problem["message"] for problem in detail]
+
+
+def test_excels_csv_uploads_as_it_is(client, auth, project):
+    """Saved by Excel as "CSV UTF-8": a byte-order mark, CRLF line ends, empty cells past
+    the last column in every row and empty rows at the end (the cells Excel once
+    formatted), for items and for answers alike."""
+    pid = project["id"]
+    items = (
+        "\ufeffkey,label,,\r\nred,warm,,\r\norange,warm,,\r\nblue,cold,,\r\nteal,cold,,\r\n"
+        ",,,\r\n,,,\r\n"
+    ).encode()
+    stored = _upload(client, auth, pid, "items", "colours.csv", items)
+    assert stored.status_code == 201, stored.text
+    assert stored.json()["rows"] == 4
+    answers = "\ufeffanchor,closer,farther,\r\nred,orange,blue,\r\nteal,blue,red,\r\n,,,\r\n"
+    stored = _upload(client, auth, pid, "triplets", "answers.csv", answers.encode())
+    assert stored.status_code == 201, stored.text
+    assert stored.json()["rows"] == 2
+    # An empty row between rows of data is still a row at fault, named.
+    gap = b"key,label,\r\nviolet,cold,\r\n,,\r\nindigo,cold,\r\n"
+    refused = _upload(client, auth, pid, "items", "gap.csv", gap)
+    assert refused.status_code == 422
+    assert [(p["row"], p["message"]) for p in refused.json()["detail"]] == [(3, "key is required")]
+
+
+def test_what_excel_saves_otherwise_is_refused_saying_what_to_do(client, auth, project):
+    pid = project["id"]
+    cases = {
+        # Excel's plain "CSV" on Windows: the code page, not UTF-8.
+        "cp1252.csv": ("key,text\ncafé,crème brûlée\n".encode("cp1252"), 422, "not UTF-8 text"),
+        # Excel's CSV where the decimal mark is a comma.
+        "semicolons.csv": (b"key;label\na;x\nb;y\n", 422, "separated by semicolons"),
+        # A workbook, and one renamed to .csv.
+        "items.xlsx": (b"PK\x03\x04workbook", 415, "spreadsheet workbook"),
+        "renamed.csv": (b"PK\x03\x04workbook", 422, "spreadsheet workbook"),
+        "old.xls": (b"\xd0\xcf\x11\xe0\xa1\xb1", 415, "spreadsheet workbook"),
+    }
+    for name, (content, status, words) in cases.items():
+        response = _upload(client, auth, pid, "items", name, content)
+        assert response.status_code == status, (name, response.text)
+        [message] = _messages(response)
+        assert words in message and "CSV UTF-8" in message, (name, message)
+    answers = _upload(client, auth, pid, "triplets", "a.xlsx", b"PK\x03\x04")
+    assert answers.status_code == 415 and "CSV UTF-8" in answers.json()["detail"]
+    items = client.get(f"{API}/projects/{pid}", headers=auth).json()["item_count"]
+    assert items == 0

@@ -35,7 +35,9 @@ class TestUpload:
         response = upload(client, auth, pid, "triplets", "answers.csv", content)
         assert response.status_code == 201, response.text
         assert response.json()["rows"] == 100
-        exported = list(csv.DictReader(io.StringIO(export(client, auth, pid).text)))
+        exported = list(
+            csv.DictReader(io.StringIO(export(client, auth, pid).text.lstrip("\ufeff")))
+        )
         assert [(r["anchor"], r["closer"], r["farther"]) for r in exported] == rows
         assert {r["source"] for r in exported} == {"upload"}
 
@@ -65,6 +67,7 @@ class TestUpload:
             "created_at": "2026-01-02T03:04:05.000000+00:00",
             "split": "train",
             "adaptive": "false",
+            "judgement": None,
         }
 
     def test_adaptive_answers_travel_through_export_and_upload(self, client, auth, pid):
@@ -230,8 +233,10 @@ class TestExport:
         assert rows == list(csv.DictReader(io.StringIO(first)))
 
     def test_empty_project_exports_header_or_empty_array(self, client, auth, pid):
-        assert export(client, auth, pid).text == (
-            "anchor,closer,farther,source,rater,response_time_ms,created_at,split,adaptive\n"
+        # With a byte-order mark, as Excel reads UTF-8.
+        assert export(client, auth, pid).content.decode("utf-8") == (
+            "\ufeffanchor,closer,farther,source,rater,response_time_ms,created_at,split,"
+            "adaptive,judgement\n"
         )
         assert export(client, auth, pid, "json").json() == []
 

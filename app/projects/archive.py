@@ -2,8 +2,9 @@
 
 The archive holds what a study is: `project.json` (the project, its rating settings,
 its raters, its builds' state and its models' definitions), `items.zip` (the items
-export: manifest and images) and `triplets.csv` (the answers export: every answer with
-its source, rater, time to answer and time). A pilot run on a laptop (SQLite) thus moves
+export: manifest and images), `judgements.json` (every screen as shown and answered,
+its items by key) and `triplets.csv` (the answers export: every answer with its source,
+rater, time to answer, time and the judgement it is one of the triplets of). A pilot run on a laptop (SQLite) thus moves
 to the lab's server (PostgreSQL): the new project's exports are the old one's.
 
 Left out on purpose: raters' session tokens (a rater continues on the new server by
@@ -49,6 +50,7 @@ from app.models import (
     Researcher,
     Triplet,
 )
+from app.projects import archive_judgements
 from app.projects.archive_format import (
     FORMAT,
     FORMAT_VERSION,
@@ -179,6 +181,13 @@ def export_archive(
     with archive.open(zipfile.ZipInfo("items.zip"), "w", force_zip64=True) as entry:
         for chunk in export_items_zip(engine, store, project_id):
             entry.write(chunk)
+            yield sink.drain()
+    # The screens before the answers they imply: an import maps their ids first.
+    info = zipfile.ZipInfo(archive_judgements.ENTRY)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with archive.open(info, "w", force_zip64=True) as entry:
+        for text in archive_judgements.exported(engine, project_id):
+            entry.write(text.encode())
             yield sink.drain()
     info = zipfile.ZipInfo("triplets.csv")
     info.compress_type = zipfile.ZIP_DEFLATED
@@ -353,6 +362,9 @@ def _fill(
         _check_build(archive, description.format_version, index, entry, ids_by_key)
         for index, entry in enumerate(description.builds)
     ]
+    judgement_ids: dict[int, int] = {}
+    if archive_judgements.ENTRY in archive.entries:
+        judgement_ids = archive_judgements.restore(session, project, archive, ids_by_key)
     if "triplets.csv" in archive.entries and archive.size("triplets.csv") > 0:
         answers = _spooled(archive, "triplets.csv")
         if answers.stream.readline() and answers.stream.readline():  # a header and a row
@@ -364,6 +376,7 @@ def _fill(
                 upload=answers,
                 requested_format=None,
                 idempotency_key=None,
+                judgement_ids=judgement_ids,
             )
     _restore_raters(session, project, description)
     build_ids = _restore_builds(session, project, builds)

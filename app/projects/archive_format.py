@@ -130,6 +130,35 @@ class ArchivedModel(ModelCreate):
     inputs: Base64 = Field(default=None, description="format 1 only")
 
 
+ItemKey = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class ArchivedItem(RequestModel):
+    """An item among a judgement's choices (other choices are words: a sorting screen's
+    "left", "right" or "cant_tell")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item: ItemKey
+
+
+class ArchivedJudgement(RequestModel):
+    """One entry of judgements.json: a screen as shown and answered, its items by key.
+    `ref` is its id in the exporting project, which the answers' `judgement` column
+    names (a screen's triplets)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ref: int = Field(ge=1, le=INT8_MAX)
+    format: str = Field(min_length=1, max_length=32)
+    context: list[ItemKey] = Field(default_factory=list, max_length=2)
+    shown: list[ItemKey] = Field(min_length=1, max_length=12)
+    chosen: list[ArchivedItem | Annotated[str, Field(max_length=16)]] = Field(max_length=12)
+    rater: str | None = Field(default=None, min_length=1, max_length=200)
+    response_time_ms: int | None = Field(default=None, ge=0, le=INT4_MAX)
+    created_at: Time
+
+
 class ProjectArchive(RequestModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -322,7 +322,7 @@ def ingest_judgements(
     )
 
 
-def _published_judgements(project_id: int):
+def published_judgements(project_id: int):
     """The project's judgements but those of an upload still being written."""
     unpublished = exists().where(Upload.id == Judgement.upload_id, Upload.pending)
     return (Judgement.project_id == project_id, or_(Judgement.upload_id.is_(None), ~unpublished))
@@ -335,7 +335,7 @@ def _widest(engine: Engine, project_id: int) -> tuple[int, int]:
     with engine.connect() as connection:
         items, picks = connection.execute(
             select(func.max(length(Judgement.shown)), func.max(length(Judgement.chosen))).where(
-                *_published_judgements(project_id)
+                *published_judgements(project_id)
             )
         ).one()
     return items or 3, picks or 1
@@ -356,7 +356,7 @@ def _exported(engine: Engine, project_id: int) -> Iterator[list[dict]]:
         while True:
             batch = connection.execute(
                 select(Judgement)
-                .where(*_published_judgements(project_id), Judgement.id > after)
+                .where(*published_judgements(project_id), Judgement.id > after)
                 .order_by(Judgement.id)
                 .limit(_CHUNK)
             ).all()
@@ -394,6 +394,7 @@ def export_judgements_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
         *CELLS,
     ]
     buffer = io.StringIO()
+    buffer.write("\ufeff")  # Excel reads UTF-8 only with a byte-order mark
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     for batch in _exported(engine, project_id):

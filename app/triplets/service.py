@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +36,11 @@ from app.uploads.service import UploadResult, find_replay, open_upload
 TRIPLET_FORMATS = (FileFormat.csv, FileFormat.json)
 ROLES = ("anchor", "closer", "farther")
 OPTIONAL_COLUMNS = ("source", "rater", "response_time_ms", "created_at", "split", "adaptive")
-EXPORT_COLUMNS = ROLES + OPTIONAL_COLUMNS
+# The judgement (screen) an answer is one of the triplets of: its id in the project's
+# judgements export, so a rank screen's triplets group. An upload reads past it: the
+# judgements travel in their own file, and an id names a row of this project only.
+EXPORT_ONLY_COLUMNS = ("judgement",)
+EXPORT_COLUMNS = ROLES + OPTIONAL_COLUMNS + EXPORT_ONLY_COLUMNS
 SPLITS = ("train", "test")
 _BATCH = 20_000
 _CHUNK_BYTES = 256 * 1024
@@ -61,6 +65,7 @@ class _RowParser:
         file: str,
         problems: ProblemCollector,
         split: str = "train",
+        judgement_ids: Mapping[int, int] | None = None,
     ) -> None:
         # A test split given for the whole file is stored on every row, as a column would.
         self._default_test = split == "test"
@@ -96,7 +101,9 @@ class _RowParser:
             "created_at": self._created_at,
             "split": self._split,
             "adaptive": self._adaptive,
+            "judgement": self._judgement,
         }
+        self._judgement_ids = judgement_ids or {}
 
     def _bad(self, row: int, column: str | None, message: str) -> None:
         self.problems.add(self.file, message, row=row, column=column)
@@ -193,6 +200,17 @@ class _RowParser:
             return _INVALID
         return raw == "test"
 
+    def _judgement(self, row: int, raw: Any) -> Any:
+        """An archive's answer names its judgement by the ref the archive gave it."""
+        if raw in ("", None):
+            return None
+        ref = int(raw) if isinstance(raw, str) and raw.isascii() and raw.isdigit() else raw
+        found = self._judgement_ids.get(ref) if isinstance(ref, int) else None
+        if found is None:
+            self._bad(row, "judgement", f"'{echo(raw)}' is not one of the archive's judgements")
+            return _INVALID
+        return found
+
     def _adaptive(self, row: int, raw: Any) -> Any:
         if raw in ("", None):
             return False
@@ -242,10 +260,11 @@ def _ingest_csv(
     upload: UploadedFile,
     make_parser: Callable[[tuple[str, ...]], _RowParser],
     problems: ProblemCollector,
+    read: tuple[str, ...],
 ) -> _RowParser:
     rows = csv_rows(upload, problems)
-    columns = read_header(upload, rows, ROLES, OPTIONAL_COLUMNS)
-    extras = tuple(name for name in OPTIONAL_COLUMNS if name in columns)
+    columns = read_header(upload, rows, ROLES, OPTIONAL_COLUMNS + EXPORT_ONLY_COLUMNS)
+    extras = tuple(name for name in read if name in columns)
     parser = make_parser(extras)
     writer = parser.writer
     ia, ic, i_f = (columns.index(role) for role in ROLES)
@@ -276,13 +295,14 @@ def _ingest_json(
     upload: UploadedFile,
     make_parser: Callable[[tuple[str, ...]], _RowParser],
     problems: ProblemCollector,
+    read: tuple[str, ...],
 ) -> _RowParser:
     """A JSON array of [anchor, closer, farther] lists or of objects with those fields."""
-    # Read once, as it streams: every optional field is parsed, absent ones as empty cells.
-    extras = OPTIONAL_COLUMNS
+    # Read once, as it streams: every field read is parsed, absent ones as empty cells.
+    extras = read
     parser = make_parser(extras)
     writer = parser.writer
-    allowed = set(ROLES) | set(OPTIONAL_COLUMNS)
+    allowed = set(ROLES) | set(OPTIONAL_COLUMNS) | set(EXPORT_ONLY_COLUMNS)
     batch: list[tuple] = []
     for index, entry in json_array_entries(upload, "triplets", "triplets"):
         if isinstance(entry, list):
@@ -337,12 +357,14 @@ def ingest_triplets(
     idempotency_key: str | None,
     on_error: str = "reject",
     split: str = "train",
+    judgement_ids: Mapping[int, int] | None = None,
 ) -> UploadResult:
     """Stream the file into the table in committed chunks and publish it at the end; on
     any problem, take out what was committed, so the upload changes nothing (with
     on_error="skip", a row with a problem is left out and listed instead). `split`
     "test" stores the file as the researcher's test split (a `split` column decides per
-    row)."""
+    row). An upload reads past the export's `judgement` column, unless `judgement_ids`
+    maps its values (an archive's judgements, restored first) to the judgements made."""
     replay = find_replay(
         session=session, project=project, kind=UploadKind.triplets, idempotency_key=idempotency_key
     )
@@ -367,11 +389,13 @@ def ingest_triplets(
             file=upload.name,
             problems=problems,
             split=split,
+            judgement_ids=judgement_ids,
         )
 
     ingest = _ingest_csv if fmt is FileFormat.csv else _ingest_json
+    read = OPTIONAL_COLUMNS + (EXPORT_ONLY_COLUMNS if judgement_ids is not None else ())
     with taken_out_on_failure(session, upload_row):
-        written = ingest(upload, make_parser, problems).writer.written
+        written = ingest(upload, make_parser, problems, read).writer.written
         if not problems.problems and written == 0:
             skipped = (
                 f" ({len(problems.skipped_rows)} rows skipped)" if problems.skipped_rows else ""
@@ -434,6 +458,7 @@ def _export_select(
             type_coerce(created, String),
             case((Triplet.is_test, literal("test")), else_=literal("train")),
             case((Triplet.adaptive, literal("true")), else_=literal("false")),
+            Triplet.judgement_id,
         )
         .join(anchor, anchor.id == Triplet.anchor_id)
         .join(closer, closer.id == Triplet.closer_id)
@@ -469,7 +494,8 @@ def _export_rows(
 def export_triplets_csv(
     engine: Engine, project_id: int, only: ExportFilter = EVERY_ANSWER
 ) -> Iterator[bytes]:
-    yield (",".join(EXPORT_COLUMNS) + "\n").encode()
+    # With a byte-order mark, as the participants CSV: Excel reads UTF-8 only with one.
+    yield ("\ufeff" + ",".join(EXPORT_COLUMNS) + "\n").encode()
     if engine.dialect.name == "postgresql":
         sql = _export_select("postgresql", project_id, spreadsheet=True, only=only)
         with engine.connect() as connection:

@@ -47,12 +47,27 @@ class UploadedFile:
     content_type: str | None = None
 
 
+# Spreadsheet workbooks are not read: what the person holding one does instead.
+_WORKBOOKS = (".xlsx", ".xlsm", ".xls", ".ods", ".numbers")
+SAVE_AS_CSV = (
+    "in Excel choose File → Save As → “CSV UTF-8 (Comma delimited) (*.csv)” (LibreOffice: "
+    "Save As → Text CSV, character set Unicode (UTF-8), field delimiter ,) and upload that file"
+)
+# How a workbook's file begins (ZIP for .xlsx and .ods, OLE for the old .xls).
+_WORKBOOK_STARTS = (b"PK\x03\x04", b"\xd0\xcf\x11\xe0")
+
+
 def detect_format(
     upload: UploadedFile, requested: FileFormat | None, allowed: tuple[FileFormat, ...]
 ) -> FileFormat:
     fmt = requested
+    suffix = PurePosixPath(upload.name.lower()).suffix
+    if fmt is None and suffix in _WORKBOOKS and FileFormat.csv in allowed:
+        raise UnsupportedMedia(
+            f"'{upload.name}' is a spreadsheet workbook, which uploads do not read: {SAVE_AS_CSV}"
+        )
     if fmt is None:
-        fmt = _BY_EXTENSION.get(PurePosixPath(upload.name.lower()).suffix)
+        fmt = _BY_EXTENSION.get(suffix)
     if fmt is None and upload.content_type:
         fmt = _BY_CONTENT_TYPE.get(upload.content_type.split(";")[0].strip().lower())
     if fmt is None:
@@ -95,18 +110,33 @@ def csv_rows(upload: UploadedFile, problems: ProblemCollector) -> Iterator[tuple
     and listed and counted in `problems` with the skipped rows. A quoted `"#…"` is a value
     (a download writes a cell that starts with `#` as `'#…`, so it stays one too)."""
     delimiter = "\t" if upload.name.lower().endswith(".tsv") else ","
+    _refuse_a_renamed_workbook(upload)
     text = io.TextIOWrapper(upload.stream, encoding="utf-8-sig", newline="")
     lines = _Lines(text)
     reader = csv.reader(lines, delimiter=delimiter, strict=True)
     record_start = 1  # a quoted field can span lines: report where its record began
+    width: int | None = None  # the header's, its trailing empty cells left out
+    blank: list[tuple[int, list[str]]] = []  # empty rows, held until a row follows them
     try:
         for fields in reader:
             if any("\x00" in field for field in fields):
                 raise _nul_in(upload, record_start)
-            if not lines.first.startswith(COMMENT):
-                yield record_start, [from_spreadsheet(field) for field in fields]
-            else:
+            if lines.first.startswith(COMMENT):
                 problems.leave_out(upload.name, COMMENT_LINE, record_start)
+            elif width is None:
+                width = _header_width(upload, fields, delimiter)
+                yield record_start, [from_spreadsheet(field) for field in fields[:width]]
+            else:
+                # Excel writes a cell for every column it ever formatted: the empty cells
+                # past the header's, and the empty rows at the end, are no data.
+                if len(fields) > width and not any(fields[width:]):
+                    fields = fields[:width]
+                if not any(fields):
+                    blank.append((record_start, fields))
+                else:
+                    yield from blank
+                    blank.clear()
+                    yield record_start, [from_spreadsheet(field) for field in fields]
             lines.record_begins = True
             record_start = reader.line_num + 1
     except csv.Error as exc:
@@ -115,9 +145,48 @@ def csv_rows(upload: UploadedFile, problems: ProblemCollector) -> Iterator[tuple
         ) from None
     except UnicodeDecodeError:
         row = _first_undecodable_line(upload.stream)
-        raise InvalidUpload([Problem(upload.name, "not UTF-8 text", row=row)]) from None
+        raise InvalidUpload([Problem(upload.name, NOT_UTF8, row=row)]) from None
     finally:
         text.detach()
+
+
+NOT_UTF8 = (
+    "not UTF-8 text (Excel's plain “CSV” and “CSV (Macintosh)” write your computer's "
+    f"code page, such as Windows-1252): {SAVE_AS_CSV}"
+)
+
+
+def _refuse_a_renamed_workbook(upload: UploadedFile) -> None:
+    start = upload.stream.read(4)
+    upload.stream.seek(0)
+    if start.startswith(_WORKBOOK_STARTS):
+        raise InvalidUpload(
+            [Problem(upload.name, f"this is a spreadsheet workbook, not CSV text: {SAVE_AS_CSV}")]
+        )
+
+
+def _header_width(upload: UploadedFile, header: list[str], delimiter: str) -> int:
+    """How many columns the header names (Excel's trailing empty cells left out). A
+    header of one cell holding semicolons is Excel's CSV where the decimal mark is a
+    comma: said so, with what to do (reading it as `;`-separated would misread every
+    number with a decimal comma)."""
+    width = len(header)
+    while width > 1 and not header[width - 1].strip():
+        width -= 1
+    if delimiter == "," and width == 1 and ";" in header[0]:
+        raise InvalidUpload(
+            [
+                Problem(
+                    upload.name,
+                    "the columns are separated by semicolons (Excel's CSV where the decimal "
+                    "mark is a comma), and uploads read commas: in Excel set File → Options "
+                    "→ Advanced → “Use system separators” off with the decimal separator “.”, "
+                    f"then {SAVE_AS_CSV.removeprefix('in Excel ')}",
+                    row=1,
+                )
+            ]
+        )
+    return width
 
 
 def _nul_in(upload: UploadedFile, row: int) -> InvalidUpload:
@@ -156,7 +225,7 @@ def json_array_entries(upload: UploadedFile, wrapper: str, what: str) -> Iterato
             [Problem(upload.name, f"not valid JSON in entry {index + 1}: {echo(str(exc))}")]
         ) from None
     except UnicodeDecodeError:
-        raise InvalidUpload([Problem(upload.name, "not UTF-8 text")]) from None
+        raise InvalidUpload([Problem(upload.name, NOT_UTF8)]) from None
     except ValueError as exc:  # a number Python will not convert (thousands of digits)
         raise InvalidUpload(
             [Problem(upload.name, f"entry {index + 1}: {echo(str(exc))}")]
