@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import InvalidUpload, Problem, echo
 from app.formats import UnknownFormat, named
-from app.models import Item, Judgement, Project, Rater
+from app.models import Judgement, Project, Rater
 from app.projects.archive_format import ArchivedItem, ArchivedJudgement
-from app.triplets.judged import published_judgements
+from app.triplets.judged import published_batches
 from app.uploads.files import SafeZip, UploadedFile, json_array_entries
 
 ENTRY = "judgements.json"
@@ -28,41 +28,25 @@ def exported(engine: Engine, project_id: int) -> Iterator[str]:
     yield "["
     separator = ""
     encode = json.JSONEncoder(ensure_ascii=False).encode
-    with engine.connect() as connection:
-        keys = dict(
-            connection.execute(select(Item.id, Item.key).where(Item.project_id == project_id)).all()
-        )
-        raters = dict(
-            connection.execute(
-                select(Rater.id, Rater.external_id).where(Rater.project_id == project_id)
-            ).all()
-        )
-        after = 0
-        while batch := connection.execute(
-            select(Judgement)
-            .where(*published_judgements(project_id), Judgement.id > after)
-            .order_by(Judgement.id)
-            .limit(AT_ONCE)
-        ).all():
-            after = batch[-1].id
-            entries = [
-                {
-                    "ref": row.id,
-                    "format": row.format.name,
-                    "context": [keys[item] for item in row.context],
-                    "shown": [keys[item] for item in row.shown],
-                    "chosen": [
-                        {"item": keys[choice]} if isinstance(choice, int) else choice
-                        for choice in row.chosen
-                    ],
-                    "rater": raters.get(row.rater_id),
-                    "response_time_ms": row.response_time_ms,
-                    "created_at": row.created_at.isoformat(),
-                }
-                for row in batch
-            ]
-            yield separator + encode(entries)[1:-1]
-            separator = ","
+    for batch, keys, raters in published_batches(engine, project_id, AT_ONCE):
+        entries = [
+            {
+                "ref": row.id,
+                "format": row.format.name,
+                "context": [keys[item] for item in row.context],
+                "shown": [keys[item] for item in row.shown],
+                "chosen": [
+                    {"item": keys[choice]} if isinstance(choice, int) else choice
+                    for choice in row.chosen
+                ],
+                "rater": raters.get(row.rater_id),
+                "response_time_ms": row.response_time_ms,
+                "created_at": row.created_at.isoformat(),
+            }
+            for row in batch
+        ]
+        yield separator + encode(entries)[1:-1]
+        separator = ","
     yield "]"
 
 

@@ -341,8 +341,11 @@ def _widest(engine: Engine, project_id: int) -> tuple[int, int]:
     return items or 3, picks or 1
 
 
-def _exported(engine: Engine, project_id: int) -> Iterator[list[dict]]:
-    """Judgements with item keys and rater ids, oldest first, in batches."""
+def published_batches(
+    engine: Engine, project_id: int, size: int = _CHUNK
+) -> Iterator[tuple[list, dict[int, str], dict[int, str]]]:
+    """The published judgements oldest first, `size` at a time, each batch with the
+    project's item keys and raters' ids by row id."""
     with engine.connect() as connection:
         keys = dict(
             connection.execute(select(Item.id, Item.key).where(Item.project_id == project_id)).all()
@@ -353,17 +356,20 @@ def _exported(engine: Engine, project_id: int) -> Iterator[list[dict]]:
             ).all()
         )
         after = 0
-        while True:
-            batch = connection.execute(
-                select(Judgement)
-                .where(*published_judgements(project_id), Judgement.id > after)
-                .order_by(Judgement.id)
-                .limit(_CHUNK)
-            ).all()
-            if not batch:
-                return
+        while batch := connection.execute(
+            select(Judgement)
+            .where(*published_judgements(project_id), Judgement.id > after)
+            .order_by(Judgement.id)
+            .limit(size)
+        ).all():
             after = batch[-1].id
-            yield [_judgement_out(row, keys, raters) for row in batch]
+            yield batch, keys, raters
+
+
+def _exported(engine: Engine, project_id: int) -> Iterator[list[dict]]:
+    """Judgements with item keys and rater ids, oldest first, in batches."""
+    for batch, keys, raters in published_batches(engine, project_id):
+        yield [_judgement_out(row, keys, raters) for row in batch]
 
 
 def _judgement_out(row, keys: dict[int, str], raters: dict[int, str]) -> dict:
