@@ -30,7 +30,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Engine, exists, func, insert, or_, select
@@ -343,7 +343,7 @@ def _widest(engine: Engine, project_id: int) -> tuple[int, int]:
 
 def published_batches(
     engine: Engine, project_id: int, size: int = _CHUNK
-) -> Iterator[tuple[list, dict[int, str], dict[int, str]]]:
+) -> Iterator[tuple[Sequence[Any], dict[int, str], dict[int, str]]]:
     """The published judgements oldest first, `size` at a time, each batch with the
     project's item keys and raters' ids by row id."""
     with engine.connect() as connection:
