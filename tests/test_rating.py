@@ -578,7 +578,23 @@ class TestQuality:
         answered = answer_what_it_asks(url, "spammer")
         assert client.get(url, headers=auth).json()["status"] == "complete"
         assert client.get(url, headers=auth).json()["exclusions_since"] is None
-        spammer = client.get(f"{API}/projects/{project_id}/raters", headers=auth).json()[0]
+        # A rater whose answers came after it finished: excluding them changes no tree,
+        # and building again is not offered.
+        late = "anchor,closer,farther,rater\n" + f"{keys[0]},{keys[1]},{keys[2]},late\n"
+        client.post(
+            f"{API}/projects/{project_id}/triplets",
+            headers=auth,
+            files={"file": ("late.csv", late)},
+        ).raise_for_status()
+        raters = client.get(f"{API}/projects/{project_id}/raters", headers=auth).json()
+        spammer, latecomer = raters
+        client.patch(
+            f"{API}/projects/{project_id}/raters/{latecomer['id']}",
+            headers=auth,
+            json={"excluded": True},
+        ).raise_for_status()
+        assert client.get(url, headers=auth).json()["exclusions_since"] is None
+        assert "Build again" not in client.get(f"/projects/{project_id}/builds", headers=auth).text
         client.patch(
             f"{API}/projects/{project_id}/raters/{spammer['id']}",
             headers=auth,
@@ -593,6 +609,11 @@ class TestQuality:
         }
         page = client.get(f"/projects/{project_id}/builds", headers=auth).text
         assert f"Its trees hold {answered:,} answers of 1 rater excluded since it finished" in page
+        # What it would ask for, before it starts: the new build's own first estimate.
+        estimate = client.get(f"{url}/rebuild/estimate", headers=auth).json()
+        assert estimate["answers"] > 0
+        confirm = client.get(f"/projects/{project_id}/builds/{build['id']}/again", headers=auth)
+        assert f"Build again, asking ~{estimate['answers']:,} answers" in confirm.text
 
         again = client.post(f"{url}/rebuild", headers=auth)
         assert again.status_code == 201, again.text
@@ -603,6 +624,9 @@ class TestQuality:
         assert "<h3>Build 2 <span" in page and "<h3>Build 1 <span" in page
         assert rebuilt["status"] == "running" and rebuilt["exclusions_since"] is None
         assert rebuilt["progress"]["queries_answered"] == 0  # none of the spammer's count
+        Worker(app.state.session_factory).run(until_idle=True)  # its first step
+        stepped = client.get(f"{API}/projects/{project_id}/builds/{rebuilt['id']}", headers=auth)
+        assert stepped.json()["progress"]["answers_needed_estimate"] == estimate["answers"]
         running = client.post(
             f"{API}/projects/{project_id}/builds/{rebuilt['id']}/rebuild", headers=auth
         )

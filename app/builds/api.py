@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, status
 from app.auth.deps import Changing, Serving, Viewing
 from app.builds import jobs, routing, service
 from app.builds.schemas import (
+    AgainEstimateOut,
     BuildCreate,
     BuildEstimateOut,
     BuildOut,
@@ -87,6 +88,21 @@ def list_builds(project_id: RowId, session: SessionDep, researcher: Viewing):
 def get_build(project_id: RowId, build_id: RowId, session: SessionDep, researcher: Viewing):
     """The build with its progress: queries answered and pending, share done per tree."""
     return _out(session, _build(session, researcher, project_id, build_id))
+
+
+@router.get("/{build_id}/rebuild/estimate", response_model=AgainEstimateOut)
+def estimate_rebuild(project_id: RowId, build_id: RowId, session: SessionDep, researcher: Viewing):
+    """What building a finished build again would ask of raters, before doing it: the
+    answers the new build still needs after folding the answers that count now, and the
+    hours at the recent answer rate. Starts nothing."""
+    build = _build(session, researcher, project_id, build_id)
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    found = service.estimate_again(
+        session=session,
+        build=build,
+        answers_per_hour=recent_answers_per_hour(session=session, project=project),
+    )
+    return AgainEstimateOut(**found.__dict__)
 
 
 @router.post("/{build_id}/rebuild", response_model=BuildOut, status_code=status.HTTP_201_CREATED)

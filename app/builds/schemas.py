@@ -146,6 +146,15 @@ class RoutingAnswers(RequestModel):
     )
 
 
+class AgainEstimateOut(BaseModel):
+    answers: int = Field(
+        description="Answers the new build still needs once it has folded the answers that "
+        "count now (its progress's estimate, as a running build shows it)"
+    )
+    answers_per_hour: float | None = Field(description="The project's recent answer rate")
+    hours: float | None = Field(description="The answers at that rate (null: no recent rate)")
+
+
 class BuildEstimateOut(BaseModel):
     items: int = Field(description="Labelled items outside the test split")
     items_per_tree: int

@@ -168,11 +168,7 @@ def build_again(*, session: Session, build: Build) -> Build:
     """A new build as `build` started: its items, settings and seed, folding the answers
     that count now (the raters excluded since left out); it asks raters only what those
     answers leave open. The finished build and any model on it stay as they are."""
-    if build.status not in FINAL:
-        raise Conflict(
-            f"build {build.id} is {build.status.value}: it is replayed with the answers "
-            "that count whenever a rater is excluded or included again"
-        )
+    _refuse_unfinished(build)
     restarted = _builder(build).restarted()
     return _begin(session, build.project_id, dict(build.params), restarted, build.items)
 
@@ -189,7 +185,10 @@ class ExclusionChange:
 
 
 def exclusion_change(session: Session, build: Build) -> ExclusionChange | None:
-    """None while the build follows the exclusions (unfinished builds are replayed)."""
+    """The raters whose exclusion changed among those whose answers it read. None while
+    the build follows the exclusions (unfinished builds are replayed), and when none of
+    the answers it read is of such a rater: building it again would grow the same
+    trees."""
     if build.status not in FINAL:
         return None
     now = set(thresholds.excluded_rater_ids(session, build.project_id))
@@ -197,15 +196,59 @@ def exclusion_change(session: Session, build: Build) -> ExclusionChange | None:
     excluded, included = sorted(now - then), sorted(then - now)
     if not excluded and not included:
         return None
-    answers = session.scalar(
-        select(func.count()).where(
+    # Their answers it could have read: before its cursor, about its items alone.
+    rows = session.execute(
+        select(Triplet.rater_id, Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
             Triplet.project_id == build.project_id,
             Triplet.id <= build.answers_cursor,
             Triplet.is_test.is_(False),
             Triplet.rater_id.in_(excluded + included),
         )
-    )
-    return ExclusionChange(excluded, included, int(answers or 0))
+    ).all()
+    found = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+    read = found[np.isin(found[:, 1:], item_ids(build)).all(axis=1), 0]
+    if not len(read):
+        return None
+    whose = set(read.tolist())
+    excluded = [rater for rater in excluded if rater in whose]
+    included = [rater for rater in included if rater in whose]
+    answers = len(read)
+    return ExclusionChange(excluded, included, answers)
+
+
+@dataclass(frozen=True)
+class AgainEstimate:
+    """What building a finished build again would ask of raters: the answers the new
+    build still needs once it has folded the answers that count now, and the hours that
+    is at the project's recent rate."""
+
+    answers: int
+    answers_per_hour: float | None
+    hours: float | None
+
+
+def estimate_again(
+    *, session: Session, build: Build, answers_per_hour: float | None
+) -> AgainEstimate:
+    """The new build's first step, taken here and thrown away: its restarted forest
+    folds every answer that counts now, and what it still needs is what its progress
+    says (the estimate a running build shows)."""
+    _refuse_unfinished(build)
+    builder = _builder(build).restarted()
+    answers, _ = answers_after(session, build.project_id, 0, item_ids(build))
+    if len(answers):
+        builder.add_answers(answers)
+    needed = int(builder.progress()["answers_needed_estimate"])
+    hours = needed / answers_per_hour if answers_per_hour else None
+    return AgainEstimate(needed, answers_per_hour, hours)
+
+
+def _refuse_unfinished(build: Build) -> None:
+    if build.status not in FINAL:
+        raise Conflict(
+            f"build {build.id} is {build.status.value}: it is replayed with the answers "
+            "that count whenever a rater is excluded or included again"
+        )
 
 
 def _builder(build: Build) -> CompRFBuilder:

@@ -134,6 +134,41 @@ async def start_build(
     )
 
 
+@router.get(
+    "/projects/{project_id}/builds/{build_id}/again",
+    response_class=HTMLResponse,
+    name="build_again_page",
+)
+def build_again_page(
+    project_id: RowId,
+    build_id: RowId,
+    request: Request,
+    session: SessionDep,
+    researcher: ViewingPage,
+):
+    """What building a finished build again would ask of raters, before it starts."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    build = service.get_build(session=session, project=project, build_id=build_id)
+    builds = service.list_builds(session=session, project=project)
+    return page(
+        request,
+        "builds/again.html",
+        {
+            "researcher": researcher,
+            "project": project,
+            "tab": "builds",
+            "build": build,
+            "number": 1 + [b.id for b in builds].index(build.id),
+            "change": service.exclusion_change(session, build),
+            "estimate": service.estimate_again(
+                session=session,
+                build=build,
+                answers_per_hour=recent_answers_per_hour(session=session, project=project),
+            ),
+        },
+    )
+
+
 @router.post("/projects/{project_id}/builds/{build_id}/{action}", name="build_action")
 def change_build(
     project_id: RowId,

@@ -1323,7 +1323,8 @@ def test_a_finished_build_is_built_again_without_a_rater_excluded_since(
     app, server, browser, researcher, tmp_path
 ):
     """The researcher excludes a rater on the Raters page; the finished build says it
-    holds that rater's answers, and "Build again" starts a new build without them."""
+    holds that rater's answers, "Build again…" shows the answers a new build would ask
+    for, and its button starts one without them."""
     import numpy as np
 
     from app.learn import FeatureOracle
@@ -1358,7 +1359,17 @@ def test_a_finished_build_is_built_again_without_a_rater_excluded_since(
         screenshots_dir(tmp_path),
     )
     page.goto(f"{server}/projects/{project_id}/builds")
-    page.locator(f"#build-{build_id}").get_by_role("button", name="Build again").click()
+    page.locator(f"#build-{build_id}").get_by_role("link", name="Build again…").click()
+    # What it would ask for, before anything starts.
+    expect(page.locator("h1")).to_have_text("Build 1 again?")
+    asked = httpx.get(
+        f"{server}{API}/projects/{project_id}/builds/{build_id}/rebuild/estimate", headers=bearer
+    ).json()
+    assert 0 < asked["answers"]
+    expect(page.locator(".again-answers")).to_have_text(f"~{asked['answers']:,}")
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "build-again-desktop.png"), full_page=True)
+    assert len(httpx.get(f"{server}{API}/projects/{project_id}/builds", headers=bearer).json()) == 1
+    page.get_by_role("button", name=f"Build again, asking ~{asked['answers']:,} answers").click()
     newest = page.locator(".build").first
     expect(newest).to_have_attribute("data-status", "running")
     expect(newest.locator("h3")).to_contain_text("Build 2")
