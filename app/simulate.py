@@ -190,6 +190,16 @@ async def _rater(
         response.raise_for_status()
         report.raters += 1
         headers = {**base_headers, "X-Rater-Token": response.body["rater_token"]}
+        if response.body.get("step") == "consent":  # the simulated people all agree
+            agreed, _ = await _request(
+                client,
+                "POST",
+                f"{API}/rate/{slug}/consent",
+                report,
+                json={"agree": True},
+                headers=headers,
+            )
+            agreed.raise_for_status()
         response, _ = await _request(
             client, "GET", f"{API}/rate/{slug}/next", report, headers=headers
         )

@@ -57,6 +57,7 @@ def route_table(app) -> list[tuple[str, str]]:
 # (which runs first and is the same for everyone). Others get `{}`.
 BODIES = {
     ("POST", f"{API}/rate/{{slug}}/answers"): {"query_id": 1, "choice": "left"},
+    ("POST", f"{API}/rate/{{slug}}/consent"): {"agree": True},
     ("PATCH", f"{API}/projects/{{project_id}}"): {"name": "mine now"},
     ("PATCH", f"{API}/projects/{{project_id}}/rating"): {"instructions": "mine now"},
     ("PATCH", f"{API}/projects/{{project_id}}/items/{{key}}"): {"label": "mine now"},
@@ -244,8 +245,9 @@ def test_every_route_answers_each_kind_of_caller_as_it_should(app, client, auth,
                     as_other == other,
                 )
             elif kind == "rater":  # a researcher's token is no rater's
-                # (404 for the rater: query 1 is not one they were shown)
-                checks = (anonymous_status == 401, as_rater in (200, 404), as_other == 401)
+                # (404 for the rater: query 1 is not one they were shown; 409: this study
+                # asks no consent to give)
+                checks = (anonymous_status == 401, as_rater in (200, 404, 409), as_other == 401)
             else:  # public, and the study's link: anyone
                 # (404: a media file it lacks; 422: a bad form; signing in: 400 for a
                 # stale link, 403 for a form without its CSRF token)

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jinja2 import Environment, pass_context
+from markdown_it import MarkdownIt
+from markupsafe import Markup
 from starlette.datastructures import URL
 
 from app.core.clock import utcnow
@@ -63,6 +65,16 @@ def url_for(context: dict[str, Any], name: str, /, **path_params: Any) -> URL:
     return URL(path=context["request"].url_for(name, **path_params).path)
 
 
+# CommonMark with raw HTML shown as text, and markdown-it's own check of link targets
+# (no javascript:, vbscript:, file: or data: links): a lab's text cannot run script.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False})
+
+
+def markdown(text: str | None) -> Markup:
+    """A researcher's Markdown (a consent, a debrief) as safe HTML."""
+    return Markup(_MARKDOWN.render(text or ""))
+
+
 def install_filters(env: Environment) -> None:
-    env.filters.update(number=number, when=when, iso=iso, duration=duration)
+    env.filters.update(number=number, when=when, iso=iso, duration=duration, markdown=markdown)
     env.globals["url_for"] = url_for

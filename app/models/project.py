@@ -9,7 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
 from app.formats import TRIPLET, JudgementFormat
-from app.models._types import FormatName, Timestamp, string_enum, utcnow
+from app.models._types import FormatName, JsonValue, Timestamp, string_enum, utcnow
 
 
 class LabelType(StrEnum):
@@ -93,6 +93,15 @@ class Project(Base):
     # The places a recruiting platform sold: no one new joins once this many sessions
     # ended with a code or are still live (app/raters/places.py); null: no limit.
     quota: Mapped[int | None] = mapped_column()
+    # The participant's path around the task (app/rating/path.py): the consent to give
+    # first ({"text", "statements"}; null: none asked), its version (rises with each
+    # change of it: a consent records the version it agreed to), where a participant who
+    # declines is sent, and the debrief shown with the code at the end.
+    consent: Mapped[dict | None] = mapped_column(JsonValue)
+    consent_version: Mapped[int] = mapped_column(default=0, server_default="0")
+    no_consent_code: Mapped[str | None] = mapped_column(String(64))
+    no_consent_url: Mapped[str | None] = mapped_column(String(500))
+    debrief: Mapped[str] = mapped_column(Text, default="", server_default="")
     completion_code: Mapped[str] = mapped_column(String(64), default=new_completion_code)
     completion_url: Mapped[str | None] = mapped_column(String(500))
     # A rater who has seen every query there is ends there: this code and redirect if

@@ -53,6 +53,11 @@ class Rater(Base):
     # project with a code for that (the screened-out code): nothing more is asked of them.
     screened_out_at: Mapped[datetime | None] = mapped_column(Timestamp)
     last_seen_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # Their answer to the study's consent: when they agreed (and to which version of its
+    # text), or when they declined (the session ended there, with the no-consent code).
+    consented_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    consent_version: Mapped[int | None] = mapped_column()
+    consent_declined_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
     @property
     def attention_accuracy(self) -> float | None:

@@ -137,6 +137,7 @@ def describe(session: Session, project: Project) -> dict[str, Any]:
             "description": project.description,
             "label_type": project.label_type.value,
             "created_at": _time(project.created_at),
+            "consent_version": project.consent_version,
         },
         "rating": RatingSettings.model_validate(project).model_dump(),
         "raters": raters,
@@ -269,6 +270,8 @@ def import_archive(
     project_id = project.id
     try:
         update_rating(session=session, project=project, changes=description.rating.model_dump())
+        if facts.consent_version is not None:
+            project.consent_version = facts.consent_version
         _fill(session, settings, store, archive, description, project)
         project.importing = False
         session.commit()

@@ -74,6 +74,8 @@ def _longest(column: Any) -> int:
 
 class ArchivedProject(ProjectCreate):
     created_at: Time | None = None
+    # The consent's version, which the raters' consents name (absent: the first).
+    consent_version: Count | None = None
 
 
 class ArchivedRater(RequestModel):
@@ -95,6 +97,11 @@ class ArchivedRater(RequestModel):
     last_seen_at: Time | None = None
     out_of_work_at: Time | None = None
     screened_out_at: Time | None = None
+    median_response_ms: float | None = Field(default=None, ge=0, strict=False)
+    timed_answers: Count = 0
+    consented_at: Time | None = None
+    consent_version: Count | None = None
+    consent_declined_at: Time | None = None
 
     @model_validator(mode="after")
     def _few_platform_ids(self) -> ArchivedRater:

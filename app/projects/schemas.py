@@ -3,7 +3,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    create_model,
+)
 
 from app.core.fields import INT4_MAX, RequestModel
 from app.formats import TRIPLET, JudgementFormat, asked_by_studies, study_format
@@ -75,6 +82,24 @@ def _offered_formats(schema: dict[str, Any]) -> None:
 
 StudyFormatName = Annotated[str, BeforeValidator(_study_format)]
 
+PATH = "The participant's path"
+Statement = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+
+
+class Consent(BaseModel):
+    """What a participant agrees to before anything they answer is recorded: the lab's
+    text (Markdown: raw HTML is shown as text) and the statements each to be ticked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=20_000, description="Markdown")
+    statements: list[Statement] = Field(
+        min_length=1,
+        max_length=10,
+        description="Each one ticked before the participant can go on, e.g. "
+        "'I have read the information above' and 'I agree to take part'",
+    )
+
 
 class RatingSettings(BaseModel):
     """How the project's public rating link behaves. The one list of the rating settings:
@@ -121,6 +146,39 @@ class RatingSettings(BaseModel):
         "lease), the link takes nobody new and says the study is full; a session gone "
         "quiet for longer than a lease gives its place back; null: no limit",
         json_schema_extra=_shown(SESSIONS, "integer"),
+    )
+    consent: Consent | None = Field(
+        default=None,
+        title="Consent (empty: none asked)",
+        description="Asked first, before anything the participant answers is recorded: the "
+        "text (Markdown) and the statements each to be ticked; a participant who declines "
+        "ends there with the no-consent code, never the completion code; null: none asked",
+        json_schema_extra=_shown(PATH, "consent"),
+    )
+    no_consent_code: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        title="Code when consent is declined",
+        description="Shown to a participant who declines (the recruiting platform's code "
+        "for a returned study); null: no code, only the redirect if set",
+        json_schema_extra=_shown(PATH, "text"),
+    )
+    no_consent_url: str | None = Field(
+        default=None,
+        max_length=500,
+        pattern=r"^https?://",
+        title="Redirect when consent is declined",
+        description="Where a participant who declines is sent; null: no redirect",
+        json_schema_extra=_shown(PATH, "url"),
+    )
+    debrief: str = Field(
+        default="",
+        max_length=20_000,
+        title="Debrief (shown with the completion code)",
+        description="The lab's text at the end (Markdown), shown with the code and before "
+        "the redirect: what the study was about, whom to contact",
+        json_schema_extra=_shown(PATH, "textarea"),
     )
     completion_code: str = Field(
         min_length=1,
@@ -304,7 +362,9 @@ QUALITY_SETTINGS = frozenset(
 
 # Where a rater is sent when their session ends: changing one needs the whole account
 # (app/auth/access.py, Action.redirect_raters).
-RATER_DESTINATIONS = frozenset({"completion_url", "no_more_work_url", "screened_out_url"})
+RATER_DESTINATIONS = frozenset(
+    {"completion_url", "no_more_work_url", "screened_out_url", "no_consent_url"}
+)
 
 
 def _any_subset(model: type[BaseModel]) -> dict:

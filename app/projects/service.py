@@ -188,6 +188,8 @@ def update_rating(
         if project.question == project.judgement.default_question:
             project.question = judgement.default_question
     changes = {**changes, "judgement": judgement} if "judgement" in changes else changes
+    if "consent" in changes and changes["consent"] != project.consent:
+        project.consent_version += 1  # a consent given records the version it agreed to
     if any(getattr(project, name) != changes[name] for name in QUALITY_SETTINGS & set(changes)):
         project.agreement_cursor = 0  # the workers apply the new thresholds within a minute
     for name, value in changes.items():

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse
+from pydantic import ValidationError
 
 from app.auth.access import Action
 from app.auth.deps import (
@@ -33,6 +34,7 @@ from app.models import LabelType, TripletSource
 from app.projects import archive, service
 from app.projects.schemas import (
     NULLABLE_RATING_SETTINGS,
+    Consent,
     LinkChange,
     ProjectCreate,
     ProjectUpdate,
@@ -248,13 +250,20 @@ async def save_settings(
     submitted = await read_model_form(
         request,
         RatingSettingsUpdate,
-        fields=[name for name, _, _ in listed],
+        fields=[name for name, _, kind in listed if kind != "consent"],
         checkboxes=[name for name, _, kind in listed if kind == "checkbox"],
         unstripped=[name for name, _, kind in listed if kind == "textarea"],
         nullable=NULLABLE_RATING_SETTINGS,
         blank_is_missing=False,
     )
     body, values, errors = submitted.body, submitted.shown, submitted.errors
+    consent, values["consent"], consent_error = _consent_from(await request.form())
+    if consent_error:
+        errors["consent"], body = consent_error, None
+    elif body is not None:
+        body = RatingSettingsUpdate.model_validate(
+            {**body.model_dump(exclude_unset=True), "consent": consent}, strict=False
+        )
     if body is None:
         return _settings_page(
             request, researcher, project, values=values, errors=errors, status_code=422
@@ -278,6 +287,25 @@ async def save_settings(
             status_code=refused.status_code,
         )
     return _settings_page(request, researcher, project, saved=True)
+
+
+def _consent_from(form) -> tuple[Consent | None, dict, str | None]:
+    """The consent the settings form gives (its text, and its statements one a line),
+    what to show back, and what is wrong with it; both fields empty: no consent."""
+    text = str(form.get("consent_text") or "").replace("\r\n", "\n").strip()
+    lines = str(form.get("consent_statements") or "").splitlines()
+    statements = [line.strip() for line in lines if line.strip()]
+    shown = {"text": text, "statements": statements}
+    if not text and not statements:
+        return None, shown, None
+    try:
+        return Consent(text=text, statements=statements), shown, None
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]
+        where = {"text": "the text", "statements": "the statements"}.get(
+            str(problem["loc"][0]), "it"
+        )
+        return None, shown, f"Consent: {where}: {problem['msg']}"
 
 
 @router.post("/projects/{project_id}/about", response_class=HTMLResponse, name="about_form")

@@ -2,7 +2,8 @@
 session ended, their answers and time, and the code they were shown. The page, the JSON
 API and the CSV for a recruiting platform's bulk approval all read `participants`.
 
-An outcome, most telling first: failed attention checks (below the project's threshold,
+An outcome, most telling first: declined the consent (the session ended there, with the
+no-consent code), failed attention checks (below the project's threshold,
 whatever else happened: a platform lets the researcher return or reject them; with a
 screened-out code set, their session ended there with that code), completed
 (the completion code), out of work (the no-more-work code: nothing was left to ask
@@ -30,6 +31,7 @@ from app.scheduling.thresholds import failed_attention
 
 
 class Outcome(StrEnum):
+    declined_consent = "declined_consent"
     failed_attention = "failed_attention"
     completed = "completed"
     out_of_work = "out_of_work"
@@ -38,6 +40,7 @@ class Outcome(StrEnum):
 
 
 OUTCOME_WORDS = {
+    Outcome.declined_consent: "declined consent",
     Outcome.failed_attention: "failed attention checks",
     Outcome.completed: "completed",
     Outcome.out_of_work: "out of work",
@@ -62,6 +65,8 @@ class Participant:
     completion_code: str | None
     excluded: bool
     exclusion_reason: str
+    consented_at: datetime | None
+    consent_version: int | None
 
     @property
     def participant(self) -> str:
@@ -74,6 +79,8 @@ class Participant:
 
 
 def _outcome(project: Project, rater: Rater, now: datetime) -> Outcome:
+    if rater.consent_declined_at is not None:
+        return Outcome.declined_consent
     if failed_attention(project=project, rater=rater) is not None:
         return Outcome.failed_attention
     if rater.completed_at is not None:
@@ -87,6 +94,8 @@ def _outcome(project: Project, rater: Rater, now: datetime) -> Outcome:
 
 def _code_shown(project: Project, rater: Rater) -> str | None:
     """The code the rater's last screen showed them (None: they were shown none)."""
+    if rater.consent_declined_at is not None:
+        return project.no_consent_code
     if rater.screened_out_at is not None:
         return project.screened_out_code
     if rater.completed_at is not None:
@@ -130,6 +139,8 @@ def participants(
                 completion_code=_code_shown(project, rater),
                 excluded=rater.excluded,
                 exclusion_reason=rater.exclusion_reason or "",
+                consented_at=rater.consented_at,
+                consent_version=rater.consent_version,
             )
         )
     return found
@@ -168,6 +179,8 @@ CSV_COLUMNS = [
     "completion_code",
     "excluded",
     "exclusion_reason",
+    "consented_at",
+    "consent_version",
 ]
 
 
@@ -198,6 +211,8 @@ def participants_csv(found: list[Participant]) -> bytes:
             "completion_code": code,
             "excluded": "true" if p.excluded else "false",
             "exclusion_reason": spreadsheet_safe(p.exclusion_reason),
+            "consented_at": _iso(p.consented_at),
+            "consent_version": "" if p.consent_version is None else p.consent_version,
         }
         writer.writerow([cells[c] for c in columns])
     return ("\ufeff" + buffer.getvalue()).encode("utf-8")

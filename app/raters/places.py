@@ -2,8 +2,8 @@
 is taken by a session that ended with a code the participant is paid for (completion or
 no more work) and by a live one (not ended, seen within a lease: an answer or a join);
 a session quiet for longer than a lease is abandoned and gives its place back (the
-platform's own timeout returns the participant there too). Screened-out sessions hold
-none: the platform's participant returns the study.
+platform's own timeout returns the participant there too). Screened-out sessions and
+those that declined the consent hold none: the platform's participant returns the study.
 
 Live and abandoned are one rule, written twice here side by side: in SQL for the count
 a join takes, in Python for the participants list (a test holds them to each other)."""
@@ -28,6 +28,8 @@ def live_after(project: Project, now: datetime) -> datetime:
 def is_live(project: Project, rater: Rater, now: datetime) -> bool:
     if rater.completed_at or rater.out_of_work_at or rater.screened_out_at:
         return False
+    if rater.consent_declined_at:
+        return False
     seen = rater.last_seen_at or rater.created_at
     return seen is not None and seen > live_after(project, now)
 
@@ -38,6 +40,7 @@ def _holds_a_place(project: Project, now: datetime) -> ColumnElement[bool]:
         Rater.completed_at.is_(None),
         Rater.out_of_work_at.is_(None),
         Rater.screened_out_at.is_(None),
+        Rater.consent_declined_at.is_(None),
         func.coalesce(Rater.last_seen_at, Rater.created_at) > live_after(project, now),
     )
     return and_(Rater.project_id == project.id, or_(ended_paid, live))

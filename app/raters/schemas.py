@@ -54,7 +54,8 @@ class ParticipantOut(BaseModel):
     )
     participant: str = Field(description="The same id, under the name bulk approval reads")
     outcome: str = Field(
-        description="failed_attention (below the attention threshold, whatever else), "
+        description="declined_consent (the session ended at the consent), failed_attention "
+        "(below the attention threshold, whatever else), "
         "completed, out_of_work (shown the no-more-work code), in_progress (seen within "
         "the study's lease: lease_seconds) or abandoned (quiet for longer: their place, "
         "under a quota, is given back)"
@@ -71,6 +72,10 @@ class ParticipantOut(BaseModel):
     exclusion_reason: str = Field(
         description="Why (the thresholds they fell below, or the researcher's decision)"
     )
+    consented_at: datetime | None = Field(
+        description="When they agreed to the study's consent (null: not asked, or not given)"
+    )
+    consent_version: int | None = Field(description="The version of the consent they agreed to")
 
 
 class RaterAnswerOut(BaseModel):

@@ -135,7 +135,14 @@ def link_notice(project: Project) -> str | None:
 
 
 _RATER_IN_PROJECT = (
-    select(Rater.id, Rater.answers, Rater.excluded, Rater.screened_out_at.is_not(None))
+    select(
+        Rater.id,
+        Rater.answers,
+        Rater.excluded,
+        Rater.screened_out_at.is_not(None),
+        Rater.consented_at.is_not(None),
+        Rater.consent_declined_at.is_not(None),
+    )
     .join(RaterSession, RaterSession.rater_id == Rater.id)
     .where(
         RaterSession.token_hash == bindparam("token_hash"),
@@ -194,6 +201,8 @@ _RATER_BY_TOKEN = (
         Rater.answers,
         Rater.excluded,
         Rater.screened_out_at.is_not(None),
+        Rater.consented_at.is_not(None),
+        Rater.consent_declined_at.is_not(None),
         Project.settings_version,
     )
     .select_from(RaterSession)
@@ -220,8 +229,8 @@ def authenticate_in_study(
     )
     if row is None:
         return None
-    rater_id, answers, excluded, screened_out, version = row
-    rater = ActiveRater(rater_id, answers, excluded, screened_out)
+    rater_id, answers, excluded, screened_out, consented, declined, version = row
+    rater = ActiveRater(rater_id, answers, excluded, screened_out, consented, declined)
     return studies().get(session, slug, version), rater
 
 

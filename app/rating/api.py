@@ -9,11 +9,14 @@ from starlette.concurrency import run_in_threadpool
 from app.core.deps import transaction
 from app.core.routes import StrictJSONRoute
 from app.raters.service import project_by_slug
+from app.rating import path
 from app.rating import service as rating
 from app.rating.deps import RaterToken, find_rater, media_folder
 from app.rating.schemas import (
     AnswerIn,
     ComparisonOut,
+    ConsentIn,
+    ConsentOut,
     JoinIn,
     JoinOut,
     RaterStateOut,
@@ -57,6 +60,10 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
                 else [_item(media, pivot) for pivot in shown.pivots],
             )
     return RaterStateOut(
+        step=state.step,
+        consent=None if state.consent is None else ConsentOut(**state.consent),
+        debrief=state.debrief,
+        declined=state.declined,
         comparison=comparison,
         answered=state.answered,
         target=state.target,
@@ -86,6 +93,21 @@ def join_study(slug: str, body: JoinIn, request: Request):
         **state_out(request, slug, state).model_dump(),
         rater_token=request.app.state.rater_tokens.issue(token),
     )
+
+
+@router.post("/consent", response_model=RaterStateOut)
+def consent(slug: str, body: ConsentIn, request: Request, token: RaterToken):
+    """The participant's answer to the study's consent: agreeing (every statement
+    ticked) records when and to which version, then `GET …/next` serves the task;
+    declining ends the session with the no-consent code. Sent again, the same answer
+    changes nothing; the other one is a 409."""
+    with transaction(request) as session:
+        current = find_rater(session, slug, token)
+        path.answer_consent(
+            session=session, project=current.project, rater=current.rater, agree=body.agree
+        )
+        state = rating.progress(project=current.project, rater=current.rater)
+    return state_out(request, slug, state)
 
 
 @router.get("/next", response_model=RaterStateOut)

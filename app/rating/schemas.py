@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from app.core.fields import RequestModel
 from app.formats import TRIPLET
 from app.models import Choice, LinkState
+from app.rating.path import Step
 from app.scheduling.service import MAX_QUERY_ID, MAX_RESPONSE_MS
 
 
@@ -62,7 +63,31 @@ class ComparisonOut(BaseModel):
     )
 
 
+class ConsentOut(BaseModel):
+    text: str = Field(description="The lab's text, in Markdown")
+    statements: list[str] = Field(description="Each to be ticked before agreeing")
+    version: int = Field(description="The version agreed to (it rises with each change)")
+
+
 class RaterStateOut(BaseModel):
+    step: Step = Field(
+        default=Step.task,
+        description="Where the participant is on the study's path: consent (answer with "
+        "POST …/consent before anything is asked), instructions (a join's state when the "
+        "study has them), task (comparisons), debrief (the session is over: show "
+        "`debrief` with the code), done (over, no debrief)",
+    )
+    consent: ConsentOut | None = Field(
+        default=None, description="At the consent step: what the participant agrees to"
+    )
+    debrief: str | None = Field(
+        default=None, description="At the debrief step: the lab's text (Markdown)"
+    )
+    declined: bool = Field(
+        default=False,
+        description="The participant declined the consent: the session ended there, with "
+        "the no-consent code (if set) as completion_code, never the completion code",
+    )
     comparison: ComparisonOut | None = Field(
         description="The next comparison; null once the session is over"
     )
@@ -87,6 +112,15 @@ class RaterStateOut(BaseModel):
         default=LinkState.open,
         description="The study link's state: while closed or paused nothing new is asked "
         "(an answer to the comparison already shown still counts) and no code is given",
+    )
+
+
+class ConsentIn(RequestModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agree: bool = Field(
+        description="true: the participant agreed (each statement ticked); false: they "
+        "declined, and the session ends"
     )
 
 

@@ -28,6 +28,8 @@ from app.models import (
 from app.models._types import utcnow
 from app.raters import quality
 from app.raters import service as raters
+from app.rating import path
+from app.rating.path import Step
 from app.scheduling import screens, study_items
 from app.scheduling import service as scheduling
 from app.scheduling.answer_function import Answered, AnswerFunction
@@ -92,6 +94,10 @@ class RaterState:
     screened_out: bool = False
     link: LinkState = LinkState.open  # not open: nothing to answer, and no code
     notice: str | None = None  # what a rater of a link that is not open reads
+    step: Step = Step.task  # where they are on the study's path (app/rating/path.py)
+    declined: bool = False  # declined the consent: the session ended there
+    consent: dict | None = None  # at the consent step: its text, statements and version
+    debrief: str | None = None  # at the debrief step: the lab's text, with the code
 
 
 def roll(request) -> Draws:
@@ -208,7 +214,10 @@ def state(
     replayed: bool = False,
     just_answered: bool = False,
 ) -> RaterState:
-    """The rater's next comparison (leased to them) and their progress."""
+    """The rater's next comparison (leased to them) and their progress; nothing is
+    served before the study's consent is given."""
+    if path.before_the_task(project, rater):
+        return progress(project=project, rater=rater)
     comparison = None
     for _ in range(3):
         assignment = scheduling.serve_next(
@@ -237,7 +246,13 @@ def progress(*, project: Project, rater: ActiveRater) -> RaterState:
     joining leases nothing (a burst of joins would otherwise hold the build's queries)."""
     screened_out = scheduling.is_screened_out(project, rater)
     return _progress(
-        project, rater.answers, None, replayed=False, asked=False, screened_out=screened_out
+        project,
+        rater.answers,
+        None,
+        replayed=False,
+        asked=False,
+        screened_out=screened_out,
+        rater=rater,
     )
 
 
@@ -292,10 +307,17 @@ def _progress(
     asked: bool = True,
     previewing: bool = False,
     screened_out: bool = False,
+    rater: ActiveRater | None = None,
 ) -> RaterState:
     code = url = notice = None
     out_of_work = asked and scheduling.is_out_of_work(project, answers, comparison)
-    if screened_out:  # ended on failed attention checks, whatever came after
+    declined = rater is not None and rater.declined
+    if declined:  # the session ended at the consent: its own code, never the completion code
+        comparison, out_of_work = None, False
+        code, url = project.no_consent_code, project.no_consent_url
+    elif rater is not None and path.before_the_task(project, rater):
+        comparison = None
+    elif screened_out:  # ended on failed attention checks, whatever came after
         comparison, out_of_work = None, False
         code, url = project.screened_out_code, project.screened_out_url
     elif scheduling.is_complete(project, answers):  # the work is done: paid, link or not
@@ -316,6 +338,18 @@ def _progress(
         screened_out=screened_out,
         link=project.link_state,
         notice=notice,
+        step=(
+            at := path.step(
+                project,
+                rater,
+                ended=declined or code is not None,
+                joining=not asked and not previewing,
+                answers=answers,
+            )
+        ),
+        declined=declined,
+        consent=path.consent_shown(project) if at is Step.consent else None,
+        debrief=project.debrief if at is Step.debrief else None,
     )
 
 
@@ -332,8 +366,8 @@ def answer(
     sides: list[tuple[str, str]] | None = None,
 ) -> RaterState:
     """Record one answer (once, however often it is sent) and serve the next query."""
-    if scheduling.is_screened_out(project, rater):
-        # Their session has ended: the code again, and nothing recorded.
+    if scheduling.is_screened_out(project, rater) or path.before_the_task(project, rater):
+        # Their session has ended, or has yet to begin: where they stand, nothing recorded.
         return state(session=session, project=project, rater=rater, draws=draws)
     outcome = scheduling.submit_answer(
         session=session,

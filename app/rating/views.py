@@ -19,6 +19,7 @@ from app.core.signing import RATER_COOKIE
 from app.models import Choice, Item
 from app.raters import places
 from app.raters import service as raters
+from app.rating import path
 from app.rating import service as rating
 from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token
 from app.rating.schemas import LONGEST_KEY, MOST_PICKS
@@ -121,7 +122,39 @@ def rate_page(slug: str, request: Request, session: SessionDep, project: RatedPr
     if rater is None:
         return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
     state = rating.state(session=session, project=project, rater=rater, draws=rating.roll(request))
+    if state.step is path.Step.consent:
+        return _page(request, "rate/consent.html", {"project": project, "state": state})
     return _page(request, "rate/rate.html", _comparison_context(project, state, slug))
+
+
+@router.post("/consent", name="consent_form")
+async def consent(slug: str, request: Request, session: SessionDep, project: RatedProject):
+    """The consent form: "I agree" with every statement ticked, or "I do not agree"."""
+    rater = _rater(request, session, project)
+    if rater is None:
+        return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
+    form = await request.form()
+    agree = form.get("answer") == "agree"
+    statements = (project.consent or {}).get("statements", [])
+    ticked = [f"statement-{number}" in form for number in range(len(statements))]
+    if is_from_another_origin(request) or (agree and not all(ticked)):
+        state = rating.progress(project=project, rater=rater)
+        error = (
+            "This study asks for your consent on its own page: answer it here."
+            if is_from_another_origin(request)
+            else "Tick each statement to take part, or choose “I do not agree”."
+        )
+        return _page(
+            request,
+            "rate/consent.html",
+            {"project": project, "state": state, "error": error, "ticked": ticked},
+            status_code=403 if is_from_another_origin(request) else 422,
+        )
+    try:
+        path.answer_consent(session=session, project=project, rater=rater, agree=agree)
+    except ServiceError:
+        pass  # decided before (another tab): the rating page shows where they stand
+    return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
 
 
 def _milliseconds(text: str) -> int | None:

@@ -36,10 +36,19 @@ class ActiveRater:
     answers: int
     excluded: bool
     screened_out: bool = False  # ended on failed attention checks: nothing more is asked
+    consented: bool = False  # agreed to the study's consent (where it asks one)
+    declined: bool = False  # declined it: the session ended there
 
     @classmethod
     def of(cls, rater: Rater) -> ActiveRater:
-        return cls(rater.id, rater.answers, rater.excluded, rater.screened_out_at is not None)
+        return cls(
+            rater.id,
+            rater.answers,
+            rater.excluded,
+            rater.screened_out_at is not None,
+            rater.consented_at is not None,
+            rater.consent_declined_at is not None,
+        )
 
 
 @dataclass(frozen=True)

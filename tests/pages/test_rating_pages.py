@@ -502,3 +502,69 @@ def test_the_page_rides_out_a_database_restart(browser, tmp_path):
         if service is not None:
             service.stop()
         database.stop()
+
+
+@pytest.mark.one_database  # the pages; the API's test runs on both databases
+def test_a_participant_consents_on_a_phone_and_reads_the_debrief_with_the_code(
+    client, auth, server, study, browser, tmp_path
+):
+    """Consent before anything: each statement ticked by a tap, "I agree" refused until
+    they are; the task; the debrief shown with the code, and the way back left to the
+    participant once they have read it. Another participant declines: the no-consent
+    code, and nothing was served to them."""
+    project_id, slug = study
+    client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={
+            "answers_per_rater": 2,
+            "attention_rate": 0,
+            "consent": {
+                "text": "## What you will do\n\nCompare colours for about **five minutes**.",
+                "statements": ["I have read the information above.", "I agree to take part."],
+            },
+            "no_consent_code": "RETURNED-1",
+            "debrief": "## Thank you\n\nThe study measures how people see **shades**.",
+        },
+    ).raise_for_status()
+    shots = screenshots_dir(tmp_path)
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
+    page = context.new_page()
+    page.goto(f"{server}/r/{slug}?participant=consenting")
+    page.get_by_role("button", name="Start").tap()
+    expect(page.get_by_role("heading", name="What you will do")).to_be_visible()
+    agree = page.get_by_role("button", name="I agree")
+    assert agree.bounding_box()["y"] + agree.bounding_box()["height"] <= 844  # no scrolling
+    page.screenshot(path=str(shots / "consent-phone.png"))
+    agree.tap()
+    expect(page.get_by_role("alert")).to_contain_text("Tick each statement")
+    for statement in ("I have read the information above.", "I agree to take part."):
+        page.get_by_label(statement).tap()
+    page.get_by_role("button", name="I agree").tap()
+    until(page, "window.htmx !== undefined")
+    candidates = page.locator("#comparison button.candidate")
+    answer_and_wait(page, candidates.nth(0).tap)
+    candidates.nth(1).tap()  # the last answer: the code, not another comparison
+    expect(page.locator("#completion-code")).to_have_text("THANKS-40")
+    expect(page.get_by_role("heading", name="Thank you", exact=True)).to_be_visible()
+    expect(page.locator(".debrief strong")).to_have_text("shades")
+    page.screenshot(path=str(shots / "debrief-phone.png"), full_page=True)
+    time.sleep(5)  # the redirect without a debrief comes after 4 s: here it waits for them
+    assert "/r/" in page.url
+    expect(page.get_by_role("link", name="go back to finish")).to_be_visible()
+
+    other = browser.new_page(viewport={"width": 1280, "height": 800})
+    other.goto(f"{server}/r/{slug}?participant=declining")
+    other.get_by_role("button", name="Start").click()
+    other.screenshot(path=str(shots / "consent-desktop.png"))
+    other.get_by_role("button", name="I do not agree").click()
+    expect(other.locator("#completion-code")).to_have_text("RETURNED-1")
+    expect(other.get_by_text("You chose not to take part")).to_be_visible()
+    listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
+    assert {p["participant"]: p["outcome"] for p in listed} == {
+        "consenting": "completed",
+        "declining": "declined_consent",
+    }
+    context.close()

@@ -595,9 +595,19 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     page.get_by_role("button", name="Save settings").click()
     expect(page.locator("#embedding_share-error")).to_have_text("must be at most 1")
     page.get_by_label("Proposed questions: share for the embedding").fill("0.3")
+    # The consent: statements without a text are refused on the field; both are saved.
+    page.get_by_label("Statements to tick, one a line").fill("I have read it.\nI agree.")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.locator("#consent-error")).to_contain_text("Consent: the text")
+    page.get_by_label("Consent (empty: none asked)").fill("## About\n\nYou compare shapes.")
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("Saved")).to_be_visible()
     page.screenshot(path=str(shots / "workspace-settings-desktop.png"), full_page=True)
+    saved = httpx.get(f"{server}{API}/projects/{project_id}/rating", headers=bearer).json()
+    assert saved["consent"] == {
+        "text": "## About\n\nYou compare shapes.",
+        "statements": ["I have read it.", "I agree."],
+    }
     rating = httpx.get(f"{server}{API}/projects/{project_id}/rating", headers=bearer).json()
     assert rating["labelling_share"] == 0.7 and rating["embedding_share"] == 0.3
     assert rating["placement_share"] is None

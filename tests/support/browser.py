@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
 from app.main import create_app
@@ -163,11 +164,22 @@ def screenshots_dir(tmp_path: Path) -> Path:
 
 def until(page, expression: str, seconds: float = 15.0) -> None:
     """Wait until `expression` holds in the page. Page.wait_for_function evaluates its
-    text with eval, which the pages' Content-Security-Policy refuses, as it should."""
+    text with eval, which the pages' Content-Security-Policy refuses, as it should. A
+    page being replaced by the next one (a form's redirect) is not there yet: the wait
+    goes on in the new one."""
     deadline = time.monotonic() + seconds
-    while not page.evaluate(f"() => Boolean({expression})"):
+    while not _holds(page, expression):
         assert time.monotonic() < deadline, f"still not true: {expression}"
         time.sleep(0.02)
+
+
+def _holds(page, expression: str) -> bool:
+    try:
+        return page.evaluate(f"() => Boolean({expression})")
+    except PlaywrightError as error:
+        if "Execution context was destroyed" in str(error):
+            return False
+        raise
 
 
 def hold_images(page) -> list:

@@ -1,0 +1,197 @@
+"""The participant's path around the task, through the rater API and the rating pages, on
+both databases: the consent first (nothing asked or recorded before it; declining ends
+the session with its own code), the debrief with the code at the end, and `step` in
+every rater state."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from sqlalchemy import func, select
+
+from app.models import Assignment, Rater, Triplet
+from tests.support.rating import answer, configure
+
+API = "/api/v1"
+CONSENT = {
+    "text": "# About this study\n\nYou compare shapes. <script>alert(1)</script> "
+    "[Our policy](javascript:alert(2)) and [the lab](https://lab.example/).",
+    "statements": ["I have read the information above.", "I agree to take part."],
+}
+
+
+@pytest.fixture
+def study(client, auth, project):
+    rows = "key,features\ncircle,0 0\noval,0.2 0.1\nsquare,3 3\ntriangle,3.5 2.5"
+    uploaded = client.post(
+        f"{API}/projects/{project['id']}/items", headers=auth, files={"file": ("i.csv", rows)}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    configure(
+        client,
+        auth,
+        project["id"],
+        answers_per_rater=2,
+        attention_rate=0,
+        completion_code="DONE-2",
+        consent=CONSENT,
+        no_consent_code="RETURNED",
+        no_consent_url="https://example.org/returned",
+        debrief="Thank you! **The study** was about how people see shapes.",
+    )
+    opened = client.put(
+        f"{API}/projects/{project['id']}/link", headers=auth, json={"state": "open"}
+    )
+    assert opened.status_code == 200, opened.text
+    return project["id"], opened.json()["public_slug"]
+
+
+def _join(client, slug, participant: str) -> tuple[dict, dict]:
+    joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": participant})
+    assert joined.status_code == 201, joined.text
+    return {"X-Rater-Token": joined.json()["rater_token"]}, joined.json()
+
+
+def _count(app, model, project_id) -> int:
+    with app.state.session_factory() as session:
+        return session.scalar(
+            select(func.count()).select_from(model).where(model.project_id == project_id)
+        )
+
+
+def test_nothing_is_asked_before_consent_and_the_debrief_comes_with_the_code(
+    app, client, auth, study
+):
+    project_id, slug = study
+    token, joined = _join(client, slug, "p-yes")
+    assert joined["step"] == "consent" and joined["comparison"] is None
+    assert joined["consent"] == {**CONSENT, "version": 1}
+    waiting = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    assert waiting["step"] == "consent" and waiting["comparison"] is None
+    early = answer(client, slug, token, 1)  # nothing was served: where they stand, unrecorded
+    assert early.status_code == 200 and early.json()["step"] == "consent"
+    assert _count(app, Assignment, project_id) == 0 and _count(app, Triplet, project_id) == 0
+
+    agreed = client.post(f"{API}/rate/{slug}/consent", headers=token, json={"agree": True})
+    assert agreed.status_code == 200, agreed.text
+    assert agreed.json()["step"] == "task" and agreed.json()["consent"] is None
+    again = client.post(f"{API}/rate/{slug}/consent", headers=token, json={"agree": True})
+    assert again.status_code == 200  # sent twice, recorded once
+    changed_mind = client.post(f"{API}/rate/{slug}/consent", headers=token, json={"agree": False})
+    assert changed_mind.status_code == 409 and "already given" in changed_mind.json()["detail"]
+
+    state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    assert state["step"] == "task" and state["comparison"] is not None
+    for _ in range(2):
+        state = answer(client, slug, token, state["comparison"]["query_id"]).json()
+    assert state["step"] == "debrief" and state["completion_code"] == "DONE-2"
+    assert state["debrief"] == "Thank you! **The study** was about how people see shapes."
+
+    # A new version of the consent: who agreed before keeps the version they agreed to.
+    configure(client, auth, project_id, consent={**CONSENT, "statements": ["I agree."]})
+    later, joined = _join(client, slug, "p-later")
+    assert joined["consent"]["version"] == 2
+    client.post(f"{API}/rate/{slug}/consent", headers=later, json={"agree": True})
+    with app.state.session_factory() as session:
+        versions = dict(session.execute(select(Rater.external_id, Rater.consent_version)).all())
+    assert versions == {"p-yes": 1, "p-later": 2}
+
+
+def test_declining_ends_the_session_with_its_own_code_never_the_completion_code(
+    app, client, auth, study
+):
+    project_id, slug = study
+    configure(client, auth, project_id, consent={**CONSENT, "text": "Version two."})
+    token, _ = _join(client, slug, "p-no")
+    declined = client.post(f"{API}/rate/{slug}/consent", headers=token, json={"agree": False})
+    assert declined.status_code == 200, declined.text
+    body = declined.json()
+    assert (body["step"], body["declined"], body["comparison"]) == ("done", True, None)
+    assert body["completion_code"] == "RETURNED"
+    assert body["completion_url"] == "https://example.org/returned"
+    later = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    assert later["completion_code"] == "RETURNED" and later["comparison"] is None
+    assert later["debrief"] is None  # the debrief is for those who took part
+    agree_now = client.post(f"{API}/rate/{slug}/consent", headers=token, json={"agree": True})
+    assert agree_now.status_code == 409 and "declined" in agree_now.json()["detail"]
+    assert _count(app, Assignment, project_id) == 0
+
+    yes, _ = _join(client, slug, "p-yes")
+    client.post(f"{API}/rate/{slug}/consent", headers=yes, json={"agree": True})
+    listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
+    by_id = {p["participant"]: p for p in listed}
+    assert by_id["p-no"]["outcome"] == "declined_consent"
+    assert by_id["p-no"]["code"] == "RETURNED" and by_id["p-no"]["consented_at"] is None
+    assert by_id["p-yes"]["consent_version"] == 2 and by_id["p-yes"]["consented_at"]
+    exported = client.get(f"{API}/projects/{project_id}/participants/export", headers=auth)
+    rows = list(csv.DictReader(io.StringIO(exported.content.decode("utf-8-sig"))))
+    assert [(r["participant"], r["consent_version"], bool(r["consented_at"])) for r in rows] == [
+        ("p-no", "", False),
+        ("p-yes", "2", True),
+    ]
+    # The archive carries the consent and each participant's answer to it.
+    archive = client.get(f"{API}/projects/{project_id}/archive", headers=auth).content
+    copy = client.post(
+        f"{API}/project-archives", headers=auth, files={"file": ("study.zip", archive)}
+    ).json()["id"]
+    moved = client.get(f"{API}/projects/{copy}/participants", headers=auth).json()
+    keep = ("participant", "outcome", "code", "consented_at", "consent_version")
+    assert [{k: p[k] for k in keep} for p in moved] == [{k: p[k] for k in keep} for p in listed]
+    rating = client.get(f"{API}/projects/{copy}/rating", headers=auth).json()
+    assert rating["consent"]["text"] == "Version two." and rating["no_consent_code"] == "RETURNED"
+    client.put(f"{API}/projects/{copy}/link", headers=auth, json={"state": "open"})
+    joined = client.post(f"{API}/rate/{rating['public_slug']}/raters", json={}).json()
+    assert joined["step"] == "consent" and joined["consent"]["version"] == 2
+
+
+def test_a_study_without_consent_asks_none(client, auth, study):
+    project_id, slug = study
+    configure(client, auth, project_id, consent=None, instructions="Look closely.")
+    token, joined = _join(client, slug, "p-plain")
+    assert joined["step"] == "instructions" and joined["consent"] is None
+    refused = client.post(f"{API}/rate/{slug}/consent", headers=token, json={"agree": True})
+    assert refused.status_code == 409 and "asks no consent" in refused.json()["detail"]
+    assert client.get(f"{API}/rate/{slug}/next", headers=token).json()["step"] == "task"
+
+
+@pytest.mark.parametrize(
+    ("consent", "where"),
+    [
+        ({"text": "", "statements": ["I agree."]}, ["consent", "text"]),
+        ({"text": "Info", "statements": []}, ["consent", "statements"]),
+        ({"text": "Info", "statements": ["x" * 501]}, ["consent", "statements", 0]),
+        ({"text": "Info", "statements": ["I agree."], "extra": 1}, ["consent", "extra"]),
+        ("I agree", ["consent"]),
+    ],
+)
+def test_a_bad_consent_is_refused_naming_the_field(client, auth, study, consent, where):
+    project_id, _ = study
+    refused = client.patch(
+        f"{API}/projects/{project_id}/rating", headers=auth, json={"consent": consent}
+    )
+    assert refused.status_code == 422
+    [problem] = refused.json()["detail"]
+    assert problem["loc"][: len(where) + 1] == ["body", *where], problem
+
+
+def test_the_pages_ask_consent_first_and_show_the_lab_text_safely(client, auth, study):
+    project_id, slug = study
+    started = client.post(f"/r/{slug}/start", data={"participant": "p-page"})
+    assert started.status_code == 200
+    page = started.text
+    assert "<h1>About this study</h1>" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
+    assert 'href="javascript:' not in page and 'href="https://lab.example/"' in page
+    assert "I have read the information above." in page
+    # "I agree" without every statement ticked: said so, and nothing recorded.
+    unticked = client.post(f"/r/{slug}/consent", data={"answer": "agree", "statement-0": "on"})
+    assert unticked.status_code == 422 and "Tick each statement" in unticked.text
+    agreed = client.post(
+        f"/r/{slug}/consent",
+        data={"answer": "agree", "statement-0": "on", "statement-1": "on"},
+    )
+    assert agreed.status_code == 200 and 'name="query_id"' in agreed.text
+    settings = client.get(f"/projects/{project_id}/settings", headers=auth).text
+    assert "I agree to take part." in settings and 'name="consent_text"' in settings
