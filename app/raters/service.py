@@ -134,15 +134,18 @@ def link_notice(project: Project) -> str | None:
     return "This study has closed and takes no more answers. Thank you for your interest."
 
 
+# An ActiveRater's fields, in its order.
+_ACTIVE_RATER = (
+    Rater.id,
+    Rater.answers,
+    Rater.excluded,
+    Rater.screened_out_at.is_not(None),
+    Rater.consented_at.is_not(None),
+    Rater.consent_declined_at.is_not(None),
+)
+
 _RATER_IN_PROJECT = (
-    select(
-        Rater.id,
-        Rater.answers,
-        Rater.excluded,
-        Rater.screened_out_at.is_not(None),
-        Rater.consented_at.is_not(None),
-        Rater.consent_declined_at.is_not(None),
-    )
+    select(*_ACTIVE_RATER)
     .join(RaterSession, RaterSession.rater_id == Rater.id)
     .where(
         RaterSession.token_hash == bindparam("token_hash"),
@@ -196,15 +199,7 @@ def studies() -> _Studies:
 
 
 _RATER_BY_TOKEN = (
-    select(
-        Rater.id,
-        Rater.answers,
-        Rater.excluded,
-        Rater.screened_out_at.is_not(None),
-        Rater.consented_at.is_not(None),
-        Rater.consent_declined_at.is_not(None),
-        Project.settings_version,
-    )
+    select(*_ACTIVE_RATER, Project.settings_version)
     .select_from(RaterSession)
     .join(Rater, Rater.id == RaterSession.rater_id)
     .join(Project, Project.id == Rater.project_id)
