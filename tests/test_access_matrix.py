@@ -58,6 +58,7 @@ def route_table(app) -> list[tuple[str, str]]:
 BODIES = {
     ("POST", f"{API}/rate/{{slug}}/answers"): {"query_id": 1, "choice": "left"},
     ("POST", f"{API}/rate/{{slug}}/consent"): {"agree": True},
+    ("POST", f"{API}/rate/{{slug}}/questionnaire"): {"answers": {}},
     ("PATCH", f"{API}/projects/{{project_id}}"): {"name": "mine now"},
     ("PATCH", f"{API}/projects/{{project_id}}/rating"): {"instructions": "mine now"},
     ("PATCH", f"{API}/projects/{{project_id}}/items/{{key}}"): {"label": "mine now"},
@@ -246,7 +247,7 @@ def test_every_route_answers_each_kind_of_caller_as_it_should(app, client, auth,
                 )
             elif kind == "rater":  # a researcher's token is no rater's
                 # (404 for the rater: query 1 is not one they were shown; 409: this study
-                # asks no consent to give)
+                # asks no consent to give, nor a questionnaire)
                 checks = (anonymous_status == 401, as_rater in (200, 404, 409), as_other == 401)
             else:  # public, and the study's link: anyone
                 # (404: a media file it lacks; 422: a bad form; signing in: 400 for a

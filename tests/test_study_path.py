@@ -195,3 +195,135 @@ def test_the_pages_ask_consent_first_and_show_the_lab_text_safely(client, auth, 
     assert agreed.status_code == 200 and 'name="query_id"' in agreed.text
     settings = client.get(f"/projects/{project_id}/settings", headers=auth).text
     assert "I agree to take part." in settings and 'name="consent_text"' in settings
+
+
+QUESTIONS = [
+    {"name": "age", "kind": "number", "prompt": "Your age?", "required": True},
+    {
+        "name": "hand",
+        "kind": "choice",
+        "prompt": "Which hand do you write with?",
+        "options": ["left", "right", "both"],
+    },
+    {
+        "name": "sight",
+        "kind": "choices",
+        "prompt": "Do you wear…",
+        "options": ["glasses", "contact lenses"],
+        "required": False,
+    },
+    {
+        "name": "effort",
+        "kind": "likert",
+        "prompt": "How hard was it?",
+        "options": ["1", "2", "3", "4", "5"],
+    },
+    {"name": "notes", "kind": "text", "prompt": "Anything else?", "required": False},
+]
+
+
+def _send(client, slug, token, answers):
+    return client.post(f"{API}/rate/{slug}/questionnaire", headers=token, json={"answers": answers})
+
+
+def test_a_questionnaire_after_the_task_comes_before_the_code_and_is_exported(
+    app, client, auth, study
+):
+    project_id, slug = study
+    configure(
+        client,
+        auth,
+        project_id,
+        consent=None,
+        debrief="",
+        questionnaire={"when": "after", "questions": QUESTIONS},
+    )
+    token, joined = _join(client, slug, "p-q")
+    assert joined["step"] == "task"
+    early = _send(client, slug, token, {"age": 30})
+    assert early.status_code == 409 and "step is task" in early.json()["detail"]
+    state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    for _ in range(2):
+        state = answer(client, slug, token, state["comparison"]["query_id"]).json()
+    assert state["step"] == "questionnaire" and state["completion_code"] is None
+    assert [q["name"] for q in state["questionnaire"]["questions"]] == [
+        q["name"] for q in QUESTIONS
+    ]
+    # Each problem names its question; nothing is stored.
+    refused = _send(
+        client,
+        slug,
+        token,
+        {"age": "thirty", "hand": "middle", "sight": ["glasses", "glasses"], "shoe": 42},
+    )
+    assert refused.status_code == 422
+    detail = refused.json()["detail"]
+    for words in (
+        "age: must be a number",
+        "hand: must be one of: left, right, both",
+        "sight: an option is chosen twice",
+        "effort: an answer is required",
+        "shoe: not a question of this questionnaire",
+    ):
+        assert words in detail, detail
+    sent = {"age": 31, "hand": "right", "sight": ["glasses"], "effort": "4", "notes": "=1+1"}
+    done = _send(client, slug, token, sent)
+    assert done.status_code == 200, done.text
+    assert done.json()["step"] == "done" and done.json()["completion_code"] == "DONE-2"
+    assert _send(client, slug, token, sent).status_code == 200  # sent twice: stored once
+    assert _send(client, slug, token, {**sent, "age": 32}).status_code == 409
+
+    listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
+    assert listed[0]["questionnaire"] == sent
+    exported = client.get(f"{API}/projects/{project_id}/participants/export", headers=auth)
+    [row] = csv.DictReader(io.StringIO(exported.content.decode("utf-8-sig")))
+    assert (row["q_age"], row["q_hand"], row["q_sight"], row["q_effort"], row["q_notes"]) == (
+        "31",
+        "right",
+        "glasses",
+        "4",
+        "'=1+1",
+    )
+
+
+def test_a_questionnaire_before_the_task_comes_after_the_consent(app, client, auth, study):
+    project_id, slug = study
+    configure(
+        client,
+        auth,
+        project_id,
+        questionnaire={"when": "before", "questions": QUESTIONS[:2]},
+    )
+    token, joined = _join(client, slug, "p-before")
+    assert joined["step"] == "consent"
+    agreed = client.post(f"{API}/rate/{slug}/consent", headers=token, json={"agree": True})
+    assert agreed.json()["step"] == "questionnaire"
+    waiting = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    assert waiting["step"] == "questionnaire" and waiting["comparison"] is None
+    assert _count(app, Assignment, project_id) == 0
+    answered = _send(client, slug, token, {"age": 40.5, "hand": "left"})
+    assert answered.status_code == 200, answered.text
+    state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    assert state["step"] == "task" and state["comparison"] is not None
+
+
+@pytest.mark.parametrize(
+    ("questionnaire", "words"),
+    [
+        ({"when": "during", "questions": QUESTIONS}, "when"),
+        ({"when": "after", "questions": []}, "questions"),
+        ({"when": "after", "questions": [{**QUESTIONS[1], "options": ["only"]}]}, "needs 2"),
+        ({"when": "after", "questions": [{**QUESTIONS[0], "options": ["x", "y"]}]}, "no options"),
+        ({"when": "after", "questions": [QUESTIONS[0], QUESTIONS[0]]}, "same name"),
+        ({"when": "after", "questions": [{**QUESTIONS[0], "name": "1st"}]}, "name"),
+        ({"when": "after", "questions": [{**QUESTIONS[0], "kind": "slider"}]}, "kind"),
+    ],
+)
+def test_a_bad_questionnaire_is_refused_saying_what_is_wrong(
+    client, auth, study, questionnaire, words
+):
+    project_id, _ = study
+    refused = client.patch(
+        f"{API}/projects/{project_id}/rating", headers=auth, json={"questionnaire": questionnaire}
+    )
+    assert refused.status_code == 422 and words in refused.text, refused.text

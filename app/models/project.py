@@ -102,6 +102,8 @@ class Project(Base):
     no_consent_code: Mapped[str | None] = mapped_column(String(64))
     no_consent_url: Mapped[str | None] = mapped_column(String(500))
     debrief: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # A short form before or after the task ({"when", "questions"}; null: none).
+    questionnaire: Mapped[dict | None] = mapped_column(JsonValue)
     completion_code: Mapped[str] = mapped_column(String(64), default=new_completion_code)
     completion_url: Mapped[str | None] = mapped_column(String(500))
     # A rater who has seen every query there is ends there: this code and redirect if

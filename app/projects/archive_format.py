@@ -102,6 +102,18 @@ class ArchivedRater(RequestModel):
     consented_at: Time | None = None
     consent_version: Count | None = None
     consent_declined_at: Time | None = None
+    questionnaire_answers: (
+        dict[
+            Annotated[str, Field(max_length=40)],
+            Annotated[str, Field(max_length=2_000)]
+            | int
+            | float
+            | list[Annotated[str, Field(max_length=200)]]
+            | None,
+        ]
+        | None
+    ) = Field(default=None, max_length=30)
+    questionnaire_at: Time | None = None
 
     @model_validator(mode="after")
     def _few_platform_ids(self) -> ArchivedRater:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -10,6 +10,7 @@ from pydantic import (
     Field,
     StringConstraints,
     create_model,
+    model_validator,
 )
 
 from app.core.fields import INT4_MAX, RequestModel
@@ -86,6 +87,60 @@ PATH = "The participant's path"
 Statement = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
 
 
+QUESTION_KINDS = ("text", "number", "choice", "choices", "likert")
+QuestionName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,39}$")]
+Option = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
+class Question(BaseModel):
+    """One question of the questionnaire: `name` keys its answers in the exports."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: QuestionName = Field(description="Letters, digits and _, starting with a letter")
+    kind: Literal["text", "number", "choice", "choices", "likert"] = Field(
+        description="text (up to 2,000 characters), number, choice (one option), choices "
+        "(any of the options), likert (one point of the options' scale, in order)"
+    )
+    prompt: str = Field(min_length=1, max_length=500)
+    options: list[Option] = Field(
+        default_factory=list,
+        max_length=20,
+        description="choice, choices, likert: the options in the order shown (2 to 20)",
+    )
+    required: bool = True
+
+    @model_validator(mode="after")
+    def _options_fit_the_kind(self) -> Question:
+        if self.kind in ("choice", "choices", "likert"):
+            if len(self.options) < 2:
+                raise ValueError(f"question '{self.name}': a {self.kind} question needs 2 options")
+            if len(set(self.options)) != len(self.options):
+                raise ValueError(f"question '{self.name}': an option appears twice")
+        elif self.options:
+            raise ValueError(f"question '{self.name}': a {self.kind} question has no options")
+        return self
+
+
+class Questionnaire(BaseModel):
+    """A short form before or after the task; its answers are stored per participant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    when: Literal["before", "after"] = Field(
+        description="before: after the consent, before the first comparison; after: once "
+        "the task is done, before the completion code"
+    )
+    questions: list[Question] = Field(min_length=1, max_length=30)
+
+    @model_validator(mode="after")
+    def _names_differ(self) -> Questionnaire:
+        names = [question.name for question in self.questions]
+        if len(set(names)) != len(names):
+            raise ValueError("two questions have the same name")
+        return self
+
+
 class Consent(BaseModel):
     """What a participant agrees to before anything they answer is recorded: the lab's
     text (Markdown: raw HTML is shown as text) and the statements each to be ticked."""
@@ -154,6 +209,14 @@ class RatingSettings(BaseModel):
         "text (Markdown) and the statements each to be ticked; a participant who declines "
         "ends there with the no-consent code, never the completion code; null: none asked",
         json_schema_extra=_shown(PATH, "consent"),
+    )
+    questionnaire: Questionnaire | None = Field(
+        default=None,
+        title="Questionnaire (empty: none)",
+        description="A short form before or after the task (age, handedness, vision, free "
+        "text): text, number, one choice, several choices or a Likert scale, each required "
+        "or optional; answers are stored per participant and exported; null: none",
+        json_schema_extra=_shown(PATH, "questionnaire"),
     )
     no_consent_code: str | None = Field(
         default=None,

@@ -26,7 +26,13 @@ from app.models import (
     TripletSource,
 )
 from app.models._types import utcnow
-from app.projects.schemas import NULLABLE_RATING_SETTINGS, QUALITY_SETTINGS, RATER_DESTINATIONS
+from app.projects.schemas import (
+    NULLABLE_RATING_SETTINGS,
+    QUALITY_SETTINGS,
+    RATER_DESTINATIONS,
+    Consent,
+    Questionnaire,
+)
 from app.triplets.service import count_triplets
 from app.triplets.tally import answers_per_hour
 
@@ -188,6 +194,10 @@ def update_rating(
         if project.question == project.judgement.default_question:
             project.question = judgement.default_question
     changes = {**changes, "judgement": judgement} if "judgement" in changes else changes
+    # Stored whole: a request's nested objects come without the defaults left unsaid.
+    for name, whole in (("consent", Consent), ("questionnaire", Questionnaire)):
+        if changes.get(name) is not None:
+            changes = {**changes, name: whole.model_validate(changes[name]).model_dump()}
     if "consent" in changes and changes["consent"] != project.consent:
         project.consent_version += 1  # a consent given records the version it agreed to
     if any(getattr(project, name) != changes[name] for name in QUALITY_SETTINGS & set(changes)):

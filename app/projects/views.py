@@ -38,6 +38,7 @@ from app.projects.schemas import (
     LinkChange,
     ProjectCreate,
     ProjectUpdate,
+    Questionnaire,
     RatingSettings,
     RatingSettingsUpdate,
     rating_setting_sections,
@@ -250,19 +251,28 @@ async def save_settings(
     submitted = await read_model_form(
         request,
         RatingSettingsUpdate,
-        fields=[name for name, _, kind in listed if kind != "consent"],
+        fields=[name for name, _, kind in listed if kind not in ("consent", "questionnaire")],
         checkboxes=[name for name, _, kind in listed if kind == "checkbox"],
         unstripped=[name for name, _, kind in listed if kind == "textarea"],
         nullable=NULLABLE_RATING_SETTINGS,
         blank_is_missing=False,
     )
     body, values, errors = submitted.body, submitted.shown, submitted.errors
-    consent, values["consent"], consent_error = _consent_from(await request.form())
+    form = await request.form()
+    consent, values["consent"], consent_error = _consent_from(form)
+    questionnaire, values["questionnaire"], questionnaire_error = _questionnaire_from(form)
     if consent_error:
         errors["consent"], body = consent_error, None
-    elif body is not None:
+    if questionnaire_error:
+        errors["questionnaire"], body = questionnaire_error, None
+    if body is not None:
         body = RatingSettingsUpdate.model_validate(
-            {**body.model_dump(exclude_unset=True), "consent": consent}, strict=False
+            {
+                **body.model_dump(exclude_unset=True),
+                "consent": consent,
+                "questionnaire": questionnaire,
+            },
+            strict=False,
         )
     if body is None:
         return _settings_page(
@@ -306,6 +316,43 @@ def _consent_from(form) -> tuple[Consent | None, dict, str | None]:
             str(problem["loc"][0]), "it"
         )
         return None, shown, f"Consent: {where}: {problem['msg']}"
+
+
+MOST_QUESTION_ROWS = 40  # the form shows the questions and three empty rows
+
+
+def _questionnaire_from(form) -> tuple[Questionnaire | None, dict, str | None]:
+    """The questionnaire the settings form gives (a row a question; empty rows left out),
+    what to show back, and what is wrong with it; no question: no questionnaire."""
+    questions = []
+    for number in range(MOST_QUESTION_ROWS):
+        prompt = str(form.get(f"q-{number}-prompt") or "").strip()
+        name = str(form.get(f"q-{number}-name") or "").strip()
+        if not prompt and not name:
+            continue
+        options = str(form.get(f"q-{number}-options") or "").splitlines()
+        questions.append(
+            {
+                "name": name,
+                "kind": str(form.get(f"q-{number}-kind") or "text"),
+                "prompt": prompt,
+                "options": [option.strip() for option in options if option.strip()],
+                "required": f"q-{number}-required" in form,
+            }
+        )
+    shown = {"when": str(form.get("questionnaire_when") or "after"), "questions": questions}
+    if not questions:
+        return None, shown, None
+    try:
+        return Questionnaire.model_validate(shown), shown, None
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]
+        where = problem["loc"]
+        if len(where) >= 2 and where[0] == "questions" and isinstance(where[1], int):
+            at = f"question {where[1] + 1}" + (f", {where[2]}" if len(where) > 2 else "")
+        else:
+            at = ".".join(str(part) for part in where) or "it"
+        return None, shown, f"Questionnaire: {at}: {problem['msg'].removeprefix('Value error, ')}"
 
 
 @router.post("/projects/{project_id}/about", response_class=HTMLResponse, name="about_form")

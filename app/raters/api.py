@@ -138,7 +138,7 @@ def export_participants(project_id: RowId, session: SessionDep, researcher: Expo
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     found = participants.participants(session=session, project=project)
     return Response(
-        participants.participants_csv(found),
+        participants.participants_csv(found, participants.question_names(project)),
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="participants-{project.id}.csv"'},
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -67,6 +68,7 @@ class Participant:
     exclusion_reason: str
     consented_at: datetime | None
     consent_version: int | None
+    questionnaire: dict[str, Any] | None
 
     @property
     def participant(self) -> str:
@@ -141,6 +143,7 @@ def participants(
                 exclusion_reason=rater.exclusion_reason or "",
                 consented_at=rater.consented_at,
                 consent_version=rater.consent_version,
+                questionnaire=rater.questionnaire_answers,
             )
         )
     return found
@@ -184,12 +187,14 @@ CSV_COLUMNS = [
 ]
 
 
-def participants_csv(found: list[Participant]) -> bytes:
+def participants_csv(found: list[Participant], questions: Sequence[str] = ()) -> bytes:
     """The list as a spreadsheet opens it: UTF-8 with a byte-order mark (Excel reads
-    UTF-8 only with one), one column per platform parameter met, and every cell that
+    UTF-8 only with one), one column per platform parameter met and one per question of
+    the questionnaire (`q_<name>`; several choices joined by "; "), and every cell that
     came from a participant written so that no spreadsheet takes it for a formula."""
     used = {name for p in found for name in p.platform_ids}
     columns = [c for c in CSV_COLUMNS if c not in PLATFORM_COLUMNS or c in used]
+    columns += [f"q_{name}" for name in questions]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(columns)
@@ -213,9 +218,22 @@ def participants_csv(found: list[Participant]) -> bytes:
             "exclusion_reason": spreadsheet_safe(p.exclusion_reason),
             "consented_at": _iso(p.consented_at),
             "consent_version": "" if p.consent_version is None else p.consent_version,
+            **{f"q_{name}": _cell((p.questionnaire or {}).get(name)) for name in questions},
         }
         writer.writerow([cells[c] for c in columns])
     return ("\ufeff" + buffer.getvalue()).encode("utf-8")
+
+
+def _cell(answer: Any) -> Any:
+    if answer is None:
+        return ""
+    if isinstance(answer, list):
+        return spreadsheet_safe("; ".join(answer))
+    return spreadsheet_safe(answer) if isinstance(answer, str) else answer
+
+
+def question_names(project: Project) -> list[str]:
+    return [question["name"] for question in (project.questionnaire or {}).get("questions", [])]
 
 
 def _iso(moment: datetime | None) -> str:

@@ -76,6 +76,9 @@ class ParticipantOut(BaseModel):
         description="When they agreed to the study's consent (null: not asked, or not given)"
     )
     consent_version: int | None = Field(description="The version of the consent they agreed to")
+    questionnaire: dict[str, Any] | None = Field(
+        description="Their answers to the questionnaire by question name (null: none sent)"
+    )
 
 
 class RaterAnswerOut(BaseModel):

@@ -142,6 +142,7 @@ _ACTIVE_RATER = (
     Rater.screened_out_at.is_not(None),
     Rater.consented_at.is_not(None),
     Rater.consent_declined_at.is_not(None),
+    Rater.questionnaire_at.is_not(None),
 )
 
 _RATER_IN_PROJECT = (
@@ -224,8 +225,7 @@ def authenticate_in_study(
     )
     if row is None:
         return None
-    rater_id, answers, excluded, screened_out, consented, declined, version = row
-    rater = ActiveRater(rater_id, answers, excluded, screened_out, consented, declined)
+    rater, version = ActiveRater(*row[:-1]), row[-1]
     return studies().get(session, slug, version), rater
 
 

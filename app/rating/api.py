@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from app.core.deps import transaction
+from app.core.errors import Conflict
 from app.core.routes import StrictJSONRoute
 from app.raters.service import project_by_slug
 from app.rating import path
@@ -19,6 +20,7 @@ from app.rating.schemas import (
     ConsentOut,
     JoinIn,
     JoinOut,
+    QuestionnaireIn,
     RaterStateOut,
     ShownItem,
 )
@@ -62,6 +64,7 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
     return RaterStateOut(
         step=state.step,
         consent=None if state.consent is None else ConsentOut(**state.consent),
+        questionnaire=state.questionnaire,
         debrief=state.debrief,
         declined=state.declined,
         comparison=comparison,
@@ -107,6 +110,29 @@ def consent(slug: str, body: ConsentIn, request: Request, token: RaterToken):
             session=session, project=current.project, rater=current.rater, agree=body.agree
         )
         state = rating.progress(project=current.project, rater=current.rater)
+    return state_out(request, slug, state)
+
+
+@router.post("/questionnaire", response_model=RaterStateOut)
+def questionnaire(slug: str, body: QuestionnaireIn, request: Request, token: RaterToken):
+    """The participant's answers to the study's questionnaire, while it is their step
+    (before the task: after the consent; after it: before the code). Each answer is
+    checked against its question; a 422 names every question at fault. Sent again, the
+    same answers change nothing."""
+    with transaction(request) as session:
+        current = find_rater(session, slug, token)
+        project, rater = current.project, current.rater
+        now = rating.state(
+            session=session, project=project, rater=rater, draws=rating.roll(request)
+        )
+        if now.step is not path.Step.questionnaire and not rater.questionnaire_sent:
+            raise Conflict(f"no questionnaire is due now (the participant's step is {now.step})")
+        path.answer_questionnaire(
+            session=session, project=project, rater=rater, answers=body.answers
+        )
+        state = rating.state(
+            session=session, project=project, rater=rater, draws=rating.roll(request)
+        )
     return state_out(request, slug, state)
 
 

@@ -9,12 +9,14 @@ everyone at once."""
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from app.core.errors import Conflict
+from app.core.errors import Conflict, Unprocessable, echo
 from app.models import Project, Rater
 from app.models._types import utcnow
 from app.scheduling.answers import ActiveRater
@@ -42,25 +44,136 @@ def consent_shown(project: Project) -> dict | None:
     return {**project.consent, "version": project.consent_version}
 
 
+def questionnaire_when(project: Project) -> str | None:
+    return None if project.questionnaire is None else project.questionnaire["when"]
+
+
 def before_the_task(project: Project, rater: ActiveRater) -> bool:
-    """Whether the rater has yet to agree to the study's consent (or declined it):
-    nothing is served to them, and nothing they send is recorded."""
-    return asks_consent(project) and not rater.consented
+    """Whether the rater has yet to agree to the study's consent (or declined it), or to
+    answer a questionnaire that comes before the task: nothing is served to them, and no
+    answer they send is recorded."""
+    if asks_consent(project) and not rater.consented:
+        return True
+    return questionnaire_when(project) == "before" and not rater.questionnaire_sent
+
+
+def owes_questionnaire_after(project: Project, rater: ActiveRater | None) -> bool:
+    """Whether a session that just ended with a code still owes the questionnaire that
+    comes after the task: the code waits for it (a rater unknown here has only just
+    finished: the answer path that ended their task does not read them)."""
+    if questionnaire_when(project) != "after":
+        return False
+    return rater is None or not rater.questionnaire_sent
 
 
 def step(
-    project: Project, rater: ActiveRater | None, *, ended: bool, joining: bool, answers: int
+    project: Project,
+    rater: ActiveRater | None,
+    *,
+    ended: bool,
+    joining: bool,
+    answers: int,
+    questionnaire_due: bool = False,
 ) -> Step:
     """Where the rater stands: `ended` once their session has a code (or ended without
-    one, declined); `joining` for the state a join answers (nothing served yet)."""
+    one, declined); `joining` for the state a join answers (nothing served yet);
+    `questionnaire_due` once the task is done and the questionnaire after it is owed."""
+    if questionnaire_due:
+        return Step.questionnaire
     if ended:
         declined = rater is not None and rater.declined
         return Step.debrief if project.debrief and not declined else Step.done
-    if rater is not None and before_the_task(project, rater):
+    if rater is not None and asks_consent(project) and not rater.consented:
         return Step.consent
+    if rater is not None and before_the_task(project, rater):
+        return Step.questionnaire
     if joining and answers == 0 and project.instructions:
         return Step.instructions
     return Step.task
+
+
+def questionnaire_shown(project: Project) -> dict | None:
+    return project.questionnaire
+
+
+def answer_questionnaire(
+    *, session: Session, project: Project, rater: ActiveRater, answers: dict[str, Any]
+) -> None:
+    """Store the rater's answers, each checked against its question (a 422 names every
+    question at fault). The caller has checked that the questionnaire is due now. Sent
+    again, the same answers change nothing; other ones are a 409."""
+    checked = checked_answers(project.questionnaire or {}, answers)
+    if rater.questionnaire_sent:
+        stored = session.get(Rater, rater.id)
+        if stored is None or stored.questionnaire_answers != checked:
+            raise Conflict("the questionnaire was answered already")
+        return
+    now = utcnow()
+    session.execute(
+        update(Rater)
+        .where(Rater.id == rater.id, Rater.questionnaire_at.is_(None))
+        .values(questionnaire_answers=checked, questionnaire_at=now, last_seen_at=now)
+    )
+    rater.questionnaire_sent = True
+
+
+MOST_TEXT = 2_000
+
+
+def checked_answers(questionnaire: dict, answers: dict[str, Any]) -> dict[str, Any]:
+    """The answers as stored (a skipped optional question: null), or a 422 naming each
+    question at fault: a required one unanswered, a value of the wrong kind, an option
+    the question lacks, a name the questionnaire lacks."""
+    checked, problems = answers_and_problems(questionnaire, answers)
+    if problems:
+        raise Unprocessable("; ".join(f"{name}: {problem}" for name, problem in problems.items()))
+    return checked
+
+
+def answers_and_problems(
+    questionnaire: dict, answers: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The answers as they would be stored, and what is wrong, by question name."""
+    questions = {question["name"]: question for question in questionnaire.get("questions", [])}
+    problems = {
+        echo(name): "not a question of this questionnaire"
+        for name in answers
+        if name not in questions
+    }
+    checked: dict[str, Any] = {}
+    for name, question in questions.items():
+        value = answers.get(name)
+        if value in (None, "", []):
+            if question.get("required", True):
+                problems[name] = "an answer is required"
+            checked[name] = None
+            continue
+        problem = _problem(question, value)
+        if problem:
+            problems[name] = problem
+        checked[name] = value
+    return checked, problems
+
+
+def _problem(question: dict, value: Any) -> str | None:
+    kind, options = question["kind"], question.get("options", [])
+    if kind == "text":
+        if not isinstance(value, str):
+            return "must be text"
+        return f"at most {MOST_TEXT:,} characters" if len(value) > MOST_TEXT else None
+    if kind == "number":
+        good = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if good and math.isfinite(value) else "must be a number"
+    if kind == "choices":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return "must be a list of the options"
+        if len(set(value)) != len(value):
+            return "an option is chosen twice"
+        wrong = [v for v in value if v not in options]
+        return f"'{echo(wrong[0])}' is not one of its options" if wrong else None
+    if not isinstance(value, str) or value not in options:  # choice, likert
+        return f"must be one of: {', '.join(options)}"
+    return None
 
 
 def answer_consent(*, session: Session, project: Project, rater: ActiveRater, agree: bool) -> None:

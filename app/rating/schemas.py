@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from app.core.fields import RequestModel
 from app.formats import TRIPLET
 from app.models import Choice, LinkState
+from app.projects.schemas import Questionnaire
 from app.rating.path import Step
 from app.scheduling.service import MAX_QUERY_ID, MAX_RESPONSE_MS
 
@@ -83,6 +84,11 @@ class RaterStateOut(BaseModel):
     debrief: str | None = Field(
         default=None, description="At the debrief step: the lab's text (Markdown)"
     )
+    questionnaire: Questionnaire | None = Field(
+        default=None,
+        description="At the questionnaire step: its questions (answer with POST "
+        "…/questionnaire); after the task, the completion code comes once it is answered",
+    )
     declined: bool = Field(
         default=False,
         description="The participant declined the consent: the session ended there, with "
@@ -121,6 +127,25 @@ class ConsentIn(RequestModel):
     agree: bool = Field(
         description="true: the participant agreed (each statement ticked); false: they "
         "declined, and the session ends"
+    )
+
+
+QuestionAnswer = (
+    Annotated[str, StringConstraints(max_length=2_000)]
+    | int
+    | float
+    | list[Annotated[str, StringConstraints(max_length=200)]]
+    | None
+)
+
+
+class QuestionnaireIn(RequestModel):
+    model_config = ConfigDict(extra="forbid")
+
+    answers: dict[Annotated[str, StringConstraints(max_length=40)], QuestionAnswer] = Field(
+        max_length=30,
+        description="By question name: text, a number, an option (choice, likert), a list "
+        "of options (choices); an optional question may be left out or null",
     )
 
 

@@ -97,6 +97,7 @@ class RaterState:
     step: Step = Step.task  # where they are on the study's path (app/rating/path.py)
     declined: bool = False  # declined the consent: the session ended there
     consent: dict | None = None  # at the consent step: its text, statements and version
+    questionnaire: dict | None = None  # at the questionnaire step: its questions
     debrief: str | None = None  # at the debrief step: the lab's text, with the code
 
 
@@ -230,7 +231,9 @@ def state(
         scheduling.withdraw(session=session, assignment_id=assignment.assignment_id)
         just_answered = True
     screened_out = scheduling.is_screened_out(project, rater)
-    shown = _progress(project, rater.answers, comparison, replayed, screened_out=screened_out)
+    shown = _progress(
+        project, rater.answers, comparison, replayed, screened_out=screened_out, rater=rater
+    )
     if shown.out_of_work and shown.completion_code is not None:
         # Paid with the no-more-work code: the participants list says so.
         session.execute(
@@ -327,6 +330,15 @@ def _progress(
     elif out_of_work:
         code = project.no_more_work_code or project.completion_code
         url = project.no_more_work_url or project.completion_url
+    questionnaire_due = (
+        code is not None
+        and not declined
+        and not screened_out
+        and not previewing
+        and path.owes_questionnaire_after(project, rater)
+    )
+    if questionnaire_due:  # the code comes once it is answered
+        code = url = None
     return RaterState(
         comparison=comparison,
         answered=answers,
@@ -345,9 +357,11 @@ def _progress(
                 ended=declined or code is not None,
                 joining=not asked and not previewing,
                 answers=answers,
+                questionnaire_due=questionnaire_due,
             )
         ),
         declined=declined,
+        questionnaire=project.questionnaire if at is Step.questionnaire else None,
         consent=path.consent_shown(project) if at is Step.consent else None,
         debrief=project.debrief if at is Step.debrief else None,
     )

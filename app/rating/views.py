@@ -124,7 +124,53 @@ def rate_page(slug: str, request: Request, session: SessionDep, project: RatedPr
     state = rating.state(session=session, project=project, rater=rater, draws=rating.roll(request))
     if state.step is path.Step.consent:
         return _page(request, "rate/consent.html", {"project": project, "state": state})
+    if state.step is path.Step.questionnaire:
+        return _page(request, "rate/questionnaire.html", {"project": project, "state": state})
     return _page(request, "rate/rate.html", _comparison_context(project, state, slug))
+
+
+def _form_answers(form, questionnaire: dict) -> dict:
+    """The questionnaire's answers as the form sends them, in the API's shape: a
+    number's text read as a number (left as text, it is refused as not one)."""
+    answers: dict = {}
+    for question in questionnaire.get("questions", []):
+        field = f"q-{question['name']}"
+        if question["kind"] == "choices":
+            answers[question["name"]] = [str(v) for v in form.getlist(field)]
+            continue
+        text = str(form.get(field) or "").replace("\r\n", "\n").strip()
+        if question["kind"] == "number" and text:
+            try:
+                number = float(text.replace(",", "."))
+                answers[question["name"]] = int(number) if number.is_integer() else number
+            except ValueError:
+                answers[question["name"]] = text
+        else:
+            answers[question["name"]] = text
+    return answers
+
+
+@router.post("/questionnaire", name="questionnaire_form")
+async def questionnaire(slug: str, request: Request, session: SessionDep, project: RatedProject):
+    """The questionnaire's form: stored when every answer fits its question, else shown
+    again with each problem beside its question."""
+    rater = _rater(request, session, project)
+    if rater is None:
+        return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
+    state = rating.state(session=session, project=project, rater=rater, draws=rating.roll(request))
+    if state.step is not path.Step.questionnaire:
+        return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
+    answers = _form_answers(await request.form(), project.questionnaire or {})
+    _, problems = path.answers_and_problems(project.questionnaire or {}, answers)
+    if problems or is_from_another_origin(request):
+        return _page(
+            request,
+            "rate/questionnaire.html",
+            {"project": project, "state": state, "answers": answers, "problems": problems},
+            status_code=403 if is_from_another_origin(request) else 422,
+        )
+    path.answer_questionnaire(session=session, project=project, rater=rater, answers=answers)
+    return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
 
 
 @router.post("/consent", name="consent_form")

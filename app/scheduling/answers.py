@@ -38,6 +38,7 @@ class ActiveRater:
     screened_out: bool = False  # ended on failed attention checks: nothing more is asked
     consented: bool = False  # agreed to the study's consent (where it asks one)
     declined: bool = False  # declined it: the session ended there
+    questionnaire_sent: bool = False  # answered the study's questionnaire
 
     @classmethod
     def of(cls, rater: Rater) -> ActiveRater:
@@ -48,6 +49,7 @@ class ActiveRater:
             rater.screened_out_at is not None,
             rater.consented_at is not None,
             rater.consent_declined_at is not None,
+            rater.questionnaire_at is not None,
         )
 
 

@@ -568,3 +568,71 @@ def test_a_participant_consents_on_a_phone_and_reads_the_debrief_with_the_code(
         "declining": "declined_consent",
     }
     context.close()
+
+
+@pytest.mark.one_database  # the pages; the API's test runs on both databases
+def test_a_participant_answers_the_questionnaire_after_the_task_on_a_phone(
+    client, auth, server, study, browser, tmp_path
+):
+    """After the last comparison: "a few questions", each problem beside its question,
+    then the completion code."""
+    project_id, slug = study
+    client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={
+            "answers_per_rater": 1,
+            "attention_rate": 0,
+            "questionnaire": {
+                "when": "after",
+                "questions": [
+                    {"name": "age", "kind": "number", "prompt": "Your age?"},
+                    {
+                        "name": "hand",
+                        "kind": "choice",
+                        "prompt": "Your writing hand?",
+                        "options": ["left", "right"],
+                    },
+                    {
+                        "name": "effort",
+                        "kind": "likert",
+                        "prompt": "How hard was it?",
+                        "options": ["1", "2", "3", "4", "5"],
+                    },
+                    {
+                        "name": "notes",
+                        "kind": "text",
+                        "prompt": "Anything else?",
+                        "required": False,
+                    },
+                ],
+            },
+        },
+    ).raise_for_status()
+    shots = screenshots_dir(tmp_path)
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
+    page = context.new_page()
+    page.goto(f"{server}/r/{slug}?participant=asked")
+    page.get_by_role("button", name="Start").tap()
+    until(page, "window.htmx !== undefined")
+    page.locator("#comparison button.candidate").first.tap()
+    expect(page.get_by_role("heading", name="Nearly done")).to_be_visible()
+    page.get_by_role("link", name="Continue").tap()
+    expect(page.get_by_role("heading", name="A few questions")).to_be_visible()
+    page.get_by_role("button", name="Continue").tap()
+    expect(page.locator("#q-age-error")).to_have_text("An answer is required")
+    expect(page.locator("#q-notes-error")).to_have_count(0)  # optional
+    page.get_by_label("Your age?").fill("thirty")
+    page.get_by_label("right").tap()
+    page.get_by_label("4").tap()
+    page.get_by_role("button", name="Continue").tap()
+    expect(page.locator("#q-age-error")).to_have_text("Must be a number")
+    page.screenshot(path=str(shots / "questionnaire-phone.png"), full_page=True)
+    page.get_by_label("Your age?").fill("31")
+    page.get_by_role("button", name="Continue").tap()
+    expect(page.locator("#completion-code")).to_have_text("THANKS-40")
+    listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
+    assert listed[0]["questionnaire"] == {"age": 31, "hand": "right", "effort": "4", "notes": None}
+    context.close()

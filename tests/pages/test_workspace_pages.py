@@ -600,6 +600,20 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     page.get_by_role("button", name="Save settings").click()
     expect(page.locator("#consent-error")).to_contain_text("Consent: the text")
     page.get_by_label("Consent (empty: none asked)").fill("## About\n\nYou compare shapes.")
+    # The questionnaire, a row a question: a choice with one option is refused, named.
+    page.get_by_label("Questionnaire (empty: none)").select_option("before")
+    page.locator("#q-0-prompt").fill("Your age?")
+    page.locator("#q-0-name").fill("age")
+    page.locator("#q-0-kind").select_option("number")
+    page.locator("#q-1-prompt").fill("Your writing hand?")
+    page.locator("#q-1-name").fill("hand")
+    page.locator("#q-1-kind").select_option("choice")
+    page.locator("#q-1-options").fill("left")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.locator("#questionnaire-error")).to_contain_text(
+        "Questionnaire: question 2: question 'hand': a choice question needs 2 options"
+    )
+    page.locator("#q-1-options").fill("left\nright")
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("Saved")).to_be_visible()
     page.screenshot(path=str(shots / "workspace-settings-desktop.png"), full_page=True)
@@ -607,6 +621,25 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     assert saved["consent"] == {
         "text": "## About\n\nYou compare shapes.",
         "statements": ["I have read it.", "I agree."],
+    }
+    assert saved["questionnaire"] == {
+        "when": "before",
+        "questions": [
+            {
+                "name": "age",
+                "kind": "number",
+                "prompt": "Your age?",
+                "options": [],
+                "required": True,
+            },
+            {
+                "name": "hand",
+                "kind": "choice",
+                "prompt": "Your writing hand?",
+                "options": ["left", "right"],
+                "required": True,
+            },
+        ],
     }
     rating = httpx.get(f"{server}{API}/projects/{project_id}/rating", headers=bearer).json()
     assert rating["labelling_share"] == 0.7 and rating["embedding_share"] == 0.3
