@@ -204,7 +204,7 @@ async def _rater(
             client, "GET", f"{API}/rate/{slug}/next", report, headers=headers
         )
         response.raise_for_status()
-        state = response.body
+        state = await _answer_questionnaire(client, slug, report, headers, response.body)
         while not stop.is_set() and state["comparison"] is not None:
             if answers_each is not None and given >= answers_each:
                 return
@@ -235,6 +235,7 @@ async def _rater(
             report.answers += 1
             report.replayed += bool(state["replayed"])
             given += 1
+            state = await _answer_questionnaire(client, slug, report, headers, state)
         if state.get("out_of_work"):
             report.out_of_work_sessions += 1
             session_number += 1
@@ -247,6 +248,44 @@ async def _rater(
         if state["comparison"] is None and not stop.is_set():
             await asyncio.sleep(1.0)  # nothing to ask right now: look again soon
         session_number += 1
+
+
+def simulated_questionnaire(questionnaire: dict) -> dict:
+    """What a simulated person answers: a plausible value of each question's kind."""
+    answers: dict = {}
+    for question in questionnaire["questions"]:
+        kind, options = question["kind"], question.get("options") or []
+        if kind == "number":
+            answers[question["name"]] = 30
+        elif kind == "choices":
+            answers[question["name"]] = options[:1]
+        elif kind in ("choice", "likert"):
+            answers[question["name"]] = options[len(options) // 2]
+        else:
+            answers[question["name"]] = "simulated"
+    return answers
+
+
+async def _answer_questionnaire(client, slug: str, report, headers, state: dict) -> dict:
+    """The state after the questionnaire, where it is the step (else `state` itself)."""
+    if state.get("step") != "questionnaire":
+        return state
+    response, _ = await _request(
+        client,
+        "POST",
+        f"{API}/rate/{slug}/questionnaire",
+        report,
+        json={"answers": simulated_questionnaire(state["questionnaire"])},
+        headers=headers,
+    )
+    response.raise_for_status()
+    if response.body.get("comparison") is None and not response.body.get("complete"):
+        # Before the task: the first comparison comes with the next request.
+        response, _ = await _request(
+            client, "GET", f"{API}/rate/{slug}/next", report, headers=headers
+        )
+        response.raise_for_status()
+    return response.body
 
 
 FINISHED = ("complete", "cancelled", "failed")

@@ -54,15 +54,31 @@ def test_no_acknowledged_answer_is_lost_or_doubled_across_ten_crashes(crashable_
 
 def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_path):
     """A study of rank "2 of 8" screens (half its questions; the rest its build's
-    queries, on sorting screens of 4): every acknowledged screen is one judgement,
-    however often it was sent."""
+    queries, on sorting screens of 4), with the participant's path around them (the
+    consent first, a questionnaire before the code, a debrief): every acknowledged
+    screen is one judgement, however often it was sent."""
     run = crash_run(
         server=crashable_server,
         folder=tmp_path / "data",
         crashes=4,
         gaps=(1.0, 2.0),
         seed=2,
-        rating={"judgement": "rank", "shown": 8, "picks": 2, "random_share": 0.5},
+        rating={
+            "judgement": "rank",
+            "shown": 8,
+            "picks": 2,
+            "random_share": 0.5,
+            "consent": {"text": "You compare shapes.", "statements": ["I agree."]},
+            "questionnaire": {
+                "when": "after",
+                "questions": [
+                    {"name": "age", "kind": "number", "prompt": "Your age?"},
+                    {"name": "hand", "kind": "choice", "prompt": "Hand?", "options": ["l", "r"]},
+                ],
+            },
+            "debrief": "Thank you.",
+            "answers_per_rater": 10,
+        },
         sort_size=4,
     )
     print(run.table(), run.report.summary(), dict(run.report.server_errors))
@@ -72,3 +88,5 @@ def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_p
     assert run.stored_twice == 0 and run.missing == 0
     assert set(run.report.server_errors) <= {503}, run.report.server_errors
     assert run.judgements["rank"] > 50 and run.judgements["sort"] > 50, run.judgements
+    # Sessions went through the whole path: consent, the screens, the questionnaire, the code.
+    assert run.report.completed_sessions > 5, run.report.summary()
