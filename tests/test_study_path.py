@@ -327,3 +327,37 @@ def test_a_bad_questionnaire_is_refused_saying_what_is_wrong(
         f"{API}/projects/{project_id}/rating", headers=auth, json={"questionnaire": questionnaire}
     )
     assert refused.status_code == 422 and words in refused.text, refused.text
+
+
+def test_a_session_in_blocks_has_a_break_between_them(app, client, auth, study):
+    project_id, slug = study
+    refused = client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json={"blocks": 3})
+    assert refused.status_code == 400 and "3 blocks need at least 3 answers" in refused.text
+    configure(
+        client,
+        auth,
+        project_id,
+        consent=None,
+        debrief="",
+        answers_per_rater=5,
+        blocks=2,
+        break_seconds=20,
+    )
+    token, _ = _join(client, slug, "p-blocks")
+    state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    seen = [(state["step"], state["block"], state["blocks"], state["break_seconds"])]
+    for _ in range(4):
+        state = answer(client, slug, token, state["comparison"]["query_id"]).json()
+        seen.append((state["step"], state["block"], state["blocks"], state["break_seconds"]))
+    # Blocks of 3 and 2 answers: the break comes with the 4th comparison, once.
+    assert seen == [
+        ("task", 1, 2, 0),
+        ("task", 1, 2, 0),
+        ("task", 1, 2, 0),
+        ("break", 2, 2, 20),
+        ("task", 2, 2, 0),
+    ]
+    again = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    assert again["step"] == "task"  # the same comparison, still after the break
+    last = answer(client, slug, token, state["comparison"]["query_id"]).json()
+    assert last["step"] == "done" and last["completion_code"] == "DONE-2"

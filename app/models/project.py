@@ -102,6 +102,9 @@ class Project(Base):
     no_consent_code: Mapped[str | None] = mapped_column(String(64))
     no_consent_url: Mapped[str | None] = mapped_column(String(500))
     debrief: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # The session's answers in blocks, with a break of at least break_seconds between.
+    blocks: Mapped[int] = mapped_column(default=1, server_default="1")
+    break_seconds: Mapped[int] = mapped_column(default=0, server_default="0")
     # A short form before or after the task ({"when", "questions"}; null: none).
     questionnaire: Mapped[dict | None] = mapped_column(JsonValue)
     completion_code: Mapped[str] = mapped_column(String(64), default=new_completion_code)

@@ -218,6 +218,23 @@ class RatingSettings(BaseModel):
         "or optional; answers are stored per participant and exported; null: none",
         json_schema_extra=_shown(PATH, "questionnaire"),
     )
+    blocks: int = Field(
+        default=1,
+        ge=1,
+        le=100,
+        title="Blocks a session is split into (1: none)",
+        description="The session's answers (answers_per_rater) in this many blocks, with a "
+        "break between blocks and progress shown as block and screen",
+        json_schema_extra=_shown(PATH, "integer"),
+    )
+    break_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=3_600,
+        title="Shortest break between blocks (seconds)",
+        description="How long a break lasts at least before the next block can start",
+        json_schema_extra=_shown(PATH, "integer"),
+    )
     no_consent_code: str | None = Field(
         default=None,
         min_length=1,

@@ -174,6 +174,13 @@ def update_rating(
             f"random_share + attention_rate must be at most 1; got {random_share} + "
             f"{attention_rate}"
         )
+    blocks = changes.get("blocks", project.blocks)
+    target = changes.get("answers_per_rater", project.answers_per_rater)
+    if blocks > 1 and not 0 < blocks <= target:
+        raise ServiceError(
+            f"blocks split a session's answers_per_rater: {blocks} blocks need at least "
+            f"{blocks} answers a session (answers_per_rater is {target})"
+        )
     judgement = study_format(changes.get("judgement", project.judgement))
     shown = changes.get("shown", project.shown)
     picks = changes.get("picks", project.picks)

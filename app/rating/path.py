@@ -89,7 +89,26 @@ def step(
         return Step.questionnaire
     if joining and answers == 0 and project.instructions:
         return Step.instructions
+    if not joining and at_a_break(project, answers):
+        return Step.break_
     return Step.task
+
+
+def block_of(project: Project, answers: int) -> tuple[int, int]:
+    """The block the rater's next answer is in (1-based), and how many blocks there are;
+    a session without a target or blocks is one block."""
+    target, blocks = project.answers_per_rater, project.blocks
+    if blocks <= 1 or target <= 0:
+        return 1, 1
+    size = -(-target // blocks)  # the last block may be shorter
+    return min(answers // size + 1, blocks), blocks
+
+
+def at_a_break(project: Project, answers: int) -> bool:
+    """Whether the rater has just finished a block (and another follows): the next
+    comparison comes after a break."""
+    block, blocks = block_of(project, answers)
+    return block > 1 and block_of(project, answers - 1)[0] == block - 1 and block <= blocks
 
 
 def questionnaire_shown(project: Project) -> dict | None:

@@ -75,7 +75,8 @@ class RaterStateOut(BaseModel):
         default=Step.task,
         description="Where the participant is on the study's path: consent (answer with "
         "POST …/consent before anything is asked), instructions (a join's state when the "
-        "study has them), task (comparisons), debrief (the session is over: show "
+        "study has them), questionnaire (answer with POST …/questionnaire), task "
+        "(comparisons), break (a block ended: show a break before the comparison), debrief (the session is over: show "
         "`debrief` with the code), done (over, no debrief)",
     )
     consent: ConsentOut | None = Field(
@@ -88,6 +89,13 @@ class RaterStateOut(BaseModel):
         default=None,
         description="At the questionnaire step: its questions (answer with POST "
         "…/questionnaire); after the task, the completion code comes once it is answered",
+    )
+    block: int = Field(default=1, description="The block the next answer is in (1-based)")
+    blocks: int = Field(default=1, description="How many blocks a session has")
+    break_seconds: int = Field(
+        default=0,
+        description="At a break (step break: a block just ended; the comparison comes "
+        "after it): how many seconds the break lasts at least",
     )
     declined: bool = Field(
         default=False,

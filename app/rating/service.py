@@ -98,6 +98,9 @@ class RaterState:
     declined: bool = False  # declined the consent: the session ended there
     consent: dict | None = None  # at the consent step: its text, statements and version
     questionnaire: dict | None = None  # at the questionnaire step: its questions
+    block: int = 1  # the block the next answer is in, of `blocks`
+    blocks: int = 1
+    break_seconds: int = 0  # at a break: how long it lasts at least
     debrief: str | None = None  # at the debrief step: the lab's text, with the code
 
 
@@ -361,6 +364,9 @@ def _progress(
             )
         ),
         declined=declined,
+        block=(placed := path.block_of(project, answers))[0],
+        blocks=placed[1],
+        break_seconds=project.break_seconds if at is Step.break_ else 0,
         questionnaire=project.questionnaire if at is Step.questionnaire else None,
         consent=path.consent_shown(project) if at is Step.consent else None,
         debrief=project.debrief if at is Step.debrief else None,

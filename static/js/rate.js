@@ -30,11 +30,56 @@
     showPicks();
     showSides();
     document.getElementById("comparison")?.classList.add("fresh");
+    startBreak();
     const done = document.querySelector("#comparison [data-redirect]");
     if (done && !leaving) {
       leaving = true; // once: a second navigation would cut the first one short
       setTimeout(() => window.location.assign(done.dataset.redirect), 4000);
     }
+  }
+
+  // Between blocks: the next comparison is on the page already, shown (and timed) once
+  // the rater ends the break, no sooner than its shortest length.
+  function onBreak() {
+    return document.getElementById("comparison")?.classList.contains("on-break") ?? false;
+  }
+
+  function startBreak() {
+    const pause = document.querySelector("#comparison .break-screen");
+    if (!pause) return;
+    const form = document.getElementById("comparison");
+    const button = pause.querySelector(".continue");
+    const seconds = pause.querySelector(".seconds");
+    let left = Number(pause.dataset.minSeconds) || 0;
+    form.classList.add("on-break");
+    const ready = () => {
+      button.disabled = false;
+      pause.querySelector(".wait")?.remove();
+      button.focus();
+    };
+    button.disabled = left > 0;
+    if (left > 0) {
+      const tick = setInterval(() => {
+        left -= 1;
+        if (seconds) seconds.textContent = String(Math.max(left, 0));
+        if (left <= 0) {
+          clearInterval(tick);
+          ready();
+        }
+      }, 1000);
+    } else {
+      ready();
+    }
+    button.addEventListener(
+      "click",
+      () => {
+        form.classList.remove("on-break");
+        pause.remove();
+        shownAt = performance.now();
+        restedAt = pointer;
+      },
+      { once: true },
+    );
   }
 
   document.addEventListener("DOMContentLoaded", shown);
@@ -228,6 +273,11 @@
 
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey || event.repeat || resending) return;
+    if (onBreak()) {
+      // Nothing answers during a break; Enter or the space bar (the focused button) ends it.
+      if (event.key !== "Enter" && event.key !== " ") event.preventDefault();
+      return;
+    }
     if (sortingKey(event)) {
       event.preventDefault();
       return;

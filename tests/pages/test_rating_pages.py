@@ -636,3 +636,47 @@ def test_a_participant_answers_the_questionnaire_after_the_task_on_a_phone(
     listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
     assert listed[0]["questionnaire"] == {"age": 31, "hand": "right", "effort": "4", "notes": None}
     context.close()
+
+
+@pytest.mark.one_database  # the page; the API's test runs on both databases
+def test_a_break_between_blocks_holds_the_next_comparison_until_it_ends(
+    app, client, auth, server, study, browser, tmp_path
+):
+    """Two blocks of two: after the second answer a break shows, the keys answer
+    nothing, "Start block 2" waits for the shortest break, and the next answer is timed
+    from when the comparison showed, not from the break."""
+    project_id, slug = study
+    client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={"answers_per_rater": 4, "attention_rate": 0, "blocks": 2, "break_seconds": 2},
+    ).raise_for_status()
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server}/r/{slug}?participant=resting")
+    page.get_by_role("button", name="Start").click()
+    until(page, "window.htmx !== undefined")
+    expect(page.locator(".progress .count")).to_have_text("0 / 4 · block 1 of 2")
+    for _ in range(2):
+        answer_and_wait(page, lambda: page.keyboard.press("ArrowLeft"))
+    expect(page.get_by_role("heading", name="Time for a break")).to_be_visible()
+    expect(page.locator("#comparison .candidate").first).to_be_hidden()
+    start = page.get_by_role("button", name="Start block 2")
+    expect(start).to_be_disabled()
+    page.keyboard.press("ArrowLeft")  # answers nothing during a break
+    page.screenshot(path=str(screenshots_dir(tmp_path) / "break-desktop.png"))
+    expect(start).to_be_enabled(timeout=5_000)
+    time.sleep(0.5)
+    start.click()
+    expect(page.locator(".progress .count")).to_have_text("2 / 4 · block 2 of 2")
+    candidate = page.locator("#comparison button.candidate").first
+    expect(candidate).to_be_visible()
+    time.sleep(0.3)
+    answer_and_wait(page, candidate.click)
+    with app.state.session_factory() as session:
+        times = [
+            a.response_time_ms
+            for a in session.query(Assignment).order_by(Assignment.id)
+            if a.answered_at is not None
+        ]
+    assert len(times) == 3
+    assert 300 <= times[2] < 2_000, times  # from the comparison, not from the break
