@@ -22,8 +22,32 @@
   // The clock starts when a comparison enters the page (htmx:afterSwap), not when htmx
   // settles it 20 ms later: an answer in between was timed from the previous comparison,
   // and one just after settling came out as 0 ms.
+  let drawing = 0; // which comparison's images are awaited: a later one cancels the wait
+
+  // The rater sees the comparison whole once its images are drawn: the clock starts then
+  // (on a slow link 0.6 s later than the swap). An answer given before that is timed
+  // from the swap, as it came before the images.
+  function timeFromDrawn() {
+    const mine = ++drawing;
+    const images = [...document.querySelectorAll("#comparison img")];
+    const pending = images.filter((image) => !(image.complete && image.naturalWidth));
+    if (!pending.length) return;
+    Promise.all(
+      pending.map(
+        (image) =>
+          new Promise((done) => {
+            image.addEventListener("load", done, { once: true });
+            image.addEventListener("error", done, { once: true });
+          }),
+      ),
+    ).then(() => {
+      if (mine === drawing && !sending && !onBreak()) shownAt = performance.now();
+    });
+  }
+
   function shown() {
     shownAt = performance.now();
+    timeFromDrawn();
     restedAt = pointer;
     order = [];
     placed = [];
@@ -76,6 +100,7 @@
         form.classList.remove("on-break");
         pause.remove();
         shownAt = performance.now();
+        timeFromDrawn();
         restedAt = pointer;
       },
       { once: true },

@@ -680,3 +680,27 @@ def test_a_break_between_blocks_holds_the_next_comparison_until_it_ends(
         ]
     assert len(times) == 3
     assert 300 <= times[2] < 2_000, times  # from the comparison, not from the break
+
+
+@pytest.mark.one_database  # the page itself; the timing is the browser's
+def test_the_time_to_answer_starts_when_the_images_are_drawn(app, server, study, browser):
+    """On a slow link the comparison's images come after the comparison: the rater's
+    time runs from when they are drawn, not from when the empty boxes appeared."""
+    _, slug = study
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    held = hold_images(page)
+    page.goto(f"{server}/r/{slug}?participant=slow-link")
+    page.get_by_role("button", name="Start").click(no_wait_after=True)
+    expect(page.locator("#comparison button.candidate")).to_have_count(2)
+    until(page, "window.htmx !== undefined")
+    query = current_query(page)
+    page.wait_for_timeout(1_000)  # the images still on their way
+    for route in held:
+        route.continue_()
+    page.unroute("**/media/**")
+    until(page, "[...document.images].every(image => image.complete && image.naturalWidth)")
+    page.wait_for_timeout(300)
+    answer_and_wait(page, lambda: page.keyboard.press("ArrowLeft"))
+    with app.state.session_factory() as session:
+        timed = session.get(Assignment, int(query)).response_time_ms
+    assert 250 <= timed < 900, timed  # not the 1.3 s since the empty comparison appeared
