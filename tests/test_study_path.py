@@ -361,3 +361,46 @@ def test_a_session_in_blocks_has_a_break_between_them(app, client, auth, study):
     assert again["step"] == "task"  # the same comparison, still after the break
     last = answer(client, slug, token, state["comparison"]["query_id"]).json()
     assert last["step"] == "done" and last["completion_code"] == "DONE-2"
+
+
+def test_a_format_switch_on_a_study_with_answers_is_confirmed_after_a_preview(
+    app, client, auth, study
+):
+    """The settings page warns before a study with answers changes what its screens
+    ask, offers a preview of the new screen, and switches once the box is ticked; the
+    API, whose callers know what they send, switches at once."""
+    from fastapi.testclient import TestClient
+
+    from tests.support.workspace import page_csrf, signed_in_browser
+
+    project_id, slug = study
+    configure(client, auth, project_id, consent=None, questionnaire=None)
+    token, _ = _join(client, slug, "p-first")
+    first = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+    answer(client, slug, token, first["comparison"]["query_id"])
+
+    preview = client.get(f"/projects/{project_id}/preview?judgement=odd_one_out", headers=auth).text
+    assert "in the “odd one out” format, before the study is switched to it" in preview
+    assert "Which one is least like the other two?" in preview
+    assert 'name="judgement" value="odd_one_out"' in preview  # another draw keeps it
+    bad = client.get(f"/projects/{project_id}/preview?judgement=tournament", headers=auth)
+    assert bad.status_code in (400, 422) and "tournament" in bad.text
+
+    with TestClient(app) as browser:
+        signed_in_browser(browser, token=auth["Authorization"].split()[1])
+        settings = f"/projects/{project_id}/settings"
+        assert f"/projects/{project_id}/preview?judgement=rank" in browser.get(settings).text
+        fields = {"csrf_token": page_csrf(browser, settings), "judgement": "odd_one_out"}
+        warned = browser.post(settings, data=fields)
+        assert warned.status_code == 409
+        assert "This study has 1 answers from triplet screens" in warned.text
+        assert 'name="confirm_format_switch"' in warned.text
+        rating = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()
+        assert rating["judgement"] == "triplet"  # nothing switched yet
+        fields["csrf_token"] = page_csrf(browser, settings)
+        saved = browser.post(settings, data={**fields, "confirm_format_switch": "yes"})
+        assert saved.status_code == 200 and "Saved" in saved.text
+    rating = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()
+    assert rating["judgement"] == "odd_one_out"
+    assert rating["question"] == "Which one is least like the other two?"
+    configure(client, auth, project_id, judgement="triplet")  # the API switches at once

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db import on_commit
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
-from app.formats import ScreenShape, study_format
+from app.formats import ScreenShape, UnknownFormat, study_format
 from app.items.images import ImageStore
 from app.models import (
     Item,
@@ -214,6 +214,26 @@ def update_rating(
     project.settings_version += 1
     session.flush()
     return project
+
+
+def previewed_as(project: Project, *, judgement: str | None, shown: int | None, picks: int | None):
+    """A copy of the project, in no session, asking another format (or shape) than it
+    does: what the settings page previews before a format is switched. Nothing of it is
+    stored. A format a study cannot ask, or a shape it refuses, is a 400."""
+    names = [column.key for column in Project.__mapper__.column_attrs]
+    copy = Project(**{name: getattr(project, name) for name in names})
+    if judgement is not None:
+        try:
+            copy.judgement = study_format(judgement)
+        except UnknownFormat as error:
+            raise ServiceError(str(error)) from None
+        if project.question == project.judgement.default_question:
+            copy.question = copy.judgement.default_question
+    copy.shown = shown if shown is not None else project.shown
+    copy.picks = picks if picks is not None else project.picks
+    if not (3 <= copy.shown <= 12 and 1 <= copy.picks < copy.shown):
+        raise ServiceError("a preview shows 3 to 12 items and picks fewer than it shows")
+    return copy
 
 
 def set_link(*, session: Session, project: Project, state: LinkState) -> Project:

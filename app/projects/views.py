@@ -30,6 +30,7 @@ from app.core.forms import read_model_form
 from app.core.pages import render as page
 from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
+from app.formats import study_format
 from app.models import LabelType, TripletSource
 from app.projects import archive, service
 from app.projects.schemas import (
@@ -178,6 +179,14 @@ def project_preview(
     """The rater page as raters see it; choosing shows another comparison, and nothing
     is recorded."""
     project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    query = request.query_params
+    asked = query.get("judgement")
+    if asked is not None:  # another format's screen, before switching to it
+        numbers = {
+            name: int(text) if (text := query.get(name, "")).isdigit() and len(text) < 4 else None
+            for name in ("shown", "picks")
+        }
+        project = service.previewed_as(project, judgement=asked[:32], **numbers)
     return page(
         request,
         "projects/preview.html",
@@ -186,6 +195,7 @@ def project_preview(
             "project": project,
             "state": rating.preview(session=session, project=project),
             "slug": project.public_slug,
+            "previewing_format": asked is not None,
         },
     )
 
@@ -204,6 +214,7 @@ def _settings_page(
     saved: bool = False,
     about: dict | None = None,
     status_code: int = 200,
+    confirm_switch: bool = False,
 ) -> HTMLResponse:
     current = RatingSettings.model_validate(project).model_dump()
     return page(
@@ -226,6 +237,7 @@ def _settings_page(
             # The project's own card (name, description) and its deletion: values shown
             # back, errors per field, and whether a change was saved.
             "about": {"name": project.name, "description": project.description, **(about or {})},
+            "confirm_switch": confirm_switch,
         },
         status_code,
     )
@@ -265,6 +277,17 @@ async def save_settings(
         errors["consent"], body = consent_error, None
     if questionnaire_error:
         errors["questionnaire"], body = questionnaire_error, None
+    switching = _unconfirmed_format_switch(session, project, body, form)
+    if switching is not None:
+        return _settings_page(
+            request,
+            researcher,
+            project,
+            values=values,
+            errors={"judgement": switching},
+            status_code=409,
+            confirm_switch=True,
+        )
     if body is not None:
         body = RatingSettingsUpdate.model_validate(
             {
@@ -316,6 +339,24 @@ def _consent_from(form) -> tuple[Consent | None, dict, str | None]:
             str(problem["loc"][0]), "it"
         )
         return None, shown, f"Consent: {where}: {problem['msg']}"
+
+
+def _unconfirmed_format_switch(session, project, body, form) -> str | None:
+    """What switching the study's format would do, when it has answers and the form did
+    not confirm the switch (None: nothing to confirm)."""
+    if body is None or body.judgement is None or form.get("confirm_format_switch") == "yes":
+        return None
+    if body.judgement == project.judgement.name:
+        return None
+    answers = service.project_counts(session=session, project=project)["triplet_count"]
+    if not answers:
+        return None
+    new = study_format(body.judgement)
+    return (
+        f"This study has {answers:,} answers from {project.judgement.name} screens. From their "
+        f"next screen every rater gets {new.label or new.name} screens instead; the answers "
+        "so far are kept. Preview the new screen, then tick the box below and save again."
+    )
 
 
 MOST_QUESTION_ROWS = 40  # the form shows the questions and three empty rows

@@ -153,6 +153,7 @@ def test_an_odd_one_out_is_one_tap_or_one_key(app, client, auth, project, server
 
 SCREENS = {
     "laptop": {"viewport": {"width": 1366, "height": 657}},
+    "desktop": {"viewport": {"width": 1280, "height": 800}},
     "phone": {
         "viewport": {"width": 390, "height": 844},
         "device_scale_factor": 2,
@@ -167,6 +168,7 @@ SCREENS = {
 }
 FORMATS = {
     "odd-one-out": {"judgement": "odd_one_out"},
+    "rank-2-of-6": {"judgement": "rank", "shown": 6, "picks": 2},
     "rank-2-of-8": {"judgement": "rank", "shown": 8, "picks": 2, "allow_cant_tell": True},
     "rank-3-of-12": {"judgement": "rank", "shown": 12, "picks": 3},
 }
