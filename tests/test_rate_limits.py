@@ -244,3 +244,22 @@ def test_a_padded_rater_token_is_refused_and_cannot_reset_the_answer_limit(app, 
         statuses.append(response.status_code)
         state = response.json() if response.status_code == 200 else state
     assert statuses[0] == 200 and set(statuses[1:]) == {401}, statuses
+
+
+def test_a_session_sending_its_consent_over_and_over_is_held_back(client, auth, study):
+    """The consent and the questionnaire count as the session's answers: a script that
+    sends them in a loop is refused before it reaches the database."""
+    project_id, slug, _ = study
+    client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={"consent": {"text": "Info", "statements": ["I agree."]}},
+    ).raise_for_status()
+    token = {"X-Rater-Token": _join(client, slug).json()["rater_token"]}
+    statuses = [
+        client.post(f"{API}/rate/{slug}/consent", headers=token, json={"agree": True}).status_code
+        for _ in range(5)
+    ]
+    assert statuses[:3] == [200, 200, 200] and set(statuses[3:]) == {429}
+    flooded = client.post(f"{API}/rate/{slug}/questionnaire", headers=token, json={"answers": {}})
+    assert flooded.status_code == 429

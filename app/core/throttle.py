@@ -118,8 +118,13 @@ class Throttle:
 
 
 _JOIN = re.compile(r"^/api/v1/rate/([^/]+)/raters$")
-# The JSON answer route and the rating page's (htmx sends that one again after a 429).
-_ANSWER = re.compile(r"^(?:/api/v1/rate/([^/]+)/answers|/r/([^/]+)/answer)$")
+# What a session sends, through the JSON routes and the rating pages' forms (htmx sends
+# an answer again after a 429): answers, the consent and the questionnaire, counted
+# together as the session's answers.
+_ANSWER = re.compile(
+    r"^(?:/api/v1/rate/([^/]+)/(?:answers|consent|questionnaire)"
+    r"|/r/([^/]+)/(?:answer|consent|questionnaire))$"
+)
 
 
 class ThrottleRaterRoutes:

@@ -108,7 +108,7 @@ class ArchivedRater(RequestModel):
             Annotated[str, Field(max_length=2_000)]
             | int
             | float
-            | list[Annotated[str, Field(max_length=200)]]
+            | Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=20)]
             | None,
         ]
         | None

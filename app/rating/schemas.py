@@ -142,7 +142,7 @@ QuestionAnswer = (
     Annotated[str, StringConstraints(max_length=2_000)]
     | int
     | float
-    | list[Annotated[str, StringConstraints(max_length=200)]]
+    | Annotated[list[Annotated[str, StringConstraints(max_length=200)]], Field(max_length=20)]
     | None
 )
 
