@@ -130,6 +130,7 @@ def test_live_and_abandoned_are_the_same_rule_in_the_count_and_the_list(app, cli
         "out-of-work": {"out_of_work_at": now, "last_seen_at": now - timedelta(days=1)},
         "screened-out": {"screened_out_at": now},
         "declined-consent": {"consent_declined_at": now},
+        "timed-out": {"timed_out_at": now},
     }
     with unit_of_work(app.state.session_factory) as session:
         for name, values in kinds.items():

@@ -404,3 +404,53 @@ def test_a_format_switch_on_a_study_with_answers_is_confirmed_after_a_preview(
     assert rating["judgement"] == "odd_one_out"
     assert rating["question"] == "Which one is least like the other two?"
     configure(client, auth, project_id, judgement="triplet")  # the API switches at once
+
+
+def test_a_session_that_runs_out_of_time_ends_with_the_timeout_code(app, client, auth, study):
+    """Past max_session_minutes nothing more is asked or recorded, the timeout code is
+    shown, and the participants list says so; a session that completed in time keeps
+    its completion code."""
+    from datetime import timedelta
+
+    from app.models._types import utcnow
+
+    project_id, slug = study
+    configure(
+        client,
+        auth,
+        project_id,
+        consent=None,
+        debrief="",
+        max_session_minutes=30,
+        timeout_code="TIMED-OUT",
+        timeout_url="https://example.org/t",
+    )
+    slow, _ = _join(client, slug, "p-slow")
+    state = client.get(f"{API}/rate/{slug}/next", headers=slow).json()
+    assert state["step"] == "task" and state["comparison"] is not None
+    done, _ = _join(client, slug, "p-quick")
+    quick = client.get(f"{API}/rate/{slug}/next", headers=done).json()
+    for _ in range(2):
+        quick = answer(client, slug, done, quick["comparison"]["query_id"]).json()
+    assert quick["completion_code"] == "DONE-2"
+    with app.state.session_factory() as session, session.begin():
+        for rater in session.scalars(select(Rater)):
+            rater.created_at = utcnow() - timedelta(minutes=31)
+    late = answer(client, slug, slow, state["comparison"]["query_id"])
+    assert late.status_code == 200
+    body = late.json()
+    assert (body["step"], body["timed_out"], body["comparison"]) == ("done", True, None)
+    assert (body["completion_code"], body["completion_url"]) == (
+        "TIMED-OUT",
+        "https://example.org/t",
+    )
+    assert _count(app, Triplet, project_id) == 2  # the late answer was not recorded
+    again = client.get(f"{API}/rate/{slug}/next", headers=done).json()
+    assert again["completion_code"] == "DONE-2" and not again["timed_out"]
+    listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
+    assert {p["participant"]: (p["outcome"], p["code"]) for p in listed} == {
+        "p-slow": ("timed_out", "TIMED-OUT"),
+        "p-quick": ("completed", "DONE-2"),
+    }
+    page = client.post(f"/r/{slug}/start", data={"participant": "p-slow"})
+    assert "Your time is up" in page.text and "TIMED-OUT" in page.text

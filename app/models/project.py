@@ -102,6 +102,10 @@ class Project(Base):
     no_consent_code: Mapped[str | None] = mapped_column(String(64))
     no_consent_url: Mapped[str | None] = mapped_column(String(500))
     debrief: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # A session longer than this (from joining) ends with the timeout code and redirect.
+    max_session_minutes: Mapped[int | None] = mapped_column()
+    timeout_code: Mapped[str | None] = mapped_column(String(64))
+    timeout_url: Mapped[str | None] = mapped_column(String(500))
     # The session's answers in blocks, with a break of at least break_seconds between.
     blocks: Mapped[int] = mapped_column(default=1, server_default="1")
     break_seconds: Mapped[int] = mapped_column(default=0, server_default="0")

@@ -58,6 +58,8 @@ class Rater(Base):
     consented_at: Mapped[datetime | None] = mapped_column(Timestamp)
     consent_version: Mapped[int | None] = mapped_column()
     consent_declined_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # When their session ended for running longer than the study's limit.
+    timed_out_at: Mapped[datetime | None] = mapped_column(Timestamp)
     # Their answers to the study's questionnaire, by question name, and when they sent them.
     questionnaire_answers: Mapped[dict[str, Any] | None] = mapped_column(JsonValue)
     questionnaire_at: Mapped[datetime | None] = mapped_column(Timestamp)

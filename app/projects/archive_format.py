@@ -114,6 +114,7 @@ class ArchivedRater(RequestModel):
         | None
     ) = Field(default=None, max_length=30)
     questionnaire_at: Time | None = None
+    timed_out_at: Time | None = None
 
     @model_validator(mode="after")
     def _few_platform_ids(self) -> ArchivedRater:

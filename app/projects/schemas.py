@@ -235,6 +235,33 @@ class RatingSettings(BaseModel):
         description="How long a break lasts at least before the next block can start",
         json_schema_extra=_shown(PATH, "integer"),
     )
+    max_session_minutes: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_440,
+        title="Longest session (minutes; empty: no limit)",
+        description="A session that runs longer (from joining) ends there with the timeout "
+        "code and redirect: nothing more is asked, and nothing sent after it is recorded; "
+        "null: no limit",
+        json_schema_extra=_shown(PATH, "integer"),
+    )
+    timeout_code: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        title="Code when the session runs out of time",
+        description="Shown to a participant whose session ran longer than its limit; null: "
+        "no code, only the redirect if set",
+        json_schema_extra=_shown(PATH, "text"),
+    )
+    timeout_url: str | None = Field(
+        default=None,
+        max_length=500,
+        pattern=r"^https?://",
+        title="Redirect when the session runs out of time",
+        description="Where such a participant is sent; null: no redirect",
+        json_schema_extra=_shown(PATH, "url"),
+    )
     no_consent_code: str | None = Field(
         default=None,
         min_length=1,
@@ -443,7 +470,7 @@ QUALITY_SETTINGS = frozenset(
 # Where a rater is sent when their session ends: changing one needs the whole account
 # (app/auth/access.py, Action.redirect_raters).
 RATER_DESTINATIONS = frozenset(
-    {"completion_url", "no_more_work_url", "screened_out_url", "no_consent_url"}
+    {"completion_url", "no_more_work_url", "screened_out_url", "no_consent_url", "timeout_url"}
 )
 
 

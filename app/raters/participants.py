@@ -34,6 +34,7 @@ from app.scheduling.thresholds import failed_attention
 class Outcome(StrEnum):
     declined_consent = "declined_consent"
     failed_attention = "failed_attention"
+    timed_out = "timed_out"
     completed = "completed"
     out_of_work = "out_of_work"
     in_progress = "in_progress"
@@ -43,6 +44,7 @@ class Outcome(StrEnum):
 OUTCOME_WORDS = {
     Outcome.declined_consent: "declined consent",
     Outcome.failed_attention: "failed attention checks",
+    Outcome.timed_out: "ran out of time",
     Outcome.completed: "completed",
     Outcome.out_of_work: "out of work",
     Outcome.in_progress: "still answering",
@@ -85,6 +87,8 @@ def _outcome(project: Project, rater: Rater, now: datetime) -> Outcome:
         return Outcome.declined_consent
     if failed_attention(project=project, rater=rater) is not None:
         return Outcome.failed_attention
+    if rater.timed_out_at is not None and rater.completed_at is None:
+        return Outcome.timed_out
     if rater.completed_at is not None:
         return Outcome.completed
     if rater.out_of_work_at is not None:
@@ -100,6 +104,8 @@ def _code_shown(project: Project, rater: Rater) -> str | None:
         return project.no_consent_code
     if rater.screened_out_at is not None:
         return project.screened_out_code
+    if rater.timed_out_at is not None and rater.completed_at is None:
+        return project.timeout_code
     if rater.completed_at is not None:
         return project.completion_code
     if rater.out_of_work_at is not None:

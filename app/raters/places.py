@@ -28,7 +28,7 @@ def live_after(project: Project, now: datetime) -> datetime:
 def is_live(project: Project, rater: Rater, now: datetime) -> bool:
     if rater.completed_at or rater.out_of_work_at or rater.screened_out_at:
         return False
-    if rater.consent_declined_at:
+    if rater.consent_declined_at or rater.timed_out_at:
         return False
     seen = rater.last_seen_at or rater.created_at
     return seen is not None and seen > live_after(project, now)
@@ -41,6 +41,7 @@ def _holds_a_place(project: Project, now: datetime) -> ColumnElement[bool]:
         Rater.out_of_work_at.is_(None),
         Rater.screened_out_at.is_(None),
         Rater.consent_declined_at.is_(None),
+        Rater.timed_out_at.is_(None),
         func.coalesce(Rater.last_seen_at, Rater.created_at) > live_after(project, now),
     )
     return and_(Rater.project_id == project.id, or_(ended_paid, live))

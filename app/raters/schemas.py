@@ -55,7 +55,8 @@ class ParticipantOut(BaseModel):
     participant: str = Field(description="The same id, under the name bulk approval reads")
     outcome: str = Field(
         description="declined_consent (the session ended at the consent), failed_attention "
-        "(below the attention threshold, whatever else), "
+        "(below the attention threshold, whatever else), timed_out (the session ran "
+        "longer than max_session_minutes), "
         "completed, out_of_work (shown the no-more-work code), in_progress (seen within "
         "the study's lease: lease_seconds) or abandoned (quiet for longer: their place, "
         "under a quota, is given back)"

@@ -15,6 +15,7 @@ import secrets
 import threading
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 from sqlalchemy import ColumnElement, bindparam, delete, exists, func, select
@@ -143,6 +144,8 @@ _ACTIVE_RATER = (
     Rater.consented_at.is_not(None),
     Rater.consent_declined_at.is_not(None),
     Rater.questionnaire_at.is_not(None),
+    Rater.timed_out_at.is_not(None),
+    Rater.created_at,
 )
 
 _RATER_IN_PROJECT = (
@@ -225,7 +228,8 @@ def authenticate_in_study(
     )
     if row is None:
         return None
-    rater, version = ActiveRater(*row[:-1]), row[-1]
+    fields: tuple[Any, ...] = tuple(row)
+    rater, version = ActiveRater(*fields[:-1]), fields[-1]
     return studies().get(session, slug, version), rater
 
 

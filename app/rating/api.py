@@ -67,6 +67,7 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
         questionnaire=state.questionnaire,
         debrief=state.debrief,
         declined=state.declined,
+        timed_out=state.timed_out,
         block=state.block,
         blocks=state.blocks,
         break_seconds=state.break_seconds,

@@ -10,6 +10,7 @@ everyone at once."""
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -42,6 +43,26 @@ def consent_shown(project: Project) -> dict | None:
     if project.consent is None:
         return None
     return {**project.consent, "version": project.consent_version}
+
+
+def runs_out(*, session: Session, project: Project, rater: ActiveRater) -> bool:
+    """Whether the rater's session has run longer than the study's limit (from joining):
+    it ends there, marked once; nothing more is served or recorded."""
+    if rater.timed_out:
+        return True
+    limit = project.max_session_minutes
+    if limit is None or rater.joined_at is None:
+        return False
+    now = utcnow()
+    if now - rater.joined_at <= timedelta(minutes=limit):
+        return False
+    session.execute(
+        update(Rater)
+        .where(Rater.id == rater.id, Rater.timed_out_at.is_(None))
+        .values(timed_out_at=now)
+    )
+    rater.timed_out = True
+    return True
 
 
 def questionnaire_when(project: Project) -> str | None:

@@ -97,6 +97,11 @@ class RaterStateOut(BaseModel):
         description="At a break (step break: a block just ended; the comparison comes "
         "after it): how many seconds the break lasts at least",
     )
+    timed_out: bool = Field(
+        default=False,
+        description="The session ran longer than the study's limit (max_session_minutes) "
+        "and ended there, with the timeout code (if set) as completion_code",
+    )
     declined: bool = Field(
         default=False,
         description="The participant declined the consent: the session ended there, with "

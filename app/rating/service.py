@@ -96,6 +96,7 @@ class RaterState:
     notice: str | None = None  # what a rater of a link that is not open reads
     step: Step = Step.task  # where they are on the study's path (app/rating/path.py)
     declined: bool = False  # declined the consent: the session ended there
+    timed_out: bool = False  # ran longer than the study's limit: the session ended there
     consent: dict | None = None  # at the consent step: its text, statements and version
     questionnaire: dict | None = None  # at the questionnaire step: its questions
     block: int = 1  # the block the next answer is in, of `blocks`
@@ -220,7 +221,10 @@ def state(
 ) -> RaterState:
     """The rater's next comparison (leased to them) and their progress; nothing is
     served before the study's consent is given."""
-    if path.before_the_task(project, rater):
+    if path.before_the_task(project, rater) or (
+        not scheduling.is_complete(project, rater.answers)
+        and path.runs_out(session=session, project=project, rater=rater)
+    ):
         return progress(project=project, rater=rater)
     comparison = None
     for _ in range(3):
@@ -318,9 +322,13 @@ def _progress(
     code = url = notice = None
     out_of_work = asked and scheduling.is_out_of_work(project, answers, comparison)
     declined = rater is not None and rater.declined
+    timed_out = rater is not None and rater.timed_out and not declined
     if declined:  # the session ended at the consent: its own code, never the completion code
         comparison, out_of_work = None, False
         code, url = project.no_consent_code, project.no_consent_url
+    elif timed_out and not scheduling.is_complete(project, answers):
+        comparison, out_of_work = None, False
+        code, url = project.timeout_code, project.timeout_url
     elif rater is not None and path.before_the_task(project, rater):
         comparison = None
     elif screened_out:  # ended on failed attention checks, whatever came after
@@ -357,13 +365,14 @@ def _progress(
             at := path.step(
                 project,
                 rater,
-                ended=declined or code is not None,
+                ended=declined or timed_out or code is not None,
                 joining=not asked and not previewing,
                 answers=answers,
                 questionnaire_due=questionnaire_due,
             )
         ),
         declined=declined,
+        timed_out=timed_out and not scheduling.is_complete(project, answers),
         block=(placed := path.block_of(project, answers))[0],
         blocks=placed[1],
         break_seconds=project.break_seconds if at is Step.break_ else 0,
@@ -386,7 +395,11 @@ def answer(
     sides: list[tuple[str, str]] | None = None,
 ) -> RaterState:
     """Record one answer (once, however often it is sent) and serve the next query."""
-    if scheduling.is_screened_out(project, rater) or path.before_the_task(project, rater):
+    if (
+        scheduling.is_screened_out(project, rater)
+        or path.before_the_task(project, rater)
+        or path.runs_out(session=session, project=project, rater=rater)
+    ):
         # Their session has ended, or has yet to begin: where they stand, nothing recorded.
         return state(session=session, project=project, rater=rater, draws=draws)
     outcome = scheduling.submit_answer(
@@ -446,6 +459,8 @@ async def answer_quickly(
     project = raters.studies().cached(slug)
     if project is None or screens.screen_format(project) is not None:
         return None  # the function hands a study of screens to the full path
+    if project.max_session_minutes is not None:
+        return None  # nor one whose sessions run out of time (the full path reads the clock)
     item_ids = study_items.item_ids().cached(project)
     if item_ids is None:
         return None

@@ -39,6 +39,8 @@ class ActiveRater:
     consented: bool = False  # agreed to the study's consent (where it asks one)
     declined: bool = False  # declined it: the session ended there
     questionnaire_sent: bool = False  # answered the study's questionnaire
+    timed_out: bool = False  # their session ran longer than the study's limit
+    joined_at: datetime | None = None  # when the session's clock started
 
     @classmethod
     def of(cls, rater: Rater) -> ActiveRater:
@@ -50,6 +52,8 @@ class ActiveRater:
             rater.consented_at is not None,
             rater.consent_declined_at is not None,
             rater.questionnaire_at is not None,
+            rater.timed_out_at is not None,
+            rater.created_at,
         )
 
 
