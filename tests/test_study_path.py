@@ -431,7 +431,8 @@ def test_a_session_that_runs_out_of_time_ends_with_the_timeout_code(app, client,
     done, _ = _join(client, slug, "p-quick")
     quick = client.get(f"{API}/rate/{slug}/next", headers=done).json()
     for _ in range(2):
-        quick = answer(client, slug, done, quick["comparison"]["query_id"]).json()
+        quick_last = quick["comparison"]["query_id"]
+        quick = answer(client, slug, done, quick_last).json()
     assert quick["completion_code"] == "DONE-2"
     with app.state.session_factory() as session, session.begin():
         for rater in session.scalars(select(Rater)):
@@ -447,6 +448,11 @@ def test_a_session_that_runs_out_of_time_ends_with_the_timeout_code(app, client,
     assert _count(app, Triplet, project_id) == 2  # the late answer was not recorded
     again = client.get(f"{API}/rate/{slug}/next", headers=done).json()
     assert again["completion_code"] == "DONE-2" and not again["timed_out"]
+    sent_again = answer(client, slug, done, quick_last).json()  # a retry, after the limit
+    assert sent_again["completion_code"] == "DONE-2" and not sent_again["timed_out"]
+    with app.state.session_factory() as session:
+        ended = dict(session.execute(select(Rater.external_id, Rater.timed_out_at)).all())
+    assert ended["p-quick"] is None and ended["p-slow"] is not None
     listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
     assert {p["participant"]: (p["outcome"], p["code"]) for p in listed} == {
         "p-slow": ("timed_out", "TIMED-OUT"),

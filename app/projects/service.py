@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import median
 
+from pydantic import ValidationError
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.db import on_commit
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
-from app.formats import ScreenShape, UnknownFormat, study_format
+from app.formats import JudgementFormat, ScreenShape, UnknownFormat, study_format
 from app.items.images import ImageStore
 from app.models import (
     Item,
@@ -32,6 +33,7 @@ from app.projects.schemas import (
     RATER_DESTINATIONS,
     Consent,
     Questionnaire,
+    RatingSettingsUpdate,
 )
 from app.triplets.service import count_triplets
 from app.triplets.tally import answers_per_hour
@@ -184,11 +186,7 @@ def update_rating(
     judgement = study_format(changes.get("judgement", project.judgement))
     shown = changes.get("shown", project.shown)
     picks = changes.get("picks", project.picks)
-    if picks >= shown:
-        raise ServiceError(
-            f"picks must be fewer than shown (a rank screen leaves items unpicked); got "
-            f"picks {picks} of shown {shown}"
-        )
+    _refuse_a_bad_shape(shown, picks)
     needed = judgement.items_per_screen(ScreenShape(shown, picks))
     if project.link_state is LinkState.open and (
         (items := count_items(session=session, project=project)) < needed
@@ -198,8 +196,7 @@ def update_rating(
             f"of these settings shows {needed}: upload items or show fewer"
         )
     if judgement is not project.judgement and "question" not in changes:
-        if project.question == project.judgement.default_question:
-            project.question = judgement.default_question
+        project.question = _question_asking(project, judgement)
     changes = {**changes, "judgement": judgement} if "judgement" in changes else changes
     # Stored whole: a request's nested objects come without the defaults left unsaid.
     for name, whole in (("consent", Consent), ("questionnaire", Questionnaire)):
@@ -220,6 +217,14 @@ def previewed_as(project: Project, *, judgement: str | None, shown: int | None, 
     """A copy of the project, in no session, asking another format (or shape) than it
     does: what the settings page previews before a format is switched. Nothing of it is
     stored. A format a study cannot ask, or a shape it refuses, is a 400."""
+    asked = {
+        name: value for name, value in (("shown", shown), ("picks", picks)) if value is not None
+    }
+    try:
+        RatingSettingsUpdate.model_validate(asked)  # the settings' own ranges
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]
+        raise ServiceError(f"{problem['loc'][0]}: {problem['msg']}") from None
     names = [column.key for column in Project.__mapper__.column_attrs]
     copy = Project(**{name: getattr(project, name) for name in names})
     if judgement is not None:
@@ -227,13 +232,26 @@ def previewed_as(project: Project, *, judgement: str | None, shown: int | None, 
             copy.judgement = study_format(judgement)
         except UnknownFormat as error:
             raise ServiceError(str(error)) from None
-        if project.question == project.judgement.default_question:
-            copy.question = copy.judgement.default_question
-    copy.shown = shown if shown is not None else project.shown
-    copy.picks = picks if picks is not None else project.picks
-    if not (3 <= copy.shown <= 12 and 1 <= copy.picks < copy.shown):
-        raise ServiceError("a preview shows 3 to 12 items and picks fewer than it shows")
+        copy.question = _question_asking(project, copy.judgement)
+    copy.shown, copy.picks = asked.get("shown", project.shown), asked.get("picks", project.picks)
+    _refuse_a_bad_shape(copy.shown, copy.picks)
     return copy
+
+
+def _refuse_a_bad_shape(shown: int, picks: int) -> None:
+    if picks >= shown:
+        raise ServiceError(
+            f"picks must be fewer than shown (a rank screen leaves items unpicked); got "
+            f"picks {picks} of shown {shown}"
+        )
+
+
+def _question_asking(project: Project, judgement: JudgementFormat) -> str:
+    """The question a study switched to `judgement` asks: the new format's own, unless
+    the researcher worded the old one otherwise (then theirs stays)."""
+    if project.question == project.judgement.default_question:
+        return judgement.default_question
+    return project.question
 
 
 def set_link(*, session: Session, project: Project, state: LinkState) -> Project:

@@ -21,6 +21,7 @@ from app.core.errors import Conflict, Unprocessable, echo
 from app.models import Project, Rater
 from app.models._types import utcnow
 from app.scheduling.answers import ActiveRater
+from app.scheduling.service import is_complete
 
 
 class Step(StrEnum):
@@ -46,12 +47,13 @@ def consent_shown(project: Project) -> dict | None:
 
 
 def runs_out(*, session: Session, project: Project, rater: ActiveRater) -> bool:
-    """Whether the rater's session has run longer than the study's limit (from joining):
-    it ends there, marked once; nothing more is served or recorded."""
+    """Whether the rater's session has run longer than the study's limit (from joining)
+    before its task was done: it ends there, marked once; nothing more is served or
+    recorded. A session that completed in time keeps its completion code."""
     if rater.timed_out:
         return True
     limit = project.max_session_minutes
-    if limit is None or rater.joined_at is None:
+    if limit is None or rater.joined_at is None or is_complete(project, rater.answers):
         return False
     now = utcnow()
     if now - rater.joined_at <= timedelta(minutes=limit):
@@ -128,12 +130,7 @@ def block_of(project: Project, answers: int) -> tuple[int, int]:
 def at_a_break(project: Project, answers: int) -> bool:
     """Whether the rater has just finished a block (and another follows): the next
     comparison comes after a break."""
-    block, blocks = block_of(project, answers)
-    return block > 1 and block_of(project, answers - 1)[0] == block - 1 and block <= blocks
-
-
-def questionnaire_shown(project: Project) -> dict | None:
-    return project.questionnaire
+    return answers > 0 and block_of(project, answers - 1)[0] < block_of(project, answers)[0]
 
 
 def answer_questionnaire(

@@ -221,9 +221,8 @@ def state(
 ) -> RaterState:
     """The rater's next comparison (leased to them) and their progress; nothing is
     served before the study's consent is given."""
-    if path.before_the_task(project, rater) or (
-        not scheduling.is_complete(project, rater.answers)
-        and path.runs_out(session=session, project=project, rater=rater)
+    if path.before_the_task(project, rater) or path.runs_out(
+        session=session, project=project, rater=rater
     ):
         return progress(project=project, rater=rater)
     comparison = None
@@ -322,11 +321,17 @@ def _progress(
     code = url = notice = None
     out_of_work = asked and scheduling.is_out_of_work(project, answers, comparison)
     declined = rater is not None and rater.declined
-    timed_out = rater is not None and rater.timed_out and not declined
+    # (A session that completed in time keeps its completion code.)
+    timed_out = (
+        rater is not None
+        and rater.timed_out
+        and not declined
+        and not scheduling.is_complete(project, answers)
+    )
     if declined:  # the session ended at the consent: its own code, never the completion code
         comparison, out_of_work = None, False
         code, url = project.no_consent_code, project.no_consent_url
-    elif timed_out and not scheduling.is_complete(project, answers):
+    elif timed_out:
         comparison, out_of_work = None, False
         code, url = project.timeout_code, project.timeout_url
     elif rater is not None and path.before_the_task(project, rater):
@@ -372,7 +377,7 @@ def _progress(
             )
         ),
         declined=declined,
-        timed_out=timed_out and not scheduling.is_complete(project, answers),
+        timed_out=timed_out,
         block=(placed := path.block_of(project, answers))[0],
         blocks=placed[1],
         break_seconds=project.break_seconds if at is Step.break_ else 0,
