@@ -250,13 +250,15 @@ def test_a_broken_archive_is_refused_and_leaves_nothing(app, client, auth, pilot
         assert response.status_code == 422, response.text
         return response.json()
 
-    unknown_key = parts["triplets.csv"] + b"s0,nowhere,s1,upload,,,,train,false,\n"
+    unknown_key = parts["triplets.csv"] + b"s0,nowhere,s1,upload,,,,train,false,,,\n"
     refused = send({**parts, "triplets.csv": unknown_key})
     assert "nowhere" in json.dumps(refused)
     # Past the first committed chunk of answers (20,000 rows): the half-made project,
     # committed with that chunk, is removed again.
     header, _, _ = parts["triplets.csv"].partition(b"\n")
-    many = header + b"\n" + b"s0,s3,s1,upload,,,,,,\n" * 20_500 + b"s0,s3,nowhere,upload,,,,,,\n"
+    many = (
+        header + b"\n" + b"s0,s3,s1,upload,,,,,,,,\n" * 20_500 + b"s0,s3,nowhere,upload,,,,,,,,\n"
+    )
     assert "nowhere" in json.dumps(send({**parts, "triplets.csv": many}))
     # The screens: each entry checked, the first fault named by its place.
     judgements = json.loads(parts["judgements.json"])
@@ -271,7 +273,7 @@ def test_a_broken_archive_is_refused_and_leaves_nothing(app, client, auth, pilot
         problems = send({**parts, "judgements.json": broken})["detail"]
         assert problems[0]["file"] == "judgements.json", problems
         assert problems[0]["message"].startswith(words), problems
-    unknown_judgement = parts["triplets.csv"] + b"s0,s1,s2,upload,,,,train,false,999999\n"
+    unknown_judgement = parts["triplets.csv"] + b"s0,s1,s2,upload,,,,train,false,,,999999\n"
     refused = send({**parts, "triplets.csv": unknown_judgement})
     assert "'999999' is not one of the archive's judgements" in json.dumps(refused)
     assert "project.json" in json.dumps(send({"triplets.csv": parts["triplets.csv"]}))

@@ -59,8 +59,8 @@ def test_a_test_split_is_never_fitted_and_every_model_is_measured_on_it(app, cli
     exported = client.get(f"{API}/projects/{pid}/triplets/export?format=json", headers=auth).json()
     assert [row["split"] for row in exported] == ["train"] * 2000 + ["test"] * 400
     csv_export = client.get(f"{API}/projects/{pid}/triplets/export?format=csv", headers=auth).text
-    assert csv_export.splitlines()[0].endswith(",split,adaptive,judgement")
-    assert csv_export.count(",test,false,\n") == 400
+    assert csv_export.splitlines()[0].endswith(",split,adaptive,arm,version,judgement")
+    assert csv_export.count(",test,false,,,\n") == 400
 
     model = client.post(
         f"{API}/projects/{pid}/models",

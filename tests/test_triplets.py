@@ -67,6 +67,8 @@ class TestUpload:
             "created_at": "2026-01-02T03:04:05.000000+00:00",
             "split": "train",
             "adaptive": "false",
+            "arm": None,
+            "version": None,
             "judgement": None,
         }
 
@@ -236,7 +238,7 @@ class TestExport:
         # With a byte-order mark, as Excel reads UTF-8.
         assert export(client, auth, pid).content.decode("utf-8") == (
             "\ufeffanchor,closer,farther,source,rater,response_time_ms,created_at,split,"
-            "adaptive,judgement\n"
+            "adaptive,arm,version,judgement\n"
         )
         assert export(client, auth, pid, "json").json() == []
 

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from app.builds.service import item_ids
 from app.core.db import on_commit, ordinal_in_project, rows_changed
 from app.core.errors import Conflict
+from app.designs import versions
 from app.items.images import ImageStore
 from app.models import (
     Assignment,
@@ -156,11 +157,13 @@ def delete_item(
     )
     image = item.image_file
     key = item.key
+    versions.before_change(session=session, project=project)
     session.delete(item)
     # Every process's copy of the study (and of its item ids) is read again: none draws
     # a random query with the item after this commits.
     project.settings_version += 1
     session.flush()
+    versions.record(session=session, project=project)
     if image:
         shared = session.scalar(
             select(func.count()).where(Item.project_id == project.id, Item.image_file == image)

@@ -17,6 +17,7 @@ from app.core.config import Settings
 from app.core.db import on_rollback
 from app.core.errors import InvalidUpload, NotFound, Problem, ProblemCollector
 from app.core.spreadsheets import spreadsheet_safe
+from app.designs import versions
 from app.items.images import ImageStore, NotAnImage, inspect_image
 from app.items.parsing import ItemValidator, read_csv_items, read_json_items
 from app.models import Item, Project, UploadKind
@@ -173,6 +174,7 @@ def ingest_items(
         skipped = f" ({len(problems.skipped_rows)} rows skipped)" if problems.skipped_rows else ""
         problems.add(validator.file, f"no items in the file{skipped}")
     problems.raise_if_any()
+    versions.before_change(session=session, project=project)
     upload_row = open_upload(
         session=session,
         project=project,
@@ -200,6 +202,7 @@ def ingest_items(
         project.feature_dim = validator.feature_dim
     upload_row.row_count = len(rows)
     session.flush()
+    versions.record(session=session, project=project)  # new items shown: a new version
     return UploadResult(upload_row.id, UploadKind.items, len(records)).with_skipped(problems)
 
 

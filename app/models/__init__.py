@@ -5,7 +5,7 @@ from app.models.build import Build, BuildStatus
 from app.models.item import Item, Split
 from app.models.job import Job, JobStatus
 from app.models.learned import LearnedModel, ModelKind, ModelVersion, VersionStatus
-from app.models.project import LabelType, LinkState, Project
+from app.models.project import DesignVersion, LabelType, LinkState, Project
 from app.models.queue import (
     ADAPTIVE_PURPOSES,
     Assignment,
@@ -43,6 +43,7 @@ __all__ = [
     "Build",
     "BuildStatus",
     "Choice",
+    "DesignVersion",
     "Item",
     "Job",
     "JobStatus",

@@ -50,6 +50,10 @@ class Project(Base):
     """
 
     __tablename__ = "projects"
+    # Not columns: what a copy of the settings made for one arm shows (app/raters/arms.py).
+    __allow_unmapped__ = True
+    arm_shown: str | None = None
+    arm_items: tuple[str, ...] | None = None
     __table_args__ = (
         Index(
             "uq_projects_owner_id_import_key",
@@ -111,6 +115,13 @@ class Project(Base):
     break_seconds: Mapped[int] = mapped_column(default=0, server_default="0")
     # A short form before or after the task ({"when", "questions"}; null: none).
     questionnaire: Mapped[dict | None] = mapped_column(JsonValue)
+    # The study's conditions (app/raters/arms.py): each participant is allocated one,
+    # which may ask its own format, question, instructions and items. Null: one arm.
+    arms: Mapped[list | None] = mapped_column(JsonValue)
+    # What raters see is locked once it collects an answer (design_locked_at): a change
+    # after that makes version design_version + 1 (app/projects/versions.py).
+    design_version: Mapped[int] = mapped_column(default=1, server_default="1")
+    design_locked_at: Mapped[datetime | None] = mapped_column(Timestamp)
     completion_code: Mapped[str] = mapped_column(String(64), default=new_completion_code)
     completion_url: Mapped[str | None] = mapped_column(String(500))
     # A rater who has seen every query there is ends there: this code and redirect if
@@ -148,3 +159,24 @@ class Project(Base):
     # import request's Idempotency-Key: a retry finds the project it made.
     importing: Mapped[bool] = mapped_column(default=False, server_default=false())
     import_key: Mapped[str | None] = mapped_column(String(100))
+
+
+class DesignVersion(Base):
+    """One numbered version of what a study's raters see: its path, texts, formats, arms
+    and items (`design`), and what changed from the version before (`changes`). A
+    version is locked by its first answer; every answer records the version it came
+    from."""
+
+    __tablename__ = "design_versions"
+    __table_args__ = (
+        Index("uq_design_versions_project_id_number", "project_id", "number", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column()
+    design: Mapped[dict] = mapped_column(JsonValue)
+    changes: Mapped[list] = mapped_column(JsonValue, default=list)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    # When its first answer came (stamped once a later version replaces it).
+    locked_at: Mapped[datetime | None] = mapped_column(Timestamp)

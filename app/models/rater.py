@@ -63,6 +63,9 @@ class Rater(Base):
     # Their answers to the study's questionnaire, by question name, and when they sent them.
     questionnaire_answers: Mapped[dict[str, Any] | None] = mapped_column(JsonValue)
     questionnaire_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # The study's arm they were allocated on joining, and the design version then.
+    arm: Mapped[str | None] = mapped_column(String(64))
+    design_version: Mapped[int | None] = mapped_column()
 
     @property
     def attention_accuracy(self) -> float | None:

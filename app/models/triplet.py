@@ -99,6 +99,9 @@ class Triplet(Base):
     # The judgement (one screen answered) this triplet was derived from, if any: the
     # triplets of one judgement stay on one side of every held-out split.
     judgement_id: Mapped[int | None] = mapped_column(BigId)
+    # A rater's answer: the arm they were in, and the design version that asked it.
+    arm: Mapped[str | None] = mapped_column(String(64))
+    design_version: Mapped[int | None] = mapped_column(Integer)
 
 
 class Judgement(Base):
@@ -135,6 +138,8 @@ class Judgement(Base):
     created_at: Mapped[datetime] = mapped_column(
         Timestamp, default=utcnow, server_default=func.current_timestamp()
     )
+    arm: Mapped[str | None] = mapped_column(String(64))
+    design_version: Mapped[int | None] = mapped_column(Integer)
 
 
 class Upload(Base):

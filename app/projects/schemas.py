@@ -156,6 +156,44 @@ class Consent(BaseModel):
     )
 
 
+ArmName = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$"),
+]
+MAX_ARMS = 20
+MAX_ARM_ITEMS = 100_000
+
+
+class Arm(BaseModel):
+    """One condition of the study: its participants see the study with the settings it
+    sets (the rest are the study's), and its target caps how many it takes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: ArmName = Field(description="Recorded on the rater, every answer and the exports")
+    target: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT4_MAX,
+        description="Completions wanted: once completed plus live sessions reach it, the arm "
+        "takes nobody new (a session quiet for longer than a lease stops counting); null: "
+        "no cap, the arms balanced by count",
+    )
+    open: bool = Field(default=True, description="false: the arm takes nobody new (a stop)")
+    judgement: StudyFormatName | None = Field(default=None, description="Its own format")
+    shown: int | None = Field(default=None, ge=3, le=12, description="Its rank screens' size")
+    picks: int | None = Field(default=None, ge=1, le=11, description="Its rank screens' picks")
+    question: str | None = Field(default=None, min_length=1, max_length=300)
+    instructions: str | None = Field(default=None, max_length=20_000)
+    items: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] | None = Field(
+        default=None,
+        max_length=MAX_ARM_ITEMS,
+        description="The keys of the items its participants are asked about (random "
+        "questions and checks drawn from them; a build's queries, over every item, go to "
+        "the arms without items of their own); null: all the study's items",
+    )
+
+
 class RatingSettings(BaseModel):
     """How the project's public rating link behaves. The one list of the rating settings:
     the update schema, which of them may be null and the settings page's sections derive
@@ -286,6 +324,17 @@ class RatingSettings(BaseModel):
         description="The lab's text at the end (Markdown), shown with the code and before "
         "the redirect: what the study was about, whom to contact",
         json_schema_extra=_shown(PATH, "textarea"),
+    )
+    arms: list[Arm] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_ARMS,
+        title="Arms (conditions; empty: one)",
+        description="The study's conditions: each newcomer joins the open arm with the fewest "
+        "places taken for its target (completed plus live sessions) and sees the study with "
+        "the arm's own format, question, instructions and items where it sets them; the arm "
+        "is recorded on the rater, every answer and the exports; null: one arm",
+        json_schema_extra=_shown(PATH, "arms"),
     )
     completion_code: str = Field(
         min_length=1,

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db import on_commit
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
+from app.designs import versions
 from app.formats import JudgementFormat, ScreenShape, UnknownFormat, study_format
 from app.items.images import ImageStore
 from app.models import (
@@ -27,10 +28,12 @@ from app.models import (
     TripletSource,
 )
 from app.models._types import utcnow
+from app.projects import arm_settings
 from app.projects.schemas import (
     NULLABLE_RATING_SETTINGS,
     QUALITY_SETTINGS,
     RATER_DESTINATIONS,
+    Arm,
     Consent,
     Questionnaire,
     RatingSettingsUpdate,
@@ -202,6 +205,13 @@ def update_rating(
     for name, whole in (("consent", Consent), ("questionnaire", Questionnaire)):
         if changes.get(name) is not None:
             changes = {**changes, name: whole.model_validate(changes[name]).model_dump()}
+    if changes.get("arms") is not None:
+        asked = ScreenShape(shown, picks)
+        changes = {
+            **changes,
+            "arms": _checked_arms(session, project, changes["arms"], judgement, asked),
+        }
+    versions.before_change(session=session, project=project)
     if "consent" in changes and changes["consent"] != project.consent:
         project.consent_version += 1  # a consent given records the version it agreed to
     if any(getattr(project, name) != changes[name] for name in QUALITY_SETTINGS & set(changes)):
@@ -210,7 +220,33 @@ def update_rating(
         setattr(project, name, value)
     project.settings_version += 1
     session.flush()
+    versions.record(session=session, project=project)
     return project
+
+
+def _checked_arms(
+    session: Session, project: Project, sent: list, judgement: JudgementFormat, shape: ScreenShape
+) -> list[dict]:
+    """The arms as stored (each whole, what it leaves unset left out), or a 400 naming
+    the arm and field at fault."""
+    arms = [
+        {
+            name: value.name if isinstance(value, JudgementFormat) else value
+            for name, value in Arm.model_validate(arm).model_dump().items()
+            if value is not None or name in ("target",)
+        }
+        for arm in sent
+    ]
+    names = [arm["name"] for arm in arms]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ServiceError(f"arms: two arms are named {twice[0]!r}; each needs its own name")
+    problems = arm_settings.problems(
+        session=session, project=project, arms=arms, judgement=judgement, shape=shape
+    )
+    if problems:
+        raise ServiceError("; ".join(problems))
+    return arms
 
 
 def previewed_as(project: Project, *, judgement: str | None, shown: int | None, picks: int | None):

@@ -71,6 +71,8 @@ class Participant:
     consented_at: datetime | None
     consent_version: int | None
     questionnaire: dict[str, Any] | None
+    arm: str | None = None
+    version: int | None = None  # the design version they joined under
 
     @property
     def participant(self) -> str:
@@ -150,6 +152,8 @@ def participants(
                 consented_at=rater.consented_at,
                 consent_version=rater.consent_version,
                 questionnaire=rater.questionnaire_answers,
+                arm=rater.arm,
+                version=rater.design_version,
             )
         )
     return found
@@ -190,6 +194,8 @@ CSV_COLUMNS = [
     "exclusion_reason",
     "consented_at",
     "consent_version",
+    "arm",
+    "version",
 ]
 
 
@@ -224,6 +230,8 @@ def participants_csv(found: list[Participant], questions: Sequence[str] = ()) ->
             "exclusion_reason": spreadsheet_safe(p.exclusion_reason),
             "consented_at": _iso(p.consented_at),
             "consent_version": "" if p.consent_version is None else p.consent_version,
+            "arm": spreadsheet_safe(p.arm or ""),
+            "version": "" if p.version is None else p.version,
             **{f"q_{name}": _cell((p.questionnaire or {}).get(name)) for name in questions},
         }
         writer.writerow([cells[c] for c in columns])

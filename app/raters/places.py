@@ -34,7 +34,7 @@ def is_live(project: Project, rater: Rater, now: datetime) -> bool:
     return seen is not None and seen > live_after(project, now)
 
 
-def _holds_a_place(project: Project, now: datetime) -> ColumnElement[bool]:
+def holds_a_place(project: Project, now: datetime) -> ColumnElement[bool]:
     ended_paid = or_(Rater.completed_at.is_not(None), Rater.out_of_work_at.is_not(None))
     live = and_(
         Rater.completed_at.is_(None),
@@ -49,7 +49,7 @@ def _holds_a_place(project: Project, now: datetime) -> ColumnElement[bool]:
 
 def taken(*, session: Session, project: Project, now: datetime | None = None) -> int:
     """How many of the study's places are taken now."""
-    condition = _holds_a_place(project, now or utcnow())
+    condition = holds_a_place(project, now or utcnow())
     return session.scalar(select(func.count()).select_from(Rater).where(condition)) or 0
 
 
@@ -73,9 +73,9 @@ def notice_for_newcomers(*, session: Session, project: Project) -> str | None:
 def hold_one(*, session: Session, project: Project) -> None:
     """Take a place for a newcomer, or refuse (409) when none is left. Joins of the same
     study wait for each other here until their transactions end, so the last place is
-    never given twice: PostgreSQL locks the project's row (FOR NO KEY UPDATE, which
+    never given twice (nor an arm's: app/raters/arms.py): PostgreSQL locks the project's row (FOR NO KEY UPDATE, which
     leaves answers' foreign-key checks free), SQLite takes its write lock first."""
-    if project.quota is None:
+    if project.quota is None and not project.arms:
         return
     if session.get_bind().dialect.name == "sqlite":
         session.execute(
@@ -88,6 +88,8 @@ def hold_one(*, session: Session, project: Project) -> None:
         session.execute(
             select(Project.id).where(Project.id == project.id).with_for_update(key_share=True)
         )
+    if project.quota is None:
+        return  # (the arms are counted by the caller, under the same lock)
     notice = full_notice(project, taken(session=session, project=project))
     if notice is not None:
         raise Conflict(notice)

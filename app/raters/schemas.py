@@ -80,6 +80,12 @@ class ParticipantOut(BaseModel):
     questionnaire: dict[str, Any] | None = Field(
         description="Their answers to the questionnaire by question name (null: none sent)"
     )
+    arm: str | None = Field(
+        default=None, description="The study's arm they were allocated (null: no arms)"
+    )
+    version: int | None = Field(
+        default=None, description="The study's design version when they joined"
+    )
 
 
 class RaterAnswerOut(BaseModel):

@@ -28,7 +28,7 @@ from app.core.errors import Conflict, NotFound, ServiceError
 from app.learn.keys import MAX_ITEMS, query_keys
 from app.models import LinkState, Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
-from app.raters import places
+from app.raters import arms, places
 from app.scheduling.service import ActiveRater, is_asking
 from app.scheduling.thresholds import apply_thresholds
 from app.triplets.log import published_columns
@@ -89,6 +89,8 @@ def join(
             external_id=external_id or f"{ANONYMOUS_PREFIX}{secrets.token_hex(8)}",
             platform=platform,
             platform_ids=ids,
+            arm=arms.allocate(session=session, project=project),
+            design_version=project.design_version,
         )
         session.add(rater)
     rater.last_seen_at = utcnow()
@@ -146,6 +148,7 @@ _ACTIVE_RATER = (
     Rater.questionnaire_at.is_not(None),
     Rater.timed_out_at.is_not(None),
     Rater.created_at,
+    Rater.arm,
 )
 
 _RATER_IN_PROJECT = (
@@ -164,7 +167,10 @@ def authenticate(*, session: Session, project: Project, token: str | None) -> Ac
     row = session.execute(
         _RATER_IN_PROJECT, {"token_hash": hash_token(token), "project": project.id}
     ).first()
-    return None if row is None else ActiveRater(*row)
+    if row is None:
+        return None
+    fields: tuple[Any, ...] = tuple(row)
+    return ActiveRater(*fields)
 
 
 class _Studies:
@@ -230,7 +236,7 @@ def authenticate_in_study(
         return None
     fields: tuple[Any, ...] = tuple(row)
     rater, version = ActiveRater(*fields[:-1]), fields[-1]
-    return studies().get(session, slug, version), rater
+    return arms.seen_by(studies().get(session, slug, version), rater.arm), rater
 
 
 def list_raters(

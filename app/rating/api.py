@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from app.core.deps import transaction
 from app.core.errors import Conflict
 from app.core.routes import StrictJSONRoute
+from app.raters import arms
 from app.raters.service import project_by_slug
 from app.rating import path
 from app.rating import service as rating
@@ -81,6 +82,8 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
         out_of_work=state.out_of_work,
         screened_out=state.screened_out,
         link=state.link,
+        arm=state.arm,
+        version=state.version,
     )
 
 
@@ -95,7 +98,7 @@ def join_study(slug: str, body: JoinIn, request: Request):
         rater, token = rating.join(
             session=session, project=project, params=body.model_dump(exclude_none=True)
         )
-        state = rating.progress(project=project, rater=rater)
+        state = rating.progress(project=arms.seen_by(project, rater.arm), rater=rater)
     return JoinOut(
         **state_out(request, slug, state).model_dump(),
         rater_token=request.app.state.rater_tokens.issue(token),

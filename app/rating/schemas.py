@@ -132,6 +132,15 @@ class RaterStateOut(BaseModel):
         description="The study link's state: while closed or paused nothing new is asked "
         "(an answer to the comparison already shown still counts) and no code is given",
     )
+    arm: str | None = Field(
+        default=None,
+        description="The study's arm (condition) the participant was allocated on joining; "
+        "null in a study without arms",
+    )
+    version: int = Field(
+        default=1,
+        description="The study's design version asking now: every answer records it",
+    )
 
 
 class ConsentIn(RequestModel):

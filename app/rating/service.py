@@ -26,7 +26,7 @@ from app.models import (
     Rater,
 )
 from app.models._types import utcnow
-from app.raters import quality
+from app.raters import arms, quality
 from app.raters import service as raters
 from app.rating import path
 from app.rating.path import Step
@@ -103,6 +103,8 @@ class RaterState:
     blocks: int = 1
     break_seconds: int = 0  # at a break: how long it lasts at least
     debrief: str | None = None  # at the debrief step: the lab's text, with the code
+    arm: str | None = None  # the study's arm they are in (None: a study without arms)
+    version: int = 1  # the design version that asks them now
 
 
 def roll(request) -> Draws:
@@ -384,6 +386,8 @@ def _progress(
         questionnaire=project.questionnaire if at is Step.questionnaire else None,
         consent=path.consent_shown(project) if at is Step.consent else None,
         debrief=project.debrief if at is Step.debrief else None,
+        arm=project.arm_shown,
+        version=project.design_version,
     )
 
 
@@ -464,6 +468,8 @@ async def answer_quickly(
     project = raters.studies().cached(slug)
     if project is None or screens.screen_format(project) is not None:
         return None  # the function hands a study of screens to the full path
+    if arms.overrides_items(project):
+        return None  # nor one whose arms ask about items of their own (it draws from all)
     if project.max_session_minutes is not None:
         return None  # nor one whose sessions run out of time (the full path reads the clock)
     item_ids = study_items.item_ids().cached(project)
@@ -482,6 +488,7 @@ async def answer_quickly(
     )
     if answered is None:
         return None
+    project = arms.seen_by(project, answered.arm)
     build_due = answered.build_id is not None and build_jobs.step_due(answered.build_id)
     routing_due = answered.routing_id is not None and build_jobs.routing_due(answered.routing_id)
     cards = None if answered.served is None else _cards().cached(project, answered.served[1:])
@@ -508,7 +515,9 @@ def _finish_quick_answer(
     draws: Draws,
 ) -> tuple[Project, RaterState]:
     with unit_of_work(sessions) as session:
-        project = raters.studies().get(session, slug, answered.settings_version)
+        project = arms.seen_by(
+            raters.studies().get(session, slug, answered.settings_version), answered.arm
+        )
         if build_due and answered.build_id is not None:
             build_jobs.request_step_by_id(
                 session=session, build_id=answered.build_id, project_id=project.id

@@ -17,7 +17,7 @@ from app.core.fields import BigRowId
 from app.core.routes import StrictJSONRoute
 from app.core.signing import RATER_COOKIE
 from app.models import Choice, Item
-from app.raters import places
+from app.raters import arms
 from app.raters import service as raters
 from app.rating import path
 from app.rating import service as rating
@@ -44,10 +44,13 @@ def _rater(request: Request, session, project):
 @router.get("", response_class=HTMLResponse)
 def instructions(slug: str, request: Request, session: SessionDep, project: RatedProject):
     """The researcher's instructions and a start button; platform ids pass through."""
-    returning = _rater(request, session, project) is not None
+    rater = _rater(request, session, project)
+    returning = rater is not None
+    if rater is not None:  # their arm's instructions
+        project = arms.seen_by(project, rater.arm)
     notice = raters.link_notice(project)
     if notice is None and not returning:
-        notice = places.notice_for_newcomers(session=session, project=project)
+        notice = arms.notice_for_newcomers(session=session, project=project)
     return _page(
         request,
         "rate/instructions.html",
@@ -82,7 +85,7 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
         _, token = rating.join(session=session, project=project, params=params)
     except ServiceError as error:
         # When the link is not open, or the study full, that says it all.
-        notice = raters.link_notice(project) or places.notice_for_newcomers(
+        notice = raters.link_notice(project) or arms.notice_for_newcomers(
             session=session, project=project
         )
         page = _page(
@@ -121,6 +124,7 @@ def rate_page(slug: str, request: Request, session: SessionDep, project: RatedPr
     rater = _rater(request, session, project)
     if rater is None:
         return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
+    project = arms.seen_by(project, rater.arm)
     state = rating.state(session=session, project=project, rater=rater, draws=rating.roll(request))
     if state.step is path.Step.consent:
         return _page(request, "rate/consent.html", {"project": project, "state": state})
@@ -157,6 +161,7 @@ async def questionnaire(slug: str, request: Request, session: SessionDep, projec
     rater = _rater(request, session, project)
     if rater is None:
         return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
+    project = arms.seen_by(project, rater.arm)
     state = rating.state(session=session, project=project, rater=rater, draws=rating.roll(request))
     if state.step is not path.Step.questionnaire:
         return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
@@ -179,6 +184,7 @@ async def consent(slug: str, request: Request, session: SessionDep, project: Rat
     rater = _rater(request, session, project)
     if rater is None:
         return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
+    project = arms.seen_by(project, rater.arm)
     form = await request.form()
     agree = form.get("answer") == "agree"
     statements = (project.consent or {}).get("statements", [])

@@ -38,6 +38,7 @@ class Answered:
     build_id: int | None
     routing_id: int | None
     served: tuple[int, int, int, int] | None  # (assignment id, anchor, left, right)
+    arm: str | None = None  # the rater's arm (app/raters/arms.py)
 
 
 class AnswerFunction:
@@ -116,7 +117,7 @@ class AnswerFunction:
                 log.warning("answer connection lost; calling again on a fresh one")
         if row is None:  # the function always returns its one row
             return None
-        outcome, version, answers, build_id, routing_id, served, anchor, left, right = row
+        outcome, version, answers, build_id, routing_id, served, anchor, left, right, arm = row
         if outcome != "answered":
             return None
         return Answered(
@@ -125,4 +126,5 @@ class AnswerFunction:
             build_id=build_id,
             routing_id=routing_id,
             served=None if served is None else (served, anchor, left, right),
+            arm=arm,
         )

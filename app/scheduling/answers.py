@@ -20,6 +20,7 @@ from app.scheduling import sorting
 from app.scheduling.statements import (
     ANSWER_SLOT,
     COUNT_ANSWER,
+    LOCK_DESIGN,
     RELEASE_SLOT,
     SCREEN_ANSWER,
     SCREEN_SERVED,
@@ -41,6 +42,7 @@ class ActiveRater:
     questionnaire_sent: bool = False  # answered the study's questionnaire
     timed_out: bool = False  # their session ran longer than the study's limit
     joined_at: datetime | None = None  # when the session's clock started
+    arm: str | None = None  # the study's arm they were allocated (app/raters/arms.py)
 
     @classmethod
     def of(cls, rater: Rater) -> ActiveRater:
@@ -54,6 +56,7 @@ class ActiveRater:
             rater.questionnaire_at is not None,
             rater.timed_out_at is not None,
             rater.created_at,
+            rater.arm,
         )
 
 
@@ -85,6 +88,8 @@ def count_answer(
         },
     )
     rater.answers = counted.answers
+    if project.design_locked_at is None:  # (a copy of the settings may not know it yet)
+        LOCK_DESIGN.run(session, {"project": project.id, "now": ids["now"]})
 
 
 def settle_slot(

@@ -33,7 +33,8 @@ CREATE OR REPLACE FUNCTION closer_answer(
     served_id bigint,
     anchor_id bigint,
     left_id bigint,
-    right_id bigint
+    right_id bigint,
+    rater_arm text
 ) LANGUAGE plpgsql AS $$
 DECLARE
     who record;
@@ -56,7 +57,8 @@ DECLARE
 BEGIN
     SELECT r.id AS rater_id, r.excluded, r.screened_out_at, p.id AS project_id, p.settings_version,
            p.allow_cant_tell, p.answers_per_rater, p.attention_rate, p.random_share,
-           p.lease_seconds, p.link_state, p.judgement
+           p.lease_seconds, p.link_state, p.judgement, p.design_version, p.design_locked_at,
+           r.arm
       INTO who
       FROM rater_sessions s JOIN raters r ON r.id = s.rater_id
       JOIN projects p ON p.id = r.project_id
@@ -75,7 +77,7 @@ BEGIN
             WHERE b.project_id = who.project_id AND b.sort_size > 1
               AND b.status = 'running' /* BuildStatus.running */)) THEN
         RETURN QUERY SELECT 'full', NULL::integer, NULL::integer, NULL::integer,
-            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
         RETURN;
     END IF;
 
@@ -87,10 +89,17 @@ BEGIN
     RETURNING a.slot_id, a.anchor_id, a.lo_id, a.hi_id, a.left_is_lo, a.purpose INTO given;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,
-            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
         RETURN;
     END IF;
     chosen_lo := (p_choice = 'left' /* Choice.left */) = given.left_is_lo;
+
+    -- The study's first answer under its design version locks that version: a change
+    -- after it makes a new one (app/projects/versions.py).
+    IF who.design_locked_at IS NULL THEN
+        UPDATE projects p SET design_locked_at = p_now
+         WHERE p.id = who.project_id AND p.design_locked_at IS NULL;
+    END IF;
 
     UPDATE raters r
        SET answers = r.answers + 1,
@@ -181,17 +190,18 @@ BEGIN
         PERFORM pg_advisory_xact_lock_shared(p_log_lock, who.project_id);
         INSERT INTO triplets (project_id, anchor_id, closer_id, farther_id, source, rater_id,
                               query_id, response_time_ms, created_at,
-                              adaptive)
+                              adaptive, arm, design_version)
         VALUES (who.project_id, given.anchor_id,
                 CASE WHEN chosen_lo THEN given.lo_id ELSE given.hi_id END,
                 CASE WHEN chosen_lo THEN given.hi_id ELSE given.lo_id END,
                 'rater' /* TripletSource.rater */, who.rater_id, p_assignment, p_elapsed, p_now,
-                given.purpose IN (0, 1, 2, 5) /* ADAPTIVE_PURPOSES */);
+                given.purpose IN (0, 1, 2, 5) /* ADAPTIVE_PURPOSES */, who.arm,
+                who.design_version);
     END IF;
 
     RETURN QUERY SELECT 'answered', who.settings_version, counted, for_build, for_routing,
         served, anchor,
         CASE WHEN p_left_is_lo THEN lo ELSE hi END,
-        CASE WHEN p_left_is_lo THEN hi ELSE lo END;
+        CASE WHEN p_left_is_lo THEN hi ELSE lo END, who.arm::text;
 END;
 $$;

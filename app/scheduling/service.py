@@ -185,7 +185,9 @@ def serve_next(
     elif draw < project.attention_rate + project.random_share:
         purpose, chosen = Purpose.random, unseen_query(False)
     else:
-        if rater.answers or just_answered:  # joins that only look hold no build query
+        # Joins that only look hold no build query; nor does an arm with items of its own
+        # (a build's queries are about every item).
+        if (rater.answers or just_answered) and project.arm_items is None:
             slot, expires = _lease_slot(session, project, rater, now)
         size = 1 if slot is None else sorting.sort_size(session, slot.build_id)
         if size > 1:
@@ -339,7 +341,13 @@ def submit_answer(
             f"got {response_time_ms}"
         )
     now = now or utcnow()
-    ids = {"assignment": assignment_id, "rater": rater.id, "now": now}
+    ids = {
+        "assignment": assignment_id,
+        "rater": rater.id,
+        "now": now,
+        "arm": rater.arm,
+        "version": project.design_version,
+    }
     if sides is not None:
         return answers.submit_sort(session, project, rater, ids, sides, response_time_ms, keys_of)
     if picks is not None:

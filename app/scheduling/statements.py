@@ -11,6 +11,7 @@ from app.formats import TRIPLET
 from app.models import (
     Assignment,
     Judgement,
+    Project,
     QuerySlot,
     Rater,
     SlotState,
@@ -90,6 +91,12 @@ COUNT_ANSWER = FastStatement(
     )
     .returning(Rater.answers)
 )
+# The study's first answer under its design version locks it (app/projects/versions.py).
+LOCK_DESIGN = FastStatement(
+    update(Project)
+    .where(Project.id == bindparam("project"), Project.design_locked_at.is_(None))
+    .values(design_locked_at=NOW)
+)
 RELEASE_SLOT = FastStatement(
     update(QuerySlot)
     .where(QuerySlot.id == bindparam("slot"), QuerySlot.lease_rater_id == bindparam("rater"))
@@ -120,6 +127,8 @@ _ANSWERED_TRIPLET = {
     "response_time_ms": bindparam("elapsed"),
     "created_at": NOW,
     "adaptive": bindparam("adaptive"),
+    "arm": bindparam("arm"),
+    "design_version": bindparam("version"),
 }
 STORE_TRIPLET = FastStatement(insert(Triplet).values(**_ANSWERED_TRIPLET))
 # A query served: a triplet, or a screen (SERVE_SCREEN) with what it shows.
@@ -241,6 +250,8 @@ STORE_JUDGEMENT = FastStatement(
         rater_id=bindparam("rater"),
         response_time_ms=bindparam("elapsed"),
         created_at=NOW,
+        arm=bindparam("arm"),
+        design_version=bindparam("version"),
     )
     .returning(Judgement.id)
 )

@@ -30,7 +30,7 @@ class _ItemIds:
     def cached(self, project: Project) -> np.ndarray | None:
         """The ids if this process read them in the last few seconds."""
         with self._lock:
-            hit = self._cache.get(project.public_slug)
+            hit = self._cache.get(_key(project))
         if hit is None or hit[1] != project.settings_version:
             return None
         return hit[2] if time.monotonic() - hit[0] < ITEM_CACHE_SECONDS else None
@@ -39,6 +39,8 @@ class _ItemIds:
         hit = self.cached(project)
         if hit is not None:
             return hit
+        if project.arm_items is not None:
+            return self._arm_items(session, project)
         now = time.monotonic()
         with self._lock:
             held = self._cache.get(project.public_slug)
@@ -58,6 +60,32 @@ class _ItemIds:
         with self._lock:
             self._cache[project.public_slug] = (now, project.settings_version, ids)
         return ids
+
+    def _arm_items(self, session: Session, project: Project) -> np.ndarray:
+        """The ids of the items an arm asks about (by key, read against the study's)."""
+        wanted = set(project.arm_items or ())
+        ids = np.array(
+            [
+                item_id
+                for item_id, key in session.execute(
+                    select(Item.id, Item.key).where(Item.project_id == project.id).order_by(Item.id)
+                )
+                if key in wanted
+            ],
+            dtype=np.int64,
+        )
+        with self._lock:
+            self._cache[_key(project)] = (time.monotonic(), project.settings_version, ids)
+        return ids
+
+
+def _key(project: Project) -> str:
+    """The slug, and the arm of an arm that asks about items of its own."""
+    return (
+        project.public_slug
+        if project.arm_items is None
+        else f"{project.public_slug}/{project.arm_shown}"
+    )
 
 
 def _same_items(session: Session, project: Project, ids: np.ndarray) -> bool:

@@ -35,7 +35,16 @@ from app.uploads.service import UploadResult, find_replay, open_upload
 
 TRIPLET_FORMATS = (FileFormat.csv, FileFormat.json)
 ROLES = ("anchor", "closer", "farther")
-OPTIONAL_COLUMNS = ("source", "rater", "response_time_ms", "created_at", "split", "adaptive")
+OPTIONAL_COLUMNS = (
+    "source",
+    "rater",
+    "response_time_ms",
+    "created_at",
+    "split",
+    "adaptive",
+    "arm",
+    "version",
+)
 # The judgement (screen) an answer is one of the triplets of: its id in the project's
 # judgements export, so a rank screen's triplets group. An upload reads past it: the
 # judgements travel in their own file, and an id names a row of this project only.
@@ -102,6 +111,8 @@ class _RowParser:
             "split": self._split,
             "adaptive": self._adaptive,
             "judgement": self._judgement,
+            "arm": self._arm,
+            "version": self._version,
         }
         self._judgement_ids = judgement_ids or {}
 
@@ -211,6 +222,29 @@ class _RowParser:
             return _INVALID
         return found
 
+    def _arm(self, row: int, raw: Any) -> Any:
+        """The study's arm (condition) the answer came from, as a name."""
+        if raw in ("", None):
+            return None
+        if not isinstance(raw, str | int) or isinstance(raw, bool) or len(str(raw).strip()) > 64:
+            self._bad(row, "arm", "must be an arm's name of at most 64 characters")
+            return _INVALID
+        return str(raw).strip()
+
+    def _version(self, row: int, raw: Any) -> Any:
+        """The design version that asked it: a whole number from 1."""
+        if raw in ("", None):
+            return None
+        text = str(raw).strip()
+        if (
+            isinstance(raw, bool)
+            or not (text.isascii() and text.isdigit())
+            or not 0 < int(text) < 2**31
+        ):
+            self._bad(row, "version", f"'{echo(raw)}' is not a design version (1, 2, …)")
+            return _INVALID
+        return int(text)
+
     def _adaptive(self, row: int, raw: Any) -> Any:
         if raw in ("", None):
             return False
@@ -253,6 +287,8 @@ _APPENDED_COLUMNS = {
     "split": "is_test",
     "adaptive": "adaptive",
     "judgement": "judgement_id",  # a judgement upload's triplets (app/triplets/judged.py)
+    "arm": "arm",
+    "version": "design_version",
 }
 
 
@@ -458,6 +494,8 @@ def _export_select(
             type_coerce(created, String),
             case((Triplet.is_test, literal("test")), else_=literal("train")),
             case((Triplet.adaptive, literal("true")), else_=literal("false")),
+            safe(Triplet.arm),
+            Triplet.design_version,
             Triplet.judgement_id,
         )
         .join(anchor, anchor.id == Triplet.anchor_id)
