@@ -16,8 +16,10 @@ from app.auth.deps import (
 from app.core.deps import SessionDep, SettingsDep, public_study_url
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
+from app.designs import versions
 from app.projects import archive, service
 from app.projects.schemas import (
+    DesignVersionOut,
     LinkChange,
     ProjectCreate,
     ProjectDetail,
@@ -123,6 +125,29 @@ def update_rating(
         may_redirect_raters=caller.may(Action.redirect_raters),
     )
     return _rating_out(request, project)
+
+
+@router.get("/{project_id}/versions", response_model=list[DesignVersionOut])
+def list_design_versions(project_id: RowId, session: SessionDep, researcher: Viewing):
+    """The study's design versions, oldest first: the first answer locks what raters
+    see, and a change after it makes the next version, listed with what changed."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    found = versions.list_versions(session=session, project=project)
+    return [
+        DesignVersionOut(
+            number=version.number,
+            current=version.number == project.design_version,
+            locked=version.locked_at is not None
+            or (version.number == project.design_version and project.design_locked_at is not None),
+            created_at=version.created_at,
+            locked_at=version.locked_at
+            if version.number != project.design_version
+            else project.design_locked_at,
+            changes=version.changes,
+            design=version.design,
+        )
+        for version in found
+    ]
 
 
 @router.put("/{project_id}/link", response_model=RatingOut)

@@ -12,9 +12,10 @@ from app.core.deps import SessionDep
 from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
-from app.raters import detail, participants, quality
+from app.raters import arms, detail, participants, quality
 from app.raters import service as raters
 from app.raters.schemas import (
+    ArmPlacesOut,
     ParticipantOut,
     RaterAnswerOut,
     RaterAnswersOut,
@@ -101,6 +102,24 @@ def decide(
 participants_router = APIRouter(
     prefix="/projects/{project_id}/participants", tags=["raters"], route_class=StrictJSONRoute
 )
+
+
+@participants_router.get("/arms", response_model=list[ArmPlacesOut])
+def arm_places(project_id: RowId, session: SessionDep, researcher: Viewing):
+    """Each arm's places now (the study's order): what allocation balances."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return [
+        ArmPlacesOut(
+            name=arm.name,
+            target=arm.target,
+            open=arm.open,
+            taken=arm.taken,
+            completed=arm.completed,
+            live=arm.live,
+            takes_newcomers=arm.takes_newcomers,
+        )
+        for arm in arms.arm_places(session=session, project=project)
+    ]
 
 
 @participants_router.get("", response_model=list[ParticipantOut])

@@ -121,3 +121,13 @@ class ResponseTimesOut(BaseModel):
 class RaterAnswersOut(BaseModel):
     response_times: ResponseTimesOut
     answers: list[RaterAnswerOut] = Field(description="Newest first, up to `limit`")
+
+
+class ArmPlacesOut(BaseModel):
+    name: str
+    target: int | None = Field(description="Completions wanted (null: no cap)")
+    open: bool = Field(description="Whether it takes newcomers at all (false: stopped)")
+    taken: int = Field(description="Places taken now: completed plus live sessions")
+    completed: int
+    live: int = Field(description="Sessions seen within a lease that have not ended")
+    takes_newcomers: bool = Field(description="Open and below its target")

@@ -1,0 +1,230 @@
+"""A study's arms and its locked design versions, on both databases, over HTTP as a
+lab runs them: participants allocated in balance (least filled, counting completed and
+live sessions, a quiet one no longer after the lease), each arm seeing its own format,
+question and items, the arm and version on every answer and export; the first answer
+locks what raters see, and a change after it makes a numbered version."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from app.core.db import unit_of_work
+from app.models import Judgement, Rater, Triplet
+from app.models._types import utcnow
+from tests.support.rating import answer, configure
+
+API = "/api/v1"
+KEYS = [f"k{number}" for number in range(12)]
+
+
+@pytest.fixture
+def study(client, auth, project):
+    rows = "key,features\n" + "\n".join(f"{key},{n} {n % 3}" for n, key in enumerate(KEYS))
+    uploaded = client.post(
+        f"{API}/projects/{project['id']}/items", headers=auth, files={"file": ("i.csv", rows)}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    configure(client, auth, project["id"], answers_per_rater=1, attention_rate=0)
+    opened = client.put(
+        f"{API}/projects/{project['id']}/link", headers=auth, json={"state": "open"}
+    )
+    assert opened.status_code == 200, opened.text
+    return project["id"], opened.json()["public_slug"]
+
+
+def _join(client, slug, pid: str):
+    response = client.post(f"{API}/rate/{slug}/raters", json={"PROLIFIC_PID": pid})
+    return response
+
+
+def _token(joined) -> dict:
+    return {"X-Rater-Token": joined.json()["rater_token"]}
+
+
+def test_arms_fill_to_their_targets_with_a_fifth_dropping_out(app, client, auth, study):
+    """3 arms x 100 completions; each newcomer drops out with probability 0.2 (joins,
+    never answers). Quiet sessions are aged past the lease between rounds, as time
+    would; the link fills every arm to its target and then takes nobody."""
+    project_id, slug = study
+    configure(
+        client,
+        auth,
+        project_id,
+        lease_seconds=60,
+        arms=[{"name": name, "target": 100} for name in ("A", "B", "C")],
+    )
+    chance = random.Random(54)
+    joined_at: Counter[str] = Counter()
+    number = 0
+    for _ in range(60):  # rounds; each sends a burst of newcomers at once
+        burst = []
+        for _ in range(30):
+            number += 1
+            joined = _join(client, slug, f"p{number}")
+            if joined.status_code == 409:
+                assert "This study is full" in joined.json()["detail"]
+                break
+            assert joined.status_code == 201, joined.text
+            assert joined.json()["arm"] in ("A", "B", "C")
+            joined_at[joined.json()["arm"]] += 1
+            burst.append(joined)
+        for joined in burst:
+            if chance.random() < 0.2:
+                continue  # dropped out: holds a place until the lease passes
+            token = _token(joined)
+            served = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+            done = answer(client, slug, token, served["comparison"]["query_id"]).json()
+            assert done["complete"] and done["arm"] == joined.json()["arm"]
+        with unit_of_work(app.state.session_factory) as session:  # the lease passes
+            session.execute(
+                update(Rater)
+                .where(Rater.project_id == project_id, Rater.completed_at.is_(None))
+                .values(last_seen_at=utcnow() - timedelta(seconds=61))
+            )
+        if not burst:
+            break
+    places = client.get(f"{API}/projects/{project_id}/participants/arms", headers=auth).json()
+    assert [(arm["name"], arm["completed"]) for arm in places] == [
+        ("A", 100),
+        ("B", 100),
+        ("C", 100),
+    ]
+    assert not any(arm["takes_newcomers"] for arm in places)
+    refused = _join(client, slug, "late")
+    assert refused.status_code == 409 and "This study is full" in refused.json()["detail"]
+    assert "This study is full" in client.get(f"/r/{slug}?PROLIFIC_PID=late2").text
+    # The participants list says each one's arm; the dropouts are abandoned.
+    listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
+    completed = Counter(p["arm"] for p in listed if p["outcome"] == "completed")
+    assert completed == {"A": 100, "B": 100, "C": 100}
+    assert {p["outcome"] for p in listed} == {"completed", "abandoned"}
+    exported = client.get(
+        f"{API}/projects/{project_id}/participants/export", headers=auth
+    ).content.decode("utf-8-sig")
+    rows = list(csv.DictReader(io.StringIO(exported)))
+    assert Counter(r["arm"] for r in rows if r["outcome"] == "completed") == completed
+    assert {r["version"] for r in rows} == {"1"}
+
+
+def test_an_arm_asks_its_own_format_question_and_items(app, client, auth, study):
+    project_id, slug = study
+    configure(
+        client,
+        auth,
+        project_id,
+        answers_per_rater=3,
+        random_share=1,
+        arms=[
+            {"name": "triplets", "question": "Which one is more like the top one?"},
+            {"name": "odd", "judgement": "odd_one_out", "items": KEYS[:4]},
+        ],
+    )
+    first, second = _join(client, slug, "t1"), _join(client, slug, "o1")
+    assert (first.json()["arm"], second.json()["arm"]) == ("triplets", "odd")
+    odd = _token(second)
+    for _ in range(3):
+        state = client.get(f"{API}/rate/{slug}/next", headers=odd).json()
+        comparison = state["comparison"]
+        assert comparison["format"] == "odd_one_out"
+        assert {item["key"] for item in comparison["items"]} <= set(KEYS[:4])
+        picked = client.post(
+            f"{API}/rate/{slug}/answers",
+            headers=odd,
+            json={"query_id": comparison["query_id"], "picks": [comparison["items"][0]["key"]]},
+        )
+        assert picked.status_code == 200, picked.text
+        assert picked.json()["arm"] == "odd" and picked.json()["version"] == 1
+    served = client.get(f"{API}/rate/{slug}/next", headers=_token(first)).json()
+    assert served["comparison"]["anchor"] is not None  # a triplet
+    answer(client, slug, _token(first), served["comparison"]["query_id"])
+    # The pages show each arm its own question.
+    page = client.post(f"/r/{slug}/start", data={"PROLIFIC_PID": "t1"}, follow_redirects=True)
+    assert "Which one is more like the top one?" in page.text
+    with unit_of_work(app.state.session_factory) as session:
+        judged = session.scalars(select(Judgement.arm).where(Judgement.project_id == project_id))
+        assert set(judged) == {"odd"}
+        recorded = session.execute(
+            select(Triplet.arm, Triplet.design_version).where(Triplet.project_id == project_id)
+        ).all()
+    assert {arm for arm, _ in recorded} == {"odd", "triplets"}
+    assert {version for _, version in recorded} == {1}
+    exported = client.get(f"{API}/projects/{project_id}/triplets/export?format=json", headers=auth).json()
+    assert Counter(row["arm"] for row in exported) == Counter(arm for arm, _ in recorded)
+
+
+def test_bad_arms_are_refused_naming_the_arm_and_field(client, auth, study):
+    project_id, _ = study
+    url = f"{API}/projects/{project_id}/rating"
+    cases = [
+        ([{"name": "A"}, {"name": "A"}], "two arms are named 'A'"),
+        (
+            [{"name": "A", "items": ["k1", "nowhere"]}],
+            "arms[A].items: the study has no item 'nowhere'",
+        ),
+        (
+            [{"name": "A", "judgement": "rank", "shown": 4, "picks": 4}],
+            "arms[A]: picks must be fewer",
+        ),
+        (
+            [{"name": "A", "judgement": "rank", "items": KEYS[:3]}],
+            "arms[A].items: a rank screen shows",
+        ),
+        ([{"name": "A", "target": 0}], "target"),
+        ([{"name": ""}], "name"),
+    ]
+    for arms, said in cases:
+        refused = client.patch(url, headers=auth, json={"arms": arms})
+        assert 400 <= refused.status_code < 500, refused.text
+        assert said in json.dumps(refused.json()), (said, refused.text)
+    assert client.get(url, headers=auth).json()["arms"] is None  # nothing was saved
+
+
+def test_the_first_answer_locks_the_design_and_a_change_makes_a_version(app, client, auth, study):
+    project_id, slug = study
+    versions_url = f"{API}/projects/{project_id}/versions"
+    configure(client, auth, project_id, question="Which is closer to the top one?")
+    listed = client.get(versions_url, headers=auth).json()
+    assert [(v["number"], v["locked"]) for v in listed] == [(1, False)]
+    assert listed[0]["design"]["question"] == "Which is closer to the top one?"
+    configure(client, auth, project_id, question="Before any answer: still version 1")
+    assert len(client.get(versions_url, headers=auth).json()) == 1
+
+    joined = _join(client, slug, "v1")
+    served = client.get(f"{API}/rate/{slug}/next", headers=_token(joined)).json()
+    assert served["version"] == 1
+    answer(client, slug, _token(joined), served["comparison"]["query_id"])
+    assert client.get(versions_url, headers=auth).json()[0]["locked"]
+    configure(client, auth, project_id, quota=50)  # not what raters see: no new version
+    assert len(client.get(versions_url, headers=auth).json()) == 1
+
+    configure(client, auth, project_id, question="Which looks more alike?", blocks=1)
+    listed = client.get(versions_url, headers=auth).json()
+    assert [(v["number"], v["current"]) for v in listed] == [(1, False), (2, True)]
+    assert listed[1]["changes"] == [
+        "question: 'Before any answer: still version 1' → 'Which looks more alike?'"
+    ]
+    later = _join(client, slug, "v2")
+    served = client.get(f"{API}/rate/{slug}/next", headers=_token(later)).json()
+    assert served["version"] == 2
+    answer(client, slug, _token(later), served["comparison"]["query_id"])
+    # New items are a change of what raters see too.
+    extra = client.post(
+        f"{API}/projects/{project_id}/items",
+        headers=auth,
+        files={"file": ("more.csv", "key,features\nnew1,9 9\n")},
+    )
+    assert extra.status_code == 201, extra.text
+    listed = client.get(versions_url, headers=auth).json()
+    assert listed[-1]["number"] == 3 and listed[-1]["changes"] == ["items: 12 → 13"]
+    exported = client.get(f"{API}/projects/{project_id}/triplets/export?format=json", headers=auth).json()
+    assert [row["version"] for row in exported] == [1, 2]
+    participants = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
+    assert [(p["participant"], p["version"]) for p in participants] == [("v1", 1), ("v2", 2)]
