@@ -313,6 +313,7 @@ class Scenario:
             completion_code="STUDY-DONE",
             min_attention_accuracy=0.8,
             quality_min_answers=3,
+            arms=[{"name": "A"}, {"name": "B", "question": "Which of the two is more alike?"}],
         )
         self.propose(study, 6)  # stored before the build's slots: ids not in priority order
         build = self.client.post(
@@ -348,6 +349,13 @@ class Scenario:
                     if k in stale:
                         held[k] = self.next(slug, token)["comparison"]
                         late[k] = stale[k]
+            if turn == 120:  # what raters see changes: the answers after it are version 2
+                changed = self.client.patch(
+                    f"{API}/projects/{study}/rating",
+                    headers=self.auth,
+                    json={"question": "Which of the two is closer to the top one, at a glance?"},
+                )
+                assert changed.status_code == 200, changed.text
             query_id = held[n]["query_id"]
             if turn % 20 == 19:
                 self.build_steps()
@@ -604,6 +612,9 @@ def test_the_answer_function_and_the_python_scheduler_write_the_same(
     assert sum(body.get("replayed", False) for _, body in function.responses) >= 25
     assert sum(row["answered_at"] is not None for row in assignments) >= 280
     assert function.rows["function calls"] >= 250
+    # Each answer of the study with arms records its rater's arm and the version asking.
+    recorded = {(row["arm"], row["design_version"]) for row in function.rows["triplets"]}
+    assert {("A", 1), ("B", 1), ("A", 2), ("B", 2)} <= recorded
     assert python.rows["function calls"] == 0
     formats = {row["format"] for row in function.rows["judgements"]}
     assert formats == {"odd_one_out", "rank", "sort"}
