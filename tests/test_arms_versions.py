@@ -228,3 +228,38 @@ def test_the_first_answer_locks_the_design_and_a_change_makes_a_version(app, cli
     assert [row["version"] for row in exported] == [1, 2]
     participants = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
     assert [(p["participant"], p["version"]) for p in participants] == [("v1", 1), ("v2", 2)]
+
+
+def test_the_settings_page_sets_arms_row_by_row(app, client, auth, study):
+    from fastapi.testclient import TestClient
+
+    from tests.support.workspace import page_csrf, signed_in_browser
+
+    project_id, _ = study
+    with TestClient(app) as browser:
+        signed_in_browser(browser, token=auth["Authorization"].split()[1])
+        settings = f"/projects/{project_id}/settings"
+        assert 'name="arm-0-name"' in browser.get(settings).text
+        rows = {
+            "arm-0-name": "control",
+            "arm-0-target": "50",
+            "arm-0-open": "on",
+            "arm-1-name": "odd",
+            "arm-1-target": "",
+            "arm-1-judgement": "odd_one_out",
+            "arm-1-items": "k0, k1\nk2",
+            "arm-1-open": "on",
+        }
+        bad = browser.post(
+            settings,
+            data={"csrf_token": page_csrf(browser, settings), **rows, "arm-0-target": "-3"},
+        )
+        assert bad.status_code == 422 and "Arms: " in bad.text and "target" in bad.text
+        saved = browser.post(settings, data={"csrf_token": page_csrf(browser, settings), **rows})
+        assert saved.status_code == 200 and "Saved" in saved.text, saved.text[-2000:]
+        assert 'value="control"' in saved.text  # shown back as saved
+    arms = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["arms"]
+    assert [(a["name"], a["target"], a.get("judgement"), a.get("items")) for a in arms] == [
+        ("control", 50, None, None),
+        ("odd", None, "odd_one_out", ["k0", "k1", "k2"]),
+    ]

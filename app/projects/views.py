@@ -35,6 +35,7 @@ from app.models import LabelType, TripletSource
 from app.projects import archive, service
 from app.projects.schemas import (
     NULLABLE_RATING_SETTINGS,
+    Arm,
     Consent,
     LinkChange,
     ProjectCreate,
@@ -263,7 +264,9 @@ async def save_settings(
     submitted = await read_model_form(
         request,
         RatingSettingsUpdate,
-        fields=[name for name, _, kind in listed if kind not in ("consent", "questionnaire")],
+        fields=[
+            name for name, _, kind in listed if kind not in ("consent", "questionnaire", "arms")
+        ],
         checkboxes=[name for name, _, kind in listed if kind == "checkbox"],
         unstripped=[name for name, _, kind in listed if kind == "textarea"],
         nullable=NULLABLE_RATING_SETTINGS,
@@ -273,6 +276,9 @@ async def save_settings(
     form = await request.form()
     consent, values["consent"], consent_error = _consent_from(form)
     questionnaire, values["questionnaire"], questionnaire_error = _questionnaire_from(form)
+    study_arms, values["arms"], arms_error = _arms_from(form)
+    if arms_error:
+        errors["arms"], body = arms_error, None
     if consent_error:
         errors["consent"], body = consent_error, None
     if questionnaire_error:
@@ -294,6 +300,7 @@ async def save_settings(
                 **body.model_dump(exclude_unset=True),
                 "consent": consent,
                 "questionnaire": questionnaire,
+                "arms": study_arms,
             },
             strict=False,
         )
@@ -394,6 +401,39 @@ def _questionnaire_from(form) -> tuple[Questionnaire | None, dict, str | None]:
         else:
             at = ".".join(str(part) for part in where) or "it"
         return None, shown, f"Questionnaire: {at}: {problem['msg'].removeprefix('Value error, ')}"
+
+
+MOST_ARM_ROWS = 22  # the form shows the arms and two empty rows
+
+
+def _arms_from(form) -> tuple[list[dict] | None, list[dict], str | None]:
+    """The arms the settings form gives (a row an arm; empty rows left out), what to show
+    back, and what is wrong with them; no arm: none (the study is one arm)."""
+    arms = []
+    for number in range(MOST_ARM_ROWS):
+        field = f"arm-{number}-"
+        name = str(form.get(field + "name") or "").strip()
+        if not name:
+            continue
+        arm: dict = {"name": name, "open": field + "open" in form}
+        target = str(form.get(field + "target") or "").strip()
+        arm["target"] = int(target) if target.isascii() and target.isdigit() else (target or None)
+        for setting in ("judgement", "question", "instructions"):
+            text = str(form.get(field + setting) or "").replace("\r\n", "\n").strip()
+            if text:
+                arm[setting] = text
+        keys = str(form.get(field + "items") or "").replace(",", "\n").splitlines()
+        if any(key.strip() for key in keys):
+            arm["items"] = [key.strip() for key in keys if key.strip()]
+        arms.append(arm)
+    if not arms:
+        return None, arms, None
+    try:
+        return [Arm.model_validate(arm).model_dump(exclude_none=True) for arm in arms], arms, None
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]
+        at = ".".join(str(part) for part in problem["loc"]) or "it"
+        return None, arms, f"Arms: {at}: {problem['msg'].removeprefix('Value error, ')}"
 
 
 @router.post("/projects/{project_id}/about", response_class=HTMLResponse, name="about_form")
