@@ -156,7 +156,9 @@ def test_an_arm_asks_its_own_format_question_and_items(app, client, auth, study)
         ).all()
     assert {arm for arm, _ in recorded} == {"odd", "triplets"}
     assert {version for _, version in recorded} == {1}
-    exported = client.get(f"{API}/projects/{project_id}/triplets/export?format=json", headers=auth).json()
+    exported = client.get(
+        f"{API}/projects/{project_id}/triplets/export?format=json", headers=auth
+    ).json()
     assert Counter(row["arm"] for row in exported) == Counter(arm for arm, _ in recorded)
 
 
@@ -224,7 +226,9 @@ def test_the_first_answer_locks_the_design_and_a_change_makes_a_version(app, cli
     assert extra.status_code == 201, extra.text
     listed = client.get(versions_url, headers=auth).json()
     assert listed[-1]["number"] == 3 and listed[-1]["changes"] == ["items: 12 → 13"]
-    exported = client.get(f"{API}/projects/{project_id}/triplets/export?format=json", headers=auth).json()
+    exported = client.get(
+        f"{API}/projects/{project_id}/triplets/export?format=json", headers=auth
+    ).json()
     assert [row["version"] for row in exported] == [1, 2]
     participants = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
     assert [(p["participant"], p["version"]) for p in participants] == [("v1", 1), ("v2", 2)]
@@ -263,3 +267,27 @@ def test_the_settings_page_sets_arms_row_by_row(app, client, auth, study):
         ("control", 50, None, None),
         ("odd", None, "odd_one_out", ["k0", "k1", "k2"]),
     ]
+
+
+def test_the_archive_carries_the_arms_and_each_answers_arm_and_version(client, auth, study):
+    project_id, slug = study
+    configure(client, auth, project_id, arms=[{"name": "A", "items": KEYS[:5]}, {"name": "B"}])
+    for pid in ("a1", "b1"):
+        joined = _join(client, slug, pid)
+        served = client.get(f"{API}/rate/{slug}/next", headers=_token(joined)).json()
+        answer(client, slug, _token(joined), served["comparison"]["query_id"])
+    archive = client.get(f"{API}/projects/{project_id}/archive", headers=auth)
+    made = client.post(
+        f"{API}/project-archives", headers=auth, files={"file": ("a.zip", archive.content)}
+    )
+    assert made.status_code == 201, made.text
+    copy = made.json()["id"]
+    rating = client.get(f"{API}/projects/{copy}/rating", headers=auth).json()
+    assert [arm["name"] for arm in rating["arms"]] == ["A", "B"]
+    assert rating["arms"][0]["items"] == KEYS[:5]
+
+    def answers(pid):
+        rows = client.get(f"{API}/projects/{pid}/triplets/export?format=json", headers=auth)
+        return sorted((row["arm"], row["version"], row["rater"]) for row in rows.json())
+
+    assert answers(copy) == answers(project_id) == [("A", 1, "a1"), ("B", 1, "b1")]

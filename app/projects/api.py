@@ -17,9 +17,9 @@ from app.core.deps import SessionDep, SettingsDep, public_study_url
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.designs import versions
+from app.designs.schemas import DesignVersionOut
 from app.projects import archive, service
 from app.projects.schemas import (
-    DesignVersionOut,
     LinkChange,
     ProjectCreate,
     ProjectDetail,

@@ -269,10 +269,14 @@ def import_archive(
     claim = try_claim(session_engine(session), IMPORT_CLAIMS, project.id)
     project_id = project.id
     try:
-        update_rating(session=session, project=project, changes=description.rating.model_dump())
+        rating = description.rating.model_dump()
+        study_arms = rating.pop("arms", None)  # an arm's items are checked once they are in
+        update_rating(session=session, project=project, changes=rating)
         if facts.consent_version is not None:
             project.consent_version = facts.consent_version
         _fill(session, settings, store, archive, description, project)
+        if study_arms is not None:
+            update_rating(session=session, project=project, changes={"arms": study_arms})
         project.importing = False
         session.commit()
     except BaseException:

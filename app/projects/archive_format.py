@@ -115,6 +115,8 @@ class ArchivedRater(RequestModel):
     ) = Field(default=None, max_length=30)
     questionnaire_at: Time | None = None
     timed_out_at: Time | None = None
+    arm: str | None = Field(default=None, max_length=64)
+    design_version: Count | None = None
 
     @model_validator(mode="after")
     def _few_platform_ids(self) -> ArchivedRater:
