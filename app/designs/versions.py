@@ -31,6 +31,7 @@ DESIGN_SETTINGS = (
     "answers_per_rater",
     "consent",
     "questionnaire",
+    "practice",
     "blocks",
     "break_seconds",
     "max_session_minutes",

@@ -206,6 +206,47 @@ class JudgementFormat:
         """The body a simulated rater sends for `comparison` (the API's JSON)."""
         raise NotImplementedError
 
+    def practice_candidates(self, items: Sequence[str]) -> list[str]:
+        """The keys a practice screen's answer picks among (its items in screen order):
+        all of them, or those after its reference."""
+        return list(items[1:]) if self.has_reference else list(items)
+
+    def practice_problem(
+        self, study: StudyShape, items: Sequence[str], answer: Sequence[str]
+    ) -> str | None:
+        """What is wrong with a practice screen of it for `study` (its item keys in screen
+        order, the keys a right answer picks), or None when it fits."""
+        needed = self.items_per_screen(study)
+        if len(items) != needed:
+            return f"a {self.noun} of this study shows {needed} items; got {len(items)}"
+        if len(set(items)) != len(items):
+            return "an item is shown twice"
+        picks = self.picks_of(study)
+        if len(answer) != picks:
+            return f"its answer picks {picks} item{'' if picks == 1 else 's'}; got {len(answer)}"
+        if len(set(answer)) != len(answer):
+            return "its answer picks an item twice"
+        candidates = self.practice_candidates(items)
+        stray = [key for key in answer if key not in candidates]
+        if stray:
+            return f"its answer {stray[0]!r} is not one of the items to choose among"
+        return None
+
+    def practice_given(
+        self, items: Sequence[str], choice: str | None, picks: Sequence[str] | None
+    ) -> list[str] | str:
+        """The keys a practice answer picked (["cant_tell"] for "can't tell"), or what is
+        wrong with it."""
+        if choice == Choice.cant_tell.value:
+            return [choice]
+        if picks is None:
+            return self.expected_answer(len(items))
+        candidates = self.practice_candidates(items)
+        stray = [key for key in picks if key not in candidates]
+        if stray or len(set(picks)) != len(picks):
+            return self.expected_answer(len(picks))
+        return list(picks)
+
 
 class PickedScreen(JudgementFormat):
     """A screen drawn at random from the study's items, answered with `picks`."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.formats.base import JudgementFormat, SimulatedRater
+from app.formats.base import Choice, JudgementFormat, SimulatedRater
 from app.formats.registry import register
 
 
@@ -21,6 +21,17 @@ class TripletComparison(JudgementFormat):
 
     def expected_answer(self, picks: int, allow_cant_tell: bool = True) -> str:
         return 'this query is a triplet: answer with "choice" ("left" or "right")'
+
+    def practice_candidates(self, items) -> list[str]:
+        return list(items[1:])  # the one on top is not a candidate
+
+    def practice_given(self, items, choice, picks) -> list[str] | str:
+        """The candidate chosen: left is the screen's second item, right its third."""
+        if choice in (Choice.left.value, Choice.right.value):
+            return [items[1] if choice == Choice.left.value else items[2]]
+        if choice == Choice.cant_tell.value:
+            return [choice]
+        return self.expected_answer(1)
 
     def simulated_answer(self, comparison: dict, rater: SimulatedRater) -> dict:
         a, left, right = (

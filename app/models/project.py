@@ -115,6 +115,9 @@ class Project(Base):
     break_seconds: Mapped[int] = mapped_column(default=0, server_default="0")
     # A short form before or after the task ({"when", "questions"}; null: none).
     questionnaire: Mapped[dict | None] = mapped_column(JsonValue)
+    # Practice screens before the task ({"trials": [{"items", "answer"}], "pass_at_least"};
+    # null: none): answered with feedback, stored apart (PracticeAnswer), never counted.
+    practice: Mapped[dict | None] = mapped_column(JsonValue)
     # The study's conditions (app/raters/arms.py): each participant is allocated one,
     # which may ask its own format, question, instructions and items. Null: one arm.
     arms: Mapped[list | None] = mapped_column(JsonValue)

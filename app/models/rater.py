@@ -66,6 +66,11 @@ class Rater(Base):
     # The study's arm they were allocated on joining, and the design version then.
     arm: Mapped[str | None] = mapped_column(String(64))
     design_version: Mapped[int | None] = mapped_column()
+    # Their practice screens answered and answered right (app/rating/practice.py), and
+    # when they fell short of the study's pass mark: the session ended there.
+    practice_answered: Mapped[int] = mapped_column(default=0, server_default="0")
+    practice_correct: Mapped[int] = mapped_column(default=0, server_default="0")
+    practice_failed_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
     @property
     def attention_accuracy(self) -> float | None:
@@ -82,4 +87,29 @@ class RaterSession(Base):
 
     token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+
+class PracticeAnswer(Base):
+    """One answer to a practice screen: what it showed, the answer expected and the one
+    given. Kept apart from the study's answers: no build, model or count reads it."""
+
+    __tablename__ = "practice_answers"
+    __table_args__ = (
+        UniqueConstraint("rater_id", "trial", name="uq_practice_answers_rater_id_trial"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
+    trial: Mapped[int] = mapped_column()  # its place in the study's practice, from 0
+    shown: Mapped[list[str]] = mapped_column(JsonValue)  # item keys, in screen order
+    expected: Mapped[list[str]] = mapped_column(JsonValue)
+    given: Mapped[list[str]] = mapped_column(JsonValue)  # keys, or ["cant_tell"]
+    correct: Mapped[bool] = mapped_column()
+    response_time_ms: Mapped[int | None] = mapped_column()
+    arm: Mapped[str | None] = mapped_column(String(64))
+    design_version: Mapped[int | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)

@@ -28,13 +28,14 @@ from app.models import (
     TripletSource,
 )
 from app.models._types import utcnow
-from app.projects import arm_settings
+from app.projects import arm_settings, practice_settings
 from app.projects.schemas import (
     NULLABLE_RATING_SETTINGS,
     QUALITY_SETTINGS,
     RATER_DESTINATIONS,
     Arm,
     Consent,
+    Practice,
     Questionnaire,
     RatingSettingsUpdate,
 )
@@ -211,6 +212,7 @@ def update_rating(
             **changes,
             "arms": _checked_arms(session, project, changes["arms"], judgement, asked),
         }
+    changes = _checked_practice(session, project, changes, judgement, ScreenShape(shown, picks))
     versions.before_change(session=session, project=project)
     if "consent" in changes and changes["consent"] != project.consent:
         project.consent_version += 1  # a consent given records the version it agreed to
@@ -247,6 +249,43 @@ def _checked_arms(
     if problems:
         raise ServiceError("; ".join(problems))
     return arms
+
+
+def _checked_practice(
+    session: Session,
+    project: Project,
+    changes: dict,
+    judgement: JudgementFormat,
+    shape: ScreenShape,
+) -> dict:
+    """The changes with the practice stored whole, or a 400 naming each practice screen
+    (the study's or an arm's) that does not fit the format and items it would ask."""
+    if (
+        judgement is not project.judgement
+        and project.practice is not None
+        and "practice" not in changes
+    ):
+        raise ServiceError(
+            f"practice: its screens were set for {project.judgement.name} screens; set a "
+            f"practice for {judgement.name} screens (or null: none) in the same change"
+        )
+    if changes.get("practice") is not None:
+        changes = {**changes, "practice": Practice.model_validate(changes["practice"]).model_dump()}
+    practice = changes["practice"] if "practice" in changes else project.practice
+    arms = (changes["arms"] if "arms" in changes else project.arms) or []
+    if practice is None and not any(arm.get("practice") for arm in arms):
+        return changes
+    problems = practice_settings.problems(
+        session=session,
+        project=project,
+        practice=practice,
+        judgement=judgement,
+        shape=shape,
+        arms=arms,
+    )
+    if problems:
+        raise ServiceError("; ".join(problems))
+    return changes
 
 
 def previewed_as(project: Project, *, judgement: str | None, shown: int | None, picks: int | None):

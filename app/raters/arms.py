@@ -27,7 +27,7 @@ from app.models._types import utcnow
 from app.raters import places
 
 # The settings an arm may set for its participants, as the study's own columns.
-OVERRIDES = ("judgement", "shown", "picks", "question", "instructions")
+OVERRIDES = ("judgement", "shown", "picks", "question", "instructions", "practice")
 
 FULL_NOTICE = (
     "This study is full: every place has been taken. Thank you for your interest; "
@@ -164,6 +164,8 @@ def _view(project: Project, arm: dict[str, Any] | None) -> Project:
         # A format of its own asks its own question, unless the study's was reworded.
         if project.question == project.judgement.default_question:
             copy.question = copy.judgement.default_question
+    if copy.judgement is not project.judgement and arm.get("practice") is None:
+        copy.practice = None  # the study's practice asks another format than the arm's
     copy.arm_shown = arm["name"]
     copy.arm_items = tuple(arm["items"]) if arm.get("items") else None
     return copy

@@ -3,7 +3,8 @@ session ended, their answers and time, and the code they were shown. The page, t
 API and the CSV for a recruiting platform's bulk approval all read `participants`.
 
 An outcome, most telling first: declined the consent (the session ended there, with the
-no-consent code), failed attention checks (below the project's threshold,
+no-consent code), failed the practice (fewer practice screens answered right than
+its pass mark: the session ended there, with the screened-out code), failed attention checks (below the project's threshold,
 whatever else happened: a platform lets the researcher return or reject them; with a
 screened-out code set, their session ended there with that code), completed
 (the completion code), out of work (the no-more-work code: nothing was left to ask
@@ -33,6 +34,7 @@ from app.scheduling.thresholds import failed_attention
 
 class Outcome(StrEnum):
     declined_consent = "declined_consent"
+    failed_practice = "failed_practice"
     failed_attention = "failed_attention"
     timed_out = "timed_out"
     completed = "completed"
@@ -43,6 +45,7 @@ class Outcome(StrEnum):
 
 OUTCOME_WORDS = {
     Outcome.declined_consent: "declined consent",
+    Outcome.failed_practice: "failed the practice",
     Outcome.failed_attention: "failed attention checks",
     Outcome.timed_out: "ran out of time",
     Outcome.completed: "completed",
@@ -73,6 +76,8 @@ class Participant:
     questionnaire: dict[str, Any] | None
     arm: str | None = None
     version: int | None = None  # the design version they joined under
+    practice_answered: int = 0
+    practice_correct: int = 0
 
     @property
     def participant(self) -> str:
@@ -87,6 +92,8 @@ class Participant:
 def _outcome(project: Project, rater: Rater, now: datetime) -> Outcome:
     if rater.consent_declined_at is not None:
         return Outcome.declined_consent
+    if rater.practice_failed_at is not None:
+        return Outcome.failed_practice
     if failed_attention(project=project, rater=rater) is not None:
         return Outcome.failed_attention
     if rater.timed_out_at is not None and rater.completed_at is None:
@@ -104,7 +111,7 @@ def _code_shown(project: Project, rater: Rater) -> str | None:
     """The code the rater's last screen showed them (None: they were shown none)."""
     if rater.consent_declined_at is not None:
         return project.no_consent_code
-    if rater.screened_out_at is not None:
+    if rater.screened_out_at is not None or rater.practice_failed_at is not None:
         return project.screened_out_code
     if rater.timed_out_at is not None and rater.completed_at is None:
         return project.timeout_code
@@ -126,6 +133,7 @@ def participants(
     ):
         ended = (
             rater.screened_out_at
+            or rater.practice_failed_at
             or rater.completed_at
             or rater.out_of_work_at
             or rater.last_seen_at
@@ -154,6 +162,8 @@ def participants(
                 questionnaire=rater.questionnaire_answers,
                 arm=rater.arm,
                 version=rater.design_version,
+                practice_answered=rater.practice_answered,
+                practice_correct=rater.practice_correct,
             )
         )
     return found
@@ -196,6 +206,8 @@ CSV_COLUMNS = [
     "consent_version",
     "arm",
     "version",
+    "practice_answered",
+    "practice_correct",
 ]
 
 
@@ -232,6 +244,8 @@ def participants_csv(found: list[Participant], questions: Sequence[str] = ()) ->
             "consent_version": "" if p.consent_version is None else p.consent_version,
             "arm": spreadsheet_safe(p.arm or ""),
             "version": "" if p.version is None else p.version,
+            "practice_answered": p.practice_answered,
+            "practice_correct": p.practice_correct,
             **{f"q_{name}": _cell((p.questionnaire or {}).get(name)) for name in questions},
         }
         writer.writerow([cells[c] for c in columns])

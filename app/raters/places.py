@@ -42,6 +42,7 @@ def holds_a_place(project: Project, now: datetime) -> ColumnElement[bool]:
         Rater.screened_out_at.is_(None),
         Rater.consent_declined_at.is_(None),
         Rater.timed_out_at.is_(None),
+        Rater.practice_failed_at.is_(None),
         func.coalesce(Rater.last_seen_at, Rater.created_at) > live_after(project, now),
     )
     return and_(Rater.project_id == project.id, or_(ended_paid, live))

@@ -54,7 +54,8 @@ class ParticipantOut(BaseModel):
     )
     participant: str = Field(description="The same id, under the name bulk approval reads")
     outcome: str = Field(
-        description="declined_consent (the session ended at the consent), failed_attention "
+        description="declined_consent (the session ended at the consent), failed_practice "
+        "(fewer practice screens right than the pass mark: ended there), failed_attention "
         "(below the attention threshold, whatever else), timed_out (the session ran "
         "longer than max_session_minutes), "
         "completed, out_of_work (shown the no-more-work code), in_progress (seen within "
@@ -86,6 +87,8 @@ class ParticipantOut(BaseModel):
     version: int | None = Field(
         default=None, description="The study's design version when they joined"
     )
+    practice_answered: int = Field(default=0, description="Practice screens answered")
+    practice_correct: int = Field(default=0, description="Practice screens answered right")
 
 
 class RaterAnswerOut(BaseModel):

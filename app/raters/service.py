@@ -149,6 +149,9 @@ _ACTIVE_RATER = (
     Rater.timed_out_at.is_not(None),
     Rater.created_at,
     Rater.arm,
+    Rater.practice_answered,
+    Rater.practice_correct,
+    Rater.practice_failed_at.is_not(None),
 )
 
 _RATER_IN_PROJECT = (

@@ -13,12 +13,14 @@ from app.raters import arms
 from app.raters.service import project_by_slug
 from app.rating import path
 from app.rating import service as rating
+from app.rating.cards import Shown
 from app.rating.deps import RaterToken, find_rater, media_folder
 from app.rating.schemas import (
     AnswerIn,
     ComparisonOut,
     ConsentIn,
     ConsentOut,
+    FeedbackOut,
     JoinIn,
     JoinOut,
     QuestionnaireIn,
@@ -33,7 +35,7 @@ def _media_folder(request: Request, slug: str) -> str:
     return request.scope.get("root_path", "") + media_folder(slug)
 
 
-def _item(media: str, shown: rating.Shown) -> ShownItem:
+def _item(media: str, shown: Shown) -> ShownItem:
     image = f"{media}/{shown.image}" if shown.image else None
     return ShownItem(key=shown.key, text=shown.text, image_url=image)
 
@@ -62,6 +64,8 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
                 if shown.pivots is None
                 else [_item(media, pivot) for pivot in shown.pivots],
             )
+    if comparison is not None and state.comparison is not None:
+        comparison.practice = state.comparison.practice
     return RaterStateOut(
         step=state.step,
         consent=None if state.consent is None else ConsentOut(**state.consent),
@@ -84,6 +88,17 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
         link=state.link,
         arm=state.arm,
         version=state.version,
+        feedback=None
+        if state.feedback is None
+        else FeedbackOut(
+            correct=state.feedback.correct,
+            expected=list(state.feedback.expected),
+            given=list(state.feedback.given),
+            message=state.feedback.message(state.feedback_names or {}),
+        ),
+        practice_screen=state.practice_screen,
+        practice_screens=state.practice_screens,
+        failed_practice=state.failed_practice,
     )
 
 

@@ -112,9 +112,29 @@ def step(
         return Step.questionnaire
     if joining and answers == 0 and project.instructions:
         return Step.instructions
+    if rater is not None and in_practice(project, rater):
+        return Step.practice
     if not joining and at_a_break(project, answers):
         return Step.break_
     return Step.task
+
+
+def practice_trials(project: Project) -> list[dict]:
+    """The study's practice screens as its raters see them (an arm may set its own)."""
+    return (project.practice or {}).get("trials", [])
+
+
+def in_practice(project: Project, rater: ActiveRater) -> bool:
+    """Whether the rater has practice screens to answer before the task: the study has
+    them, and the rater has answered neither all of them nor anything of the task (a
+    practice added mid-study is not asked of those already at work)."""
+    trials = practice_trials(project)
+    return (
+        bool(trials)
+        and rater.answers == 0
+        and not rater.practice_failed
+        and rater.practice_answered < len(trials)
+    )
 
 
 def block_of(project: Project, answers: int) -> tuple[int, int]:

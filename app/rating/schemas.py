@@ -62,6 +62,23 @@ class ComparisonOut(BaseModel):
     pivots: list[ShownItem] | None = Field(
         default=None, description="sort: the two pivots, left then right as shown"
     )
+    practice: bool = Field(
+        default=False,
+        description="A practice screen (step practice): answered like any, its answer is "
+        "kept apart and never counted, and the response carries its `feedback`",
+    )
+
+
+class FeedbackOut(BaseModel):
+    correct: bool = Field(description="Whether the practice answer was the one expected")
+    expected: list[str] = Field(
+        description="The keys a right answer picks (triplet: the closer candidate; odd one "
+        "out: the odd one; rank: the picks, most alike first)"
+    )
+    given: list[str] = Field(description='The keys the answer picked (["cant_tell"]: can\'t tell)')
+    message: str = Field(
+        description='What to tell the participant: "Correct!" or the answer expected'
+    )
 
 
 class ConsentOut(BaseModel):
@@ -76,7 +93,8 @@ class RaterStateOut(BaseModel):
         description="Where the participant is on the study's path: consent (answer with "
         "POST …/consent before anything is asked), instructions (a join's state when the "
         "study has them), questionnaire (answer with POST …/questionnaire), task "
-        "(comparisons), break (a block ended: show a break before the comparison), debrief (the session is over: show "
+        "(comparisons), practice (practice screens with feedback, answered like comparisons and "
+        "never counted), break (a block ended: show a break before the comparison), debrief (the session is over: show "
         "`debrief` with the code), done (over, no debrief)",
     )
     consent: ConsentOut | None = Field(
@@ -140,6 +158,20 @@ class RaterStateOut(BaseModel):
     version: int = Field(
         default=1,
         description="The study's design version asking now: every answer records it",
+    )
+    feedback: FeedbackOut | None = Field(
+        default=None,
+        description="The answer to a practice screen: how it went (show it before the next "
+        "screen); null otherwise",
+    )
+    practice_screen: int = Field(
+        default=0, description="At the practice step: the practice screen shown (from 1)"
+    )
+    practice_screens: int = Field(default=0, description="How many practice screens the study has")
+    failed_practice: bool = Field(
+        default=False,
+        description="The session ended because fewer practice screens were answered right "
+        "than the study's pass mark; completion_code is then the screened-out code (if set)",
     )
 
 

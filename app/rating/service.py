@@ -4,10 +4,8 @@ answer it. Each use case is one call for the routes (pages and JSON alike)."""
 from __future__ import annotations
 
 import secrets
-import threading
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -15,9 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.auth.service import hash_token
 from app.builds import jobs as build_jobs
-from app.core import caches
 from app.core.db import unit_of_work
-from app.formats import TRIPLET, JudgementFormat
 from app.models import (
     Choice,
     Item,
@@ -28,7 +24,16 @@ from app.models import (
 from app.models._types import utcnow
 from app.raters import arms, quality
 from app.raters import service as raters
-from app.rating import path
+from app.rating import path, practice
+from app.rating.cards import (
+    Comparison,
+    Shown,
+    by_key,
+    card_cache,
+    comparison_of,
+    keys_of,
+    screen_of,
+)
 from app.rating.path import Step
 from app.scheduling import screens, study_items
 from app.scheduling import service as scheduling
@@ -36,44 +41,6 @@ from app.scheduling.answer_function import Answered, AnswerFunction
 from app.scheduling.draws import Draws
 from app.scheduling.service import ActiveRater
 from app.triplets.log import LOG_LOCK
-
-
-@dataclass(frozen=True)
-class Shown:
-    """One item as a rater sees it."""
-
-    key: str
-    text: str | None
-    image: str | None  # file name under the project's media
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A triplet (anchor, left, right), or a screen of another format: its items in
-    display order, its reference (a format with one), how many to pick, its pivots (a
-    sorting screen)."""
-
-    assignment_id: int
-    anchor: Shown | None
-    left: Shown | None
-    right: Shown | None
-    format: JudgementFormat = TRIPLET
-    items: tuple[Shown, ...] = ()
-    reference: Shown | None = None
-    picks: int = 0
-    pivots: tuple[Shown, Shown] | None = None
-
-    @classmethod
-    def triplet(cls, assignment_id: int, cards: Sequence[Shown]) -> Comparison:
-        """A triplet from its cards in the order anchor, left, right."""
-        anchor, left, right = cards
-        return cls(assignment_id, anchor, left, right)
-
-    def triplet_cards(self) -> tuple[Shown, Shown, Shown]:
-        """A triplet's anchor, left and right."""
-        if self.anchor is None or self.left is None or self.right is None:
-            raise ValueError(f"a {self.format.name} screen has no anchor and sides")
-        return self.anchor, self.left, self.right
 
 
 @dataclass(frozen=True)
@@ -105,6 +72,11 @@ class RaterState:
     debrief: str | None = None  # at the debrief step: the lab's text, with the code
     arm: str | None = None  # the study's arm they are in (None: a study without arms)
     version: int = 1  # the design version that asks them now
+    feedback: practice.Feedback | None = None  # on the practice screen just answered
+    feedback_names: dict[str, str] | None = None  # its items' words, by key
+    practice_screen: int = 0  # at the practice step: the screen shown (from 1), of
+    practice_screens: int = 0
+    failed_practice: bool = False  # too few practice screens right: the session ended
 
 
 def roll(request) -> Draws:
@@ -123,95 +95,6 @@ def join(
     return joined
 
 
-class _Cards:
-    """How items look to raters, kept per process for a minute: every answer shows three
-    items, and reading them each time would be a query per answer. Keyed by the
-    project's public slug too, which is never reused."""
-
-    def __init__(self, seconds: float = 60.0, most: int = 200_000) -> None:
-        self.seconds, self.most = seconds, most
-        self._cards: dict[tuple[str, int], tuple[float, Shown]] = {}
-        self._lock = threading.Lock()
-
-    def _lookup(self, project: Project, ids: tuple[int, ...]):
-        now = time.monotonic()
-        slug = project.public_slug
-        with self._lock:
-            hits = {i: self._cards.get((slug, i)) for i in ids}
-        missing = {i for i, hit in hits.items() if hit is None or now - hit[0] > self.seconds}
-        return now, hits, missing
-
-    def cached(self, project: Project, ids: tuple[int, ...]) -> list[Shown] | None:
-        """The items' cards if this process holds them all, fresh; None otherwise."""
-        _, hits, missing = self._lookup(project, ids)
-        return None if missing else [hits[i][1] for i in ids]
-
-    def get(self, session: Session, project: Project, ids: tuple[int, ...]) -> list[Shown] | None:
-        """The items' cards; None if one of them no longer exists (deleted while a
-        query naming it was drawn)."""
-        now, hits, missing = self._lookup(project, ids)
-        slug = project.public_slug
-        if missing:
-            rows = session.execute(
-                select(Item.id, Item.key, Item.text, Item.image_file).where(
-                    Item.id.in_(missing), Item.project_id == project.id
-                )
-            ).all()
-            with self._lock:
-                if len(self._cards) > self.most:
-                    self._cards.clear()
-                for row in rows:
-                    card = (now, Shown(row.key, row.text, row.image_file))
-                    hits[row.id] = self._cards[(slug, row.id)] = card
-            if len(rows) < len(missing):
-                return None
-        return [hits[i][1] for i in ids]
-
-
-def _cards() -> _Cards:
-    return caches.current().get("rating.cards", _Cards)
-
-
-def _keys(session: Session, project: Project, item_ids: list[int]) -> dict[int, str]:
-    """The items' keys from this process's cards (the screen just shown holds them)."""
-    cards = _cards().get(session, project, tuple(item_ids))
-    return {} if cards is None else {i: card.key for i, card in zip(item_ids, cards, strict=True)}
-
-
-def _shown(session: Session, project: Project, served: scheduling.ServedQuery) -> Comparison | None:
-    screen = served.screen
-    if screen is None:
-        ids = (served.anchor_id, served.left_id, served.right_id)
-        cards = _cards().get(session, project, ids)
-        return None if cards is None else Comparison.triplet(served.assignment_id, cards)
-    reference = () if screen.reference is None else (screen.reference,)
-    cards = _cards().get(session, project, (*(screen.pivots or ()), *reference, *screen.shown))
-    if cards is None:
-        return None
-    return _screen(served.assignment_id, screen.format, cards, screen.picks)
-
-
-def _screen(
-    assignment_id: int, format: JudgementFormat, cards: list[Shown], picks: int
-) -> Comparison:
-    """A screen as shown: its cards start with its pivots or its reference, if it has
-    them."""
-    pivots = (cards[0], cards[1]) if format.has_pivots else None
-    reference = cards[0] if format.has_reference else None
-    first = 2 if pivots else int(reference is not None)
-    return Comparison(
-        assignment_id,
-        None,
-        None,
-        None,
-        format=format,
-        items=tuple(cards[first:]),
-        reference=reference,
-        picks=picks,
-        pivots=pivots,
-    )
-
-
 def state(
     *,
     session: Session,
@@ -227,12 +110,17 @@ def state(
         session=session, project=project, rater=rater
     ):
         return progress(project=project, rater=rater)
+    if path.in_practice(project, rater):
+        due = practice.screen(session=session, project=project, rater=rater)
+        if due is not None:
+            return _progress(project, rater.answers, due, replayed, rater=rater)
+        practice.skip_the_rest(session=session, project=project, rater=rater)
     comparison = None
     for _ in range(3):
         assignment = scheduling.serve_next(
             session=session, project=project, rater=rater, draws=draws, just_answered=just_answered
         )
-        comparison = None if assignment is None else _shown(session, project, assignment)
+        comparison = None if assignment is None else comparison_of(session, project, assignment)
         if assignment is None or comparison is not None:
             break
         # It names an item deleted since it was drawn: withdrawn, and another served.
@@ -306,7 +194,7 @@ def preview(*, session: Session, project: Project, answered: int = 0) -> RaterSt
     if format is None:
         comparison = Comparison.triplet(0, cards)
     else:
-        comparison = _screen(0, format, cards, format.picks_of(project))
+        comparison = screen_of(0, format, cards, format.picks_of(project))
     return _progress(project, answered, comparison, replayed=False, asked=False, previewing=True)
 
 
@@ -388,6 +276,9 @@ def _progress(
         debrief=project.debrief if at is Step.debrief else None,
         arm=project.arm_shown,
         version=project.design_version,
+        practice_screen=rater.practice_answered + 1 if rater and at is Step.practice else 0,
+        practice_screens=len(path.practice_trials(project)),
+        failed_practice=rater is not None and rater.practice_failed,
     )
 
 
@@ -404,6 +295,17 @@ def answer(
     sides: list[tuple[str, str]] | None = None,
 ) -> RaterState:
     """Record one answer (once, however often it is sent) and serve the next query."""
+    if practice.is_practice_id(assignment_id):
+        return _practice_answer(
+            session=session,
+            project=project,
+            rater=rater,
+            query_id=assignment_id,
+            choice=choice,
+            picks=picks,
+            response_time_ms=response_time_ms,
+            draws=draws,
+        )
     if (
         scheduling.is_screened_out(project, rater)
         or path.before_the_task(project, rater)
@@ -420,7 +322,7 @@ def answer(
         picks=picks,
         sides=sides,
         response_time_ms=response_time_ms,
-        keys_of=lambda ids: _keys(session, project, ids),
+        keys_of=lambda ids: keys_of(session, project, ids),
     )
     rater.screened_out = outcome.screened_out
     if outcome.exclusion_changed:
@@ -445,6 +347,49 @@ def answer(
     return following
 
 
+def _practice_answer(
+    *,
+    session: Session,
+    project: Project,
+    rater: ActiveRater,
+    query_id: int,
+    choice: Choice | None,
+    picks: list[str] | None,
+    response_time_ms: int | None,
+    draws: Draws,
+) -> RaterState:
+    """A practice screen's answer: stored apart, told right or not, and the next screen
+    (practice or task) served; before the consent (or after time ran out) nothing."""
+    if path.before_the_task(project, rater) or path.runs_out(
+        session=session, project=project, rater=rater
+    ):
+        return state(session=session, project=project, rater=rater, draws=draws)
+    feedback = practice.answer(
+        session=session,
+        project=project,
+        rater=rater,
+        query_id=query_id,
+        choice=None if choice is None else choice.value,
+        picks=picks,
+        response_time_ms=response_time_ms,
+    )
+    following = state(
+        session=session, project=project, rater=rater, draws=draws, replayed=feedback.replayed
+    )
+    return with_feedback(session=session, project=project, shown=following, feedback=feedback)
+
+
+def with_feedback(
+    *, session: Session, project: Project, shown: RaterState, feedback: practice.Feedback | None
+) -> RaterState:
+    """`shown` with the feedback on a practice answer, its items named as raters see them."""
+    if feedback is None:
+        return shown
+    cards = by_key(session, project, feedback.expected) or []
+    names = {card.key: card.text or card.key for card in cards}
+    return replace(shown, feedback=feedback, feedback_names=names)
+
+
 async def answer_quickly(
     *,
     function: AnswerFunction | None,
@@ -463,6 +408,8 @@ async def answer_quickly(
     if function is None or not function.ready or not token:
         return None
     allowed_id = 0 < assignment_id <= scheduling.MAX_QUERY_ID
+    if practice.is_practice_id(assignment_id):
+        return None  # a practice screen's answer: the full path stores it apart
     if not allowed_id or not scheduling.response_time_allowed(response_time_ms):
         return None  # the full path names what is wrong
     project = raters.studies().cached(slug)
@@ -491,7 +438,7 @@ async def answer_quickly(
     project = arms.seen_by(project, answered.arm)
     build_due = answered.build_id is not None and build_jobs.step_due(answered.build_id)
     routing_due = answered.routing_id is not None and build_jobs.routing_due(answered.routing_id)
-    cards = None if answered.served is None else _cards().cached(project, answered.served[1:])
+    cards = None if answered.served is None else card_cache().cached(project, answered.served[1:])
     current = answered.settings_version == project.settings_version
     # The function draws a few random queries; a rater who has seen most of a small study
     # needs the full search, here in Python, before their session may end.
@@ -528,7 +475,7 @@ def _finish_quick_answer(
             )
         cards = withdrawn = None
         if answered.served is not None:
-            cards = _cards().get(session, project, answered.served[1:])
+            cards = card_cache().get(session, project, answered.served[1:])
             withdrawn = cards is None  # drawn from item ids read before an item was deleted
             if withdrawn:
                 scheduling.withdraw(session=session, assignment_id=answered.served[0])

@@ -19,7 +19,7 @@ from app.core.signing import RATER_COOKIE
 from app.models import Choice, Item
 from app.raters import arms
 from app.raters import service as raters
-from app.rating import path
+from app.rating import path, practice
 from app.rating import service as rating
 from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token
 from app.rating.schemas import LONGEST_KEY, MOST_PICKS
@@ -126,6 +126,11 @@ def rate_page(slug: str, request: Request, session: SessionDep, project: RatedPr
         return RedirectResponse(request.url_for("instructions", slug=slug).path, status_code=303)
     project = arms.seen_by(project, rater.arm)
     state = rating.state(session=session, project=project, rater=rater, draws=rating.roll(request))
+    if request.query_params.get("after") == "practice":  # a form post's feedback, redirected
+        feedback = practice.latest(session=session, rater=rater)
+        state = rating.with_feedback(
+            session=session, project=project, shown=state, feedback=feedback
+        )
     if state.step is path.Step.consent:
         return _page(request, "rate/consent.html", {"project": project, "state": state})
     if state.step is path.Step.questionnaire:
@@ -313,7 +318,8 @@ def _answer(
 def _answered(request: Request, slug: str, project, state: rating.RaterState) -> Response:
     if request.headers.get("HX-Request"):
         return _page(request, "rate/_comparison.html", _comparison_context(project, state, slug))
-    return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
+    after = "?after=practice" if state.feedback is not None else ""
+    return RedirectResponse(request.url_for("rate_page", slug=slug).path + after, status_code=303)
 
 
 @router.get(MEDIA + "/{filename}", name="rater_media")

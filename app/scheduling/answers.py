@@ -43,6 +43,9 @@ class ActiveRater:
     timed_out: bool = False  # their session ran longer than the study's limit
     joined_at: datetime | None = None  # when the session's clock started
     arm: str | None = None  # the study's arm they were allocated (app/raters/arms.py)
+    practice_answered: int = 0  # practice screens answered (app/rating/practice.py)
+    practice_correct: int = 0  # and answered right
+    practice_failed: bool = False  # fell short of the practice's pass mark: the session ended
 
     @classmethod
     def of(cls, rater: Rater) -> ActiveRater:
@@ -57,6 +60,9 @@ class ActiveRater:
             rater.timed_out_at is not None,
             rater.created_at,
             rater.arm,
+            rater.practice_answered,
+            rater.practice_correct,
+            rater.practice_failed_at is not None,
         )
 
 

@@ -140,8 +140,9 @@ def is_asking(project: Project) -> bool:
 
 def is_screened_out(project: Project, rater: ActiveRater) -> bool:
     """Whether the rater's session ended on failed attention checks (while the project
-    still has a code for that: cleared, the screened-out raters carry on)."""
-    return rater.screened_out and project.screened_out_code is not None
+    still has a code for that: cleared, the screened-out raters carry on), or on too few
+    practice screens answered right (whatever the codes: they never reach the task)."""
+    return (rater.screened_out and project.screened_out_code is not None) or rater.practice_failed
 
 
 def is_out_of_work(project: Project, answers: int, served: object | None) -> bool:
