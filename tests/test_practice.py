@@ -275,3 +275,50 @@ def test_the_pages_show_practice_and_its_feedback_without_scripts(client, auth, 
     assert answered.status_code == 200
     assert "Not quite: the expected answer was “A oval”." in answered.text
     assert "Practice 2 of 3" in answered.text
+
+
+def test_the_settings_page_sets_the_practice_a_screen_a_line(app, client, auth, study):
+    from fastapi.testclient import TestClient
+
+    from tests.support.workspace import page_csrf, signed_in_browser
+
+    project_id, _ = study
+    configure(client, auth, project_id, arms=[{"name": "A", "practice": TRIPLET_PRACTICE}])
+    with TestClient(app) as browser:
+        signed_in_browser(browser, token=auth["Authorization"].split()[1])
+        settings = f"/projects/{project_id}/settings"
+        shown = browser.get(settings).text
+        assert "circle, oval, square -&gt; oval" in shown  # the saved practice, a line a screen
+        lines = "circle, oval, square -> oval\r\nstar, moon, oval → moon\r\n"
+        bad = browser.post(
+            settings,
+            data={
+                "csrf_token": page_csrf(browser, settings),
+                "practice_screens": lines + "star moon oval\r\n",
+                "arm-0-name": "A",
+                "arm-0-open": "on",
+            },
+        )
+        assert bad.status_code == 422
+        assert "Practice: line 3: write the screen&#39;s item keys, then -&gt;" in bad.text
+        saved = browser.post(
+            settings,
+            data={
+                "csrf_token": page_csrf(browser, settings),
+                "practice_screens": lines,
+                "practice_pass_at_least": "1",
+                "arm-0-name": "A",
+                "arm-0-open": "on",
+            },
+        )
+        assert saved.status_code == 200 and "Saved" in saved.text, saved.text[-2000:]
+    rating = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()
+    assert rating["practice"] == {
+        "trials": [
+            {"items": ["circle", "oval", "square"], "answer": ["oval"]},
+            {"items": ["star", "moon", "oval"], "answer": ["moon"]},
+        ],
+        "pass_at_least": 1,
+    }
+    # The arm's own practice, set through the API, is kept by the page's rows.
+    assert rating["arms"][0]["practice"] == TRIPLET_PRACTICE

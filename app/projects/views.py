@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse
-from pydantic import ValidationError
 
 from app.auth.access import Action
 from app.auth.deps import (
@@ -32,15 +31,12 @@ from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
 from app.formats import study_format
 from app.models import LabelType, TripletSource
-from app.projects import archive, service
+from app.projects import archive, path_forms, service
 from app.projects.schemas import (
     NULLABLE_RATING_SETTINGS,
-    Arm,
-    Consent,
     LinkChange,
     ProjectCreate,
     ProjectUpdate,
-    Questionnaire,
     RatingSettings,
     RatingSettingsUpdate,
     rating_setting_sections,
@@ -218,6 +214,11 @@ def _settings_page(
     confirm_switch: bool = False,
 ) -> HTMLResponse:
     current = RatingSettings.model_validate(project).model_dump()
+    mark = (current["practice"] or {}).get("pass_at_least")
+    current["practice"] = {
+        "lines": path_forms.practice_lines(current["practice"]),
+        "pass_at_least": "" if mark is None else mark,
+    }
     return page(
         request,
         "projects/settings.html",
@@ -265,7 +266,9 @@ async def save_settings(
         request,
         RatingSettingsUpdate,
         fields=[
-            name for name, _, kind in listed if kind not in ("consent", "questionnaire", "arms")
+            name
+            for name, _, kind in listed
+            if kind not in ("consent", "questionnaire", "arms", "practice")
         ],
         checkboxes=[name for name, _, kind in listed if kind == "checkbox"],
         unstripped=[name for name, _, kind in listed if kind == "textarea"],
@@ -274,11 +277,16 @@ async def save_settings(
     )
     body, values, errors = submitted.body, submitted.shown, submitted.errors
     form = await request.form()
-    consent, values["consent"], consent_error = _consent_from(form)
-    questionnaire, values["questionnaire"], questionnaire_error = _questionnaire_from(form)
-    study_arms, values["arms"], arms_error = _arms_from(form)
+    consent, values["consent"], consent_error = path_forms.consent_from(form)
+    questionnaire, values["questionnaire"], questionnaire_error = path_forms.questionnaire_from(
+        form
+    )
+    study_arms, values["arms"], arms_error = path_forms.arms_from(form, project.arms)
+    practice, values["practice"], practice_error = path_forms.practice_from(form)
     if arms_error:
         errors["arms"], body = arms_error, None
+    if practice_error:
+        errors["practice"], body = practice_error, None
     if consent_error:
         errors["consent"], body = consent_error, None
     if questionnaire_error:
@@ -301,6 +309,7 @@ async def save_settings(
                 "consent": consent,
                 "questionnaire": questionnaire,
                 "arms": study_arms,
+                "practice": practice,
             },
             strict=False,
         )
@@ -329,25 +338,6 @@ async def save_settings(
     return _settings_page(request, researcher, project, saved=True)
 
 
-def _consent_from(form) -> tuple[Consent | None, dict, str | None]:
-    """The consent the settings form gives (its text, and its statements one a line),
-    what to show back, and what is wrong with it; both fields empty: no consent."""
-    text = str(form.get("consent_text") or "").replace("\r\n", "\n").strip()
-    lines = str(form.get("consent_statements") or "").splitlines()
-    statements = [line.strip() for line in lines if line.strip()]
-    shown = {"text": text, "statements": statements}
-    if not text and not statements:
-        return None, shown, None
-    try:
-        return Consent(text=text, statements=statements), shown, None
-    except ValidationError as error:
-        problem = error.errors(include_url=False)[0]
-        where = {"text": "the text", "statements": "the statements"}.get(
-            str(problem["loc"][0]), "it"
-        )
-        return None, shown, f"Consent: {where}: {problem['msg']}"
-
-
 def _unconfirmed_format_switch(session, project, body, form) -> str | None:
     """What switching the study's format would do, when it has answers and the form did
     not confirm the switch (None: nothing to confirm)."""
@@ -364,76 +354,6 @@ def _unconfirmed_format_switch(session, project, body, form) -> str | None:
         f"next screen every rater gets {new.label or new.name} screens instead; the answers "
         "so far are kept. Preview the new screen, then tick the box below and save again."
     )
-
-
-MOST_QUESTION_ROWS = 40  # the form shows the questions and three empty rows
-
-
-def _questionnaire_from(form) -> tuple[Questionnaire | None, dict, str | None]:
-    """The questionnaire the settings form gives (a row a question; empty rows left out),
-    what to show back, and what is wrong with it; no question: no questionnaire."""
-    questions = []
-    for number in range(MOST_QUESTION_ROWS):
-        prompt = str(form.get(f"q-{number}-prompt") or "").strip()
-        name = str(form.get(f"q-{number}-name") or "").strip()
-        if not prompt and not name:
-            continue
-        options = str(form.get(f"q-{number}-options") or "").splitlines()
-        questions.append(
-            {
-                "name": name,
-                "kind": str(form.get(f"q-{number}-kind") or "text"),
-                "prompt": prompt,
-                "options": [option.strip() for option in options if option.strip()],
-                "required": f"q-{number}-required" in form,
-            }
-        )
-    shown = {"when": str(form.get("questionnaire_when") or "after"), "questions": questions}
-    if not questions:
-        return None, shown, None
-    try:
-        return Questionnaire.model_validate(shown), shown, None
-    except ValidationError as error:
-        problem = error.errors(include_url=False)[0]
-        where = problem["loc"]
-        if len(where) >= 2 and where[0] == "questions" and isinstance(where[1], int):
-            at = f"question {where[1] + 1}" + (f", {where[2]}" if len(where) > 2 else "")
-        else:
-            at = ".".join(str(part) for part in where) or "it"
-        return None, shown, f"Questionnaire: {at}: {problem['msg'].removeprefix('Value error, ')}"
-
-
-MOST_ARM_ROWS = 22  # the form shows the arms and two empty rows
-
-
-def _arms_from(form) -> tuple[list[dict] | None, list[dict], str | None]:
-    """The arms the settings form gives (a row an arm; empty rows left out), what to show
-    back, and what is wrong with them; no arm: none (the study is one arm)."""
-    arms = []
-    for number in range(MOST_ARM_ROWS):
-        field = f"arm-{number}-"
-        name = str(form.get(field + "name") or "").strip()
-        if not name:
-            continue
-        arm: dict = {"name": name, "open": field + "open" in form}
-        target = str(form.get(field + "target") or "").strip()
-        arm["target"] = int(target) if target.isascii() and target.isdigit() else (target or None)
-        for setting in ("judgement", "question", "instructions"):
-            text = str(form.get(field + setting) or "").replace("\r\n", "\n").strip()
-            if text:
-                arm[setting] = text
-        keys = str(form.get(field + "items") or "").replace(",", "\n").splitlines()
-        if any(key.strip() for key in keys):
-            arm["items"] = [key.strip() for key in keys if key.strip()]
-        arms.append(arm)
-    if not arms:
-        return None, arms, None
-    try:
-        return [Arm.model_validate(arm).model_dump(exclude_none=True) for arm in arms], arms, None
-    except ValidationError as error:
-        problem = error.errors(include_url=False)[0]
-        at = ".".join(str(part) for part in problem["loc"]) or "it"
-        return None, arms, f"Arms: {at}: {problem['msg'].removeprefix('Value error, ')}"
 
 
 @router.post("/projects/{project_id}/about", response_class=HTMLResponse, name="about_form")

@@ -74,6 +74,7 @@ class RaterState:
     version: int = 1  # the design version that asks them now
     feedback: practice.Feedback | None = None  # on the practice screen just answered
     feedback_names: dict[str, str] | None = None  # its items' words, by key
+    feedback_shown: tuple[Shown, ...] = ()  # the items a right answer picks, as shown
     practice_screen: int = 0  # at the practice step: the screen shown (from 1), of
     practice_screens: int = 0
     failed_practice: bool = False  # too few practice screens right: the session ended
@@ -385,9 +386,9 @@ def with_feedback(
     """`shown` with the feedback on a practice answer, its items named as raters see them."""
     if feedback is None:
         return shown
-    cards = by_key(session, project, feedback.expected) or []
-    names = {card.key: card.text or card.key for card in cards}
-    return replace(shown, feedback=feedback, feedback_names=names)
+    expected = tuple(by_key(session, project, feedback.expected) or ())
+    names = {card.key: card.text or card.key for card in expected}
+    return replace(shown, feedback=feedback, feedback_names=names, feedback_shown=expected)
 
 
 async def answer_quickly(

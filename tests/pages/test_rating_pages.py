@@ -774,3 +774,57 @@ def test_the_whole_path_works_with_javascript_off(client, auth, server, study, b
     listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
     assert listed[0]["questionnaire"] == {"hand": "right"} and listed[0]["answers"] == 2
     context.close()
+
+
+@pytest.mark.one_database  # the page; the API's test runs on both databases
+def test_practice_shows_feedback_before_the_next_screen(
+    app, client, auth, server, study, browser, tmp_path
+):
+    """Two practice screens: a wrong tap shows what was expected and holds the next
+    screen until "Next practice screen"; the task starts after the last feedback, and
+    the practice never counts."""
+    project_id, slug = study
+    client.patch(
+        f"{API}/projects/{project_id}/rating",
+        headers=auth,
+        json={
+            "answers_per_rater": 2,
+            "attention_rate": 0,
+            "practice": {
+                "trials": [
+                    {"items": ["shade-0", "shade-1", "shade-20"], "answer": ["shade-1"]},
+                    {"items": ["shade-5", "shade-25", "shade-6"], "answer": ["shade-6"]},
+                ]
+            },
+        },
+    ).raise_for_status()
+    for size, name in (
+        ({"width": 1280, "height": 800}, "desktop"),
+        ({"width": 390, "height": 844}, "phone"),
+    ):
+        page = browser.new_page(viewport=size)
+        page.goto(f"{server}/r/{slug}?participant=practising-{name}")
+        page.get_by_role("button", name="Start").click()
+        until(page, "window.htmx !== undefined")
+        expect(page.locator(".progress .count")).to_have_text("Practice 1 of 2")
+        answer_and_wait(page, lambda: page.keyboard.press("ArrowRight"))  # wrong: shade-20
+        feedback = page.locator(".feedback-screen")
+        expect(feedback).to_contain_text("Not quite: the expected answer was this one.")
+        expect(feedback.locator(".expected-items img")).to_have_count(1)
+        expect(page.locator("#comparison .candidate").first).to_be_hidden()
+        page.screenshot(path=str(screenshots_dir(tmp_path) / f"practice-feedback-{name}.png"))
+        page.get_by_role("button", name="Next practice screen").click()
+        expect(page.locator(".progress .count")).to_have_text("Practice 2 of 2")
+        right = page.locator('#comparison .candidate[data-key="shade-6"]')
+        answer_and_wait(page, right.click)
+        expect(feedback).to_contain_text("Correct!")
+        page.get_by_role("button", name="Start the task").click()
+        expect(page.locator(".progress .count")).to_have_text("0 / 2")
+        answer_and_wait(page, lambda: page.keyboard.press("ArrowLeft"))
+        expect(page.locator(".progress .count")).to_have_text("1 / 2")
+        page.close()
+    listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
+    assert [(p["answers"], p["practice_answered"], p["practice_correct"]) for p in listed] == [
+        (1, 2, 1),
+        (1, 2, 1),
+    ]
