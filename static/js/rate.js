@@ -46,6 +46,7 @@
   }
 
   function shown() {
+    remember();
     shownAt = performance.now();
     timeFromDrawn();
     restedAt = pointer;
@@ -106,6 +107,52 @@
       { once: true },
     );
   }
+
+  // The next screen arrives whole: its images are fetched and decoded before it replaces
+  // the current one (which stays, answered, in the meantime), so no blank box ever shows
+  // and the rater's clock starts on a complete screen. Clicks and keys wait meanwhile; a
+  // link too slow for LONGEST_WAIT_MS gets the screen anyway, its images still coming.
+  const LONGEST_WAIT_MS = 3000;
+  const decoded = new Set(); // image addresses this page has drawn or decoded
+  let preloading = false;
+
+  function remember() {
+    for (const image of document.querySelectorAll("#comparison img")) decoded.add(image.src);
+  }
+
+  function preload(addresses) {
+    const each = addresses.map((address) => {
+      const image = new Image();
+      image.src = address;
+      return image.decode().then(
+        () => decoded.add(image.src),
+        () => {}, // a broken image shows as it would have
+      );
+    });
+    const late = new Promise((done) => setTimeout(done, LONGEST_WAIT_MS));
+    return Promise.race([Promise.all(each), late]);
+  }
+
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const detail = event.detail;
+    if (detail.target?.id !== "comparison" || !detail.shouldSwap || detail.isError) return;
+    const next = new DOMParser().parseFromString(detail.serverResponse, "text/html");
+    const addresses = [...next.images]
+      .map((image) => new URL(image.getAttribute("src"), document.baseURI).href)
+      .filter((address) => !decoded.has(address));
+    if (!addresses.length) return; // all drawn before: swap now
+    detail.shouldSwap = false;
+    preloading = true;
+    const html = detail.serverResponse;
+    preload([...new Set(addresses)]).then(() => {
+      preloading = false;
+      htmx.swap(detail.target, html, { swapStyle: "innerHTML" });
+    });
+  });
+  // Nothing is sent while the next screen's images load: the screen shown is answered.
+  document.addEventListener("htmx:confirm", (event) => {
+    if (preloading) event.preventDefault();
+  });
 
   document.addEventListener("DOMContentLoaded", shown);
   document.addEventListener("htmx:afterSwap", shown);
@@ -298,6 +345,10 @@
 
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey || event.repeat || resending) return;
+    if (preloading) {
+      event.preventDefault(); // the next screen is on its way: this one is answered
+      return;
+    }
     if (onBreak()) {
       // Nothing answers during a break; Enter or the space bar (the focused button) ends it.
       if (event.key !== "Enter" && event.key !== " ") event.preventDefault();

@@ -828,3 +828,40 @@ def test_practice_shows_feedback_before_the_next_screen(
         (1, 2, 1),
         (1, 2, 1),
     ]
+
+
+# Whether every image of the comparison was drawn the moment it was swapped in.
+WHOLE_ON_SWAP = """() => {
+    window.wholeOnSwap = [];
+    document.addEventListener("htmx:afterSwap", () => {
+        const images = [...document.querySelectorAll("#comparison img")];
+        wholeOnSwap.push(images.length > 0 && images.every(i => i.complete && i.naturalWidth > 0));
+    });
+}"""
+
+
+@pytest.mark.one_database  # the page itself; the timing is the browser's
+def test_the_next_screen_arrives_with_its_images_drawn(server, study, browser):
+    """Each answer's next comparison replaces the current one only once its images are
+    decoded: never a blank box, even when the images are slow to come."""
+    _, slug = study
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server}/r/{slug}?participant=whole-screens")
+    page.get_by_role("button", name="Start").click()
+    until(page, "window.htmx !== undefined")
+    page.evaluate(WHOLE_ON_SWAP)
+    slow = page.context.new_cdp_session(page)
+    slow.send("Network.enable")
+    for answered in range(8):
+        if answered == 4:  # then a slow link: 150 ms each way, 1.5 Mbit/s
+            slow.send(
+                "Network.emulateNetworkConditions",
+                {
+                    "offline": False,
+                    "latency": 150,
+                    "downloadThroughput": 1_500_000 / 8,
+                    "uploadThroughput": 750_000 / 8,
+                },
+            )
+        answer_and_wait(page, lambda: page.keyboard.press("ArrowLeft"))
+    assert page.evaluate("wholeOnSwap") == [True] * 8

@@ -1,0 +1,175 @@
+"""Screens that arrive whole: the blank time after each swap (from the moment the next
+comparison replaces the current one until every image of it is drawn) and click → next
+screen, in Chromium, with the page's preloading (the next screen's images decoded
+before the swap) against the same page without it (the peer: the swap as htmx does it
+by itself), locally and on a throttled link, in the same run.
+
+The service runs as `closer serve` does by default (SQLite, the worker in-process) in a
+thread; the study is 30 photographs-like noisy JPEGs of 320 px (~30 KB each) asked as
+triplets. "Without preloading" stops the page's beforeSwap listener from seeing the
+swap (a capturing listener on the window), which is the page before it preloaded.
+
+    .venv/bin/python benchmarks/screen_swap.py [--screens 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import httpx
+import numpy as np
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.auth.service import create_token
+from app.core import migrations
+from app.core.config import Settings
+from app.core.db import make_engine, make_session_factory, unit_of_work
+from tests.support.browser import CHROMIUM_ARGS, chromium_path, serve_in_thread, until
+
+API = "/api/v1"
+# The page's own clock: the final click, each swap, and when each swapped-in screen had
+# every image drawn (0 when it came whole).
+LISTEN = """() => {
+    window.clickedAt = []; window.swappedAt = []; window.blankMs = [];
+    document.addEventListener("click", (event) => {
+        if (event.target.closest("#comparison button[type=submit]")) clickedAt.push(performance.now());
+    }, true);
+    document.addEventListener("htmx:afterSwap", () => {
+        const at = performance.now();
+        swappedAt.push(at);
+        const images = [...document.querySelectorAll("#comparison img")];
+        const drawn = (image) => image.complete && image.naturalWidth > 0;
+        if (images.every(drawn)) { blankMs.push(0); return; }
+        Promise.all(images.filter((image) => !drawn(image)).map((image) => new Promise((done) => {
+            image.addEventListener("load", done, { once: true });
+            image.addEventListener("error", done, { once: true });
+        }))).then(() => blankMs.push(performance.now() - at));
+    });
+}"""
+WITHOUT_PRELOADING = """() => window.addEventListener("htmx:beforeSwap",
+    (event) => event.stopPropagation(), true)"""
+SLOW_LINK = {
+    "offline": False,
+    "latency": 150,
+    "downloadThroughput": 1_500_000 / 8,
+    "uploadThroughput": 750_000 / 8,
+}
+
+
+def photographs(count: int) -> bytes:
+    rng = np.random.default_rng(0)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        rows = ["key,image"]
+        for at in range(count):
+            base = rng.integers(0, 255, size=3)
+            noise = rng.normal(0, 40, size=(320, 320, 3))
+            pixels = np.clip(base + noise, 0, 255).astype(np.uint8)
+            image = io.BytesIO()
+            Image.fromarray(pixels).save(image, "JPEG", quality=80)
+            archive.writestr(f"img/{at}.jpg", image.getvalue())
+            rows.append(f"photo-{at},img/{at}.jpg")
+        archive.writestr("manifest.csv", "\n".join(rows))
+    return buffer.getvalue()
+
+
+def study(http: httpx.Client) -> str:
+    project = http.post(f"{API}/projects", json={"name": "swap"}).json()["id"]
+    http.post(
+        f"{API}/projects/{project}/items", files={"file": ("p.zip", photographs(30))}
+    ).raise_for_status()
+    http.patch(
+        f"{API}/projects/{project}/rating", json={"attention_rate": 0, "answers_per_rater": 0}
+    ).raise_for_status()
+    http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
+    return http.get(f"{API}/projects/{project}/rating").json()["public_slug"]
+
+
+def rate(browser, base: str, slug: str, screens: int, *, preload: bool, slow: bool):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    if not preload:
+        page.add_init_script(f"({WITHOUT_PRELOADING})()")
+    page.goto(f"{base}/r/{slug}")
+    page.get_by_role("button", name="Start").click()
+    page.wait_for_url("**/rate")
+    until(page, "window.htmx !== undefined")
+    page.evaluate(LISTEN)
+    if slow:
+        link = page.context.new_cdp_session(page)
+        link.send("Network.enable")
+        link.send("Network.setCacheDisabled", {"cacheDisabled": False})
+        link.send("Network.emulateNetworkConditions", SLOW_LINK)
+    for _ in range(screens):
+        before = page.locator("#comparison input[name=query_id]").get_attribute("value")
+        page.wait_for_timeout(150)  # a rater's look at the screen
+        page.locator('#comparison button[value="left"]').click()
+        expect(page.locator("#comparison input[name=query_id]")).not_to_have_value(
+            before, timeout=20_000
+        )
+    until(page, f"blankMs.length >= {screens}", seconds=30)
+    clicked, swapped, blank = page.evaluate("[clickedAt, swappedAt, blankMs]")
+    page.close()
+    spans = [swap - click for click, swap in zip(clicked, swapped, strict=False)]
+    return blank, spans
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--screens", type=int, default=30)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="closer-swap-"))
+    url = f"sqlite:///{folder / 'closer.db'}"
+    migrations.upgrade(url)
+    engine = make_engine(url)
+    with unit_of_work(make_session_factory(engine)) as session:
+        token = create_token(session=session, researcher_name="bench")
+    engine.dispose()
+    settings = Settings(data_dir=folder / "data", database_url=url, rate_limits=False)
+
+    from playwright.sync_api import sync_playwright
+
+    rows = []
+    with serve_in_thread(settings) as base:
+        auth = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
+            slug = study(http)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=chromium_path(), args=CHROMIUM_ARGS
+            )
+            for slow in (False, True):
+                for preload in (False, True):
+                    blank, spans = rate(
+                        browser, base, slug, args.screens, preload=preload, slow=slow
+                    )
+                    rows.append((slow, preload, blank, spans))
+            browser.close()
+
+    print(f"\nscreens arriving whole, Chromium, SQLite, this machine ({args.screens} screens each)")
+    print(
+        f"{'link':<10}{'page':<18}{'blank median':>13}{'blank p90':>10}{'screens blank':>14}"
+        f"{'click→swap median':>19}"
+    )
+    for slow, preload, blank, spans in rows:
+        p90 = statistics.quantiles(blank, n=10)[-1] if len(blank) > 1 else blank[0]
+        print(
+            f"{'throttled' if slow else 'local':<10}"
+            f"{'preloading' if preload else 'without (peer)':<18}"
+            f"{statistics.median(blank):>11.1f}ms{p90:>8.1f}ms"
+            f"{sum(ms > 0 for ms in blank):>9} of {len(blank):<3}"
+            f"{statistics.median(spans):>17.1f}ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
