@@ -120,10 +120,18 @@
     for (const image of document.querySelectorAll("#comparison img")) decoded.add(image.src);
   }
 
+  // The decoded images are held until the screen after next: a browser may drop an image
+  // nothing refers to from its memory, and the screen would then load it again.
+  let held = [];
+
   function preload(addresses) {
-    const each = addresses.map((address) => {
+    const images = addresses.map((address) => {
       const image = new Image();
       image.src = address;
+      return image;
+    });
+    held = images;
+    const each = images.map((image) => {
       return image.decode().then(
         () => decoded.add(image.src),
         () => {}, // a broken image shows as it would have
