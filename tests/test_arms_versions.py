@@ -291,3 +291,57 @@ def test_the_archive_carries_the_arms_and_each_answers_arm_and_version(client, a
         return sorted((row["arm"], row["version"], row["rater"]) for row in rows.json())
 
     assert answers(copy) == answers(project_id) == [("A", 1, "a1"), ("B", 1, "b1")]
+
+
+def test_a_model_fits_on_one_arm_or_on_all(app, client, auth, study):
+    """Answers of arms A and B (uploaded with their arm); a model of arm A fits on A's
+    answers only, one without an arm on all; an arm the study lacks is refused."""
+    from app.worker.loop import Worker
+
+    project_id, _ = study
+    configure(client, auth, project_id, arms=[{"name": "A"}, {"name": "B"}])
+    chance = random.Random(7)
+    rows = ["anchor,closer,farther,arm"]
+    for arm, count in (("A", 240), ("B", 120)):
+        for _ in range(count):
+            a, b, c = chance.sample(KEYS, 3)
+            rows.append(f"{a},{b},{c},{arm}")
+    uploaded = client.post(
+        f"{API}/projects/{project_id}/triplets",
+        headers=auth,
+        files={"file": ("t.csv", "\n".join(rows))},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    refused = client.post(
+        f"{API}/projects/{project_id}/models",
+        headers=auth,
+        json={"name": "z", "kind": "tete", "arm": "Z", "params": {"max_iter": 50}},
+    )
+    assert refused.status_code == 400
+    assert "arm: the study has no arm 'Z' (its arms: A, B)" in refused.text
+    made = {}
+    for name, arm in (("only-a", "A"), ("all", None)):
+        created = client.post(
+            f"{API}/projects/{project_id}/models",
+            headers=auth,
+            json={"name": name, "kind": "tete", "arm": arm, "params": {"max_iter": 50}},
+        )
+        assert created.status_code == 201, created.text
+        assert created.json()["arm"] == arm
+        made[name] = created.json()["id"]
+    Worker(app.state.session_factory).run(until_idle=True)
+    fitted = {}
+    for name, model_id in made.items():
+        model = client.get(f"{API}/projects/{project_id}/models/{model_id}", headers=auth).json()
+        serving = model["serving"]
+        assert serving is not None, model["latest"]
+        fitted[name] = serving["answers_count"] + serving["heldout_count"]
+    assert fitted == {"only-a": 240, "all": 360}
+    archive = client.get(f"{API}/projects/{project_id}/archive", headers=auth)
+    restored = client.post(
+        f"{API}/project-archives", headers=auth, files={"file": ("a.zip", archive.content)}
+    )
+    assert restored.status_code == 201, restored.text
+    copy = restored.json()["id"]
+    models = client.get(f"{API}/projects/{copy}/models", headers=auth).json()
+    assert sorted((m["name"], m["arm"]) for m in models) == [("all", None), ("only-a", "A")]

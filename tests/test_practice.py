@@ -149,6 +149,17 @@ def test_below_the_pass_mark_the_session_ends_screened_out(app, client, auth, st
     listed = client.get(f"{API}/projects/{project_id}/participants", headers=auth).json()
     assert listed[0]["outcome"] == "failed_practice"
     assert listed[0]["code"] == "PRACTICE-FAIL"
+    from fastapi.testclient import TestClient
+
+    from tests.support.workspace import signed_in_browser
+
+    with TestClient(app) as browser:
+        signed_in_browser(browser, token=auth["Authorization"].split()[1])
+        shown = browser.get(
+            f"/projects/{project_id}/participants", params={"outcome": "failed_practice"}
+        ).text
+    assert "failed the practice" in shown and "Practice right" in shown
+    assert '<td class="num" data-label="Practice right">1 / 3</td>' in shown
 
 
 def test_practice_of_screens_answers_with_picks(app, client, auth, study):

@@ -49,6 +49,8 @@ class LearnedModel(Base):
     refit_growth: Mapped[float] = mapped_column(default=0.2)
     min_answers: Mapped[int] = mapped_column(default=100)
     build_id: Mapped[int | None] = mapped_column(ForeignKey("builds.id", ondelete="SET NULL"))
+    # Fitted on the answers of this arm of the study only (null: every arm's).
+    arm: Mapped[str | None] = mapped_column(String(64))
     inputs: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
 

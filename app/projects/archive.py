@@ -71,7 +71,7 @@ from app.triplets.service import export_triplets_csv, ingest_triplets
 from app.uploads.files import SafeZip, UploadedFile
 from app.uploads.service import zip_limits
 
-MODEL_FIELDS = ("name", "kind", "params", "auto_refit", "refit_growth", "min_answers")
+MODEL_FIELDS = ("name", "kind", "params", "auto_refit", "refit_growth", "min_answers", "arm")
 IMPORT_CLAIMS = 0x1A9C  # the claim space of project imports (app/core/claims.py)
 _STILL_IMPORTING = (
     "an import with Idempotency-Key '{key}' is still under way; retry when it has ended"
@@ -270,13 +270,13 @@ def import_archive(
     project_id = project.id
     try:
         rating = description.rating.model_dump()
-        study_arms = rating.pop("arms", None)  # an arm's items are checked once they are in
+        # The arms' and the practice's items are checked once the items are in.
+        after_items = {name: rating.pop(name, None) for name in ("arms", "practice")}
         update_rating(session=session, project=project, changes=rating)
         if facts.consent_version is not None:
             project.consent_version = facts.consent_version
-        _fill(session, settings, store, archive, description, project)
-        if study_arms is not None:
-            update_rating(session=session, project=project, changes={"arms": study_arms})
+        after_items = {name: value for name, value in after_items.items() if value is not None}
+        _fill(session, settings, store, archive, description, project, after_items)
         project.importing = False
         session.commit()
     except BaseException:
@@ -350,7 +350,10 @@ def _fill(
     archive: SafeZip,
     description: ProjectArchive,
     project: Project,
+    after_items: dict[str, Any],
 ) -> None:
+    """The items, then the settings that name them (`after_items`: arms, practice), then
+    the judgements, answers, raters, builds and models."""
     if "items.zip" in archive.entries:
         ingest_items(
             session=session,
@@ -361,6 +364,8 @@ def _fill(
             requested_format=None,
             idempotency_key=None,
         )
+    if after_items:
+        update_rating(session=session, project=project, changes=after_items)
     ids_by_key = dict(
         session.execute(select(Item.key, Item.id).where(Item.project_id == project.id)).all()
     )

@@ -63,6 +63,7 @@ def model_out(session: Session, model: LearnedModel) -> ModelOut:
         refit_growth=model.refit_growth,
         min_answers=model.min_answers,
         build_id=model.build_id,
+        arm=model.arm,
         created_at=model.created_at,
         serving=version_out(session, serving),
         latest=version_out(session, latest),

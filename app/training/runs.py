@@ -82,7 +82,7 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
             if encoded is not None:
                 features[position] = decode_features(bytes(encoded))
     cutoff = _cutoff(session, project.id)
-    answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids)
+    answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids, model.arm)
     snap = Snapshot(
         item_ids=item_ids,
         keys=list(keys),
@@ -132,16 +132,21 @@ def _cutoff(session: Session, project_id: int) -> int:
 
 
 def _answers(
-    session: Session, project_id: int, cutoff: int, item_ids: np.ndarray
+    session: Session, project_id: int, cutoff: int, item_ids: np.ndarray, arm: str | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The answers a fit uses, as (ids, positions of anchor, closer, farther), and the
     researcher's test split as positions: excluded raters' answers and answers about
-    items deleted since are left out."""
+    items deleted since are left out (and, for a model of one arm, the other arms')."""
     excluded = excluded_rater_ids(session, project_id)
     found = []
     for test_split in (False, True):
         columns = answer_columns(
-            session, project_id, cutoff, test_split=test_split, excluded_raters=excluded
+            session,
+            project_id,
+            cutoff,
+            test_split=test_split,
+            excluded_raters=excluded,
+            arm=arm,
         )
         block = np.stack(
             [columns["anchor_id"], columns["closer_id"], columns["farther_id"]], axis=1

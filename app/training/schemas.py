@@ -171,6 +171,12 @@ class ModelCreate(RequestModel):
         default=100, ge=1, le=INT4_MAX, description="Answers before the first auto fit"
     )
     build_id: RowId | None = Field(default=None, description="CompRF: the build it comes from")
+    arm: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Fit on the answers of this arm of the study only (its name); null: "
+        "every arm's. A CompRF model comes from its build, which asks every arm",
+    )
     matrix: DissimilarityMatrix | None = Field(
         default=None, description="SMERF with dissimilarity 'matrix': D over item keys"
     )
@@ -231,6 +237,7 @@ class ModelOut(BaseModel):
     refit_growth: float
     min_answers: int
     build_id: int | None
+    arm: str | None = Field(default=None, description="Fitted on this arm's answers only")
     created_at: datetime
     serving: VersionOut | None = Field(description="The newest ready version: it serves")
     latest: VersionOut | None = Field(description="The newest version, in any state")

@@ -61,6 +61,7 @@ def create_model(
     build_id: int | None = None,
     inputs: bytes | None = None,
     train_now: bool = True,
+    arm: str | None = None,
 ) -> LearnedModel:
     taken = session.scalar(
         select(LearnedModel.id).where(
@@ -87,6 +88,7 @@ def create_model(
         min_answers=min_answers,
         build_id=build_id,
         inputs=inputs,
+        arm=arm,
     )
     session.add(model)
     session.flush()
@@ -180,6 +182,15 @@ def set_up_model(
             f"kind: {body.kind.value} learns from item features, and the items of "
             f"project {project.id} have none"
         )
+    if body.arm is not None:
+        names = [arm["name"] for arm in project.arms or []]
+        if learner.from_build:
+            raise ServiceError(
+                f"arm: a {learner.label} model comes from its build, which asks every arm"
+            )
+        if body.arm not in names:
+            have = f"its arms: {', '.join(names)}" if names else "it has none"
+            raise ServiceError(f"arm: the study has no arm {body.arm!r} ({have})")
     return create_model(
         session=session,
         project=project,
@@ -192,6 +203,7 @@ def set_up_model(
         build_id=body.build_id,
         inputs=_matrix_blob(body, params, matrix),
         train_now=body.train,
+        arm=body.arm,
     )
 
 

@@ -75,7 +75,7 @@ async def create_model(
     submitted = await read_model_form(
         request,
         ModelCreate,
-        fields=("name", "kind", "params", "build_id", "min_answers", "auto_refit"),
+        fields=("name", "kind", "params", "build_id", "arm", "min_answers", "auto_refit"),
         checkboxes=("auto_refit",),
         json_fields=("params",),
     )

@@ -130,11 +130,12 @@ def answer_columns(
     *,
     test_split: bool = False,
     excluded_raters: Collection[int] = (),
+    arm: str | None = None,
 ) -> dict[str, np.ndarray]:
     """The project's answers with ids up to `cutoff`, in id order, as int64 columns (id,
     anchor_id, closer_id, farther_id), read in the session's transaction. The researcher's
     test split with `test_split` (an index of its own finds it), the other answers
-    without, less those of `excluded_raters`. An item id that no item of the project has
+    without, less those of `excluded_raters` (and with `arm`, only that arm's). An item id that no item of the project has
     may come back as another such id.
 
     A fit reads millions of rows, and a Python object per value cost most of a fit's
@@ -150,6 +151,8 @@ def answer_columns(
     if excluded_raters:
         listed = ", ".join(str(int(rater)) for rater in excluded_raters)
         where.append(f"(rater_id IS NULL OR rater_id NOT IN ({listed}))")
+    if arm is not None:
+        where.append("arm = '" + arm.replace("'", "''") + "'")
     condition = " AND ".join(where)
     packing = _packing(session, project_id)
     if packing is None:
