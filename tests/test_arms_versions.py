@@ -276,6 +276,7 @@ def test_the_archive_carries_the_arms_and_each_answers_arm_and_version(client, a
         joined = _join(client, slug, pid)
         served = client.get(f"{API}/rate/{slug}/next", headers=_token(joined)).json()
         answer(client, slug, _token(joined), served["comparison"]["query_id"])
+    configure(client, auth, project_id, question="Which is more alike?")  # version 2
     archive = client.get(f"{API}/projects/{project_id}/archive", headers=auth)
     made = client.post(
         f"{API}/project-archives", headers=auth, files={"file": ("a.zip", archive.content)}
@@ -291,6 +292,14 @@ def test_the_archive_carries_the_arms_and_each_answers_arm_and_version(client, a
         return sorted((row["arm"], row["version"], row["rater"]) for row in rows.json())
 
     assert answers(copy) == answers(project_id) == [("A", 1, "a1"), ("B", 1, "b1")]
+
+    def versions(pid):
+        listed = client.get(f"{API}/projects/{pid}/versions", headers=auth).json()
+        return [(v["number"], v["changes"], v["design"]["question"]) for v in listed]
+
+    assert versions(copy) == versions(project_id)
+    assert [number for number, _, _ in versions(copy)] == [1, 2]
+    assert versions(copy)[1][2] == "Which is more alike?"
 
 
 def test_a_model_fits_on_one_arm_or_on_all(app, client, auth, study):

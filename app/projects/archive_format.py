@@ -76,6 +76,8 @@ class ArchivedProject(ProjectCreate):
     created_at: Time | None = None
     # The consent's version, which the raters' consents name (absent: the first).
     consent_version: Count | None = None
+    # When the current design version took its first answer (null: still open to edits).
+    design_locked_at: Time | None = None
 
 
 class ArchivedRater(RequestModel):
@@ -181,6 +183,18 @@ class ArchivedJudgement(RequestModel):
     created_at: Time
 
 
+class ArchivedDesignVersion(RequestModel):
+    """One design version of the study as it was recorded (GET …/versions)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    number: int = Field(ge=1, le=INT4_MAX)
+    design: dict[str, Any]
+    changes: list[str] = Field(default_factory=list, max_length=1_000)
+    created_at: Time
+    locked_at: Time | None = None
+
+
 class ProjectArchive(RequestModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -191,9 +205,13 @@ class ProjectArchive(RequestModel):
     raters: list[ArchivedRater] = Field(default_factory=list)
     builds: list[ArchivedBuild] = Field(default_factory=list)
     models: list[ArchivedModel] = Field(default_factory=list)
+    design_versions: list[ArchivedDesignVersion] = Field(default_factory=list, max_length=10_000)
 
     @model_validator(mode="after")
     def _references_resolve(self) -> ProjectArchive:
+        numbers = [version.number for version in self.design_versions]
+        if numbers != sorted(set(numbers)):
+            raise ValueError("design_versions: the numbers must rise, each once")
         build_refs = [build.ref for build in self.builds]
         if len(set(build_refs)) != len(build_refs):
             raise ValueError("builds: two builds have the same ref")
