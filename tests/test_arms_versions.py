@@ -14,7 +14,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from app.core.db import unit_of_work
 from app.models import Judgement, Rater, Triplet
@@ -354,3 +354,27 @@ def test_a_model_fits_on_one_arm_or_on_all(app, client, auth, study):
     copy = restored.json()["id"]
     models = client.get(f"{API}/projects/{copy}/models", headers=auth).json()
     assert sorted((m["name"], m["arm"]) for m in models) == [("all", None), ("only-a", "A")]
+
+
+def test_a_newcomer_reads_their_arms_instructions_before_its_first_screen(client, auth, study):
+    """The link's page shows the study's instructions (the arm is allocated on Start);
+    an arm with words of its own shows them next, and Continue goes on to its screens
+    without joining again."""
+    project_id, slug = study
+    configure(
+        client,
+        auth,
+        project_id,
+        instructions="Compare the shapes.",
+        arms=[{"name": "A", "target": 1, "instructions": "Look at the colours only."}],
+    )
+    landing = client.get(f"/r/{slug}?participant=n1")
+    assert "Compare the shapes." in landing.text
+    started = client.post(f"/r/{slug}/start", data={"participant": "n1"}, follow_redirects=False)
+    assert started.status_code == 303 and started.headers["location"] == f"/r/{slug}"
+    briefed = client.get(f"/r/{slug}")
+    assert "Look at the colours only." in briefed.text
+    assert f'href="/r/{slug}/rate"' in briefed.text  # Continue: the session goes on
+    assert 'action="/r/' not in briefed.text
+    with client.app.state.session_factory() as session:
+        assert session.scalar(select(func.count()).select_from(Rater)) == 1

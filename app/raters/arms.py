@@ -171,6 +171,13 @@ def _view(project: Project, arm: dict[str, Any] | None) -> Project:
     return copy
 
 
+def briefs_otherwise(project: Project, arm: str | None) -> bool:
+    """Whether a rater of `arm` reads other instructions than the study's own (the
+    arm's words, or those of another format), which a newcomer was shown."""
+    seen = seen_by(project, arm)
+    return seen.instructions != project.instructions or seen.judgement is not project.judgement
+
+
 def seen_by(project: Project, arm: str | None) -> Project:
     """The study as a rater of `arm` sees it (the study itself without arms)."""
     if arm is None or not project.arms:

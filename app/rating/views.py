@@ -82,7 +82,7 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
         )
     try:
         await request.app.state.throttle.join(request, slug)
-        _, token = rating.join(session=session, project=project, params=params)
+        joined, token = rating.join(session=session, project=project, params=params)
     except ServiceError as error:
         # When the link is not open, or the study full, that says it all.
         notice = raters.link_notice(project) or arms.notice_for_newcomers(
@@ -102,7 +102,11 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
         )
         page.headers.update(getattr(error, "headers", None) or {})
         return page
-    response = RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
+    # A newcomer read the study's instructions; an arm that words its own (or asks
+    # another format) shows them before its first screen.
+    briefed = not arms.briefs_otherwise(project, joined.arm)
+    following = "rate_page" if briefed else "instructions"
+    response = RedirectResponse(request.url_for(following, slug=slug).path, status_code=303)
     response.set_cookie(
         RATER_COOKIE,
         request.app.state.rater_tokens.issue(token),
