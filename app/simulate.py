@@ -53,6 +53,7 @@ class CrowdReport:
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     acknowledged: list[int] = field(default_factory=list)  # query ids the server confirmed
+    practice_answers: int = 0  # practice screens answered: kept apart, never acknowledged
     build_status: str | None = None
     routing_status: str | None = None
 
@@ -60,6 +61,7 @@ class CrowdReport:
         latencies = np.array(self.latencies) * 1000 if self.latencies else np.zeros(1)
         return {
             "answers": self.answers,
+            "practice_answers": self.practice_answers,
             "answers_per_second": round(self.answers / self.seconds, 1) if self.seconds else 0.0,
             "p50_ms": round(float(np.percentile(latencies, 50)), 1),
             "p99_ms": round(float(np.percentile(latencies, 99)), 1),
@@ -231,6 +233,10 @@ async def _rater(
             response.raise_for_status()
             state = response.body
             report.latencies.append(seconds)
+            if comparison.get("practice"):  # stored apart: not one of the study's answers
+                report.practice_answers += 1
+                state = await _answer_questionnaire(client, slug, report, headers, state)
+                continue
             report.acknowledged.append(comparison["query_id"])
             report.answers += 1
             report.replayed += bool(state["replayed"])

@@ -55,8 +55,10 @@ def test_no_acknowledged_answer_is_lost_or_doubled_across_ten_crashes(crashable_
 def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_path):
     """A study of rank "2 of 8" screens (half its questions; the rest its build's
     queries, on sorting screens of 4), with the participant's path around them (the
-    consent first, a questionnaire before the code, a debrief): every acknowledged
-    screen is one judgement, however often it was sent."""
+    consent first, two practice screens, a questionnaire before the code, a debrief):
+    every acknowledged screen is one judgement, however often it was sent, and no
+    practice answer is one."""
+    keys = [f"digit-{index:04d}" for index in range(18)]
     run = crash_run(
         server=crashable_server,
         folder=tmp_path / "data",
@@ -77,6 +79,12 @@ def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_p
                 ],
             },
             "debrief": "Thank you.",
+            "practice": {
+                "trials": [
+                    {"items": keys[:9], "answer": keys[1:3]},
+                    {"items": keys[9:], "answer": keys[12:14]},
+                ]
+            },
             "answers_per_rater": 10,
         },
         sort_size=4,
@@ -88,5 +96,6 @@ def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_p
     assert run.stored_twice == 0 and run.missing == 0
     assert set(run.report.server_errors) <= {503}, run.report.server_errors
     assert run.judgements["rank"] > 50 and run.judgements["sort"] > 50, run.judgements
+    assert run.report.practice_answers > 10, run.report.summary()
     # Sessions went through the whole path: consent, the screens, the questionnaire, the code.
     assert run.report.completed_sessions > 5, run.report.summary()

@@ -127,6 +127,18 @@ def test_practice_gives_feedback_and_is_never_counted(app, client, auth, study):
     exported = client.get(f"{API}/projects/{project_id}/participants/export", headers=auth)
     row = next(csv.DictReader(io.StringIO(exported.content.decode("utf-8-sig"))))
     assert (row["practice_answered"], row["practice_correct"]) == ("3", "2")
+    # The archive carries the practice and each participant's practice tally.
+    archive = client.get(f"{API}/projects/{project_id}/archive", headers=auth)
+    made = client.post(
+        f"{API}/project-archives", headers=auth, files={"file": ("a.zip", archive.content)}
+    )
+    assert made.status_code == 201, made.text
+    copy = made.json()["id"]
+    assert client.get(f"{API}/projects/{copy}/rating", headers=auth).json()["practice"] == (
+        TRIPLET_PRACTICE
+    )
+    copied = client.get(f"{API}/projects/{copy}/participants", headers=auth).json()
+    assert (copied[0]["practice_answered"], copied[0]["practice_correct"]) == (3, 2)
 
 
 def test_below_the_pass_mark_the_session_ends_screened_out(app, client, auth, study):

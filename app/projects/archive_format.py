@@ -119,6 +119,9 @@ class ArchivedRater(RequestModel):
     timed_out_at: Time | None = None
     arm: str | None = Field(default=None, max_length=64)
     design_version: Count | None = None
+    practice_answered: Count = 0
+    practice_correct: Count = 0
+    practice_failed_at: Time | None = None
 
     @model_validator(mode="after")
     def _few_platform_ids(self) -> ArchivedRater:

@@ -731,7 +731,7 @@ def test_the_time_to_answer_starts_when_the_images_are_drawn(app, server, study,
 
 @pytest.mark.one_database  # the pages; the API's test runs on both databases
 def test_the_whole_path_works_with_javascript_off(client, auth, server, study, browser):
-    """Consent, a comparison, a break, the questionnaire and the debrief, all as plain
+    """Consent, practice, a comparison, a break, the questionnaire and the debrief, as plain
     forms: a browser without scripts goes through the whole study."""
     project_id, slug = study
     client.patch(
@@ -754,6 +754,9 @@ def test_the_whole_path_works_with_javascript_off(client, auth, server, study, b
                 ],
             },
             "debrief": "The study measures **shades**.",
+            "practice": {
+                "trials": [{"items": ["shade-0", "shade-1", "shade-20"], "answer": ["shade-1"]}]
+            },
         },
     ).raise_for_status()
     context = browser.new_context(java_script_enabled=False)
@@ -762,7 +765,11 @@ def test_the_whole_path_works_with_javascript_off(client, auth, server, study, b
     page.get_by_role("button", name="Start").click()
     page.get_by_label("I agree.").check()
     page.get_by_role("button", name="I agree").click()
-    page.locator("#comparison button.candidate").first.click()
+    expect(page.locator(".progress .count")).to_have_text("Practice 1 of 1")
+    page.locator("#comparison button.candidate").first.click()  # shade-1: right
+    expect(page.locator(".feedback-screen")).to_contain_text("Correct!")
+    expect(page.locator(".progress .count")).to_have_text("0 / 2 · block 1 of 2")
+    page.locator("#comparison button.candidate").first.click()  # shown beside it
     expect(page.get_by_role("heading", name="Time for a break")).to_be_visible()
     page.locator("#comparison button.candidate").first.click()  # shown beside it
     # The answer's page load lands on the questionnaire itself.
