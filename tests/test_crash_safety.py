@@ -58,7 +58,15 @@ def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_p
     consent first, two practice screens, a questionnaire before the code, a debrief):
     every acknowledged screen is one judgement, however often it was sent, and no
     practice answer is one."""
-    keys = [f"digit-{index:04d}" for index in range(18)]
+
+    def practice(keys: list[str]) -> dict:
+        return {
+            "trials": [
+                {"items": keys[:9], "answer": keys[1:3]},
+                {"items": keys[9:18], "answer": keys[12:14]},
+            ]
+        }
+
     run = crash_run(
         server=crashable_server,
         folder=tmp_path / "data",
@@ -79,12 +87,7 @@ def test_screens_answered_across_crashes_are_stored_once(crashable_server, tmp_p
                 ],
             },
             "debrief": "Thank you.",
-            "practice": {
-                "trials": [
-                    {"items": keys[:9], "answer": keys[1:3]},
-                    {"items": keys[9:], "answer": keys[12:14]},
-                ]
-            },
+            "practice": practice,
             "answers_per_rater": 10,
         },
         sort_size=4,

@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -43,7 +43,6 @@ from app.items.service import export_items_zip, ingest_items
 from app.models import (
     Build,
     BuildStatus,
-    DesignVersion,
     Item,
     LearnedModel,
     Project,
@@ -51,7 +50,7 @@ from app.models import (
     Researcher,
     Triplet,
 )
-from app.projects import archive_judgements
+from app.projects import archive_designs, archive_judgements
 from app.projects.archive_format import (
     FORMAT,
     FORMAT_VERSION,
@@ -145,20 +144,7 @@ def describe(session: Session, project: Project) -> dict[str, Any]:
         "raters": raters,
         "builds": builds,
         "models": models,
-        "design_versions": [
-            {
-                "number": version.number,
-                "design": version.design,
-                "changes": version.changes,
-                "created_at": _time(version.created_at),
-                "locked_at": _time(version.locked_at),
-            }
-            for version in session.scalars(
-                select(DesignVersion)
-                .where(DesignVersion.project_id == project.id)
-                .order_by(DesignVersion.number)
-            )
-        ],
+        "design_versions": archive_designs.described(session, project),
     }
 
 
@@ -293,7 +279,7 @@ def import_archive(
             project.consent_version = facts.consent_version
         after_items = {name: value for name, value in after_items.items() if value is not None}
         _fill(session, settings, store, archive, description, project, after_items)
-        _restore_design_versions(session, project, description)
+        archive_designs.restore(session, project, description)
         project.importing = False
         session.commit()
     except BaseException:
@@ -358,30 +344,6 @@ class _CheckedBuild:
     item_ids: np.ndarray
     state: bytes
     progress: dict
-
-
-def _restore_design_versions(
-    session: Session, project: Project, description: ProjectArchive
-) -> None:
-    """The study's design versions as the archive recorded them (the import made a
-    version of its own while it set the study up: the archive's replace it)."""
-    if not description.design_versions:
-        return
-    session.execute(delete(DesignVersion).where(DesignVersion.project_id == project.id))
-    for version in description.design_versions:
-        session.add(
-            DesignVersion(
-                project_id=project.id,
-                number=version.number,
-                design=version.design,
-                changes=version.changes,
-                created_at=version.created_at,
-                locked_at=version.locked_at,
-            )
-        )
-    project.design_version = description.design_versions[-1].number
-    project.design_locked_at = description.project.design_locked_at
-    session.flush()
 
 
 def _fill(

@@ -132,7 +132,11 @@ def _cutoff(session: Session, project_id: int) -> int:
 
 
 def _answers(
-    session: Session, project_id: int, cutoff: int, item_ids: np.ndarray, arm: str | None
+    session: Session,
+    project_id: int,
+    cutoff: int,
+    item_ids: np.ndarray,
+    arm: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The answers a fit uses, as (ids, positions of anchor, closer, farther), and the
     researcher's test split as positions: excluded raters' answers and answers about

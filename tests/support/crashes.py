@@ -121,10 +121,15 @@ def crash_run(
     try:
         project_id, slug = digits_study(service.url, token, items, trees=5, sort_size=sort_size)
         if rating:
+            auth = {"Authorization": f"Bearer {token}"}
+            if callable(rating.get("practice")):  # made of the study's item keys
+                listed = httpx.get(
+                    f"{service.url}/api/v1/projects/{project_id}/items", headers=auth
+                ).json()
+                keys = [item["key"] for item in listed["items"]]
+                rating = {**rating, "practice": rating["practice"](keys)}
             httpx.patch(
-                f"{service.url}/api/v1/projects/{project_id}/rating",
-                headers={"Authorization": f"Bearer {token}"},
-                json=rating,
+                f"{service.url}/api/v1/projects/{project_id}/rating", headers=auth, json=rating
             ).raise_for_status()
 
         runner, outcome = crowd_in_thread(
