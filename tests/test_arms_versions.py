@@ -346,6 +346,27 @@ def test_a_model_fits_on_one_arm_or_on_all(app, client, auth, study):
         assert serving is not None, model["latest"]
         fitted[name] = serving["answers_count"] + serving["heldout_count"]
     assert fitted == {"only-a": 240, "all": 360}
+    # 120 more answers of arm B: the model of all arms grew by a third and refits; the
+    # model of arm A has nothing new and waits.
+    from app.training.jobs import refit_check
+
+    more = ["anchor,closer,farther,arm"] + [
+        ",".join([*chance.sample(KEYS, 3), "B"]) for _ in range(120)
+    ]
+    client.post(
+        f"{API}/projects/{project_id}/triplets",
+        headers=auth,
+        files={"file": ("more.csv", "\n".join(more))},
+    ).raise_for_status()
+    refit_check(app.state.session_factory)
+    Worker(app.state.session_factory).run(until_idle=True)
+    numbers = {
+        name: client.get(f"{API}/projects/{project_id}/models/{model_id}", headers=auth).json()[
+            "serving"
+        ]["number"]
+        for name, model_id in made.items()
+    }
+    assert numbers == {"only-a": 1, "all": 2}
     archive = client.get(f"{API}/projects/{project_id}/archive", headers=auth)
     restored = client.post(
         f"{API}/project-archives", headers=auth, files={"file": ("a.zip", archive.content)}

@@ -335,11 +335,11 @@ def refit_due(session: Session) -> list[ModelVersion]:
         if last is not None and last.status in UNFINISHED:
             continue
         if last is None:
-            due = answers_since(session, model.project_id, 0) >= model.min_answers
+            due = answers_since(session, model.project_id, 0, model.arm) >= model.min_answers
             due = due and too_few_answers(session, model) is None
         else:  # growth since the last fit, whether it succeeded, failed or was cancelled
             base = last.answers_count + last.heldout_count
-            new = answers_since(session, model.project_id, last.answers_cutoff)
+            new = answers_since(session, model.project_id, last.answers_cutoff, model.arm)
             due = new > 0 and new >= model.refit_growth * max(base, model.min_answers)
         if due:
             queued.append(request_training(session=session, model=model, trigger="answers grew"))

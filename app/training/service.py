@@ -101,18 +101,17 @@ def create_model(
     return model
 
 
-def answers_since(session: Session, project_id: int, after: int) -> int:
-    return (
-        session.scalar(
-            select(func.count()).where(
-                Triplet.project_id == project_id,
-                Triplet.id > after,
-                Triplet.id <= readable_bound(session, project_id),
-                Triplet.is_test.is_(False),
-            )
-        )
-        or 0
-    )
+def answers_since(session: Session, project_id: int, after: int, arm: str | None = None) -> int:
+    """The project's answers after id `after` that a fit reads (with `arm`: that arm's)."""
+    where = [
+        Triplet.project_id == project_id,
+        Triplet.id > after,
+        Triplet.id <= readable_bound(session, project_id),
+        Triplet.is_test.is_(False),
+    ]
+    if arm is not None:
+        where.append(Triplet.arm == arm)
+    return session.scalar(select(func.count()).where(*where)) or 0
 
 
 def too_few_answers(session: Session, model: LearnedModel) -> str | None:
@@ -121,7 +120,7 @@ def too_few_answers(session: Session, model: LearnedModel) -> str | None:
     needed = learner.answers_needed
     if needed is None:
         return None
-    held = answers_since(session, model.project_id, 0)
+    held = answers_since(session, model.project_id, 0, model.arm)
     if held >= needed:
         return None
     return (
