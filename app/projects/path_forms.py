@@ -56,13 +56,7 @@ def questionnaire_from(form) -> tuple[Questionnaire | None, dict, str | None]:
     try:
         return Questionnaire.model_validate(shown), shown, None
     except ValidationError as error:
-        problem = error.errors(include_url=False)[0]
-        where = problem["loc"]
-        if len(where) >= 2 and where[0] == "questions" and isinstance(where[1], int):
-            at = f"question {where[1] + 1}" + (f", {where[2]}" if len(where) > 2 else "")
-        else:
-            at = ".".join(str(part) for part in where) or "it"
-        return None, shown, f"Questionnaire: {at}: {problem['msg'].removeprefix('Value error, ')}"
+        return None, shown, "Questionnaire: " + _problem(error, "questions", "question")
 
 
 MOST_ARM_ROWS = 22  # the form shows the arms and two empty rows
@@ -127,7 +121,7 @@ def practice_from(form) -> tuple[dict | None, dict, str | None]:
     text = str(form.get("practice_screens") or "").replace("\r\n", "\n")
     mark = str(form.get("practice_pass_at_least") or "").strip()
     shown = {"lines": text.strip(), "pass_at_least": mark}
-    trials = []
+    trials, line_numbers = [], []  # each screen's line in the form (blank lines skipped)
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -143,6 +137,7 @@ def practice_from(form) -> tuple[dict | None, dict, str | None]:
             )
         items, answer = line.split(arrow, 1)
         trials.append({"items": _keys(items), "answer": _keys(answer)})
+        line_numbers.append(number)
     if not trials:
         return None, shown, None
     if mark and not (mark.isascii() and mark.isdigit()):
@@ -152,14 +147,21 @@ def practice_from(form) -> tuple[dict | None, dict, str | None]:
             {"trials": trials, "pass_at_least": int(mark) if mark else None}
         )
     except ValidationError as error:
-        problem = error.errors(include_url=False)[0]
-        where = problem["loc"]
-        if len(where) >= 2 and where[0] == "trials" and isinstance(where[1], int):
-            at = f"line {where[1] + 1}" + (f", {where[2]}" if len(where) > 2 else "")
-        else:
-            at = ".".join(str(part) for part in where) or "it"
-        return None, shown, f"Practice: {at}: {problem['msg'].removeprefix('Value error, ')}"
+        return None, shown, "Practice: " + _problem(error, "trials", "line", line_numbers)
     return practice.model_dump(), shown, None
+
+
+def _problem(error: ValidationError, rows: str, row: str, numbers: list[int] | None = None) -> str:
+    """The first problem, placed by the form's row (`row` 3, from the list `rows`; its
+    number in the form from `numbers` where rows were skipped) and its field."""
+    problem = error.errors(include_url=False)[0]
+    where = problem["loc"]
+    if len(where) >= 2 and where[0] == rows and isinstance(where[1], int):
+        number = numbers[where[1]] if numbers else where[1] + 1
+        at = f"{row} {number}" + (f", {where[2]}" if len(where) > 2 else "")
+    else:
+        at = ".".join(str(part) for part in where) or "it"
+    return f"{at}: {problem['msg'].removeprefix('Value error, ')}"
 
 
 def _keys(text: str) -> list[str]:
