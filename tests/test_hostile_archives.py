@@ -324,6 +324,14 @@ def test_a_retried_import_makes_one_project(app, client, auth, exported, new_tok
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.json()["id"] == first.json()["id"]
     assert len(client.get(f"{API}/projects", headers=mallory).json()) == 1
+    # Another archive under the same key is refused, not answered with the first project.
+    other_body = zip_bytes(exported, compression=zipfile.ZIP_STORED)
+    refused = client.post(
+        f"{API}/project-archives", headers={**mallory, **key}, files={"file": ("a.zip", other_body)}
+    )
+    assert refused.status_code == 409, refused.text
+    assert "Idempotency-Key 'move-pilot-1' was used for another request" in refused.text
+    assert len(client.get(f"{API}/projects", headers=mallory).json()) == 1
     # The key is the researcher's own: another's same key makes their own project.
     other = client.post(
         f"{API}/project-archives", headers={**auth, **key}, files={"file": ("a.zip", body)}

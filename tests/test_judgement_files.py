@@ -10,7 +10,7 @@ import io
 import json
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from app.models import Judgement, Triplet, Upload
 from app.triplets import judged
@@ -189,3 +189,123 @@ def test_an_archive_keeps_a_screen_studys_format_judgements_and_answers(client, 
 
     assert judgements(copy) == judgements(pid)
     assert screens_of_answers(copy) == screens_of_answers(pid) == [0] * 13 + [1] * 13
+
+
+@pytest.mark.parametrize(
+    ("route", "first", "other"),
+    [
+        ("judgements", ("a.csv", THINGS), ("a.csv", THINGS.replace("k3,k4,k5,k3", "k3,k4,k6,k3"))),
+        (
+            "triplets",
+            ("t.csv", "anchor,closer,farther\nk0,k1,k2\n"),
+            ("t.json", '[["k0","k2","k1"]]'),
+        ),
+        ("items", ("i.csv", "key\nn1\n"), ("i.csv", "key\nn2\n")),
+    ],
+)
+def test_a_key_sent_again_with_another_file_is_refused_and_changes_nothing(
+    client, auth, app, route, first, other
+):
+    pid = _project(client, auth, "keys")
+    key = {"Idempotency-Key": f"{route}-1"}
+
+    def send(file, **params):
+        return client.post(
+            f"{API}/projects/{pid}/{route}",
+            headers={**auth, **key},
+            params=params,
+            files={"file": file},
+        )
+
+    assert send(first).status_code == 201
+    before = _counts(app, pid), client.get(f"{API}/projects/{pid}", headers=auth).json()
+    for refused in (send(other), send(first, on_error="skip")):
+        assert refused.status_code == 409, refused.text
+        assert f"Idempotency-Key '{route}-1' was used for another request" in refused.text
+    assert (_counts(app, pid), client.get(f"{API}/projects/{pid}", headers=auth).json()) == before
+    again = send(first)
+    assert again.status_code == 200 and again.json()["replayed"] is True
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "where"),
+    [
+        ("half.csv", "item1,item2,item3,pick1,response_time_ms\nk0,k1,k2,k0,1.5\n", "row 2"),
+        ("neg.csv", "item1,item2,item3,pick1,response_time_ms\nk0,k1,k2,k0,-4\n", "row 2"),
+        (
+            "text.json",
+            '[{"items": ["k0","k1","k2"], "picks": ["k0"], "response_time_ms": "12"}]',
+            "row 1",
+        ),
+        (
+            "float.json",
+            '[{"items": ["k0","k1","k2"], "picks": ["k0"], "response_time_ms": 12.5}]',
+            "row 1",
+        ),
+        (
+            "flag.json",
+            '[{"items": ["k0","k1","k2"], "picks": ["k0"], "response_time_ms": true}]',
+            "row 1",
+        ),
+    ],
+)
+def test_a_response_time_is_a_whole_number_as_the_rater_api_takes_it(
+    client, auth, app, name, body, where
+):
+    pid = _project(client, auth, "times")
+    refused = _upload(client, auth, pid, name, body)
+    assert refused.status_code == 422, refused.text
+    detail = json.dumps(refused.json()["detail"])
+    assert f"{where}, column 'response_time_ms'" in detail and "whole number" in detail, detail
+    assert _counts(app, pid) == (0, 0)
+    triplet = client.post(
+        f"{API}/projects/{pid}/triplets",
+        headers=auth,
+        files={"file": ("t.csv", "anchor,closer,farther,response_time_ms\nk0,k1,k2,1.5\n")},
+    )
+    assert triplet.status_code == 422 and "whole number" in triplet.text
+    taken = [
+        ("ok.csv", "item1,item2,item3,pick1,response_time_ms\nk0,k1,k2,k0, 812\n"),
+        ("ok.json", '[{"items": ["k0","k1","k2"], "picks": ["k0"], "response_time_ms": 812}]'),
+    ]
+    for file, good in taken:
+        assert _upload(client, auth, pid, file, good).status_code == 201
+    with app.state.session_factory() as session:
+        assert session.scalars(select(Judgement.response_time_ms)).all() == [812, 812]
+
+
+def test_an_unknown_format_cell_is_refused_naming_the_row(client, auth, app):
+    pid = _project(client, auth, "formats")
+    body = "format,item1,item2,item3,pick1\nodd_one_out,k0,k1,k2,k0\ntriangle,k0,k1,k2,k0\n"
+    refused = _upload(client, auth, pid, "f.csv", body)
+    assert refused.status_code == 422
+    assert "row 3, column 'format': 'triangle' is not" in json.dumps(refused.json()["detail"])
+    assert _counts(app, pid) == (0, 0)
+
+
+def test_a_bad_key_at_the_end_of_a_long_file_is_refused_before_anything_is_written(
+    client, auth, app, monkeypatch
+):
+    monkeypatch.setattr(judged, "_CHUNK", 50)  # many committed chunks, were they written
+    pid = _project(client, auth, "first pass")
+    writes: list[str] = []
+
+    def count(conn, cursor, statement, *args):
+        if statement.lstrip().upper().startswith("INSERT INTO JUDGEMENTS"):
+            writes.append(statement)
+
+    engine = app.state.engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        rows = "".join(f"k{n % 17},k{n % 17 + 1},k{n % 17 + 2},k{n % 17}\n" for n in range(2_000))
+        body = "item1,item2,item3,pick1\n" + rows + "k0,k1,nope,k0\n"
+        refused = _upload(client, auth, pid, "long.csv", body)
+        assert refused.status_code == 422 and "row 2002, column 'item3'" in refused.text
+        assert writes == []  # not one chunk of the 40 before it
+        with app.state.session_factory() as session:
+            assert session.scalar(select(func.count()).select_from(Upload)) == 1  # the items'
+        taken = _upload(client, auth, pid, "long.csv", "item1,item2,item3,pick1\n" + rows)
+        assert taken.status_code == 201 and taken.json()["rows"] == 2_000
+        assert writes and _counts(app, pid) == (2_000, 4_000)  # the listener sees writes
+    finally:
+        event.remove(engine, "before_cursor_execute", count)

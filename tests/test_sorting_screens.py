@@ -102,6 +102,11 @@ def test_a_sorting_build_serves_a_nodes_items_beside_its_pivots_and_stores_one_j
         assert says in refused.json()["detail"], refused.json()["detail"]
     bad_side = answered([*told[:-1], {"key": keys[-1], "side": "up"}])
     assert bad_side.status_code == 422
+    # Another item's query of the same screen holds no screen of its own (it was a 500).
+    [sibling, *_] = [row.id for row in rows_of(app, Assignment, pid) if row.screen_id == query]
+    by_sibling = answer_screen(client, slug, token, sibling, sides=told)
+    assert by_sibling.status_code == 422, by_sibling.text
+    assert f"sorting screen {query}: answer that query_id" in by_sibling.json()["detail"]
     assert rows_of(app, Judgement, pid) == []  # nothing refused was written
 
     # The pivots' coordinates say which side each item belongs on.

@@ -119,7 +119,7 @@ class TestUpload:
             ("anchor,closer,farther\nitem0,item1\n", "t.csv, row 2: expected 3 fields, found 2"),
             (
                 "anchor,closer,farther,response_time_ms\nitem0,item1,item2,fast\n",
-                "t.csv, row 2, column 'response_time_ms': 'fast' is not a number of milliseconds",
+                "t.csv, row 2, column 'response_time_ms': 'fast' is not a whole number of milliseconds",
             ),
             (
                 "anchor,closer,farther,created_at\nitem0,item1,item2,yesterday\n",

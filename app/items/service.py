@@ -22,7 +22,7 @@ from app.items.images import ImageStore, NotAnImage, inspect_image
 from app.items.parsing import ItemValidator, read_csv_items, read_json_items
 from app.models import Item, Project, UploadKind
 from app.uploads.files import FileFormat, SafeZip, UploadedFile, detect_format
-from app.uploads.service import UploadResult, find_replay, open_upload, zip_limits
+from app.uploads.service import Retryable, UploadResult, find_replay, open_upload, zip_limits
 
 ITEM_FORMATS = (FileFormat.csv, FileFormat.json, FileFormat.zip)
 
@@ -127,9 +127,8 @@ def ingest_items(
 ) -> UploadResult:
     """Validate the whole file, then add every item or none (with on_error="skip":
     every item but those of the rows with a problem, which are listed)."""
-    replay = find_replay(
-        session=session, project=project, kind=UploadKind.items, idempotency_key=idempotency_key
-    )
+    request = Retryable.of(idempotency_key, upload, "items", requested_format, on_error)
+    replay = find_replay(session=session, project=project, kind=UploadKind.items, request=request)
     if replay:
         return replay
     fmt = detect_format(upload, requested_format, ITEM_FORMATS)
@@ -180,7 +179,7 @@ def ingest_items(
         project=project,
         kind=UploadKind.items,
         filename=upload.name,
-        idempotency_key=idempotency_key,
+        request=request,
     )
     no_image = (None, None)
     rows = [

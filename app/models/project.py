@@ -159,9 +159,11 @@ class Project(Base):
     proposals_settings_version: Mapped[int | None] = mapped_column()
     # A project being made from an archive: hidden from everyone until the import ends;
     # one whose importer died (its claim let go) is removed whole. `import_key` is the
-    # import request's Idempotency-Key: a retry finds the project it made.
+    # import request's Idempotency-Key: a retry finds the project it made, if it sends
+    # the same archive (`import_digest`, its SHA-256).
     importing: Mapped[bool] = mapped_column(default=False, server_default=false())
     import_key: Mapped[str | None] = mapped_column(String(100))
+    import_digest: Mapped[str | None] = mapped_column(String(64))
 
 
 class DesignVersion(Base):

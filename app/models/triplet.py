@@ -168,6 +168,9 @@ class Upload(Base):
     kind: Mapped[UploadKind] = mapped_column(string_enum(UploadKind, "upload_kind"))
     filename: Mapped[str] = mapped_column(String(255), default="")
     idempotency_key: Mapped[str | None] = mapped_column(String(100))
+    # The SHA-256 of the request that made it (file and options): a retry with the same
+    # key and another body is refused rather than answered with this upload.
+    body_digest: Mapped[str | None] = mapped_column(String(64))
     row_count: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     pending: Mapped[bool] = mapped_column(default=False, server_default=false())

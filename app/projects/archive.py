@@ -69,7 +69,7 @@ from app.training.service import set_up_model
 from app.triplets.log import published
 from app.triplets.service import export_triplets_csv, ingest_triplets
 from app.uploads.files import SafeZip, UploadedFile
-from app.uploads.service import zip_limits
+from app.uploads.service import ANOTHER_BODY, Retryable, zip_limits
 
 MODEL_FIELDS = ("name", "kind", "params", "auto_refit", "refit_growth", "min_answers", "arm")
 IMPORT_CLAIMS = 0x1A9C  # the claim space of project imports (app/core/claims.py)
@@ -249,7 +249,8 @@ def import_archive(
     service commits: the answers go in committed chunks, see ingest_triplets). A failure
     removes the half-made project before the error is reported; a crash leaves it to the
     clean-up (see the module's notes)."""
-    earlier = _earlier_import(session, store, owner, idempotency_key)
+    request = Retryable.of(idempotency_key, upload, "archive")
+    earlier = _earlier_import(session, store, owner, request)
     if earlier is not None:
         return Imported(earlier, replayed=True)
     archive = SafeZip(upload, zip_limits(settings))
@@ -264,6 +265,7 @@ def import_archive(
             label_type=facts.label_type,
             importing=True,
             import_key=idempotency_key,
+            import_digest=request.digest,
         )
     except IntegrityError:  # the same key, sent again while the first is under way
         raise Conflict(_STILL_IMPORTING.format(key=idempotency_key)) from None
@@ -296,15 +298,19 @@ def import_archive(
 
 
 def _earlier_import(
-    session: Session, store: ImageStore, owner: Researcher, key: str | None
+    session: Session, store: ImageStore, owner: Researcher, request: Retryable
 ) -> Project | None:
     """The project an import with this key made. One whose importer died is removed,
-    so that this request imports anew; one still under way is a 409."""
+    so that this request imports anew; one still under way is a 409, and so is a key
+    used for another archive."""
+    key = request.key
     if key is None:
         return None
     earlier = session.scalar(
         select(Project).where(Project.owner_id == owner.id, Project.import_key == key)
     )
+    if earlier is not None and earlier.import_digest not in (None, request.digest):
+        raise Conflict(ANOTHER_BODY.format(key=key))
     if earlier is None or not earlier.importing:
         return earlier
     if remove_dead_import(session, store, earlier.id):

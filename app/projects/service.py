@@ -57,6 +57,7 @@ def create_project(
     label_type: LabelType,
     importing: bool = False,
     import_key: str | None = None,
+    import_digest: str | None = None,
 ) -> Project:
     """A new project; `importing`: one made from an archive, hidden until it is done."""
     project = Project(
@@ -66,6 +67,7 @@ def create_project(
         label_type=label_type,
         importing=importing,
         import_key=import_key,
+        import_digest=import_digest,
     )
     session.add(project)
     session.flush()

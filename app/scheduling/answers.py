@@ -225,6 +225,11 @@ def submit_sort(
     format = named(served.format)
     if format.answered_with != "sides":  # (the sorting screen's; SORT reads them)
         raise Unprocessable(format.expected_answer(served.picks))
+    if served.screen_id is not None:  # one of the screen's other items: it holds no screen
+        raise Unprocessable(
+            f"query {ids['assignment']} is one item of the sorting screen "
+            f"{served.screen_id}: answer that query_id, with a side for each of its items"
+        )
     shown = _listed(served.shown)
     sides = [Choice.cant_tell.value] * len(shown)
     if sent is not None:

@@ -206,6 +206,7 @@ SCREEN_SERVED = FastStatement(
         Assignment.hi_id,
         Assignment.left_is_lo,
         Assignment.answered_at,
+        Assignment.screen_id,
     ).where(Assignment.id == bindparam("assignment"), Assignment.rater_id == bindparam("rater"))
 )
 SCREEN_ANSWER = FastStatement(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session
@@ -51,16 +52,21 @@ class TripletWriter:
         self._session = session
         self._project_id = project_id
         self._upload = upload
-        hold_append_lock(session, project_id)
-        connection = session.connection()
-        self.is_postgres = connection.dialect.name == "postgresql"
-        self._driver = driver_connection(connection)
-        if upload is not None:
-            # Every id this upload draws comes after the newest one now: with the append
-            # lock held on PostgreSQL, or the write lock on SQLite.
-            self._floor = newest_id(session, project_id)
+        self.is_postgres = session.connection().dialect.name == "postgresql"
+        # The append lock is taken by the first write, not before: a file's rows are
+        # read and checked without holding up the log's readers.
+        self._driver: Any = None
+        self._floor: int | None = None
         self.columns = BASE_COLUMNS + extra_columns
         self.written = 0
+
+    def _hold_lock(self) -> None:
+        hold_append_lock(self._session, self._project_id)
+        self._driver = driver_connection(self._session.connection())
+        if self._floor is None and self._upload is not None:
+            # Every id this upload draws comes after the newest one now: with the append
+            # lock held on PostgreSQL, or the write lock on SQLite (its first write).
+            self._floor = newest_id(self._session, self._project_id)
 
     def encode(self, value):
         """One field as this writer's rows hold it."""
@@ -79,6 +85,8 @@ class TripletWriter:
         (the writer must have been given one)."""
         if not rows:
             return
+        if self._driver is None:
+            self._hold_lock()
         names = ", ".join(self.columns)
         if self.is_postgres:
             with self._driver.cursor() as cursor:
@@ -96,14 +104,14 @@ class TripletWriter:
     def _commit_chunk(self) -> None:
         upload = self._upload
         assert upload is not None  # only an upload's rows are committed a chunk at a time
+        assert self._floor is not None  # taken by the first write
         if not upload.pending:
             upload.pending = True
             upload.first_triplet_id = self._floor + 1
         upload.touched_at = utcnow()
         self._session.commit()
         # A new transaction, maybe on another pooled connection.
-        hold_append_lock(self._session, self._project_id)
-        self._driver = driver_connection(self._session.connection())
+        self._hold_lock()
 
 
 @contextmanager

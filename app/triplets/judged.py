@@ -58,10 +58,11 @@ from app.uploads.files import (
     json_array_entries,
     read_header,
 )
-from app.uploads.service import UploadResult, find_replay, open_upload
+from app.uploads.service import Retryable, UploadResult, find_replay, open_upload
 
 MOST_ITEMS = 12
 CELLS = ("rater", "response_time_ms", "created_at")
+CHECKED_CELLS = ("response_time_ms", "created_at")  # the cells read without the database
 PIVOTS = ("pivot_left", "pivot_right")
 OPTIONAL = ("judgement", "format", "reference", *PIVOTS, *CELLS)
 _NUMBERED = re.compile(r"^(item|pick)([1-9][0-9]?)$")
@@ -70,9 +71,19 @@ _CHUNK = 5_000  # judgements a committed chunk holds (up to 13 triplets each)
 
 class _Judgements:
     """Reads one judgement's cells, checks it, and writes judgements and their triplets
-    in committed chunks of the upload."""
+    in committed chunks of the upload. `checking`: only checks them (the first pass)."""
 
-    def __init__(self, session: Session, project: Project, upload: Upload, file: str, problems):
+    def __init__(
+        self,
+        session: Session,
+        project: Project,
+        upload: Upload | None,
+        file: str,
+        problems,
+        typed: bool,
+        checking: bool = False,
+    ):
+        self.checking = checking
         self.cells = _RowParser(
             session=session,
             project=project,
@@ -80,9 +91,11 @@ class _Judgements:
             extras=(*CELLS, "judgement"),
             file=file,
             problems=problems,
+            typed=typed,
         )
         self.writer = self.cells.writer
-        self.session, self.project, self.upload, self.file = session, project, upload, file
+        self.session, self.project, self.file = session, project, file
+        self.upload_id = None if upload is None else upload.id
         self.problems = problems
         self.ids = dict(
             session.execute(select(Item.key, Item.id).where(Item.project_id == project.id)).all()
@@ -141,8 +154,12 @@ class _Judgements:
         if len(set(chosen)) < len(chosen) or not set(chosen) <= set(ids):
             self._bad(row, None, "picks must be different items, each one of the items shown")
             return
-        values = {name: self.cells._parse_extra[name](row, fields.get(name)) for name in CELLS}
+        cells = CHECKED_CELLS if self.checking else CELLS
+        values = {name: self.cells._parse_extra[name](row, fields.get(name)) for name in cells}
         if _INVALID in values.values():
+            return
+        if self.checking:
+            self.judged += 1
             return
         self.pending.append(
             {
@@ -152,7 +169,7 @@ class _Judgements:
                 "shown": ids,
                 "chosen": chosen,
                 "rater_id": values["rater"],
-                "upload_id": self.upload.id,
+                "upload_id": self.upload_id,
                 "response_time_ms": values["response_time_ms"],
                 "created_at": values["created_at"],
             }
@@ -296,23 +313,35 @@ def ingest_judgements(
     """Judgements from a file, each with the triplets it implies, all or nothing (with
     on_error="skip" a row with a problem is left out and listed). `rows` counts the
     judgements stored."""
+    request = Retryable.of(idempotency_key, upload, "judgements", requested_format, on_error)
     replay = find_replay(
-        session=session, project=project, kind=UploadKind.triplets, idempotency_key=idempotency_key
+        session=session, project=project, kind=UploadKind.triplets, request=request
     )
     if replay:
         return replay
     fmt = detect_format(upload, requested_format, (FileFormat.csv, FileFormat.json))
+    read = _read_csv if fmt is FileFormat.csv else _read_json
+    typed = fmt is FileFormat.json
+    skip = on_error == "skip"
+    # A first pass checks every row, writing and locking nothing: a bad key near the end
+    # of a long file is refused in the time it takes to read the file, not after its
+    # committed chunks were written and taken out again.
+    found = ProblemCollector(settings.max_upload_errors, skip_rows=skip)
+    start = upload.stream.tell()
+    read(upload, _Judgements(session, project, None, upload.name, found, typed, True), found)
+    found.raise_if_any()
+    upload.stream.seek(start)
     upload_row = open_upload(
         session=session,
         project=project,
         kind=UploadKind.triplets,
         filename=upload.name,
-        idempotency_key=idempotency_key,
+        request=request,
     )
-    problems = ProblemCollector(settings.max_upload_errors, skip_rows=on_error == "skip")
+    problems = ProblemCollector(settings.max_upload_errors, skip_rows=skip)
     with taken_out_on_failure(session, upload_row):
-        judgements = _Judgements(session, project, upload_row, upload.name, problems)
-        (_read_csv if fmt is FileFormat.csv else _read_json)(upload, judgements, problems)
+        judgements = _Judgements(session, project, upload_row, upload.name, problems, typed)
+        read(upload, judgements, problems)
         if not problems.problems and judgements.judged == 0:
             problems.add(upload.name, "no judgements in the file")
         problems.raise_if_any()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +30,7 @@ from app.uploads.files import (
     json_array_entries,
     read_header,
 )
-from app.uploads.service import UploadResult, find_replay, open_upload
+from app.uploads.service import Retryable, UploadResult, find_replay, open_upload
 
 TRIPLET_FORMATS = (FileFormat.csv, FileFormat.json)
 ROLES = ("anchor", "closer", "farther")
@@ -69,13 +68,17 @@ class _RowParser:
         *,
         session: Session,
         project: Project,
-        upload: Upload,
+        upload: Upload | None,
         extras: tuple[str, ...],
         file: str,
         problems: ProblemCollector,
         split: str = "train",
         judgement_ids: Mapping[int, int] | None = None,
+        typed: bool = False,
     ) -> None:
+        # A JSON file's cells are typed: a number sent as text is refused there, as the
+        # rater API refuses it.
+        self._typed = typed
         # A test split given for the whole file is stored on every row, as a column would.
         self._default_test = split == "test"
         if self._default_test and "split" not in extras:
@@ -100,7 +103,7 @@ class _RowParser:
         }
         self._received_at = datetime.now(UTC)
         self._head = (encode(project.id),)
-        self._upload = encode(upload.id)
+        self._upload = encode(None if upload is None else upload.id)  # None: a check pass
         self._tail = (encode(TripletSource.upload.value), self._upload, encode(self._received_at))
         self._raters: dict[str, Any] = {}
         self._parse_extra: dict[str, Callable[[int, Any], Any]] = {
@@ -256,16 +259,28 @@ class _RowParser:
         return raw == "true"
 
     def _response_time(self, row: int, raw: Any) -> Any:
+        """A whole number of milliseconds, as the rater API takes it (a JSON number, a
+        CSV cell of digits)."""
         if raw in ("", None):
             return None
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = math.nan
-        if isinstance(raw, bool) or not math.isfinite(value) or value < 0 or value > 2**31 - 1:
-            self._bad(row, "response_time_ms", f"'{echo(raw)}' is not a number of milliseconds")
+        if isinstance(raw, str) and not self._typed and raw.strip().isascii():
+            text = raw.strip()
+            value = int(text) if text.isdigit() else None
+        else:
+            value = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+        if value is None or not 0 <= value <= 2**31 - 1:
+            shown = f"'{echo(raw)}'"
+            if self._typed and isinstance(raw, str):
+                shown = f'"{echo(raw)}", text,'
+            elif self._typed:
+                shown = echo(json.dumps(raw))
+            self._bad(
+                row,
+                "response_time_ms",
+                f"{shown} is not a whole number of milliseconds (0 to 2147483647)",
+            )
             return _INVALID
-        return round(value)
+        return value
 
     def _created_at(self, row: int, raw: Any) -> Any:
         if raw in ("", None):
@@ -401,8 +416,9 @@ def ingest_triplets(
     "test" stores the file as the researcher's test split (a `split` column decides per
     row). An upload reads past the export's `judgement` column, unless `judgement_ids`
     maps its values (an archive's judgements, restored first) to the judgements made."""
+    request = Retryable.of(idempotency_key, upload, "triplets", requested_format, on_error, split)
     replay = find_replay(
-        session=session, project=project, kind=UploadKind.triplets, idempotency_key=idempotency_key
+        session=session, project=project, kind=UploadKind.triplets, request=request
     )
     if replay:
         return replay
@@ -412,7 +428,7 @@ def ingest_triplets(
         project=project,
         kind=UploadKind.triplets,
         filename=upload.name,
-        idempotency_key=idempotency_key,
+        request=request,
     )
     problems = ProblemCollector(settings.max_upload_errors, skip_rows=on_error == "skip")
 
@@ -426,6 +442,7 @@ def ingest_triplets(
             problems=problems,
             split=split,
             judgement_ids=judgement_ids,
+            typed=fmt is FileFormat.json,
         )
 
     ingest = _ingest_csv if fmt is FileFormat.csv else _ingest_json

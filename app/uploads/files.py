@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import tempfile
 import zipfile
@@ -45,6 +46,20 @@ class UploadedFile:
     name: str
     stream: BinaryIO
     content_type: str | None = None
+
+
+def request_digest(upload: UploadedFile, *options: object) -> str:
+    """The SHA-256 of an upload's bytes and of the options that change what it does: a
+    retry with the same Idempotency-Key must send the same request. Leaves the stream
+    where it found it (at its start)."""
+    digest = hashlib.sha256()
+    for option in options:
+        digest.update(repr(option).encode() + b"\0")
+    start = upload.stream.tell()
+    while chunk := upload.stream.read(1 << 20):
+        digest.update(chunk)
+    upload.stream.seek(start)
+    return digest.hexdigest()
 
 
 # Spreadsheet workbooks are not read: what the person holding one does instead.

@@ -11,9 +11,13 @@ from sqlalchemy.orm import Session
 from app.core.config import Settings
 from app.core.errors import Conflict, Problem, ProblemCollector
 from app.models import Project, Upload, UploadKind
-from app.uploads.files import ZipLimits
+from app.uploads.files import UploadedFile, ZipLimits, request_digest
 
 _STILL_RUNNING = "an upload with Idempotency-Key '{key}' is already being processed; retry shortly"
+ANOTHER_BODY = (
+    "Idempotency-Key '{key}' was used for another request (another file or other "
+    "options); a retry sends the same request, a new upload takes a new key"
+)
 
 
 @dataclass
@@ -42,10 +46,24 @@ def zip_limits(settings: Settings) -> ZipLimits:
     )
 
 
+@dataclass(frozen=True)
+class Retryable:
+    """An upload request's Idempotency-Key (None: none sent) and its body's digest."""
+
+    key: str | None
+    digest: str | None
+
+    @classmethod
+    def of(cls, key: str | None, upload: UploadedFile, *options: object) -> Retryable:
+        return cls(key, None if key is None else request_digest(upload, *options))
+
+
 def find_replay(
-    *, session: Session, project: Project, kind: UploadKind, idempotency_key: str | None
+    *, session: Session, project: Project, kind: UploadKind, request: Retryable
 ) -> UploadResult | None:
-    """The earlier upload a retried request with the same Idempotency-Key refers to."""
+    """The earlier upload a retried request with the same Idempotency-Key refers to; a
+    key used before for another request is refused."""
+    idempotency_key = request.key
     if idempotency_key is None:
         return None
     upload = session.scalar(
@@ -60,6 +78,8 @@ def find_replay(
             f"Idempotency-Key '{idempotency_key}' was used for a {upload.kind.value} "
             "upload in this project"
         )
+    if upload.body_digest is not None and upload.body_digest != request.digest:
+        raise Conflict(ANOTHER_BODY.format(key=idempotency_key))
     if upload.pending:
         raise Conflict(_STILL_RUNNING.format(key=idempotency_key))
     return UploadResult(upload.id, upload.kind, upload.row_count, replayed=True)
@@ -71,11 +91,16 @@ def open_upload(
     project: Project,
     kind: UploadKind,
     filename: str,
-    idempotency_key: str | None,
+    request: Retryable,
 ) -> Upload:
     """Record the upload first, so a concurrent retry with the same key waits on it, then fails."""
+    idempotency_key = request.key
     upload = Upload(
-        project_id=project.id, kind=kind, filename=filename[:255], idempotency_key=idempotency_key
+        project_id=project.id,
+        kind=kind,
+        filename=filename[:255],
+        idempotency_key=idempotency_key,
+        body_digest=request.digest,
     )
     session.add(upload)
     try:
