@@ -20,7 +20,8 @@ from starlette.routing import BaseRoute
 import app.jobs  # noqa: F401 (registers every job kind and the workers' upkeep)
 from app import formats
 from app.auth.api import router as tokens_router
-from app.auth.service import PasswordChecks, is_live_token, web_session_caller
+from app.auth.password_checks import PasswordChecks
+from app.auth.service import check_stand_in, is_live_token, web_session_caller
 from app.auth.views import router as auth_pages
 from app.builds.api import router as builds_router
 from app.builds.api import routings as routings_router
@@ -187,7 +188,9 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
                 return key is not None and web_session_caller(session=session, key=key) is not None
             return is_live_token(session=session, token=token)
 
-    app.state.password_checks = PasswordChecks(settings.password_checks_at_once)
+    app.state.password_checks = PasswordChecks(
+        settings.password_checks_at_once, stand_in_check=check_stand_in
+    )
     shorten_access_lines()
     researcher_tokens = ResearcherTokens(verify_token, session_cookie=SESSION_COOKIE)
     app.state.throttle = Throttle(

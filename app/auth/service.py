@@ -7,8 +7,6 @@ with Argon2 (pwdlib), slow on purpose.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import re
 import secrets
@@ -99,13 +97,30 @@ def set_researcher_password(
     return researcher, created
 
 
+def password_account(*, session: Session, email: str) -> int | None:
+    """The researcher a password sent with this email is checked against: None where
+    no account has this email and a password (there is nothing to check)."""
+    return session.scalar(
+        select(Researcher.id).where(
+            Researcher.email == _signed_in_as(email), Researcher.password_hash.is_not(None)
+        )
+    )
+
+
+def _signed_in_as(email: str) -> str:
+    return email.strip().lower()[:254]
+
+
+def check_stand_in() -> None:
+    """A password check of a stand-in hash: what checking a password costs here."""
+    _password_hash.verify_and_update(secrets.token_urlsafe(16), _UNKNOWN_ACCOUNT_HASH)
+
+
 def check_password(*, session: Session, email: str, password: str) -> Researcher | None:
     """The researcher this email and password sign in, or None (for any mismatch)."""
     if not password or len(password) > MAX_PASSWORD_LENGTH:
         return None
-    researcher = session.scalar(
-        select(Researcher).where(Researcher.email == email.strip().lower()[:254])
-    )
+    researcher = session.scalar(select(Researcher).where(Researcher.email == _signed_in_as(email)))
     stored = researcher.password_hash if researcher is not None else None
     valid, new_hash = _password_hash.verify_and_update(password, stored or _UNKNOWN_ACCOUNT_HASH)
     if not valid or researcher is None or stored is None:
@@ -454,37 +469,3 @@ def use_sign_in_link(*, session: Session, researcher: Researcher, made_at: int) 
         )
     )
     return used == 1
-
-
-class SignInsBusy(ServiceError):
-    status_code = 503
-
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(
-            "Many sign-ins are being checked at this moment: try again in a few seconds."
-        )
-        self.headers = {"Retry-After": str(retry_after)}
-
-
-class PasswordChecks:
-    """How many passwords a web process checks at once. Each check (Argon2id) takes 64
-    MiB, and an unknown email is checked against a stand-in hash so that timing tells
-    nothing; unbounded, a burst of anonymous attempts takes gigabytes. Beyond the bound
-    an attempt waits a moment, then is told to retry, whatever the email."""
-
-    def __init__(self, at_once: int, wait_seconds: float = 2.0) -> None:
-        self.at_once, self.wait_seconds = at_once, wait_seconds
-        self._semaphore: asyncio.Semaphore | None = None
-
-    @contextlib.asynccontextmanager
-    async def slot(self):
-        if self._semaphore is None:  # made in the running loop
-            self._semaphore = asyncio.Semaphore(self.at_once)
-        try:
-            await asyncio.wait_for(self._semaphore.acquire(), self.wait_seconds)
-        except TimeoutError:
-            raise SignInsBusy(retry_after=2) from None
-        try:
-            yield
-        finally:
-            self._semaphore.release()

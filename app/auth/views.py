@@ -3,7 +3,6 @@ the page where a researcher manages their API tokens."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from datetime import date
 from typing import Annotated
 
@@ -16,6 +15,7 @@ from app.auth import service as auth
 from app.auth.access import SCOPE_SUMMARIES, Action, Caller
 from app.auth.api import issue_requested
 from app.auth.deps import ManagingAccountPage
+from app.auth.password_checks import SignInsBusy
 from app.auth.schemas import TokenCreate
 from app.core.db import roll_back
 from app.core.deps import (
@@ -38,6 +38,10 @@ from app.projects.service import list_projects
 router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
 SESSION_DAYS = 14
 SIGN_IN_LINK_HOURS = 24
+# A browser that signed in with a password is known to its account for a year.
+DEVICE_COOKIE = "closer_device"
+DEVICE_DAYS = 365
+WRONG_PASSWORD = "Wrong email or password."
 
 
 def _next_path(value: str | None) -> str:
@@ -123,12 +127,13 @@ async def sign_in(
         )
         response.headers.update(getattr(refused, "headers", None) or {})
         return response
-    # A token is a hash lookup; a password check is bounded (see auth.PasswordChecks).
-    checking = nullcontext() if token.strip() else request.app.state.password_checks.slot()
+    # A token is a hash lookup; a password check takes its turn (app/auth/password_checks).
     try:
-        async with checking:
+        if token.strip():
             key = await run_in_threadpool(_open_session, request, email, password, token)
-    except auth.SignInsBusy as busy:
+        else:
+            key = await _password_sign_in(request, email, password)
+    except SignInsBusy as busy:
         response = _sign_in_page(
             request, error=str(busy.detail), email=email, status_code=busy.status_code
         )
@@ -136,7 +141,41 @@ async def sign_in(
         return response
     except ServiceError as refused:
         return _sign_in_page(request, error=str(refused.detail), email=email, status_code=400)
-    return _signed_in(request, key, _next_path(next))
+    signed_in = _signed_in(request, key, _next_path(next))
+    if not token.strip():
+        researcher_id = request.state.signed_in_researcher
+        signed_in.set_cookie(
+            DEVICE_COOKIE,
+            request.app.state.workspace_cookies.sign_device(researcher_id),
+            max_age=DEVICE_DAYS * 86_400,
+            httponly=True,
+            samesite="lax",
+            secure=is_https(request),
+            path="/login",
+        )
+    return signed_in
+
+
+async def _password_sign_in(request: Request, email: str, password: str) -> str:
+    """The new session's key for a password that holds; an attempt on no account waits
+    as long as a check would, without one."""
+    if not password:
+        raise ServiceError(WRONG_PASSWORD)
+    checks = request.app.state.password_checks
+    account = await run_in_threadpool(_password_account, request, email)
+    if account is None:
+        await checks.pretend()
+        raise ServiceError(WRONG_PASSWORD)
+    known = request.app.state.workspace_cookies.device_researcher(
+        request.cookies.get(DEVICE_COOKIE), DEVICE_DAYS * 86_400
+    )
+    async with checks.slot(account, trusted=known == account):
+        return await run_in_threadpool(_open_session, request, email, password, "")
+
+
+def _password_account(request: Request, email: str) -> int | None:
+    with transaction(request) as session:
+        return auth.password_account(session=session, email=email)
 
 
 def _open_session(request: Request, email: str, password: str, token: str) -> str:
@@ -163,7 +202,8 @@ def _open_session(request: Request, email: str, password: str, token: str) -> st
             )
         researcher = auth.check_password(session=session, email=email, password=password)
         if researcher is None:
-            raise ServiceError("Wrong email or password.")
+            raise ServiceError(WRONG_PASSWORD)
+        request.state.signed_in_researcher = researcher.id
         return auth.open_web_session(session=session, researcher=researcher)
 
 

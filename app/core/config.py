@@ -68,7 +68,8 @@ class Settings(BaseSettings):
         ge=1,
         le=64,
         description="Passwords checked at once per web process (each Argon2 check takes "
-        "64 MiB); sign-ins beyond wait a moment, then get 503 with Retry-After",
+        "64 MiB); sign-ins beyond wait their turn (account by account, known browsers "
+        "first) up to 5 s, then get 503 with Retry-After",
     )
     worker_in_process: bool | None = Field(
         default=None,

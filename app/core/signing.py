@@ -42,6 +42,7 @@ class WorkspaceCookies:
         self._session = Signer(secret_key, salt="closer.workspace-session", sep=".")
         self._nonce = Signer(secret_key, salt="closer.sign-in-nonce", sep=".")
         self._link = TimestampSigner(secret_key, salt="closer.sign-in-link", sep=".")
+        self._device = TimestampSigner(secret_key, salt="closer.device", sep=".")
         self._csrf_key = hashlib.sha256(f"closer.csrf:{secret_key}".encode()).digest()
 
     def sign_session(self, key: str) -> str:
@@ -63,6 +64,20 @@ class WorkspaceCookies:
         if not anchor or not presented:
             return False
         return hmac.compare_digest(self.csrf_token(anchor), presented)
+
+    def sign_device(self, researcher_id: int) -> str:
+        """A browser's mark that it signed in to this account with its password: its
+        later password checks there go first under a flood (app/auth/password_checks)."""
+        return self._device.sign(str(researcher_id)).decode()
+
+    def device_researcher(self, presented: str | None, max_age_seconds: int) -> int | None:
+        """The account a device cookie was given for, while it is younger than the age."""
+        if presented is None or _signed_part(self._device, presented) is None:
+            return None
+        try:
+            return int(self._device.unsign(presented, max_age=max_age_seconds).decode())
+        except (BadSignature, ValueError):
+            return None
 
     def sign_in_link_key(self, researcher_id: int) -> str:
         return self._link.sign(str(researcher_id)).decode()
