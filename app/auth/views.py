@@ -76,27 +76,35 @@ def _sign_in_page(
     if request.cookies.get(SESSION_COOKIE) is not None:
         response.delete_cookie(SESSION_COOKIE, path="/")
     if fresh is not None:
-        response.set_cookie(
-            SIGN_IN_NONCE_COOKIE,
-            fresh,
-            httponly=True,
-            samesite="lax",
-            secure=is_https(request),
-            path="/",
-        )
+        _hand_cookie(request, response, SIGN_IN_NONCE_COOKIE, fresh)
     return response
+
+
+def _hand_cookie(
+    request: Request,
+    response: Response,
+    name: str,
+    value: str,
+    max_age: int | None = None,
+    path: str = "/",
+) -> None:
+    """A cookie of the workspace's: never read by scripts, never sent by other sites' posts."""
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        httponly=True,
+        samesite="lax",
+        secure=is_https(request),
+        path=path,
+    )
 
 
 def _signed_in(request: Request, key: str, next_path: str) -> RedirectResponse:
     response = RedirectResponse(next_path, status_code=303)
-    response.set_cookie(
-        SESSION_COOKIE,
-        request.app.state.workspace_cookies.sign_session(key),
-        max_age=SESSION_DAYS * 86_400,
-        httponly=True,
-        samesite="lax",
-        secure=is_https(request),
-        path="/",
+    cookies = request.app.state.workspace_cookies
+    _hand_cookie(
+        request, response, SESSION_COOKIE, cookies.sign_session(key), SESSION_DAYS * 86_400
     )
     response.delete_cookie(SIGN_IN_NONCE_COOKIE, path="/")
     return response
@@ -143,16 +151,8 @@ async def sign_in(
         return _sign_in_page(request, error=str(refused.detail), email=email, status_code=400)
     signed_in = _signed_in(request, key, _next_path(next))
     if not token.strip():
-        researcher_id = request.state.signed_in_researcher
-        signed_in.set_cookie(
-            DEVICE_COOKIE,
-            request.app.state.workspace_cookies.sign_device(researcher_id),
-            max_age=DEVICE_DAYS * 86_400,
-            httponly=True,
-            samesite="lax",
-            secure=is_https(request),
-            path="/login",
-        )
+        device = request.app.state.workspace_cookies.sign_device(request.state.signed_in_researcher)
+        _hand_cookie(request, signed_in, DEVICE_COOKIE, device, DEVICE_DAYS * 86_400, "/login")
     return signed_in
 
 
