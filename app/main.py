@@ -196,6 +196,8 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
     app.state.throttle = Throttle(
         joins_per_address=settings.rate_limit_joins_per_address,
         joins_per_study=settings.rate_limit_joins_per_study,
+        new_raters_per_study=settings.rate_limit_new_raters_per_study,
+        reserved_for_platform_ids=settings.new_raters_reserved_for_platform_ids,
         answers_per_session=settings.rate_limit_answers_per_session,
         sign_ins_per_address=settings.rate_limit_sign_ins_per_address,
         is_researcher=researcher_tokens,

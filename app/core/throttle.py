@@ -68,6 +68,8 @@ class Throttle:
         joins_per_study: str,
         answers_per_session: str,
         sign_ins_per_address: str = "10/minute;100/hour",
+        new_raters_per_study: str = "600/minute;6000/hour",
+        reserved_for_platform_ids: float = 0.5,
         is_researcher: ResearcherTokens,
         enabled: bool = True,
     ) -> None:
@@ -75,6 +77,14 @@ class Throttle:
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._joins_per_address = parse_many(joins_per_address)
         self._joins_per_study = parse_many(joins_per_study)
+        self._new_raters = parse_many(new_raters_per_study)
+        # What anonymous newcomers may take of each: the rest is kept for platform ids.
+        self._new_anonymous_raters = [
+            type(limit)(
+                max(1, math.floor(limit.amount * (1 - reserved_for_platform_ids))), limit.multiples
+            )
+            for limit in self._new_raters
+        ]
         self._answers_per_session = parse_many(answers_per_session)
         self._sign_ins_per_address = parse_many(sign_ins_per_address)
         self._is_researcher = is_researcher
@@ -87,11 +97,14 @@ class Throttle:
     def _hit(self, limits: list[RateLimitItem], what: str, *key: str) -> None:
         for limit in limits:
             if not self._limiter.hit(limit, what, *key):
-                reset = self._limiter.get_window_stats(limit, what, *key).reset_time
-                retry_after = max(1, math.ceil(reset - time.time()))
-                raise TooManyRequests(
-                    f"too many {what} ({limit}); try again in {retry_after} s", retry_after
-                )
+                self._refuse(limit, what, *key)
+
+    def _refuse(self, limit: RateLimitItem, what: str, *key: str) -> None:
+        reset = self._limiter.get_window_stats(limit, what, *key).reset_time
+        retry_after = max(1, math.ceil(reset - time.time()))
+        raise TooManyRequests(
+            f"too many {what} ({limit}); try again in {retry_after} s", retry_after
+        )
 
     async def join(self, request: Request, slug: str) -> None:
         if await self._exempt(request):
@@ -103,6 +116,24 @@ class Throttle:
         stats = self._limiter.get_window_stats(window, what, address)
         if window.amount - stats.remaining > 1:  # not this address's first join
             self._hit(self._joins_per_study, "joins to this study", slug)
+
+    def newcomer(self, slug: str, named: bool) -> None:
+        """A new rater of the study, whatever their address: within the study's budget of
+        new raters, of which an anonymous one (no platform participant id) may take all
+        but the share kept for named ones. Refused newcomers count against nothing."""
+        if not self.enabled:
+            return
+        counted = [(limit, "new raters of this study") for limit in self._new_raters]
+        if not named:
+            counted += [
+                (limit, "new anonymous raters of this study")
+                for limit in self._new_anonymous_raters
+            ]
+        for limit, what in counted:
+            if not self._limiter.test(limit, what, slug):
+                self._refuse(limit, what, slug)
+        for limit, what in counted:
+            self._limiter.hit(limit, what, slug)
 
     async def sign_in(self, request: Request) -> None:
         """Password guessing at the sign-in form is limited per client address."""

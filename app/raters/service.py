@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -69,10 +69,16 @@ def project_by_slug(*, session: Session, slug: str) -> Project:
 
 
 def join(
-    *, session: Session, project: Project, params: Mapping[str, str]
+    *,
+    session: Session,
+    project: Project,
+    params: Mapping[str, str],
+    admit: Callable[[bool], None] | None = None,
 ) -> tuple[ActiveRater, str]:
     """The rater for these platform ids (created if new) with a fresh session token; a
-    link that is not open takes nobody, and a full study nobody new (409, saying why)."""
+    link that is not open takes nobody, and a full study nobody new (409, saying why).
+    `admit(named)` may refuse a newcomer (the study's budget of new raters: 429); it is
+    asked only for one, named or not by a platform's participant id."""
     notice = link_notice(project)
     if notice is not None:
         raise Conflict(notice)
@@ -83,6 +89,8 @@ def join(
             select(Rater).where(Rater.project_id == project.id, Rater.external_id == external_id)
         )
     if rater is None:
+        if admit is not None:
+            admit(external_id is not None)
         places.hold_one(session=session, project=project)
         rater = Rater(
             project_id=project.id,
@@ -102,19 +110,25 @@ def join(
 
 
 def shed_idle_joins(session: Session) -> int:
-    """Remove anonymous raters (no platform id) who joined, answered nothing and have
-    not been seen for IDLE_JOIN_AFTER: a flood of joins leaves no rows behind, while a
-    participant the recruiting platform sent (who may come back to be paid) is kept.
-    Returns how many went."""
+    """Remove raters who joined and did nothing more (no answer, consent, practice or
+    questionnaire, no ending) and have not been seen for IDLE_JOIN_AFTER: a flood of
+    joins leaves no rows behind, with a participant id of its choosing or without. A
+    participant the platform sent who comes back later joins anew. Returns how many
+    went."""
     cutoff = utcnow() - IDLE_JOIN_AFTER
     idle = (
         select(Rater.id)
         .where(
-            Rater.platform.is_(None),
-            Rater.external_id.startswith(ANONYMOUS_PREFIX),
             Rater.answers == 0,
             Rater.attention_passed + Rater.attention_failed == 0,
+            Rater.practice_answered == 0,
             Rater.completed_at.is_(None),
+            Rater.out_of_work_at.is_(None),
+            Rater.screened_out_at.is_(None),
+            Rater.consented_at.is_(None),
+            Rater.consent_declined_at.is_(None),
+            Rater.questionnaire_at.is_(None),
+            Rater.timed_out_at.is_(None),
             Rater.exclusion_override.is_(None),
             Rater.created_at < cutoff,
             func.coalesce(Rater.last_seen_at, Rater.created_at) < cutoff,

@@ -3,6 +3,8 @@ token reaches these and the rating pages only, never the researcher API."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
@@ -111,7 +113,10 @@ def join_study(slug: str, body: JoinIn, request: Request):
     with transaction(request) as session:
         project = project_by_slug(session=session, slug=slug)
         rater, token = rating.join(
-            session=session, project=project, params=body.model_dump(exclude_none=True)
+            session=session,
+            project=project,
+            params=body.model_dump(exclude_none=True),
+            admit=partial(request.app.state.throttle.newcomer, slug),
         )
         state = rating.progress(project=arms.seen_by(project, rater.arm), rater=rater)
     return JoinOut(

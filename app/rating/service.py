@@ -4,7 +4,7 @@ answer it. Each use case is one call for the routes (pages and JSON alike)."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from sqlalchemy import func, select, update
@@ -87,9 +87,13 @@ def roll(request) -> Draws:
 
 
 def join(
-    *, session: Session, project: Project, params: Mapping[str, str]
+    *,
+    session: Session,
+    project: Project,
+    params: Mapping[str, str],
+    admit: Callable[[bool], None] | None = None,
 ) -> tuple[ActiveRater, str]:
-    joined = raters.join(session=session, project=project, params=params)
+    joined = raters.join(session=session, project=project, params=params, admit=admit)
     # This process's copy of the study's settings: the rater's first answer can then
     # take the one-call path (answer_quickly) like the rest.
     raters.studies().get(session, project.public_slug, project.settings_version)

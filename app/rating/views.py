@@ -3,6 +3,7 @@ in by htmx without a page load (and plain form posts where scripts are off)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
@@ -82,7 +83,12 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
         )
     try:
         await request.app.state.throttle.join(request, slug)
-        joined, token = rating.join(session=session, project=project, params=params)
+        joined, token = rating.join(
+            session=session,
+            project=project,
+            params=params,
+            admit=partial(request.app.state.throttle.newcomer, slug),
+        )
     except ServiceError as error:
         # When the link is not open, or the study full, that says it all.
         notice = raters.link_notice(project) or arms.notice_for_newcomers(
