@@ -6,18 +6,13 @@ anonymous ones, so the participants list a researcher pays from holds none of th
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from fastapi.testclient import TestClient
 from sklearn.datasets import make_blobs
-from sqlalchemy import update
 
 from app.core.db import unit_of_work
-from app.models import Rater
-from app.models._types import utcnow
 from app.raters.service import shed_idle_joins
-from tests.support.rating import blob_study
+from tests.support.rating import age_raters, blob_study
 
 API = "/api/v1"
 
@@ -61,13 +56,7 @@ def test_a_flood_of_new_raters_from_many_addresses_is_bounded_and_shed(app, clie
         json={"query_id": state["comparison"]["query_id"], "choice": "left"},
     )
     assert answered.status_code == 200, answered.text
-    with unit_of_work(app.state.session_factory) as session:  # half an hour on
-        session.execute(
-            update(Rater).values(
-                created_at=utcnow() - timedelta(minutes=31),
-                last_seen_at=utcnow() - timedelta(minutes=31),
-            )
-        )
+    age_raters(app, minutes=31)  # half an hour on
     with unit_of_work(app.state.session_factory) as session:
         assert shed_idle_joins(session) == 15 + 14
     listed = client.get(f"{API}/projects/{project['id']}/participants", headers=auth).json()

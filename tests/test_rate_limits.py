@@ -10,14 +10,14 @@ from datetime import timedelta
 import pytest
 from fastapi.testclient import TestClient
 from sklearn.datasets import make_blobs
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from app.core.db import unit_of_work
 from app.models import Assignment, Purpose, QuerySlot, Rater
 from app.models._types import utcnow
 from app.raters.service import shed_idle_joins
 from app.scheduling.service import FIRST_LEASE_SECONDS
-from tests.support.rating import blob_study, start_build
+from tests.support.rating import age_raters, blob_study, start_build
 
 API = "/api/v1"
 
@@ -192,13 +192,7 @@ def test_a_join_flood_costs_the_flooder_not_the_crowd(app, client, auth, study):
     with TestClient(app, client=("192.0.2.51", 4000)) as prolific:  # sent, yet to answer
         later = prolific.post(f"{API}/rate/{slug}/raters", json={"participant": "p-later"})
         assert later.status_code == 201
-    with unit_of_work(app.state.session_factory) as session:  # half an hour on
-        session.execute(
-            update(Rater).values(
-                created_at=utcnow() - timedelta(minutes=31),
-                last_seen_at=utcnow() - timedelta(minutes=31),
-            )
-        )
+    age_raters(app, minutes=31)  # half an hour on
     with unit_of_work(app.state.session_factory) as session:
         shed = shed_idle_joins(session)
     with app.state.session_factory() as session:

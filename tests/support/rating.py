@@ -3,8 +3,14 @@ joining, answering, and how a rater who sees the features answers."""
 
 from __future__ import annotations
 
-import numpy as np
+from datetime import timedelta
 
+import numpy as np
+from sqlalchemy import update
+
+from app.core.db import unit_of_work
+from app.models import Rater
+from app.models._types import utcnow
 from tests.support.links import open_link
 
 API = "/api/v1"
@@ -83,3 +89,10 @@ def oracle_choice(X, keys, comparison, noise_rng=None, noise=0.0):
     if noise_rng is not None and noise_rng.random() < noise:
         nearer_left = not nearer_left
     return "left" if nearer_left else "right"
+
+
+def age_raters(app, minutes: float) -> None:
+    """Every rater as if they joined, and were last seen, `minutes` ago."""
+    with unit_of_work(app.state.session_factory) as session:
+        then = utcnow() - timedelta(minutes=minutes)
+        session.execute(update(Rater).values(created_at=then, last_seen_at=then))
