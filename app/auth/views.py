@@ -136,11 +136,12 @@ async def sign_in(
         response.headers.update(getattr(refused, "headers", None) or {})
         return response
     # A token is a hash lookup; a password check takes its turn (app/auth/password_checks).
+    signed_in_as: int | None = None  # the account a password signed in to
     try:
         if token.strip():
             key = await run_in_threadpool(_open_session, request, email, password, token)
         else:
-            key = await _password_sign_in(request, email, password)
+            key, signed_in_as = await _password_sign_in(request, email, password)
     except SignInsBusy as busy:
         response = _sign_in_page(
             request, error=str(busy.detail), email=email, status_code=busy.status_code
@@ -150,15 +151,15 @@ async def sign_in(
     except ServiceError as refused:
         return _sign_in_page(request, error=str(refused.detail), email=email, status_code=400)
     signed_in = _signed_in(request, key, _next_path(next))
-    if not token.strip():
-        device = request.app.state.workspace_cookies.sign_device(request.state.signed_in_researcher)
+    if signed_in_as is not None:
+        device = request.app.state.workspace_cookies.sign_device(signed_in_as)
         _hand_cookie(request, signed_in, DEVICE_COOKIE, device, DEVICE_DAYS * 86_400, "/login")
     return signed_in
 
 
-async def _password_sign_in(request: Request, email: str, password: str) -> str:
-    """The new session's key for a password that holds; an attempt on no account waits
-    as long as a check would, without one."""
+async def _password_sign_in(request: Request, email: str, password: str) -> tuple[str, int]:
+    """The new session's key and its researcher, for a password that holds; an attempt
+    on no account waits as long as a check would, without one."""
     if not password:
         raise ServiceError(WRONG_PASSWORD)
     checks = request.app.state.password_checks
@@ -170,7 +171,8 @@ async def _password_sign_in(request: Request, email: str, password: str) -> str:
         request.cookies.get(DEVICE_COOKIE), DEVICE_DAYS * 86_400
     )
     async with checks.slot(account, trusted=known == account):
-        return await run_in_threadpool(_open_session, request, email, password, "")
+        key = await run_in_threadpool(_open_session, request, email, password, "")
+    return key, account  # (the email's account: the one check_password signed in)
 
 
 def _password_account(request: Request, email: str) -> int | None:
@@ -203,7 +205,6 @@ def _open_session(request: Request, email: str, password: str, token: str) -> st
         researcher = auth.check_password(session=session, email=email, password=password)
         if researcher is None:
             raise ServiceError(WRONG_PASSWORD)
-        request.state.signed_in_researcher = researcher.id
         return auth.open_web_session(session=session, researcher=researcher)
 
 

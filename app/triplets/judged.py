@@ -159,7 +159,6 @@ class _Judgements:
         if _INVALID in values.values():
             return
         if self.checking:
-            self.judged += 1
             return
         self.pending.append(
             {
