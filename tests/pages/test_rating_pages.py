@@ -587,6 +587,8 @@ def test_a_participant_consents_on_a_phone_and_reads_the_debrief_with_the_code(
     other = browser.new_page(viewport={"width": 1280, "height": 800})
     other.goto(f"{server}/r/{slug}?participant=declining")
     other.get_by_role("button", name="Start").click()
+    # the shot waits for the consent page: one taken while it is still loading fails
+    expect(other.get_by_role("heading", name="What you will do")).to_be_visible()
     other.screenshot(path=str(shots / "consent-desktop.png"))
     other.get_by_role("button", name="I do not agree").click()
     expect(other.locator("#completion-code")).to_have_text("RETURNED-1")

@@ -900,6 +900,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
         f"{server}{API}/projects/{project_id}/triplets/export?format=csv", headers=bearer
     ).text
     page.get_by_role("link", name="Downloads").click()
+    expect(page.get_by_role("heading", name="Downloads", exact=True)).to_be_visible()
     page.screenshot(path=str(shots / "workspace-downloads-desktop.png"), full_page=True)
     with page.expect_download() as downloading:
         page.get_by_role("button", name="Download answers").click()
