@@ -151,6 +151,7 @@ def scenario(app, client, auth, new_token, project):
             "token_id": spare.json()["id"],
             "kind": "items",
             "action": "pause",
+            "participant": "r1",  # the rater the tests join as
         },
         "mallory": mallory,
     }
@@ -299,9 +300,12 @@ CHANGING_NOTHING = {
     ("POST", f"{API}/projects/{{project_id}}/builds/estimate"),
     ("POST", "/projects/{project_id}/builds/estimate"),
 }
-# The whole account's: tokens, signed-in browsers, deleting a project.
+# The whole account's: tokens, signed-in browsers, deleting a project, erasing a
+# participant.
 WHOLE_ACCOUNT = {
     ("DELETE", f"{API}/projects/{{project_id}}"),
+    ("DELETE", f"{API}/projects/{{project_id}}/participants/{{participant}}"),
+    ("POST", "/projects/{project_id}/raters/{rater_id}/erase"),
     ("POST", "/projects/{project_id}/delete"),
     ("GET", "/tokens"),
     ("POST", "/tokens"),

@@ -23,6 +23,7 @@ class Action(StrEnum):
     change = "change"  # uploads, builds, models, settings, exclusions; new projects
     redirect_raters = "redirect_raters"  # where raters are sent when their session ends
     delete_project = "delete_project"
+    erase_participant = "erase_participant"  # a participant's data, at their request
     manage_account = "manage_account"  # tokens, and the browsers signed in
 
 
@@ -38,8 +39,8 @@ SCOPE_SUMMARIES: dict[TokenScope, str] = {
     TokenScope.predict: "predictions, embeddings, distances, neighbours and models' status",
     TokenScope.read: "predict, plus reading the projects and downloading their data",
     TokenScope.write: "read, plus uploads, builds, models and settings",
-    TokenScope.admin: "everything you can do, including tokens, deleting projects and "
-    "where raters are sent",
+    TokenScope.admin: "everything you can do, including tokens, deleting projects, erasing "
+    "participants and where raters are sent",
 }
 
 ACTION_WORDS: dict[Action, str] = {
@@ -49,6 +50,7 @@ ACTION_WORDS: dict[Action, str] = {
     Action.change: "changing a project",
     Action.redirect_raters: "changing where raters are sent",
     Action.delete_project: "deleting a project",
+    Action.erase_participant: "erasing a participant's data",
     Action.manage_account: "managing tokens and signed-in browsers",
 }
 

@@ -140,6 +140,7 @@ Changing = _researcher(Action.change)
 ChangingCaller = _caller_alias(Action.change)  # a change some of whose fields need more
 CreatingProjects = _researcher(Action.change, all_projects=True)
 DeletingProjects = _researcher(Action.delete_project)
+ErasingParticipants = _researcher(Action.erase_participant)
 ManagingAccount = _caller_alias(Action.manage_account)
 
 # The workspace's pages, by what they do.
@@ -150,4 +151,5 @@ ChangingPage = _researcher(Action.change, page=True)
 ChangingCallerPage = _caller_alias(Action.change, page=True)
 CreatingProjectsPage = _researcher(Action.change, page=True, all_projects=True)
 DeletingProjectsPage = _researcher(Action.delete_project, page=True)
+ErasingParticipantsPage = _researcher(Action.erase_participant, page=True)
 ManagingAccountPage = _caller_alias(Action.manage_account, page=True)

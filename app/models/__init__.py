@@ -16,7 +16,7 @@ from app.models.queue import (
     RoutingStatus,
     SlotState,
 )
-from app.models.rater import PracticeAnswer, Rater, RaterSession
+from app.models.rater import ParticipantErasure, PracticeAnswer, Rater, RaterSession
 from app.models.researcher import (
     ApiToken,
     Researcher,
@@ -58,6 +58,7 @@ __all__ = [
     "Project",
     "Purpose",
     "QuerySlot",
+    "ParticipantErasure",
     "PracticeAnswer",
     "Rater",
     "RaterSession",

@@ -113,3 +113,26 @@ class PracticeAnswer(Base):
     arm: Mapped[str | None] = mapped_column(String(64))
     design_version: Mapped[int | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+
+class ParticipantErasure(Base):
+    """A participant erased at their request, as the study's record of it: when, by whom
+    and how much went, never who (no platform id, no rater id). A session that ended
+    with a code the participant was paid for keeps its place taken (`held_place`): an
+    erasure does not reopen a place a recruiting platform already paid for."""
+
+    __tablename__ = "participant_erasures"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    erased_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    # The researcher who erased them (null once that account is gone).
+    erased_by: Mapped[int | None] = mapped_column(ForeignKey("researchers.id", ondelete="SET NULL"))
+    outcome: Mapped[str] = mapped_column(String(32))  # as the participants list said
+    arm: Mapped[str | None] = mapped_column(String(64))
+    held_place: Mapped[bool] = mapped_column()
+    answers: Mapped[int] = mapped_column()  # triplets deleted
+    judgements: Mapped[int] = mapped_column()  # screens deleted
+    practice_answers: Mapped[int] = mapped_column()

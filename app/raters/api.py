@@ -5,17 +5,20 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from fastapi.responses import Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse, Response
 
-from app.auth.deps import Changing, Exporting, Viewing
+from app.auth.deps import Changing, ErasingParticipants, Exporting, Viewing
 from app.core.deps import SessionDep
 from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
-from app.raters import arms, detail, participants, quality
+from app.raters import arms, detail, erasure, participants, quality
 from app.raters import service as raters
 from app.raters.schemas import (
     ArmPlacesOut,
+    ErasureLogOut,
+    ErasureOut,
     ParticipantOut,
     RaterAnswerOut,
     RaterAnswersOut,
@@ -160,4 +163,44 @@ def export_participants(project_id: RowId, session: SessionDep, researcher: Expo
         participants.participants_csv(found, participants.question_names(project)),
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="participants-{project.id}.csv"'},
+    )
+
+
+@participants_router.get("/erasures", response_model=list[ErasureLogOut])
+def list_erasures(project_id: RowId, session: SessionDep, researcher: Viewing):
+    """The participants erased at their request, oldest first: when, by whom and how much
+    went, never who."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return erasure.erasures(session=session, project=project)
+
+
+@participants_router.get("/{participant:path}/records")
+def participant_records(
+    project_id: RowId, participant: str, session: SessionDep, researcher: Exporting
+) -> JSONResponse:
+    """Everything Closer holds about one participant (by the platform id the list shows),
+    for their data request: ids, session, consent, questionnaire, every screen they
+    answered with its items by key, and their practice. A JSON file to send them."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    found = erasure.records(session=session, project=project, participant=participant)
+    return JSONResponse(
+        jsonable_encoder(found),
+        headers={
+            "Content-Disposition": f'attachment; filename="participant-records-{project.id}.json"'
+        },
+    )
+
+
+@participants_router.delete("/{participant:path}", response_model=ErasureOut)
+def erase_participant(
+    project_id: RowId, participant: str, session: SessionDep, researcher: ErasingParticipants
+):
+    """Erase one participant at their request (the platform id as the participants list
+    shows it): their answers, the screens they answered, practice, consent, questionnaire
+    and ids go; unfinished builds replay and fitted models fit again without them. The
+    erasure is logged without who it was. Irreversible; a place they were paid for stays
+    taken."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return erasure.erase(
+        session=session, project=project, researcher=researcher, participant=participant
     )

@@ -75,6 +75,11 @@ def arm_places(*, session: Session, project: Project) -> list[ArmPlaces]:
         .group_by(Rater.arm)
     ).all()
     counted = {arm: (taken, completed) for arm, taken, completed in rows}
+    # An erased participant's paid place stays taken, as a completion of their arm.
+    erased = places.erased_places(session=session, project=project)
+    for name, (erased_taken, erased_completed) in erased.items():
+        taken, completed = counted.get(name, (0, 0))
+        counted[name] = (taken + erased_taken, completed + erased_completed)
     shown = []
     for arm in arms:
         taken, completed = counted.get(arm["name"], (0, 0))

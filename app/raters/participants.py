@@ -123,14 +123,15 @@ def _code_shown(project: Project, rater: Rater) -> str | None:
 
 
 def participants(
-    *, session: Session, project: Project, now: datetime | None = None
+    *, session: Session, project: Project, now: datetime | None = None, only: int | None = None
 ) -> list[Participant]:
-    """Every rater of the project, in the order they joined."""
+    """Every rater of the project, in the order they joined (`only`: that rater alone)."""
     now = now or utcnow()
     found = []
-    for rater in session.scalars(
-        select(Rater).where(Rater.project_id == project.id).order_by(Rater.id)
-    ):
+    which = select(Rater).where(Rater.project_id == project.id)
+    if only is not None:
+        which = which.where(Rater.id == only)
+    for rater in session.scalars(which.order_by(Rater.id)):
         ended = (
             rater.screened_out_at
             or rater.practice_failed_at
@@ -140,7 +141,8 @@ def participants(
         )
         minutes = None
         if ended is not None and rater.created_at is not None:
-            minutes = round((ended - rater.created_at).total_seconds() / 60, 1)
+            # (A join stamps last_seen_at a moment before the row's created_at.)
+            minutes = round(max((ended - rater.created_at).total_seconds(), 0.0) / 60, 1)
         found.append(
             Participant(
                 rater_id=rater.id,

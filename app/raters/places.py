@@ -2,7 +2,8 @@
 is taken by a session that ended with a code the participant is paid for (completion or
 no more work) and by a live one (not ended, seen within a lease: an answer or a join);
 a session quiet for longer than a lease is abandoned and gives its place back (the
-platform's own timeout returns the participant there too). Screened-out sessions and
+platform's own timeout returns the participant there too). A paid session's place stays
+taken after the participant is erased at their request (app/raters/erasure.py). Screened-out sessions and
 those that declined the consent hold none: the platform's participant returns the study.
 
 Live and abandoned are one rule, written twice here side by side: in SQL for the count
@@ -12,11 +13,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict
-from app.models import Project, Rater
+from app.models import ParticipantErasure, Project, Rater
 from app.models._types import utcnow
 
 
@@ -30,7 +31,8 @@ def is_live(project: Project, rater: Rater, now: datetime) -> bool:
         return False
     if rater.consent_declined_at or rater.timed_out_at:
         return False
-    seen = rater.last_seen_at or rater.created_at
+    # (A rater who never came through the link, but with uploaded answers, was never seen.)
+    seen = rater.last_seen_at
     return seen is not None and seen > live_after(project, now)
 
 
@@ -43,7 +45,7 @@ def holds_a_place(project: Project, now: datetime) -> ColumnElement[bool]:
         Rater.consent_declined_at.is_(None),
         Rater.timed_out_at.is_(None),
         Rater.practice_failed_at.is_(None),
-        func.coalesce(Rater.last_seen_at, Rater.created_at) > live_after(project, now),
+        Rater.last_seen_at > live_after(project, now),
     )
     return and_(Rater.project_id == project.id, or_(ended_paid, live))
 
@@ -51,7 +53,20 @@ def holds_a_place(project: Project, now: datetime) -> ColumnElement[bool]:
 def taken(*, session: Session, project: Project, now: datetime | None = None) -> int:
     """How many of the study's places are taken now."""
     condition = holds_a_place(project, now or utcnow())
-    return session.scalar(select(func.count()).select_from(Rater).where(condition)) or 0
+    held = session.scalar(select(func.count()).select_from(Rater).where(condition)) or 0
+    return held + sum(n for n, _ in erased_places(session=session, project=project).values())
+
+
+def erased_places(*, session: Session, project: Project) -> dict[str | None, tuple[int, int]]:
+    """The places still taken by erased participants whose session had ended with a
+    paid code, by arm: (places, of them completed). A small table: erasures are rare."""
+    completed = func.sum(case((ParticipantErasure.outcome == "completed", 1), else_=0))
+    rows = session.execute(
+        select(ParticipantErasure.arm, func.count(), completed)
+        .where(ParticipantErasure.project_id == project.id, ParticipantErasure.held_place)
+        .group_by(ParticipantErasure.arm)
+    ).all()
+    return {arm: (int(held), int(done or 0)) for arm, held, done in rows}
 
 
 def full_notice(project: Project, taken_now: int) -> str | None:

@@ -15,10 +15,14 @@ from app.raters import service as raters
 from app.triplets.log import newest_id
 
 
-def replay_builds(*, session: Session, project: Project) -> None:
-    for build in builds.unfinished_builds(session=session, project_id=project.id):
+def replay_builds(*, session: Session, project: Project) -> int:
+    """Start the project's unfinished builds over from the answers that count now;
+    returns how many."""
+    unfinished = builds.unfinished_builds(session=session, project_id=project.id)
+    for build in unfinished:
         builds.replay(session=session, build=build)
         build_jobs.request_step(session=session, build=build)
+    return len(unfinished)
 
 
 def refresh(*, session: Session, project: Project) -> list[Rater]:

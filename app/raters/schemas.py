@@ -134,3 +134,33 @@ class ArmPlacesOut(BaseModel):
     completed: int
     live: int = Field(description="Sessions seen within a lease that have not ended")
     takes_newcomers: bool = Field(description="Open and below its target")
+
+
+class ErasureOut(BaseModel):
+    """What a participant's erasure took away, and what follows from it."""
+
+    erased_at: datetime
+    outcome: str = Field(description="How their session had ended, as the participants list said")
+    answers: int = Field(description="Their answers (triplets) deleted")
+    judgements: int = Field(description="The screens they answered, deleted")
+    practice_answers: int
+    builds_replayed: int = Field(description="Unfinished builds started over without them")
+    models_refitting: int = Field(description="Fitted models queued to fit again without them")
+    place_kept: bool = Field(
+        description="Whether their place stays taken (a session they were paid for)"
+    )
+
+
+class ErasureLogOut(BaseModel):
+    """One erasure as the study records it: never who it was."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    erased_at: datetime
+    erased_by: int | None = Field(description="The researcher who erased them")
+    outcome: str
+    arm: str | None
+    held_place: bool
+    answers: int
+    judgements: int
+    practice_answers: int

@@ -7,13 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.auth.deps import ChangingPage, ExportingPage, ViewingPage
+from app.auth.deps import ChangingPage, ErasingParticipantsPage, ExportingPage, ViewingPage
 from app.core.deps import SessionDep
 from app.core.errors import ServiceError
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
-from app.raters import detail, participants, quality
+from app.raters import detail, erasure, participants, quality
 from app.raters import service as raters
 
 
@@ -157,8 +157,17 @@ def participants_page(
             "counts": participants.outcome_counts(found),
             "words": participants.OUTCOME_WORDS,
             "places": participants.places_taken(session=session, project=project),
+            "erasures": erasure.erasures(session=session, project=project),
+            "erasure_words": {
+                each.value: words for each, words in participants.OUTCOME_WORDS.items()
+            },
+            "erased": _count(query.get("erased", "")),
         },
     )
+
+
+def _count(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 12 else None
 
 
 RATER_ANSWERS_SHOWN = 100
@@ -175,21 +184,57 @@ def rater_page(
     researcher: ViewingPage,
 ):
     """One rater: their figures, their answers (attention checks with the result) and
-    their response times beside everyone's; excluded or included from here too."""
+    their response times beside everyone's; excluded or included from here too, and
+    their data request answered (their records downloaded, or their erasure)."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     rater = raters.get_rater(session=session, project=project, rater_id=rater_id)
+    return _page(request, "raters/rater.html", _rater_context(request, session, project, rater))
+
+
+def _rater_context(request: Request, session, project, rater, **extra) -> dict:
     shown = detail.answers(session=session, rater=rater, limit=RATER_ANSWERS_SHOWN)
-    return _page(
-        request,
-        "raters/rater.html",
-        {
-            "researcher": researcher,
-            "project": project,
-            "tab": "raters",
-            "rater": rater,
-            "answers": shown,
-            "times": detail.response_times(session=session, rater=rater),
-            "shown_limit": RATER_ANSWERS_SHOWN,
-            "back": request.url.path,
-        },
+    return {
+        "researcher": request.state.caller.researcher,
+        "caller": request.state.caller,
+        "project": project,
+        "tab": "raters",
+        "rater": rater,
+        "answers": shown,
+        "times": detail.response_times(session=session, rater=rater),
+        "shown_limit": RATER_ANSWERS_SHOWN,
+        "back": request.url_for("rater_page", project_id=project.id, rater_id=rater.id).path,
+        **extra,
+    }
+
+
+@router.post(
+    "/projects/{project_id}/raters/{rater_id}/erase",
+    response_class=HTMLResponse,
+    name="erase_rater",
+)
+def erase_rater_form(
+    project_id: RowId,
+    rater_id: RowId,
+    request: Request,
+    session: SessionDep,
+    researcher: ErasingParticipantsPage,
+    confirm: Annotated[str, Form(max_length=300)] = "",
+):
+    """Erase the participant at their request, once their platform id is typed again to
+    confirm (it cannot be undone); then the participants page, which logs the erasure."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    rater = raters.get_rater(session=session, project=project, rater_id=rater_id)
+    if confirm.strip() != rater.external_id:
+        message = (
+            f"type the participant id {rater.external_id} to confirm the erasure"
+            if not confirm.strip()
+            else f"'{confirm.strip()}' is not this participant's id ({rater.external_id}): "
+            "nothing was erased"
+        )
+        context = _rater_context(request, session, project, rater, erase_error=message)
+        return _page(request, "raters/rater.html", context, status_code=422)
+    erased = erasure.erase(
+        session=session, project=project, researcher=researcher, participant=rater.external_id
     )
+    target = request.url_for("participants_page", project_id=project_id).path
+    return RedirectResponse(f"{target}?erased={erased.answers}", status_code=303)

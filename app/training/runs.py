@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.core.db import FastStatement
-from app.core.errors import ServiceError
+from app.core.errors import Conflict, ServiceError
 from app.items.service import decode_features
 from app.models import (
     Build,
@@ -39,6 +39,7 @@ from app.training.fitting import CannotFit, Snapshot, measure_on_test_split
 from app.training.service import (
     UNFINISHED,
     answers_since,
+    cancel_training,
     latest_version,
     load_fitted,
     mirror_build,
@@ -344,6 +345,33 @@ def refit_due(session: Session) -> list[ModelVersion]:
         if due:
             queued.append(request_training(session=session, model=model, trigger="answers grew"))
             session.commit()
+    return queued
+
+
+def refit_without_erased(session: Session, project_id: int) -> list[ModelVersion]:
+    """Fit anew every passive model of the project that was ever fitted, after answers
+    were erased: its versions learned from them. A fit under way read them when it
+    started, so it is cancelled and queued again; a queued one reads what is left. A
+    model that now has too few answers keeps its versions until more come."""
+    queued = []
+    models = session.scalars(
+        select(LearnedModel).where(
+            LearnedModel.project_id == project_id, LearnedModel.kind.in_(kinds.passive())
+        )
+    ).all()
+    for model in models:
+        last = latest_version(session, model.id)
+        if last is None:
+            continue
+        if last.status is VersionStatus.training:
+            with suppress(Conflict):  # (it ended meanwhile: the new fit follows it)
+                cancel_training(session=session, model=model)
+        try:
+            queued.append(
+                request_training(session=session, model=model, trigger="a participant erased")
+            )
+        except Conflict:  # too few answers left to fit
+            continue
     return queued
 
 

@@ -673,6 +673,31 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     listed = httpx.get(f"{server}{API}/projects/{project_id}/raters", headers=bearer).json()
     assert not any(r["excluded"] for r in listed)
 
+    # A data request: p-two's records are downloaded from their page, then they are
+    # erased once their id is typed right; the participants page logs it without them.
+    page.get_by_role("link", name="Participants").click()
+    page.get_by_role("link", name="p-two").click()
+    with page.expect_download() as downloading:
+        page.get_by_role("link", name="Download their records (JSON)").click()
+    held = json.loads(Path(downloading.value.path()).read_text())
+    assert held["participant"]["participant"] == "p-two"
+    page.get_by_label("Type their participant id").fill("p-one")
+    page.get_by_role("button", name="Erase this participant").click()
+    expect(page.locator("#confirm-participant-error")).to_contain_text(
+        "'p-one' is not this participant's id (p-two): nothing was erased"
+    )
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=str(shots / "workspace-erase-refused-phone.png"), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.get_by_label("Type their participant id").fill("p-two")
+    page.get_by_role("button", name="Erase this participant").click()
+    expect(page.get_by_role("status")).to_contain_text("The participant was erased")
+    expect(page.locator("table.erasures tbody tr")).to_have_count(1)
+    expect(page.locator("table.participants")).not_to_contain_text("p-two")
+    page.screenshot(path=str(shots / "workspace-participants-erased-desktop.png"), full_page=True)
+    listed = httpx.get(f"{server}{API}/projects/{project_id}/raters", headers=bearer).json()
+    assert [r["external_id"] for r in listed] == ["p-one"]
+
 
 @pytest.fixture
 def live_server(settings):
