@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import FileResponse, StreamingResponse
 
 from app.auth.deps import Changing, Exporting, Viewing
+from app.core import parquet
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import NotFound
 from app.core.fields import INT8_MAX, RowId
@@ -36,6 +37,7 @@ class ItemExportFormat(StrEnum):
     csv = "csv"
     json = "json"
     zip = "zip"
+    parquet = "parquet"
 
 
 def item_out(item: Item, with_features: bool = True) -> ItemOut:
@@ -121,7 +123,16 @@ def list_items(
 @router.get(
     "/export",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}, "application/json": {}, "application/zip": {}}}},
+    responses={
+        200: {
+            "content": {
+                "text/csv": {},
+                "application/json": {},
+                "application/zip": {},
+                parquet.MEDIA_TYPE: {},
+            }
+        }
+    },
 )
 def export_items(
     project_id: RowId,
@@ -141,6 +152,9 @@ def export_items(
     elif format is ItemExportFormat.json:
         body = service.export_items_json(engine, project.id)
         media_type = "application/json"
+    elif format is ItemExportFormat.parquet:
+        body = service.export_items_parquet(engine, project.id)
+        media_type = parquet.MEDIA_TYPE
     else:
         body = service.export_items_csv(engine, project.id)
         media_type = "text/csv; charset=utf-8"

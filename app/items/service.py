@@ -10,13 +10,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import PurePosixPath
 
 import numpy as np
+import pyarrow as pa
 from sqlalchemy import Engine, Row, func, insert, select
 from sqlalchemy.orm import Session
 
+from app.core import parquet
 from app.core.config import Settings
 from app.core.db import on_rollback
 from app.core.errors import InvalidUpload, NotFound, Problem, ProblemCollector
 from app.core.spreadsheets import spreadsheet_safe
+from app.core.streams import ChunkSink
 from app.designs import versions
 from app.items.images import ImageStore, NotAnImage, inspect_image
 from app.items.parsing import ItemValidator, read_csv_items, read_json_items
@@ -255,6 +258,36 @@ def export_items_csv(engine: Engine, project_id: int) -> Iterator[str]:
     yield buffer.getvalue()
 
 
+ITEMS_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("label", pa.string()),
+        ("text", pa.string()),
+        ("split", pa.string()),  # train, test or unlabelled
+        ("image", pa.string()),  # the image's file name in the project (zip: images/…)
+        ("features", pa.list_(pa.float64())),
+    ]
+)
+
+
+def export_items_parquet(engine: Engine, project_id: int) -> Iterator[bytes]:
+    def batches() -> Iterator[dict[str, list]]:
+        for partition in _export_rows(engine, project_id):
+            yield {
+                "key": [row.key for row in partition],
+                "label": [row.label for row in partition],
+                "text": [row.text for row in partition],
+                "split": [row.split.value for row in partition],
+                "image": [row.image_file for row in partition],
+                "features": [
+                    None if row.features is None else np.frombuffer(row.features, dtype="<f8")
+                    for row in partition
+                ],
+            }
+
+    return parquet.stream(ITEMS_SCHEMA, batches())
+
+
 def export_items_json(engine: Engine, project_id: int) -> Iterator[str]:
     yield "["
     first = True
@@ -279,28 +312,9 @@ def export_items_json(engine: Engine, project_id: int) -> Iterator[str]:
     yield "]"
 
 
-class _ChunkSink(io.RawIOBase):
-    """A write-only stream whose bytes are collected and handed out as chunks."""
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data) -> int:
-        self.chunks.append(bytes(data))
-        return len(data)
-
-    def drain(self) -> bytes:
-        data = b"".join(self.chunks)
-        self.chunks.clear()
-        return data
-
-
 def export_items_zip(engine: Engine, store: ImageStore, project_id: int) -> Iterator[bytes]:
     """manifest.csv plus images/, streamed: a ZIP that uploads again as it is."""
-    sink = _ChunkSink()
+    sink = ChunkSink()
     archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED)
     manifest = io.StringIO()
     writer = csv.writer(manifest, lineterminator="\n")

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from app.auth.deps import Exporting, Serving
 from app.builds import routing
 from app.builds.schemas import RoutingOut
+from app.core import parquet
 from app.core.deps import SessionDep
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.fields import RowId
@@ -103,7 +104,7 @@ def predict(
         200: {
             "description": "JSON {model_id, version, dimension, keys, coordinates} or CSV "
             "(key, dim_0, dim_1, …)",
-            "content": {"application/json": {}, "text/csv": {}},
+            "content": {"application/json": {}, "text/csv": {}, parquet.MEDIA_TYPE: {}},
         }
     },
 )
@@ -112,22 +113,23 @@ def embedding(
     model_id: RowId,
     session: SessionDep,
     researcher: Serving,
-    format: Annotated[Literal["json", "csv"], Query()] = "json",
+    format: Annotated[Literal["json", "csv", "parquet"], Query()] = "json",
     version: Annotated[RowId | None, Query()] = None,
 ):
-    """Every item's coordinates: t-ETE's embedding, or DisDF's learnt representation."""
+    """Every item's coordinates: t-ETE's embedding, or DisDF's learnt representation
+    (Parquet: key, dim_0, dim_1, …, answered; the model and version in its metadata)."""
     _, model = _model(session, researcher, project_id, model_id)
     served = service.serving(session, model, version)
     if kinds.of(model.kind).from_build:
         raise ServiceError("a CompRF forest gives no embedding: t-ETE and DisDF models do")
     body = service.embedding_body(served, model.id, format)
-    if format == "csv":
+    if format in ("csv", "parquet"):
         return Response(
             body,
-            media_type="text/csv",
+            media_type="text/csv" if format == "csv" else parquet.MEDIA_TYPE,
             headers={
                 "Content-Disposition": f'attachment; filename="model-{model.id}-'
-                f'v{served.version.number}-embedding.csv"'
+                f'v{served.version.number}-embedding.{format}"'
             },
         )
     return Response(body, media_type="application/json")
@@ -139,7 +141,7 @@ def embedding(
         200: {
             "description": "Every item the serving version knows: key, label (empty where "
             "the top classes tie), the label's probability, support",
-            "content": {"text/csv": {}, "application/json": {}},
+            "content": {"text/csv": {}, "application/json": {}, parquet.MEDIA_TYPE: {}},
         }
     },
 )
@@ -148,13 +150,17 @@ def export_predictions(
     model_id: RowId,
     session: SessionDep,
     researcher: Exporting,
-    format: Annotated[Literal["json", "csv"], Query()] = "csv",
+    format: Annotated[Literal["json", "csv", "parquet"], Query()] = "csv",
     version: Annotated[RowId | None, Query()] = None,
 ):
     """The serving version's label for every item it knows, as a download; for a CompRF
     forest, the labels of its newest complete routing (the items it routed)."""
     _, model = _model(session, researcher, project_id, model_id)
-    media_type = "application/json" if format == "json" else "text/csv; charset=utf-8"
+    media_type = {
+        "json": "application/json",
+        "csv": "text/csv; charset=utf-8",
+        "parquet": parquet.MEDIA_TYPE,
+    }[format]
     if kinds.of(model.kind).from_build:
         build = build_of(session, model)
         routed = routing.newest_routing(session, build.id, complete=True) if build else None

@@ -8,12 +8,14 @@ from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
 from app.auth.deps import Changing, Exporting
+from app.core import parquet
 from app.core.deps import SessionDep, SettingsDep
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import TripletSource
 from app.projects.service import get_project
 from app.triplets import judged, service
+from app.triplets import parquet as exports
 from app.uploads.api import (
     UPLOAD_RESPONSES,
     IdempotencyKey,
@@ -32,13 +34,20 @@ router = APIRouter(
 class AnswerExportFormat(StrEnum):
     csv = "csv"
     json = "json"
+    parquet = "parquet"
+
+
+MEDIA_TYPES = {
+    AnswerExportFormat.csv: "text/csv; charset=utf-8",
+    AnswerExportFormat.json: "application/json",
+    AnswerExportFormat.parquet: parquet.MEDIA_TYPE,
+}
+EXPORT_CONTENT: dict[str, dict] = {"text/csv": {}, "application/json": {}, parquet.MEDIA_TYPE: {}}
 
 
 def _download(body, format: AnswerExportFormat, name: str) -> StreamingResponse:
     """A streamed export, downloaded as `name` with the format's extension."""
-    media_type = (
-        "application/json" if format is AnswerExportFormat.json else "text/csv; charset=utf-8"
-    )
+    media_type = MEDIA_TYPES[format]
     return StreamingResponse(
         body,
         media_type=media_type,
@@ -99,7 +108,7 @@ def upload_triplets(
 @router.get(
     "/export",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
+    responses={200: {"content": EXPORT_CONTENT}},
 )
 def export_triplets(
     project_id: RowId,
@@ -130,6 +139,8 @@ def export_triplets(
     body: Iterator[str] | Iterator[bytes]
     if format is AnswerExportFormat.json:
         body = service.export_triplets_json(engine, project.id, only)
+    elif format is AnswerExportFormat.parquet:
+        body = exports.export_triplets_parquet(engine, project.id, only)
     else:
         body = service.export_triplets_csv(engine, project.id, only)
     return _download(body, format, f"project-{project.id}-triplets")
@@ -185,7 +196,7 @@ def upload_judgements(
 @judgements_router.get(
     "/export",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
+    responses={200: {"content": EXPORT_CONTENT}},
 )
 def export_judgements(
     project_id: RowId,
@@ -202,6 +213,8 @@ def export_judgements(
     body: Iterator[str] | Iterator[bytes]
     if format is AnswerExportFormat.json:
         body = judged.export_judgements_json(engine, project.id)
+    elif format is AnswerExportFormat.parquet:
+        body = exports.export_judgements_parquet(engine, project.id)
     else:
         body = judged.export_judgements_csv(engine, project.id)
     return _download(body, format, f"project-{project.id}-judgements")

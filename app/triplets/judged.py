@@ -397,10 +397,10 @@ def published_batches(
 def _exported(engine: Engine, project_id: int) -> Iterator[list[dict]]:
     """Judgements with item keys and rater ids, oldest first, in batches."""
     for batch, keys, raters in published_batches(engine, project_id):
-        yield [_judgement_out(row, keys, raters) for row in batch]
+        yield [judgement_out(row, keys, raters) for row in batch]
 
 
-def _judgement_out(row, keys: dict[int, str], raters: dict[int, str]) -> dict:
+def judgement_out(row, keys: dict[int, str], raters: dict[int, str]) -> dict:
     cells = row.format.exported(row.context, row.shown, row.chosen, keys)
     return {
         "judgement": row.id,

@@ -526,7 +526,7 @@ def _export_select(
     return str(query.compile(dialect=dialect_impl, compile_kwargs={"literal_binds": True}))
 
 
-def _export_rows(
+def export_rows(
     engine: Engine, project_id: int, spreadsheet: bool = False, only: ExportFilter = EVERY_ANSWER
 ) -> Iterator[list[tuple]]:
     """Plain tuples in batches from the driver's cursor (server-side on PostgreSQL)."""
@@ -569,7 +569,7 @@ def export_triplets_csv(
         return
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    for batch in _export_rows(engine, project_id, spreadsheet=True, only=only):
+    for batch in export_rows(engine, project_id, spreadsheet=True, only=only):
         writer.writerows(batch)
         yield buffer.getvalue().encode()
         buffer.seek(0)
@@ -582,7 +582,7 @@ def export_triplets_json(
     yield "["
     separator = ""
     encode = json.JSONEncoder(ensure_ascii=False).encode
-    for batch in _export_rows(engine, project_id, only=only):
+    for batch in export_rows(engine, project_id, only=only):
         objects = [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in batch]
         yield separator + encode(objects)[1:-1]
         separator = ","
