@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from app.core import metrics_folder
 from app.core.config import ConfigurationError, Mode, get_settings
 
 if TYPE_CHECKING:
@@ -258,6 +259,7 @@ def serve(
     for line in (_workspace_line(settings, base_url), _demo_line(settings, base_url)):
         if line:
             typer.echo(line, err=True)
+    metrics_folder.prepare(settings.data_dir)
     uvicorn.run(
         "app.main:create_app",
         factory=True,
@@ -295,7 +297,9 @@ def worker(
     import os
     import signal
 
+    metrics_folder.join(get_settings().data_dir)
     import app.jobs  # noqa: F401 (registers every job kind)
+    from app.core import metrics
     from app.core.db import make_engine, make_session_factory
     from app.items.images import ImageStore
     from app.worker.loop import Worker, make_kernels_ready
@@ -332,6 +336,7 @@ def worker(
         done = runner.run(until_idle=until_idle)
     finally:
         engine.dispose()
+        metrics.process_ended()
     typer.echo(f"worker {runner.worker_id} stopped after {done} jobs", err=True)
 
 

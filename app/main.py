@@ -26,6 +26,7 @@ from app.auth.views import router as auth_pages
 from app.builds.api import router as builds_router
 from app.builds.api import routings as routings_router
 from app.builds.views import router as build_pages
+from app.core import metrics
 from app.core.caches import Caches, UseCaches
 from app.core.config import Settings, get_settings
 from app.core.db import make_engine, make_session_factory, unit_of_work
@@ -40,6 +41,7 @@ from app.core.throttle import Throttle, ThrottleRaterRoutes
 from app.items.api import router as items_router
 from app.items.images import ImageStore
 from app.items.views import router as item_pages
+from app.monitoring.api import router as metrics_router
 from app.predictions.api import router as serving_router
 from app.projects.api import archives as project_archives_router
 from app.projects.api import router as projects_router
@@ -172,6 +174,7 @@ async def _lifespan(app: FastAPI):
         # A fit in hand reports within a second or so, then is handed back to the queue
         # for the next start; one that does not is taken over once its heartbeat is stale.
         await asyncio.to_thread(worker.stopped.wait, SHUTDOWN_WAIT_SECONDS)
+    metrics.process_ended()
     if answer_function is not None:
         await answer_function.close()
     app.state.engine.dispose()
@@ -291,6 +294,8 @@ def _closer_routes() -> tuple[BaseRoute, ...]:
         tokens_router,
     ):
         routes.include_router(router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
+
+    routes.include_router(metrics_router, responses=ERROR_RESPONSES)
 
     @routes.get(f"{API_PREFIX}/health", tags=["service"], responses={503: ERROR_RESPONSES[503]})
     def health() -> dict[str, str]:

@@ -33,6 +33,9 @@ PUBLIC = {
     "/docs/oauth2-redirect",
     "/redoc",
     f"{API}/health",
+    # Off unless CLOSER_METRICS_TOKEN is set (404), and then for that bearer only
+    # (tests/test_metrics.py).
+    "/metrics",
 }
 
 

@@ -14,7 +14,7 @@ from tests.support.service import ServiceProcesses
 # Subprocesses, servers and crowds: the full run only (scripts/test --fast leaves it out).
 pytestmark = pytest.mark.slow
 
-SECONDS = 45
+SECONDS = 30
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

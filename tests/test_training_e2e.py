@@ -24,6 +24,7 @@ from app.learn import TETE, TETESearch, TripletBoost
 from app.models import Job, JobStatus
 from app.simulate import run_crowd
 from tests.support.crowd import project_answers
+from tests.support.metrics import parsed, total
 from tests.support.service import ServiceProcesses
 from tests.support.waiting import wait_for
 
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.slow
 API = "/api/v1"
 N_ITEMS, N_TEST, N_UNLABELLED = 300, 40, 60
 ANSWERS = 12_000
+METRICS_TOKEN = "prometheus-here"
 
 
 @pytest.fixture
@@ -48,7 +50,8 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
     url, sessions = database
     with unit_of_work(sessions) as session:
         token = create_token(session=session, researcher_name="trainer")
-    service = ServiceProcesses(url, tmp_path / "data", web_processes=1, workers=2)
+    service = ServiceProcesses(url, tmp_path / "data", web_processes=2, workers=2)
+    service.env["CLOSER_METRICS_TOKEN"] = METRICS_TOKEN
     service.env["CLOSER_WORKER_HEARTBEAT_SECONDS"] = "1"
     service.env["CLOSER_WORKER_STALE_SECONDS"] = "5"
     service.start()
@@ -255,5 +258,22 @@ def test_passive_models_keep_up_with_a_crowd_and_survive_a_killed_worker(databas
             job = session.get(Job, job_id)
             assert job.status is JobStatus.succeeded and job.attempts == 2
             assert job.locked_by.split(":")[1] != str(pid)
+
+        # One scrape adds up every process: two web processes took the answers, two
+        # workers fitted, and the one killed mid-fit no longer counts as fitting.
+        scraped = httpx.get(
+            f"{service.url}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+        )
+        assert scraped.status_code == 200, scraped.text
+        found = parsed(scraped.text)
+        assert total(found, "closer_answers_total") == ANSWERS
+        assert total(found, "closer_answer_seconds_count") == ANSWERS
+        assert found[("closer_fits_running", ())] == 0
+        ready = sum(
+            version["status"] == "ready"
+            for model_id in (*models.values(), big["id"])
+            for version in http.get(f"{API}/projects/{project}/models/{model_id}/versions").json()
+        )
+        assert found[("closer_fit_seconds_count", ())] >= ready >= 9
     finally:
         service.stop()

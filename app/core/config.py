@@ -33,6 +33,10 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("DATABASE_URL", "CLOSER_DATABASE_URL")
     )
     secret_key: str | None = None
+    metrics_token: str | None = Field(
+        default=None,
+        description="The bearer token Prometheus sends to GET /metrics; unset: no metrics",
+    )
     public_url: str | None = Field(
         default=None,
         pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$",

@@ -3,11 +3,13 @@ token reaches these and the rating pages only, never the researcher API."""
 
 from __future__ import annotations
 
+import time
 from functools import partial
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from app.core import metrics
 from app.core.deps import transaction
 from app.core.errors import Conflict
 from app.core.routes import StrictJSONRoute
@@ -181,9 +183,12 @@ def next_comparison(slug: str, request: Request, token: RaterToken):
 async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: RaterToken):
     """Answer a comparison; a retry of the same query_id stores nothing more. The answer
     holds the next comparison."""
+    started = time.perf_counter()
     draws = rating.roll(request)
     if body.choice is None:  # a screen: the Python path takes it
-        return await run_in_threadpool(_answer, slug, body, request, token, draws)
+        state = await run_in_threadpool(_answer, slug, body, request, token, draws)
+        metrics.answered("python", started)
+        return state
     quick = await rating.answer_quickly(
         function=request.app.state.answer_function,
         sessions=request.app.state.session_factory,
@@ -195,8 +200,11 @@ async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: 
         draws=draws,
     )
     if quick is not None:
+        metrics.answered("sql", started)
         return state_out(request, slug, quick[1])
-    return await run_in_threadpool(_answer, slug, body, request, token, draws)
+    state = await run_in_threadpool(_answer, slug, body, request, token, draws)
+    metrics.answered("python", started)
+    return state
 
 
 def _answer(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from app.core import metrics
 from app.core.db import unit_of_work
 from app.models import ModelVersion
 from app.training import runs, service
@@ -25,7 +26,7 @@ REFIT_CHECK_SECONDS = 5.0
 def train(context: JobContext) -> dict[str, Any]:
     version_id = context.params["version_id"]
     throttled = _Throttle(context)
-    with context.sessions() as session:
+    with metrics.fitting(), context.sessions() as session:
         try:
             version = runs.fit_version(
                 session,

@@ -7,11 +7,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.csv as pa_csv
 from sqlalchemy import Engine
 
 from app.core import parquet
+from app.core.db import driver_connection
 from app.triplets.judged import judgement_out, published_batches
-from app.triplets.service import EVERY_ANSWER, ExportFilter, export_rows
+from app.triplets.service import EVERY_ANSWER, ExportFilter, export_rows, export_select
 
 TRIPLETS_SCHEMA = pa.schema(
     [
@@ -48,9 +50,53 @@ JUDGEMENTS_SCHEMA = pa.schema(
 )
 
 
+# PostgreSQL's rows as CSV, parsed by pyarrow this much at a time (~130,000 answers):
+# a row group each, and what the server holds at once.
+_COPIED_BYTES = 8 << 20
+
+
+def _copied(engine: Engine, project_id: int, only: ExportFilter) -> Iterator[pa.RecordBatch]:
+    """The answers through COPY, each block a whole row, parsed in C++ by pyarrow: a
+    tenth of the time of Python tuples per row. Unquoted empty cells are nulls, quoted
+    ones empty texts (as COPY writes them)."""
+    sql = export_select("postgresql", project_id, only=only)
+    options = (
+        pa_csv.ReadOptions(column_names=TRIPLETS_SCHEMA.names),
+        pa_csv.ParseOptions(newlines_in_values=True),
+        pa_csv.ConvertOptions(
+            column_types=dict(zip(TRIPLETS_SCHEMA.names, TRIPLETS_SCHEMA.types, strict=True)),
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    with engine.connect() as connection:
+        driver = driver_connection(connection)
+        with driver.cursor() as cursor:
+            with cursor.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:
+                pending = bytearray()
+                for block in copy:
+                    pending += block
+                    if len(pending) >= _COPIED_BYTES:
+                        yield from _parsed(pending, options)
+                        pending = bytearray()
+                if pending:
+                    yield from _parsed(pending, options)
+
+
+def _parsed(text: bytearray, options: tuple) -> Iterator[pa.RecordBatch]:
+    read, parse, convert = options
+    table = pa_csv.read_csv(
+        pa.py_buffer(text), read_options=read, parse_options=parse, convert_options=convert
+    )
+    yield from table.cast(TRIPLETS_SCHEMA).combine_chunks().to_batches()
+
+
 def export_triplets_parquet(
     engine: Engine, project_id: int, only: ExportFilter = EVERY_ANSWER
 ) -> Iterator[bytes]:
+    if engine.dialect.name == "postgresql":
+        return parquet.stream(TRIPLETS_SCHEMA, _copied(engine, project_id, only))
+
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in export_rows(engine, project_id, only=only):
             columns: list[Any] = list(zip(*batch, strict=True))

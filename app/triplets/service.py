@@ -485,7 +485,7 @@ class ExportFilter:
 EVERY_ANSWER = ExportFilter()
 
 
-def _export_select(
+def export_select(
     dialect: str, project_id: int, spreadsheet: bool = False, only: ExportFilter = EVERY_ANSWER
 ) -> str:
     """Rows by item key, oldest first, with keys joined and timestamps formatted by the
@@ -530,7 +530,7 @@ def export_rows(
     engine: Engine, project_id: int, spreadsheet: bool = False, only: ExportFilter = EVERY_ANSWER
 ) -> Iterator[list[tuple]]:
     """Plain tuples in batches from the driver's cursor (server-side on PostgreSQL)."""
-    sql = _export_select(engine.dialect.name, project_id, spreadsheet, only)
+    sql = export_select(engine.dialect.name, project_id, spreadsheet, only)
     with engine.connect() as connection:
         driver = driver_connection(connection)
         if engine.dialect.name == "postgresql":
@@ -552,7 +552,7 @@ def export_triplets_csv(
     # With a byte-order mark, as the participants CSV: Excel reads UTF-8 only with one.
     yield ("\ufeff" + ",".join(EXPORT_COLUMNS) + "\n").encode()
     if engine.dialect.name == "postgresql":
-        sql = _export_select("postgresql", project_id, spreadsheet=True, only=only)
+        sql = export_select("postgresql", project_id, spreadsheet=True, only=only)
         with engine.connect() as connection:
             driver = driver_connection(connection)
             with driver.cursor() as cursor:
