@@ -11,9 +11,14 @@ import pyarrow.csv as pa_csv
 from sqlalchemy import Engine
 
 from app.core import parquet
-from app.core.db import driver_connection
 from app.triplets.judged import judgement_out, published_batches
-from app.triplets.service import EVERY_ANSWER, ExportFilter, export_rows, export_select
+from app.triplets.service import (
+    EVERY_ANSWER,
+    ExportFilter,
+    copied_csv,
+    export_rows,
+    export_select,
+)
 
 TRIPLETS_SCHEMA = pa.schema(
     [
@@ -69,21 +74,11 @@ def _copied(engine: Engine, project_id: int, only: ExportFilter) -> Iterator[pa.
             quoted_strings_can_be_null=False,
         ),
     )
-    with engine.connect() as connection:
-        driver = driver_connection(connection)
-        with driver.cursor() as cursor:
-            with cursor.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:
-                pending = bytearray()
-                for block in copy:
-                    pending += block
-                    if len(pending) >= _COPIED_BYTES:
-                        yield from _parsed(pending, options)
-                        pending = bytearray()
-                if pending:
-                    yield from _parsed(pending, options)
+    for text in copied_csv(engine, sql, _COPIED_BYTES):
+        yield from _parsed(text, options)
 
 
-def _parsed(text: bytearray, options: tuple) -> Iterator[pa.RecordBatch]:
+def _parsed(text: bytes, options: tuple) -> Iterator[pa.RecordBatch]:
     read, parse, convert = options
     table = pa_csv.read_csv(
         pa.py_buffer(text), read_options=read, parse_options=parse, convert_options=convert

@@ -546,6 +546,24 @@ def export_rows(
             cursor.close()
 
 
+def copied_csv(engine: Engine, sql: str, chunk_bytes: int) -> Iterator[bytes]:
+    """PostgreSQL's rows of `sql` as CSV through COPY, in chunks of whole rows of at
+    least `chunk_bytes` (the last one aside). PostgreSQL sends a message per row; every
+    chunk handed on costs (a thread hop to the response, a parse), so large ones."""
+    with engine.connect() as connection:
+        driver = driver_connection(connection)
+        with driver.cursor() as cursor:
+            with cursor.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:
+                pending = bytearray()
+                for block in copy:
+                    pending += block
+                    if len(pending) >= chunk_bytes:
+                        yield bytes(pending)
+                        pending.clear()
+                if pending:
+                    yield bytes(pending)
+
+
 def export_triplets_csv(
     engine: Engine, project_id: int, only: ExportFilter = EVERY_ANSWER
 ) -> Iterator[bytes]:
@@ -553,19 +571,7 @@ def export_triplets_csv(
     yield ("\ufeff" + ",".join(EXPORT_COLUMNS) + "\n").encode()
     if engine.dialect.name == "postgresql":
         sql = export_select("postgresql", project_id, spreadsheet=True, only=only)
-        with engine.connect() as connection:
-            driver = driver_connection(connection)
-            with driver.cursor() as cursor:
-                with cursor.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:
-                    # PostgreSQL sends a message per row; every chunk handed to the
-                    # response costs a thread hop, so hand over large ones.
-                    pending = bytearray()
-                    for block in copy:
-                        pending += block
-                        if len(pending) >= _CHUNK_BYTES:
-                            yield bytes(pending)
-                            pending.clear()
-                    yield bytes(pending)
+        yield from copied_csv(engine, sql, _CHUNK_BYTES)
         return
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
