@@ -4,19 +4,23 @@ the columns of the CSV exports, typed, with nothing quoted for a spreadsheet."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
-from sqlalchemy import Engine
+from sqlalchemy import Engine, String, select, type_coerce
+from sqlalchemy.dialects import sqlite
 
 from app.core import parquet
+from app.core.db import driver_connection
+from app.models import Item, Rater, Triplet
 from app.triplets.judged import judgement_out, published_batches
+from app.triplets.log import published
 from app.triplets.service import (
     EVERY_ANSWER,
     ExportFilter,
     copied_csv,
-    export_rows,
     export_select,
 )
 
@@ -92,20 +96,89 @@ def export_triplets_parquet(
     if engine.dialect.name == "postgresql":
         return parquet.stream(TRIPLETS_SCHEMA, _copied(engine, project_id, only))
 
-    def batches() -> Iterator[pa.RecordBatch]:
-        for batch in export_rows(engine, project_id, only=only):
-            columns: list[Any] = list(zip(*batch, strict=True))
-            columns[6] = parquet.timestamps(columns[6])
-            columns[8] = [flag == "true" for flag in columns[8]]
-            yield pa.record_batch(
-                [
-                    value if isinstance(value, pa.Array) else pa.array(value, type=field.type)
-                    for value, field in zip(columns, TRIPLETS_SCHEMA, strict=True)
-                ],
-                schema=TRIPLETS_SCHEMA,
-            )
+    return parquet.stream(TRIPLETS_SCHEMA, _by_ids(engine, project_id, only))
 
-    return parquet.stream(TRIPLETS_SCHEMA, batches())
+
+def _by_ids(engine: Engine, project_id: int, only: ExportFilter) -> Iterator[pa.RecordBatch]:
+    """SQLite's answers as ids and stored texts, without a join per row: items and raters
+    are named by pyarrow from one read of their keys (twice as fast as the rows by key)."""
+    query = (
+        select(
+            Triplet.anchor_id,
+            Triplet.closer_id,
+            Triplet.farther_id,
+            type_coerce(Triplet.source, String),
+            Triplet.rater_id,
+            Triplet.response_time_ms,
+            type_coerce(Triplet.created_at, String),  # "YYYY-MM-DD HH:MM:SS.ffffff", UTC
+            Triplet.is_test,
+            Triplet.adaptive,
+            Triplet.arm,
+            Triplet.design_version,
+            Triplet.judgement_id,
+        )
+        .outerjoin(Rater, Rater.id == Triplet.rater_id)
+        .where(Triplet.project_id == project_id, published(project_id), *only.clauses())
+        .order_by(Triplet.id)
+    )
+    sql = str(query.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+    with engine.connect() as connection:
+        items = _names(connection, select(Item.id, Item.key).where(Item.project_id == project_id))
+        raters = _names(
+            connection, select(Rater.id, Rater.external_id).where(Rater.project_id == project_id)
+        )
+        cursor = driver_connection(connection).cursor()
+        try:
+            cursor.execute(sql)
+            while batch := cursor.fetchmany(_BATCH):
+                columns = list(zip(*batch, strict=True))
+                split = pa.array(columns[7], pa.int8()).cast(pa.bool_())
+                yield pa.record_batch(
+                    [
+                        *(items.of(column) for column in columns[:3]),
+                        pa.array(columns[3], pa.string()),
+                        raters.of(columns[4]),
+                        pa.array(columns[5], pa.int32()),
+                        pa.array(columns[6], pa.string())
+                        .cast(pa.timestamp("us"))
+                        .cast(parquet.TIMESTAMP),
+                        pc.if_else(split, "test", "train"),
+                        pa.array(columns[8], pa.int8()).cast(pa.bool_()),
+                        pa.array(columns[9], pa.string()),
+                        pa.array(columns[10], pa.int32()),
+                        pa.array(columns[11], pa.int64()),
+                    ],
+                    schema=TRIPLETS_SCHEMA,
+                )
+        finally:
+            cursor.close()
+
+
+_BATCH = 50_000
+
+
+class _Names:
+    """Row ids to their names (item keys, raters' ids), by pyarrow's take."""
+
+    def __init__(self, ids: np.ndarray, names: pa.Array) -> None:
+        order = np.argsort(ids)
+        self._ids = ids[order]
+        self._names = names.take(pa.array(order))
+
+    def of(self, ids: tuple) -> pa.Array:
+        wanted = pa.array(ids, pa.int64())
+        missing = wanted.is_null().to_numpy(zero_copy_only=False)
+        values = wanted.fill_null(0).to_numpy()
+        positions = np.searchsorted(self._ids, values).clip(0, max(len(self._ids) - 1, 0))
+        if not len(self._ids):
+            return pa.nulls(len(ids), pa.string())
+        return self._names.take(pa.array(positions, mask=missing))
+
+
+def _names(connection, query) -> _Names:
+    rows = connection.execute(query).all()
+    ids = np.array([row[0] for row in rows], dtype=np.int64)
+    return _Names(ids, pa.array([row[1] for row in rows], pa.string()))
 
 
 def export_judgements_parquet(engine: Engine, project_id: int) -> Iterator[bytes]:
