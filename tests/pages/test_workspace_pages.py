@@ -97,6 +97,7 @@ def watch(page) -> dict:
     return seen
 
 
+@pytest.mark.one_database  # the pages; tests/test_projects.py and the access matrix cover both databases
 def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
     app, server, browser, researcher, tmp_path
 ):
@@ -210,6 +211,7 @@ def sign_in_with_token(page, server: str, token: str) -> None:
     page.get_by_role("button", name="Sign in").click()
 
 
+@pytest.mark.one_database  # the pages; tests/test_tokens.py covers both databases
 def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser, tmp_path):
     with unit_of_work(app.state.session_factory) as session:
         token = create_token(session=session, researcher_name="bo", token_name="laptop")
@@ -487,6 +489,7 @@ def test_the_api_docs_work_offline(server, browser, tmp_path):
     assert spec["info"]["title"] == "Closer"
 
 
+@pytest.mark.one_database  # the forms; the upload and settings API tests cover both databases
 def test_uploads_settings_and_raters_are_run_from_their_pages(
     app, server, browser, researcher, tmp_path
 ):
@@ -957,6 +960,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     look_at_pages(page, browser, server, pages, shots)
 
 
+@pytest.mark.one_database  # the clicks; tests/test_project_archive.py covers both databases
 def test_a_project_is_downloaded_whole_and_created_again_in_two_clicks(
     app, server, browser, researcher, tmp_path
 ):
@@ -999,6 +1003,7 @@ def test_a_project_is_downloaded_whole_and_created_again_in_two_clicks(
     expect(page.locator("table.projects tbody tr")).to_have_count(2)
 
 
+@pytest.mark.one_database  # the buttons; tests/test_queue_states.py covers both databases
 def test_builds_and_models_are_paused_resumed_and_cancelled_from_their_pages(
     app, server, browser, researcher
 ):
@@ -1547,6 +1552,7 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
     assert rows[0].startswith("key,label") and len(rows) == 1 + 9
 
 
+@pytest.mark.one_database  # the page's message: nothing the database changes
 def test_a_forest_with_nothing_to_label_says_so_instead_of_offering_to(
     app, server, browser, researcher
 ):
