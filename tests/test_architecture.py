@@ -68,8 +68,10 @@ def test_importing_learn_loads_no_web_or_database_package():
 @pytest.mark.slow  # a fresh interpreter
 def test_a_web_process_starts_without_the_learners_heavy_packages():
     """scikit-learn, SciPy and numba load when a fit, a build or a served model first
-    needs them: a web process that (re)starts to take answers does not wait for them."""
-    assert _top_packages_loaded("app.main", {"sklearn", "scipy", "numba"}) == set()
+    needs them, pyarrow when a Parquet export does: a web process that (re)starts to take
+    answers does not wait for them."""
+    heavy = {"sklearn", "scipy", "numba", "pyarrow"}
+    assert _top_packages_loaded("app.main", heavy) == set()
 
 
 APP = LEARN.parent

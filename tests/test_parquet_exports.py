@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from app.items.service import ITEMS_SCHEMA
-from app.predictions.service import PREDICTIONS_SCHEMA
+from app.items.parquet import ITEMS_SCHEMA
+from app.predictions.parquet import PREDICTIONS_SCHEMA
 from app.triplets.parquet import JUDGEMENTS_SCHEMA, TRIPLETS_SCHEMA
 from app.worker.loop import Worker
 

@@ -7,6 +7,7 @@ with Argon2 (pwdlib), slow on purpose.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import secrets
@@ -34,9 +35,15 @@ MIN_PASSWORD_LENGTH = 10
 MAX_PASSWORD_LENGTH = 1024
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
 _password_hash = PasswordHash.recommended()
-# Checked against when the email is unknown, so a wrong address takes as long as a
-# wrong password and the time does not tell which accounts exist.
-_UNKNOWN_ACCOUNT_HASH = _password_hash.hash(secrets.token_urlsafe(16))
+
+
+@functools.cache
+def _unknown_account_hash() -> str:
+    """Checked against when the email is unknown, so a wrong address takes as long as a
+    wrong password and the time does not tell which accounts exist. Made at the first
+    sign-in, not at import: every process (web, worker, each CLI command) imports this
+    module, and an Argon2 hash is ~0.13 s of a core."""
+    return _password_hash.hash(secrets.token_urlsafe(16))
 
 
 def hash_token(token: str) -> str:
@@ -113,7 +120,7 @@ def _signed_in_as(email: str) -> str:
 
 def check_stand_in() -> None:
     """A password check of a stand-in hash: what checking a password costs here."""
-    _password_hash.verify_and_update(secrets.token_urlsafe(16), _UNKNOWN_ACCOUNT_HASH)
+    _password_hash.verify_and_update(secrets.token_urlsafe(16), _unknown_account_hash())
 
 
 def check_password(*, session: Session, email: str, password: str) -> Researcher | None:
@@ -122,7 +129,7 @@ def check_password(*, session: Session, email: str, password: str) -> Researcher
         return None
     researcher = session.scalar(select(Researcher).where(Researcher.email == _signed_in_as(email)))
     stored = researcher.password_hash if researcher is not None else None
-    valid, new_hash = _password_hash.verify_and_update(password, stored or _UNKNOWN_ACCOUNT_HASH)
+    valid, new_hash = _password_hash.verify_and_update(password, stored or _unknown_account_hash())
     if not valid or researcher is None or stored is None:
         return None
     if new_hash is not None:  # hashed with older parameters than today's

@@ -10,11 +10,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import PurePosixPath
 
 import numpy as np
-import pyarrow as pa
 from sqlalchemy import Engine, Row, func, insert, select
 from sqlalchemy.orm import Session
 
-from app.core import parquet
 from app.core.config import Settings
 from app.core.db import on_rollback
 from app.core.errors import InvalidUpload, NotFound, Problem, ProblemCollector
@@ -258,34 +256,10 @@ def export_items_csv(engine: Engine, project_id: int) -> Iterator[str]:
     yield buffer.getvalue()
 
 
-ITEMS_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("label", pa.string()),
-        ("text", pa.string()),
-        ("split", pa.string()),  # train, test or unlabelled
-        ("image", pa.string()),  # the image's file name in the project (zip: images/…)
-        ("features", pa.list_(pa.float64())),
-    ]
-)
-
-
 def export_items_parquet(engine: Engine, project_id: int) -> Iterator[bytes]:
-    def batches() -> Iterator[dict[str, list]]:
-        for partition in _export_rows(engine, project_id):
-            yield {
-                "key": [row.key for row in partition],
-                "label": [row.label for row in partition],
-                "text": [row.text for row in partition],
-                "split": [row.split.value for row in partition],
-                "image": [row.image_file for row in partition],
-                "features": [
-                    None if row.features is None else np.frombuffer(row.features, dtype="<f8")
-                    for row in partition
-                ],
-            }
+    from app.items.parquet import items_parquet  # pyarrow: see app.core.parquet
 
-    return parquet.stream(ITEMS_SCHEMA, batches())
+    return items_parquet(_export_rows(engine, project_id))
 
 
 def export_items_json(engine: Engine, project_id: int) -> Iterator[str]:

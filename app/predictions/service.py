@@ -17,10 +17,9 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from sqlalchemy.orm import Session
 
-from app.core import caches, parquet
+from app.core import caches
 from app.core.errors import Conflict, NotFound, ServiceError
 from app.core.spreadsheets import spreadsheet_safe
 from app.models import LearnedModel, ModelVersion, Routing, VersionStatus
@@ -205,32 +204,13 @@ def export_routed(routed: Routing, trees: int, fmt: str) -> bytes:
     return _export(rows, fmt)
 
 
-PREDICTIONS_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("label", pa.string()),  # null where the top classes tie (then `tied`)
-        ("probability", pa.float64()),  # the label's
-        ("support", pa.int64()),  # what spoke for it: reference pairs, trees, neighbours
-        ("tied", pa.list_(pa.string())),
-    ]
-)
-
-
 def _export(rows: list[dict[str, Any]], fmt: str) -> bytes:
     if fmt == "json":
         return json.dumps(rows, ensure_ascii=False).encode()
     if fmt == "parquet":
-        columns: dict[str, list] = {name: [] for name in PREDICTIONS_SCHEMA.names}
-        for row in rows:
-            label = row["label"]
-            columns["key"].append(row["key"])
-            columns["label"].append(label or None)
-            columns["probability"].append(
-                (row["probabilities"] or {}).get(label) if label else None
-            )
-            columns["support"].append(row["support"])
-            columns["tied"].append(row["tied"] or [])
-        return parquet.file_bytes(pa.table(columns, schema=PREDICTIONS_SCHEMA))
+        from app.predictions.parquet import predictions_file  # pyarrow: see app.core.parquet
+
+        return predictions_file(rows)
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(["key", "label", "probability", "support", "tied"])
@@ -355,17 +335,13 @@ def embedding_body(served: ServingModel, model_id: int, fmt: str) -> bytes:
     coordinates = required_part(fitted.coordinates)[rows]
     dimensions = [f"dim_{d}" for d in range(coordinates.shape[1])]
     if fmt == "parquet":
-        columns: dict[str, Any] = {"key": pa.array(keys, pa.string())}
-        for number, name in enumerate(dimensions):
-            columns[name] = pa.array(coordinates[:, number], pa.float64())
-        # Null throughout where the model covers only items with features (DisDF).
-        columns["answered"] = (
-            pa.nulls(len(keys), pa.bool_())
-            if answered is None
-            else pa.array(answered.tolist(), pa.bool_())
-        )
-        body = parquet.file_bytes(
-            pa.table(columns),
+        from app.predictions.parquet import embedding_file  # pyarrow: see app.core.parquet
+
+        body = embedding_file(
+            keys,
+            dimensions,
+            coordinates,
+            answered,
             {"model_id": str(model_id), "version": str(served.version.number)},
         )
     elif fmt == "csv":

@@ -15,7 +15,6 @@ from app.core.routes import StrictJSONRoute
 from app.models import TripletSource
 from app.projects.service import get_project
 from app.triplets import judged, service
-from app.triplets import parquet as exports
 from app.uploads.api import (
     UPLOAD_RESPONSES,
     IdempotencyKey,
@@ -140,6 +139,8 @@ def export_triplets(
     if format is AnswerExportFormat.json:
         body = service.export_triplets_json(engine, project.id, only)
     elif format is AnswerExportFormat.parquet:
+        from app.triplets import parquet as exports  # pyarrow: see app.core.parquet
+
         body = exports.export_triplets_parquet(engine, project.id, only)
     else:
         body = service.export_triplets_csv(engine, project.id, only)
@@ -214,6 +215,8 @@ def export_judgements(
     if format is AnswerExportFormat.json:
         body = judged.export_judgements_json(engine, project.id)
     elif format is AnswerExportFormat.parquet:
+        from app.triplets import parquet as exports  # pyarrow: see app.core.parquet
+
         body = exports.export_judgements_parquet(engine, project.id)
     else:
         body = judged.export_judgements_csv(engine, project.id)

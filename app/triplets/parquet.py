@@ -1,5 +1,6 @@
 """The answers and the judgements as Parquet, with fixed schemas (the README's table):
-the columns of the CSV exports, typed, with nothing quoted for a spreadsheet."""
+the columns of the CSV exports, typed, with nothing quoted for a spreadsheet. Imported
+by the export routes when one is asked for (see app.core.parquet)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ TRIPLETS_SCHEMA = pa.schema(
         ("source", pa.string()),  # rater, upload or oracle
         ("rater", pa.string()),  # their platform id; null for answers of nobody known
         ("response_time_ms", pa.int32()),
-        ("created_at", parquet.TIMESTAMP),
+        ("created_at", parquet.timestamp_type()),
         ("split", pa.string()),  # train or test
         ("adaptive", pa.bool_()),  # asked for what it would teach, not at random
         ("arm", pa.string()),
@@ -52,7 +53,7 @@ JUDGEMENTS_SCHEMA = pa.schema(
         ("picks", pa.list_(pa.string())),  # chosen, first first (sort: a side per item)
         ("rater", pa.string()),
         ("response_time_ms", pa.int32()),
-        ("created_at", parquet.TIMESTAMP),
+        ("created_at", parquet.timestamp_type()),
         ("arm", pa.string()),
         ("version", pa.int32()),
     ]
@@ -141,7 +142,7 @@ def _by_ids(engine: Engine, project_id: int, only: ExportFilter) -> Iterator[pa.
                         pa.array(columns[5], pa.int32()),
                         pa.array(columns[6], pa.string())
                         .cast(pa.timestamp("us"))
-                        .cast(parquet.TIMESTAMP),
+                        .cast(parquet.timestamp_type()),
                         pc.if_else(split, "test", "train"),
                         pa.array(columns[8], pa.int8()).cast(pa.bool_()),
                         pa.array(columns[9], pa.string()),
