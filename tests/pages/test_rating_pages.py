@@ -15,6 +15,7 @@ from app.models import Assignment, Rater, Triplet
 from tests.support.browser import (
     hold_images,
     screenshots_dir,
+    shoot,
     stays_put_while_images_arrive,
     until,
 )
@@ -86,7 +87,7 @@ def test_a_rater_answers_by_mouse_and_keyboard_and_gets_the_completion_code(
     page.get_by_role("button", name="Start").click()
     expect(page.locator(".progress .count")).to_have_text("0 / 40")
     until(page, "window.htmx !== undefined")  # scripts load after the page
-    page.screenshot(path=str(shots / "rate-desktop.png"))
+    shoot(page, shots / "rate-desktop.png")
     # The rating page's own load event comes after its images: on a busy machine, after
     # htmx is there. Counted from here, any load is a comparison that came as a new page.
     page.wait_for_load_state("load")
@@ -104,7 +105,7 @@ def test_a_rater_answers_by_mouse_and_keyboard_and_gets_the_completion_code(
     page.keyboard.press("ArrowRight")  # the 40th answer
 
     expect(page.locator("#completion-code")).to_have_text("THANKS-40")
-    page.screenshot(path=str(shots / "rate-done-desktop.png"))
+    shoot(page, shots / "rate-done-desktop.png")
     assert page_loads == []  # every comparison swapped in without a page load
     page.wait_for_url("**/api/v1/health?back=1", timeout=15_000)  # back to the platform
 
@@ -147,7 +148,7 @@ def test_the_rating_page_works_on_a_phone(server, study, browser, tmp_path):
     )  # no sideways scroll
     assert abs(boxes[0]["y"] - boxes[1]["y"]) < 1  # side by side, even on a phone
     assert page.locator(".anchor img").bounding_box()["y"] + 10 < boxes[0]["y"]  # anchor on top
-    page.screenshot(path=str(shots / "rate-phone.png"))
+    shoot(page, shots / "rate-phone.png")
     image = page.locator(".anchor img").get_attribute("src")
     assert page.request.get(f"{server}{image}").headers["content-type"] == "image/png"
     joined = page.request.post(f"{server}/api/v1/rate/{slug}/raters", data={"participant": "api"})
@@ -198,7 +199,7 @@ def test_a_rater_who_fails_the_checks_gets_their_code_and_is_sent_back(
     expect(page.get_by_role("heading")).to_have_text("Thank you for your time")
     expect(page.get_by_text("Too few of your answers to the check questions")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    page.screenshot(path=str(shots / "rate-screened-out-phone-dark.png"))
+    shoot(page, shots / "rate-screened-out-phone-dark.png")
     page.wait_for_url("**/api/v1/health?screened=1", timeout=15_000)
     assert problems == []
     context.close()
@@ -345,7 +346,7 @@ def test_the_whole_comparison_is_above_the_fold(server, study, browser, tmp_path
         assert box["y"] >= 0 and box["y"] + box["height"] <= height, (screen, box)
     image = page.locator(".anchor img").bounding_box()
     assert image["height"] >= 60  # still big enough to see
-    page.screenshot(path=str(screenshots_dir(tmp_path) / f"rate-{screen}.png"))
+    shoot(page, screenshots_dir(tmp_path) / f"rate-{screen}.png")
     assert failed == []  # the favicon included
     context.close()
 
@@ -436,7 +437,7 @@ def test_an_answer_given_offline_arrives_once_and_a_reload_resumes(
     page.locator("#comparison button.candidate").first.click()
     expect(page.locator("#connection")).to_be_visible()
     expect(page.locator("#connection")).to_contain_text("Reconnecting")
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "rate-offline.png"))
+    shoot(page, screenshots_dir(tmp_path) / "rate-offline.png")
     page.keyboard.press("ArrowRight")  # a key meanwhile changes nothing: the answer waits
     time.sleep(5)
     assert current_query(page) == held
@@ -495,7 +496,7 @@ def test_the_page_rides_out_a_database_restart(browser, tmp_path):
         database.crash()
         page.locator("#comparison button.candidate").first.click()
         expect(page.locator("#connection")).to_contain_text("Reconnecting")
-        page.screenshot(path=str(screenshots_dir(tmp_path) / "rate-database-restart.png"))
+        shoot(page, screenshots_dir(tmp_path) / "rate-database-restart.png")
         time.sleep(3)
         assert current_query(page) == held
         database.start()
@@ -566,7 +567,7 @@ def test_a_participant_consents_on_a_phone_and_reads_the_debrief_with_the_code(
     expect(page.get_by_role("heading", name="What you will do")).to_be_visible()
     agree = page.get_by_role("button", name="I agree")
     assert agree.bounding_box()["y"] + agree.bounding_box()["height"] <= 844  # no scrolling
-    page.screenshot(path=str(shots / "consent-phone.png"))
+    shoot(page, shots / "consent-phone.png")
     agree.tap()
     expect(page.get_by_role("alert")).to_contain_text("Tick each statement")
     for statement in ("I have read the information above.", "I agree to take part."):
@@ -579,7 +580,7 @@ def test_a_participant_consents_on_a_phone_and_reads_the_debrief_with_the_code(
     expect(page.locator("#completion-code")).to_have_text("THANKS-40")
     expect(page.get_by_role("heading", name="Thank you", exact=True)).to_be_visible()
     expect(page.locator(".debrief strong")).to_have_text("shades")
-    page.screenshot(path=str(shots / "debrief-phone.png"), full_page=True)
+    shoot(page, shots / "debrief-phone.png", full_page=True)
     time.sleep(5)  # the redirect without a debrief comes after 4 s: here it waits for them
     assert "/r/" in page.url
     expect(page.get_by_role("link", name="go back to finish")).to_be_visible()
@@ -589,7 +590,7 @@ def test_a_participant_consents_on_a_phone_and_reads_the_debrief_with_the_code(
     other.get_by_role("button", name="Start").click()
     # the shot waits for the consent page: one taken while it is still loading fails
     expect(other.get_by_role("heading", name="What you will do")).to_be_visible()
-    other.screenshot(path=str(shots / "consent-desktop.png"))
+    shoot(other, shots / "consent-desktop.png")
     other.get_by_role("button", name="I do not agree").click()
     expect(other.locator("#completion-code")).to_have_text("RETURNED-1")
     expect(other.get_by_text("You chose not to take part")).to_be_visible()
@@ -660,7 +661,7 @@ def test_a_participant_answers_the_questionnaire_after_the_task_on_a_phone(
     page.get_by_label("4").tap()
     page.get_by_role("button", name="Continue").tap()
     expect(page.locator("#q-age-error")).to_have_text("Must be a number")
-    page.screenshot(path=str(shots / "questionnaire-phone.png"), full_page=True)
+    shoot(page, shots / "questionnaire-phone.png", full_page=True)
     page.get_by_label("Your age?").fill("31")
     page.get_by_role("button", name="Continue").tap()
     expect(page.locator("#completion-code")).to_have_text("THANKS-40")
@@ -694,7 +695,7 @@ def test_a_break_between_blocks_holds_the_next_comparison_until_it_ends(
     start = page.get_by_role("button", name="Start block 2")
     expect(start).to_be_disabled()
     page.keyboard.press("ArrowLeft")  # answers nothing during a break
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "break-desktop.png"))
+    shoot(page, screenshots_dir(tmp_path) / "break-desktop.png")
     expect(start).to_be_enabled(timeout=5_000)
     time.sleep(0.5)
     start.click()
@@ -827,7 +828,7 @@ def test_practice_shows_feedback_before_the_next_screen(
         expect(feedback).to_contain_text("Not quite: the expected answer was this one.")
         expect(feedback.locator(".expected-items img")).to_have_count(1)
         expect(page.locator("#comparison .candidate").first).to_be_hidden()
-        page.screenshot(path=str(screenshots_dir(tmp_path) / f"practice-feedback-{name}.png"))
+        shoot(page, screenshots_dir(tmp_path) / f"practice-feedback-{name}.png")
         page.get_by_role("button", name="Next practice screen").click()
         expect(page.locator(".progress .count")).to_have_text("Practice 2 of 2")
         right = page.locator('#comparison .candidate[data-key="shade-6"]')

@@ -14,6 +14,7 @@ from app.models import Item, Judgement
 from tests.support.browser import (
     hold_images,
     screenshots_dir,
+    shoot,
     stays_put_while_images_arrive,
     until,
 )
@@ -99,7 +100,7 @@ def test_a_rank_screen_is_picked_in_order_by_mouse_and_keys_with_undo(
     expect(cards.nth(0).locator(".order")).to_have_text("1")
     expect(send).to_be_disabled()
     cards.nth(4).click()
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "rank-picked.png"))
+    shoot(page, screenshots_dir(tmp_path) / "rank-picked.png")
     before = _query(page)
     send.click()
     expect(page.locator("#comparison input[name=query_id]")).not_to_have_value(before)
@@ -200,7 +201,7 @@ def test_every_screen_fits_without_scrolling(
         for i in range(page.locator("#comparison .pick img").count())
     )
     assert smallest >= 44  # still big enough to see and tap
-    page.screenshot(path=str(screenshots_dir(tmp_path) / f"screen-{layout}-{screen}.png"))
+    shoot(page, screenshots_dir(tmp_path) / f"screen-{layout}-{screen}.png")
     context.close()
 
 

@@ -17,6 +17,7 @@ from tests.pages.test_screen_pages import _study as screen_study
 from tests.support.browser import (
     hold_images,
     screenshots_dir,
+    shoot,
     stays_put_while_images_arrive,
     until,
 )
@@ -99,7 +100,7 @@ def test_a_sorting_screen_is_placed_by_tap_and_by_arrow_keys_with_undo(
     expect(send).to_be_disabled()
     page.keyboard.press("ArrowRight")
     expect(send).to_be_enabled()
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "sort-placed.png"))
+    shoot(page, screenshots_dir(tmp_path) / "sort-placed.png")
     before = _query(page)
     page.keyboard.press("Enter")
     expect(page.locator("#comparison input[name=query_id]")).not_to_have_value(before)
@@ -175,7 +176,7 @@ def test_every_sorting_screen_fits_without_scrolling(
     sides = page.locator("#comparison .sortee .side-left")
     narrowest = min(sides.nth(i).bounding_box()["width"] for i in range(sides.count()))
     assert narrowest >= 22, narrowest  # and to tap
-    page.screenshot(path=str(screenshots_dir(tmp_path) / f"sort-{size}-{screen}.png"))
+    shoot(page, screenshots_dir(tmp_path) / f"sort-{size}-{screen}.png")
     context.close()
 
 

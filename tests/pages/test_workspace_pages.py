@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 
 from app.auth.service import create_token, set_researcher_password
 from app.core.db import unit_of_work
-from tests.support.browser import DESKTOP, PHONE, look_at_pages, screenshots_dir, until
+from tests.support.browser import DESKTOP, PHONE, look_at_pages, screenshots_dir, shoot, until
 from tests.support.links import open_link
 from tests.support.waiting import wait_for
 
@@ -105,7 +105,7 @@ def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
     page = browser.new_page(viewport=DESKTOP)
     page.goto(server)
     expect(page).to_have_url(f"{server}/login")
-    page.screenshot(path=str(shots / "workspace-sign-in-desktop.png"))
+    shoot(page, shots / "workspace-sign-in-desktop.png")
 
     sign_in(page, server, password="not the password")
     expect(page.get_by_role("alert")).to_have_text("Wrong email or password.")
@@ -135,16 +135,16 @@ def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
     )
     expect(rater.get_by_role("button", name="Start")).to_have_count(0)
     expect(rater.get_by_text("completion code")).to_have_count(0)
-    rater.screenshot(path=str(shots / "rate-not-open-phone.png"))
+    shoot(rater, shots / "rate-not-open-phone.png")
     # No answers yet: the overview says so where the answers-per-hour chart will be.
     expect(page.locator(".empty-chart")).to_have_text(
         "No rater has answered in the last 7 days: open the study link above, share it, "
         "and their answers per hour show here."
     )
     expect(page.locator("[data-chart]")).to_have_count(0)
-    page.screenshot(path=str(shots / "workspace-overview-desktop.png"), full_page=True)
+    shoot(page, shots / "workspace-overview-desktop.png", full_page=True)
     page.set_viewport_size(PHONE)
-    page.screenshot(path=str(shots / "workspace-overview-phone.png"), full_page=True)
+    shoot(page, shots / "workspace-overview-phone.png", full_page=True)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= PHONE["width"], f"the overview scrolls sideways on a phone ({width}px)"
     page.set_viewport_size(DESKTOP)
@@ -167,7 +167,7 @@ def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
     expect(rater.get_by_role("button", name="Start")).to_be_visible()
     page.get_by_role("button", name="Pause").click()
     expect(page.locator("#link-state")).to_have_text("paused")
-    page.screenshot(path=str(shots / "workspace-overview-paused-desktop.png"), full_page=True)
+    shoot(page, shots / "workspace-overview-paused-desktop.png", full_page=True)
     rater.reload()
     expect(rater.get_by_role("status")).to_contain_text("paused")
     rater.close()
@@ -179,7 +179,7 @@ def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
     shown = page.locator(".item-anchor").text_content()
     page.locator(".candidate").first.click()
     expect(page.locator(".candidate")).to_have_count(2)
-    page.screenshot(path=str(shots / "workspace-preview-desktop.png"))
+    shoot(page, shots / "workspace-preview-desktop.png")
     page.goto(f"{server}/projects/{project_id}")
     page.get_by_role("button", name="Resume").click()
     expect(page.locator("#link-state")).to_have_text("open")
@@ -192,9 +192,9 @@ def test_a_researcher_signs_in_creates_a_project_and_watches_its_overview(
     row = page.locator("table.projects tbody tr").first
     expect(row).to_contain_text("Colour study")
     expect(row.locator("td").nth(1)).to_have_text("5")
-    page.screenshot(path=str(shots / "workspace-projects-desktop.png"))
+    shoot(page, shots / "workspace-projects-desktop.png")
     page.set_viewport_size(PHONE)
-    page.screenshot(path=str(shots / "workspace-projects-phone.png"), full_page=True)
+    shoot(page, shots / "workspace-projects-phone.png", full_page=True)
 
     page.get_by_role("button", name="Sign out").click()
     expect(page).to_have_url(f"{server}/login")
@@ -238,7 +238,7 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     page.get_by_role("button", name="Create token").click()
     created = page.locator("#new-token").text_content()
     assert created.startswith("closer_")
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "workspace-tokens-desktop.png"))
+    shoot(page, screenshots_dir(tmp_path) / "workspace-tokens-desktop.png")
     bearer = {"Authorization": f"Bearer {created}"}
     listed = httpx.get(f"{server}{API}/projects", headers=bearer)
     assert [project["name"] for project in listed.json()] == ["Shapes"]
@@ -255,9 +255,7 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     expect(row).to_contain_text("2099-01-31 23:59 UTC")
     expect(row).to_contain_text("made with another token")  # this browser's: laptop
     page.set_viewport_size(PHONE)
-    page.screenshot(
-        path=str(screenshots_dir(tmp_path) / "workspace-tokens-phone.png"), full_page=True
-    )
+    shoot(page, screenshots_dir(tmp_path) / "workspace-tokens-phone.png", full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     page.set_viewport_size(DESKTOP)
 
@@ -271,9 +269,7 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     reader.goto(f"{server}/projects/{shapes['id']}/settings")
     expect(reader.get_by_label("Redirect when done (recruiting platform URL)")).not_to_be_editable()
     expect(reader.get_by_role("button", name="Delete the project")).to_have_count(0)
-    reader.screenshot(
-        path=str(screenshots_dir(tmp_path) / "workspace-settings-read-token.png"), full_page=True
-    )
+    shoot(reader, screenshots_dir(tmp_path) / "workspace-settings-read-token.png", full_page=True)
     reader.goto(f"{server}/tokens")
     expect(reader.get_by_text("this token's scope is 'read'")).to_be_visible()
     reader.close()
@@ -446,7 +442,7 @@ def test_hostile_names_and_texts_render_as_text_on_every_page(
         page.wait_for_timeout(50)
         texts.add(page.locator("#item-card").inner_text())
     assert any("<i>x</i>" in text for text in texts)
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "workspace-hostile-desktop.png"))
+    shoot(page, screenshots_dir(tmp_path) / "workspace-hostile-desktop.png")
     assert page.evaluate("window.pwned") is None
     assert seen["dialogs"] == []
     strays = [
@@ -475,11 +471,11 @@ def test_the_api_docs_work_offline(server, browser, tmp_path):
     page.goto(f"{server}/docs")
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("Closer")
     expect(page.locator(".opblock-tag-section").first).to_be_visible()
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "api-docs-swagger.png"))
+    shoot(page, screenshots_dir(tmp_path) / "api-docs-swagger.png")
     page.get_by_role("link", name="ReDoc").click()  # and back to the workspace from either
     expect(page.get_by_role("link", name="← Closer workspace")).to_have_attribute("href", "/")
     expect(page.locator("h1", has_text="Closer")).to_be_visible(timeout=20_000)
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "api-docs-redoc.png"))
+    shoot(page, screenshots_dir(tmp_path) / "api-docs-redoc.png")
     assert outside == []
     # ReDoc's sidebar draws its maker's logo: made here, not fetched from their CDN.
     logo = page.get_by_alt_text("redocly logo")
@@ -508,7 +504,7 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     expect(problems.first).to_contain_text("shapes.csv")
     expect(problems.first.locator("td").nth(1)).to_have_text("3")
     expect(problems.first.locator("td").nth(2)).to_have_text("key")
-    page.screenshot(path=str(shots / "workspace-uploads-rejected-desktop.png"), full_page=True)
+    shoot(page, shots / "workspace-uploads-rejected-desktop.png", full_page=True)
     listed = httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).json()
     assert listed["item_count"] == 0
     good = tmp_path / "shapes-fixed.csv"
@@ -566,7 +562,7 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     counted = httpx.get(f"{server}{API}/projects/{project_id}", headers=bearer).json()
     assert counted["triplet_count"] == 6
     page.set_viewport_size(PHONE)
-    page.screenshot(path=str(shots / "workspace-uploads-phone.png"), full_page=True)
+    shoot(page, shots / "workspace-uploads-phone.png", full_page=True)
     page.set_viewport_size(DESKTOP)
 
     # Settings: the form refuses what the API refuses, field by field.
@@ -619,7 +615,7 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     page.locator("#q-1-options").fill("left\nright")
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("Saved")).to_be_visible()
-    page.screenshot(path=str(shots / "workspace-settings-desktop.png"), full_page=True)
+    shoot(page, shots / "workspace-settings-desktop.png", full_page=True)
     saved = httpx.get(f"{server}{API}/projects/{project_id}/rating", headers=bearer).json()
     assert saved["consent"] == {
         "text": "## About\n\nYou compare shapes.",
@@ -666,7 +662,7 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
     expect(row).to_contain_text("Counted")
     row.get_by_role("button", name="Exclude").click()
     expect(page.locator("tr", has_text="p-two")).to_contain_text("Excluded")
-    page.screenshot(path=str(shots / "workspace-raters-desktop.png"), full_page=True)
+    shoot(page, shots / "workspace-raters-desktop.png", full_page=True)
     listed = httpx.get(f"{server}{API}/projects/{project_id}/raters", headers=bearer).json()
     assert {r["external_id"]: r["excluded"] for r in listed} == {"p-one": False, "p-two": True}
     page.get_by_role("link", name="Answers", exact=True).click()  # sort by answers
@@ -690,14 +686,14 @@ def test_uploads_settings_and_raters_are_run_from_their_pages(
         "'p-one' is not this participant's id (p-two): nothing was erased"
     )
     page.set_viewport_size({"width": 390, "height": 844})
-    page.screenshot(path=str(shots / "workspace-erase-refused-phone.png"), full_page=True)
+    shoot(page, shots / "workspace-erase-refused-phone.png", full_page=True)
     page.set_viewport_size({"width": 1280, "height": 800})
     page.get_by_label("Type their participant id").fill("p-two")
     page.get_by_role("button", name="Erase this participant").click()
     expect(page.get_by_role("status")).to_contain_text("The participant was erased")
     expect(page.locator("table.erasures tbody tr")).to_have_count(1)
     expect(page.locator("table.participants")).not_to_contain_text("p-two")
-    page.screenshot(path=str(shots / "workspace-participants-erased-desktop.png"), full_page=True)
+    shoot(page, shots / "workspace-participants-erased-desktop.png", full_page=True)
     listed = httpx.get(f"{server}{API}/projects/{project_id}/raters", headers=bearer).json()
     assert [r["external_id"] for r in listed] == ["p-one"]
 
@@ -788,7 +784,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     build_id = int(page.locator(".build").first.get_attribute("id").split("-")[1])
     bar = page.locator(".build .overall progress")
     before = float(bar.get_attribute("value"))
-    page.screenshot(path=str(shots / "workspace-builds-start-desktop.png"), full_page=True)
+    shoot(page, shots / "workspace-builds-start-desktop.png", full_page=True)
 
     with unit_of_work(app.state.session_factory) as session:
         token = create_token(session=session, researcher_name="ada@lab.example")
@@ -826,9 +822,9 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
         moved = float(bar.get_attribute("value"))
         assert moved > before
         expect(page.locator(".build .needed")).to_contain_text("~")
-        page.screenshot(path=str(shots / "workspace-builds-running-desktop.png"), full_page=True)
+        shoot(page, shots / "workspace-builds-running-desktop.png", full_page=True)
         page.set_viewport_size(PHONE)
-        page.screenshot(path=str(shots / "workspace-builds-phone.png"), full_page=True)
+        shoot(page, shots / "workspace-builds-phone.png", full_page=True)
         page.set_viewport_size(DESKTOP)
         expect(page.locator(".build").first).to_have_attribute(
             "data-status", "complete", timeout=180_000
@@ -847,9 +843,9 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     page.get_by_role("link", name="Models").click()
     page.get_by_role("button", name="Train now").click()
     until(page, "document.querySelector('#model-1 [data-chart]')?.dataset.drawn === '1'", 120)
-    page.screenshot(path=str(shots / "workspace-models-desktop.png"), full_page=True)
+    shoot(page, shots / "workspace-models-desktop.png", full_page=True)
     page.set_viewport_size(PHONE)
-    page.screenshot(path=str(shots / "workspace-models-phone.png"), full_page=True)
+    shoot(page, shots / "workspace-models-phone.png", full_page=True)
     page.set_viewport_size(DESKTOP)
     page.get_by_role("link", name="Embedding").click()
     # The link loads a page of its own: the wait starts on it, not on the models' page.
@@ -862,7 +858,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     expect(page.locator("#item-card .key")).to_have_text(re.compile(r"^p\d+$"))
     page.mouse.click(x, y)
     expect(page.locator("#item-card ol.neighbours li")).to_have_count(8)
-    page.screenshot(path=str(shots / "workspace-embedding-desktop.png"))
+    shoot(page, shots / "workspace-embedding-desktop.png")
     # On a phone, the card of the item tapped shows on screen beside the chart.
     page.set_viewport_size(PHONE)
     # A user scrolls the chart up to the top of the screen, above the card that rides
@@ -883,7 +879,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     expect(page.locator("#item-card ol.neighbours li")).to_have_count(8)
     card_top = page.evaluate("document.getElementById('item-card').getBoundingClientRect().top")
     assert card_top < PHONE["height"], f"the item card is below the fold ({card_top}px)"
-    page.screenshot(path=str(shots / "workspace-embedding-phone.png"))
+    shoot(page, shots / "workspace-embedding-phone.png")
     page.set_viewport_size(DESKTOP)
     # A neighbour leads to the item itself, on the items page.
     nearest = page.locator("#item-card ol.neighbours li a").first
@@ -929,7 +925,7 @@ def test_a_whole_study_runs_in_the_browser_from_sign_in_to_download(
     ).text
     page.get_by_role("link", name="Downloads").click()
     expect(page.get_by_role("heading", name="Downloads", exact=True)).to_be_visible()
-    page.screenshot(path=str(shots / "workspace-downloads-desktop.png"), full_page=True)
+    shoot(page, shots / "workspace-downloads-desktop.png", full_page=True)
     with page.expect_download() as downloading:
         page.get_by_role("button", name="Download answers").click()
     downloaded = Path(downloading.value.path()).read_text(encoding="utf-8")
@@ -1441,7 +1437,7 @@ def test_a_finished_build_is_built_again_without_a_rater_excluded_since(
     ).json()
     assert 0 < asked["answers"]
     expect(page.locator(".again-answers")).to_have_text(f"~{asked['answers']:,}")
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "build-again-desktop.png"), full_page=True)
+    shoot(page, screenshots_dir(tmp_path) / "build-again-desktop.png", full_page=True)
     assert len(httpx.get(f"{server}{API}/projects/{project_id}/builds", headers=bearer).json()) == 1
     page.get_by_role("button", name=f"Build again, asking ~{asked['answers']:,} answers").click()
     newest = page.locator(".build").first
@@ -1541,7 +1537,7 @@ def test_the_models_page_says_which_model_labels_best(app, server, browser, rese
     expect(card.locator("tr.chosen")).to_contain_text(best)
     for name in right:
         expect(card.locator("tr", has_text=name)).to_contain_text(f"{100 * right[name]:.0f}% /")
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "models-labelling.png"), full_page=True)
+    shoot(page, screenshots_dir(tmp_path) / "models-labelling.png", full_page=True)
 
     # The forest's labels download beside the other models' predictions.
     page.get_by_role("link", name="Downloads").click()
@@ -1635,4 +1631,4 @@ def test_hovering_a_point_of_a_large_map_shows_its_item(
         page.wait_for_timeout(100)
         shown.add(page.locator("#item-card .key").inner_text())
     assert len(shown) >= 4 and all(re.fullmatch(r"i\d+", key) for key in shown), shown
-    page.screenshot(path=str(screenshots_dir(tmp_path) / "embedding-large-hover.png"))
+    shoot(page, screenshots_dir(tmp_path) / "embedding-large-hover.png")

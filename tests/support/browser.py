@@ -162,6 +162,14 @@ def screenshots_dir(tmp_path: Path) -> Path:
     return folder
 
 
+def shoot(page, path: Path, full_page: bool = False) -> None:
+    """A screenshot for a person to look at, taken where CLOSER_SCREENSHOTS names a folder
+    (`CLOSER_SCREENSHOTS=shots scripts/test tests/pages`). Without it, as in CI where
+    nobody looks, none is taken: a full page's shot is ~0.3 s of a core, 48 of them a run."""
+    if os.environ.get("CLOSER_SCREENSHOTS"):
+        page.screenshot(path=str(path), full_page=full_page)
+
+
 def until(page, expression: str, seconds: float = 15.0) -> None:
     """Wait until `expression` holds in the page. Page.wait_for_function evaluates its
     text with eval, which the pages' Content-Security-Policy refuses, as it should. A
