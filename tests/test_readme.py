@@ -175,3 +175,38 @@ def test_the_readme_library_examples_run_as_written(tmp_path):
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-4000:]
+
+
+@pytest.mark.one_database  # the client reads the exports; tests/test_parquet_exports.py has both
+def test_the_readme_python_client_example_runs_against_a_live_server(settings, new_token):
+    """The Python block of "The Python client", as a notebook runs it: against a server
+    with its worker in process, a token in CLOSER_TOKEN. Its uploads are stored, its
+    models serve, and the refused upload is a CloserError naming the unknown key."""
+    from tests.support.browser import serve_in_thread
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### The Python client") : readme.index("## Configuration")]
+    (block,) = re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
+    token = new_token("analyst")["Authorization"].split()[1]
+    served = settings.model_copy(update={"worker_in_process": True})
+    with serve_in_thread(served) as url:
+        run = subprocess.run(
+            [sys.executable, "-c", block],
+            cwd=REPO,
+            env={**os.environ, "CLOSER_URL": url, "CLOSER_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert run.returncode == 0, run.stderr[-4000:]
+    out = run.stdout
+    assert "'rows': " in out and "'replayed': False" in out, out[:2000]
+    assert re.search(r"^response_time_ms\s+Int32$", out, re.M), out[:2000]  # typed, nullable
+    assert "Two clusters, from Python" in out and "0 judgements" in out
+    assert "dim_0" in out and "answered" in out
+    # Ten unlabelled points of two clusters far apart, each labelled by its cluster.
+    labels = re.findall(r"^q(\d\d)\s+(near|far|None)\s+\d+$", out, flags=re.M)
+    assert len(labels) == 10, out[-2000:]
+    assert [key for key, _ in labels] == [f"{i:02d}" for i in range(3, 40, 4)]
+    assert all(label == ("near" if int(key) < 20 else "far") for key, label in labels), labels
+    assert re.search(r"^422 from POST .*row 2, column 'farther': unknown item 'nope'", out, re.M)
