@@ -6,8 +6,10 @@ benchmarks/fuzz_api.py (a long one, with a researcher's and an admin's token).""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -39,7 +41,15 @@ def seed(url: str, token: str) -> None:
         )
 
 
-def run_schemathesis(url: str, token: str, seconds: int, log: Path, workers: int = 1) -> int:
+def fuzz_seed() -> int:
+    """The day's seed (CLOSER_FUZZ_SEED to run one again): each day's runs try other
+    cases than the last's, so the short runs add up, and a failure can be replayed."""
+    return int(os.environ.get("CLOSER_FUZZ_SEED") or time.time() // 86_400)
+
+
+def run_schemathesis(
+    url: str, token: str, seconds: int, log: Path, workers: int = 1, seed_value: int = 1
+) -> int:
     """The exit status of one run (0: no failure); its report goes to `log`.
 
     More than one worker races requests against each other (how the 409 on a write
@@ -63,7 +73,7 @@ def run_schemathesis(url: str, token: str, seconds: int, log: Path, workers: int
         "--workers",
         str(workers),
         "--seed",
-        "1",
+        str(seed_value),
     ]
     with open(log, "w") as handle:
         # Its cache goes where it runs: beside the log, not into the repository.
