@@ -14,6 +14,7 @@ message (which names the row, field or limit at fault)."""
 from __future__ import annotations
 
 import io
+import math
 import os
 import time
 import uuid
@@ -252,9 +253,14 @@ def _csv_of(frame: pd.DataFrame) -> bytes:
     frame = frame.copy()
     if "features" in frame.columns:
         frame["features"] = [
-            value
-            if isinstance(value, str) or value is None
-            else " ".join(str(float(v)) for v in value)
+            value if isinstance(value, str) else _features_text(value)
             for value in frame["features"]
         ]
     return frame.to_csv(index=False).encode()
+
+
+def _features_text(value: Any) -> str | None:
+    """A row's features as the CSV takes them; None or NaN (pandas' missing) is none."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return " ".join(str(float(number)) for number in value)

@@ -31,6 +31,22 @@ def test_a_refused_upload_names_the_row_and_stores_nothing(closer):
     assert list(stored["key"]) == ["a", "b"] and list(stored["features"][1]) == [1.0, 1.0]
 
 
+def test_missing_features_in_a_dataframe_reach_the_server_as_missing(closer):
+    """pandas' missing values (None, NaN) in a features column are sent as no features,
+    so the server's own rule speaks: some items with features and some without is
+    refused, naming the rows; none with features is stored so."""
+    project = closer.create_project("p")["id"]
+    features = [[0.5, 1.0], None, float("nan")]
+    with pytest.raises(CloserError) as refused:
+        closer.upload_items(project, pd.DataFrame({"key": ["a", "b", "c"], "features": features}))
+    assert "row 3, column 'features': missing" in str(refused.value)
+    assert "row 4, column 'features': missing" in str(refused.value)
+    closer.upload_items(
+        project, pd.DataFrame({"key": ["a", "b"], "features": [None, float("nan")]})
+    )
+    assert closer.items(project)["features"].isna().all()
+
+
 def test_a_model_without_answers_times_out_saying_so(closer):
     project = closer.create_project("p")["id"]
     closer.upload_items(project, pd.DataFrame({"key": ["a", "b", "c"]}))

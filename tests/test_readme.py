@@ -42,6 +42,13 @@ def test_the_walk_through_has_the_blocks_a_reader_sees():
     assert all("builds/1" not in block and "models/1" not in block for block in blocks)
 
 
+def python_blocks(first: str, last: str) -> list[str]:
+    """The ```python blocks of the README between the headings `first` and `last`."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index(first) : readme.index(last)]
+    return re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -163,9 +170,7 @@ def test_the_readme_walk_through_runs_verbatim(service, tmp_path):
 
 def test_the_readme_library_examples_run_as_written(tmp_path):
     """The Python blocks of "The learning library", in one interpreter, in order."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## The learning library") : readme.index("## How it is built")]
-    blocks = re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
+    blocks = python_blocks("## The learning library", "## How it is built")
     assert len(blocks) == 4
     run = subprocess.run(
         [sys.executable, "-c", "\n".join(blocks)],
@@ -184,9 +189,7 @@ def test_the_readme_python_client_example_runs_against_a_live_server(settings, n
     models serve, and the refused upload is a CloserError naming the unknown key."""
     from tests.support.browser import serve_in_thread
 
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### The Python client") : readme.index("## Configuration")]
-    (block,) = re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
+    (block,) = python_blocks("### The Python client", "## Configuration")
     token = new_token("analyst")["Authorization"].split()[1]
     served = settings.model_copy(update={"worker_in_process": True})
     with serve_in_thread(served) as url:
