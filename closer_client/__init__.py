@@ -3,9 +3,9 @@ make projects, upload items and triplets, fetch answers, judgements, items and
 embeddings as pandas DataFrames (Parquet under the hood: typed columns, nothing parsed
 from text), train a model, wait for it and predict.
 
-    from closer_client import Closer
+    from closer_client import Client
 
-    closer = Closer("http://127.0.0.1:8000", token="cl_...")
+    closer = Client("http://127.0.0.1:8000", token="cl_...")
     answers = closer.answers(project_id)          # a DataFrame, a row an answer
 
 Every error the API reports is a `CloserError` carrying its status and the API's own
@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["Closer", "CloserError"]
+__all__ = ["Client", "Closer", "CloserError"]
 
 _NULLABLE = {
     pa.int8(): pd.Int8Dtype(),
@@ -60,7 +60,7 @@ def _message(detail: Any) -> str:
     return str(found)
 
 
-class Closer:
+class Client:
     """A connection to one Closer server with one API token (`closer create-token`, or
     the workspace's Tokens page). Use it as a context manager, or call `close()`."""
 
@@ -72,7 +72,7 @@ class Closer:
             base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=timeout
         )
 
-    def __enter__(self) -> Closer:
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -264,3 +264,7 @@ def _features_text(value: Any) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return " ".join(str(float(number)) for number in value)
+
+
+# The name the client was first released under (stop 65).
+Closer = Client

@@ -7,14 +7,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from closer_client import Closer, CloserError
+from closer_client import Client, CloserError
 from tests.support.browser import serve_in_thread
 
 
 @pytest.fixture
 def closer(settings, new_token):
     token = new_token("analyst")["Authorization"].split()[1]
-    with serve_in_thread(settings) as url, Closer(url, token) as client:
+    with serve_in_thread(settings) as url, Client(url, token) as client:
         yield client
 
 
@@ -68,7 +68,7 @@ def test_a_retried_triplet_upload_with_its_key_is_stored_once(closer):
 
 
 def test_a_wrong_token_is_refused_plainly(settings):
-    with serve_in_thread(settings) as url, Closer(url, "not-a-token") as client:
+    with serve_in_thread(settings) as url, Client(url, "not-a-token") as client:
         with pytest.raises(CloserError) as refused:
             client.projects()
     assert refused.value.status == 401

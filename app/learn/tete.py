@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from app.learn import _tete_scale as scale
+from app.learn._tete_line import SERIATED_MOST, seriated, unfolded
 from app.learn._tete_loss import (
     QUICK_MAX_ITER,
     SOE_MARGIN,
@@ -35,6 +36,8 @@ from app.learn.metrics import triplet_error
 from app.learn.triplets import check_triplets
 
 OPTIMIZERS = ("gd", "lbfgs")
+# A line is unfolded and fitted again at most this many times (1 is nearly always enough).
+UNFOLD_ROUNDS = 3
 
 
 # The losses by name: (temperature or margin, kernel tail).
@@ -241,13 +244,15 @@ class TETE(BaseEstimator):
         d = int(self.n_components)
         triplets, n, weights, init = checked_inputs(triplets, n_items, sample_weight, init, d)
         self.planned_steps_ = self.max_iter
-        start = (
-            init.copy()
-            if init is not None
-            else check_random_state(self.random_state).standard_normal((n, d)) * self.init_scale
-        )
         loss = self._fixed_loss(d)
-        return self._fit_from(start, triplets, weights, loss, loss, init is not None, callback)
+        if init is not None:
+            return self._fit_from(init.copy(), triplets, weights, loss, loss, True, callback)
+        if d == 1 and 2 < n <= SERIATED_MOST:
+            # A line from a random start folds; seriation's order is worth keeping.
+            start = seriated(triplets, weights, n) * self.init_scale
+            return self._fit_from(start, triplets, weights, loss, loss, True, callback)
+        start = check_random_state(self.random_state).standard_normal((n, d)) * self.init_scale
+        return self._fit_from(start, triplets, weights, loss, loss, False, callback)
 
     def _fit_from(self, Y, triplets, weights, loss, base, warm: bool, callback, done=0) -> TETE:
         """The fit from Y: a few stochastic epochs first at scale (fewer where Y is worth
@@ -278,6 +283,17 @@ class TETE(BaseEstimator):
         Y, curve, converged = self._optimise(
             Y, triplets, weights, np.ones(n), float(n), loss, counted
         )
+        latest = curve
+        for _ in range(UNFOLD_ROUNDS if d == 1 else 0):
+            Y, moved = unfolded(Y, triplets, weights)
+            if not moved:
+                break
+            steps[0] += len(latest)
+            self.planned_steps_ = getattr(self, "planned_steps_", 0) + self.max_iter
+            Y, latest, converged = self._optimise(
+                Y, triplets, weights, np.ones(n), float(n), loss, counted
+            )
+            curve = np.concatenate([curve, latest])
         return self._fitted(Y, curve, converged, loss)
 
     def _fitted(self, Y, curve, converged: bool, loss) -> TETE:
