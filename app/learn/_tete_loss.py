@@ -51,7 +51,9 @@ def _loss_and_gradient(Y, triplets, weights, t, k, gradient, movable):
     """Total loss of the tempered loss with kernel tail k (any k >= 1), and its gradient
     into `gradient` for rows with `movable`."""
     gradient[:] = 0.0
-    return _tempered_rows(Y, triplets, weights, t, k, gradient, movable, 0, triplets.shape[0])
+    return _tempered_rows(
+        Y, triplets, weights, t, k, gradient, movable, np.int64(0), triplets.shape[0]
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -229,7 +231,9 @@ def _rows(Y, triplets, weights, t, k, gradient, movable, start, stop):
 @njit(cache=True, nogil=True)
 def _serial(Y, triplets, weights, t, k, gradient, movable):
     gradient[:] = 0.0
-    return _rows(Y, triplets, weights, t, k, gradient, movable, 0, triplets.shape[0])
+    # np.int64(0), not 0: a literal would make numba compile a second copy of the passes
+    # (~10 s on a cold cache) beside the one _parallel calls with a variable start.
+    return _rows(Y, triplets, weights, t, k, gradient, movable, np.int64(0), triplets.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)
