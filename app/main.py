@@ -41,6 +41,9 @@ from app.core.throttle import Throttle, ThrottleRaterRoutes
 from app.items.api import router as items_router
 from app.items.images import ImageStore
 from app.items.views import router as item_pages
+from app.members.api import joining as invitations_router
+from app.members.api import router as members_router
+from app.members.views import router as member_pages
 from app.monitoring.api import router as metrics_router
 from app.predictions.api import router as serving_router
 from app.projects.api import archives as project_archives_router
@@ -292,6 +295,8 @@ def _closer_routes() -> tuple[BaseRoute, ...]:
         raters_router,
         participants_router,
         tokens_router,
+        members_router,
+        invitations_router,
     ):
         routes.include_router(router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
 
@@ -310,6 +315,7 @@ def _closer_routes() -> tuple[BaseRoute, ...]:
         build_pages,
         model_pages,
         item_pages,
+        member_pages,
     ):
         routes.include_router(pages)
     return tuple(routes.routes)

@@ -1,6 +1,7 @@
 """Every route, tried anonymously, as a rater, as another researcher and as the owner
-(issue 15). The routes come from the app's own route table, so a new route is tried
-too, and one that fits none of the kinds below fails the test until it is classified."""
+(issue 15), with each token scope, and as each role a member can hold (issue 55). The
+routes come from the app's own route table, so a new route is tried too, and one that
+fits none of the kinds below fails the test until it is classified."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sklearn.datasets import make_blobs
 
 from tests.support.builds import finished_build as finished_build_of
 from tests.support.links import open_link
+from tests.support.members import joined
 from tests.support.uploads import png, zip_bytes
 
 API = "/api/v1"
@@ -102,6 +104,10 @@ def kind_of(path: str) -> str:
         return "researcher"  # another's token does not exist (404)
     if path.startswith(f"{API}/projects"):
         return "researcher"
+    if path == f"{API}/invitations/{{secret}}/accept":
+        return "researcher"  # joins the caller's account: a made-up link is a 404
+    if path == "/invitations/{secret}":
+        return "invitation"  # anyone with the link
     if path == f"{API}/rate/{{slug}}/raters" or path.startswith("/r/{slug}"):
         return "study"  # anyone with the link
     if path.startswith(f"{API}/rate/{{slug}}/"):
@@ -137,6 +143,15 @@ def scenario(app, client, auth, new_token, project):
     item = client.get(f"{API}/projects/{pid}/items/img0", headers=auth).json()
     spare = client.post(f"{API}/tokens", json={"name": "spare", "scope": "read"}, headers=auth)
     assert spare.status_code == 201, spare.text
+    _, bystander_id = joined(
+        app=app, client=client, auth=auth, pid=pid, name="bystander", role="viewer"
+    )
+    waiting = client.post(
+        f"{API}/projects/{pid}/invitations",
+        json={"email": "waiting@lab.example", "role": "viewer"},
+        headers=auth,
+    )
+    assert waiting.status_code == 201, waiting.text
     mallory = new_token("mallory")
     client.post(f"{API}/projects", json={"name": "mallory's"}, headers=mallory)
     return {
@@ -155,6 +170,9 @@ def scenario(app, client, auth, new_token, project):
             "kind": "items",
             "action": "pause",
             "participant": "r1",  # the rater the tests join as
+            "researcher_id": bystander_id,
+            "invitation_id": waiting.json()["id"],
+            "secret": "made-up",
         },
         "mallory": mallory,
     }
@@ -249,6 +267,12 @@ def test_every_route_answers_each_kind_of_caller_as_it_should(app, client, auth,
                     as_rater == refused_status,
                     as_other == other,
                 )
+            elif kind == "invitation":
+                # (404: no such link; 403: a form posted without its page's CSRF token)
+                expected = 404 if method == "GET" else 403
+                checks = tuple(
+                    status == expected for status in (anonymous_status, as_rater, as_other)
+                )
             elif kind == "rater":  # a researcher's token is no rater's
                 # (404 for the rater: query 1 is not one they were shown; 409: this study
                 # asks no consent to give, nor a questionnaire)
@@ -317,6 +341,34 @@ WHOLE_ACCOUNT = {
     ("GET", f"{API}/tokens"),
     ("POST", f"{API}/tokens"),
     ("DELETE", f"{API}/tokens/{{token_id}}"),
+    ("POST", f"{API}/invitations/{{secret}}/accept"),
+}
+# Who shares a project, in which role, and who owns it: its owner's (and of tokens,
+# only an admin one's).
+MANAGING_MEMBERS = {
+    ("GET", f"{API}/projects/{{project_id}}/invitations"),
+    ("POST", f"{API}/projects/{{project_id}}/invitations"),
+    ("DELETE", f"{API}/projects/{{project_id}}/invitations/{{invitation_id}}"),
+    ("PATCH", f"{API}/projects/{{project_id}}/members/{{researcher_id}}"),
+    ("DELETE", f"{API}/projects/{{project_id}}/members/{{researcher_id}}"),
+    ("POST", f"{API}/projects/{{project_id}}/owner"),
+    ("POST", "/projects/{project_id}/members/invite"),
+    ("POST", "/projects/{project_id}/members/{researcher_id}"),
+    ("POST", "/projects/{project_id}/invitations/{invitation_id}/revoke"),
+}
+WHOLE_ACCOUNT |= MANAGING_MEMBERS
+# The participants' platform ids: their list, its CSV, one's records, the archive.
+IDENTIFYING = {
+    ("GET", f"{API}/projects/{{project_id}}/participants"),
+    ("GET", f"{API}/projects/{{project_id}}/participants/export"),
+    ("GET", f"{API}/projects/{{project_id}}/participants/{{participant}}/records"),
+    ("GET", f"{API}/projects/{{project_id}}/archive"),
+    ("GET", "/projects/{project_id}/participants"),
+}
+# Only the owner deletes the project (and manages its members).
+OWNERS = MANAGING_MEMBERS | {
+    ("DELETE", f"{API}/projects/{{project_id}}"),
+    ("POST", "/projects/{project_id}/delete"),
 }
 SCOPES = ("predict", "read", "write", "admin")
 
@@ -327,6 +379,19 @@ def scope_allows(scope: str, method: str, path: str) -> bool:
     if scope == "predict" or (method, path) in WHOLE_ACCOUNT:
         return False
     return scope == "write" or method == "GET" or (method, path) in CHANGING_NOTHING
+
+
+def role_allows(role: str, method: str, path: str) -> bool:
+    """In the issue's words: an editor does everything but deleting the project and
+    managing its members; a viewer reads pages and exports and changes nothing, and sees
+    no rater identities unless allowed ("viewer+ids")."""
+    if (method, path) in OWNERS:
+        return False
+    if role == "editor":
+        return True
+    if (method, path) in IDENTIFYING:
+        return role == "viewer+ids"
+    return method == "GET" or (method, path) in SERVING | CHANGING_NOTHING
 
 
 def declared_actions(app) -> dict[tuple[str, str], list[str]]:
@@ -442,3 +507,48 @@ def test_every_scope_reaches_what_it_is_for_and_a_limited_token_no_other_project
                     f"({'should be allowed' if allowed else 'should be refused'})"
                 )
     assert wrong == [], "\n".join(wrong)
+
+
+def test_every_role_reaches_what_it_is_for_in_a_shared_project(app, client, auth, scenario):
+    """Callers × roles × routes: a member of Alice's project, with a token of their whole
+    account's power (and signed in with it for the pages), may do exactly what their
+    role is for there (refused: 403), and the owner's own routes stay hers."""
+    params = scenario["params"]
+    pid = params["project_id"]
+    with TestClient(app) as rater_client:
+        rater_client.post(f"/r/{params['slug']}/start", data={"participant": "r1"})
+    params["rater_id"] = client.get(f"{API}/projects/{pid}/raters", headers=auth).json()[0]["id"]
+    routes = [
+        (method, path)
+        for method, path in route_table(app)
+        if kind_of(path) in RESEARCHERS and "{project_id}" in path
+    ]
+    wrong: list[str] = []
+    for role in ("viewer", "viewer+ids", "editor"):
+        bearer, member_id = joined(
+            client, app, auth, pid, role.replace("+", "_"), role.split("+")[0]
+        )
+        if role == "viewer+ids":
+            allowed = client.patch(
+                f"{API}/projects/{pid}/members/{member_id}",
+                json={"sees_participants": True},
+                headers=auth,
+            )
+            assert allowed.status_code == 200, allowed.text
+        assert client.get(f"{API}/projects/{pid}", headers=bearer).status_code == 200
+        token = bearer["Authorization"].split()[1]
+        for method, path, status in _statuses_as(app, client, "admin", token, routes, params):
+            should = role_allows(role, method, path)
+            if status >= 500 or status == 401 or (status == 403) == should:
+                wrong.append(
+                    f"{role}: {method} {path}: {status} "
+                    f"({'should be allowed' if should else 'should be refused'})"
+                )
+    assert wrong == [], "\n".join(wrong)
+    names = [
+        member["name"]
+        for member in client.get(f"{API}/projects/{pid}/members", headers=auth).json()
+    ]
+    assert (
+        names[0] == "alice" and client.get(f"{API}/projects/{pid}", headers=auth).status_code == 200
+    )

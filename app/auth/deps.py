@@ -9,6 +9,7 @@ action each route declares."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
@@ -27,6 +28,8 @@ from app.core.deps import (
     workspace_session_key,
 )
 from app.core.errors import Forbidden, NotFound
+from app.core.fields import INT4_MAX
+from app.members.service import role_in
 from app.models import Researcher
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `closer create-token`.")
@@ -48,12 +51,24 @@ def _caller(
     return (None if key is None else web_session_caller(session=session, key=key)), key
 
 
-def _check_reach(request: Request, caller: Caller, action: Action, all_projects: bool) -> None:
+def _check_reach(
+    request: Request, session: Session, caller: Caller, action: Action, all_projects: bool
+) -> Caller:
     """A project outside a limited token's reach does not exist for it (404, as for one
-    that does not exist); an action beyond its scope is refused (403)."""
+    that does not exist; one where the researcher has no role is the route's 404); an
+    action beyond the token's scope or their role there is refused (403). The caller,
+    with that role."""
     project_id = request.path_params.get("project_id")
-    if project_id is not None and str(project_id).isdigit() and not caller.reaches(int(project_id)):
-        raise NotFound(f"no project {project_id}")
+    # (An id no row can have is the route's own 422, after this.)
+    if project_id is not None and str(project_id).isdigit() and int(project_id) <= INT4_MAX:
+        if not caller.reaches(int(project_id)):
+            raise NotFound(f"no project {project_id}")
+        role = role_in(session=session, researcher=caller.researcher, project_id=int(project_id))
+        # No role: the route's get_project answers 404, after the request's own checks.
+        if role is not None:
+            caller = replace(
+                caller, project_role=role.role, sees_participants=role.sees_participants
+            )
     if not caller.may(action):
         raise Forbidden(caller.refusal(action))
     if all_projects and not caller.all_projects:
@@ -61,6 +76,7 @@ def _check_reach(request: Request, caller: Caller, action: Action, all_projects:
             "this token is limited to some projects: making a project needs a token over "
             "all of yours"
         )
+    return caller
 
 
 def requires(action: Action, *, page: bool = False, all_projects: bool = False) -> Callable:
@@ -90,7 +106,7 @@ def requires(action: Action, *, page: bool = False, all_projects: bool = False) 
             raise CsrfRefused(
                 "a signed-in browser must send the page's X-CSRF-Token header with this request"
             )
-        _check_reach(request, caller, action, all_projects)
+        caller = _check_reach(request, session, caller, action, all_projects)
         request.state.caller = caller
         return caller
 
@@ -105,7 +121,8 @@ def requires(action: Action, *, page: bool = False, all_projects: bool = False) 
         if caller is None:
             raise SignInRequired("sign in first")
         request.state.caller = caller
-        _check_reach(request, caller, action, all_projects)
+        caller = _check_reach(request, session, caller, action, all_projects)
+        request.state.caller = caller
         return caller
 
     # Marked with its action, which the access matrix test reads.
@@ -142,6 +159,9 @@ CreatingProjects = _researcher(Action.change, all_projects=True)
 DeletingProjects = _researcher(Action.delete_project)
 ErasingParticipants = _researcher(Action.erase_participant)
 ManagingAccount = _caller_alias(Action.manage_account)
+Identifying = _researcher(Action.identify)
+IdentifyingCaller = _caller_alias(Action.identify)
+ManagingMembers = _researcher(Action.manage_members)
 
 # The workspace's pages, by what they do.
 ViewingPage = _researcher(Action.view, page=True)
@@ -153,3 +173,5 @@ CreatingProjectsPage = _researcher(Action.change, page=True, all_projects=True)
 DeletingProjectsPage = _researcher(Action.delete_project, page=True)
 ErasingParticipantsPage = _researcher(Action.erase_participant, page=True)
 ManagingAccountPage = _caller_alias(Action.manage_account, page=True)
+IdentifyingPage = _researcher(Action.identify, page=True)
+ManagingMembersPage = _researcher(Action.manage_members, page=True)

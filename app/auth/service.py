@@ -62,6 +62,10 @@ def ensure_researcher(*, session: Session, name: str, admin: bool = False) -> Re
     return researcher
 
 
+def researcher_named(*, session: Session, name: str) -> Researcher | None:
+    return session.scalar(select(Researcher).where(Researcher.name == name))
+
+
 def normalise_email(email: str) -> str:
     email = email.strip().lower()
     if len(email) > 254 or not _EMAIL.match(email):

@@ -54,15 +54,7 @@ def _next_path(value: str | None) -> str:
 def _sign_in_page(
     request: Request, *, error: str | None = None, email: str = "", status_code: int = 200
 ) -> HTMLResponse:
-    cookies = request.app.state.workspace_cookies
-    held = cookies.nonce(request.cookies.get(SIGN_IN_NONCE_COOKIE))
-    fresh = None if held else cookies.new_nonce()
-    # The form's token comes from the nonce, also for a browser still sending the cookie
-    # of a session that has ended (signed out elsewhere, a new password, idle too long):
-    # that cookie goes below, so the form's post is checked against the nonce too. A new
-    # nonce is the browser's only once the response arrives: the form carries its token.
-    request.state.csrf_anchor = held or cookies.nonce(fresh)
-    response = page(
+    return anonymous_form_page(
         request,
         "auth/login.html",
         {
@@ -73,6 +65,22 @@ def _sign_in_page(
         },
         status_code,
     )
+
+
+def anonymous_form_page(
+    request: Request, template: str, context: dict, status_code: int = 200
+) -> HTMLResponse:
+    """A page whose form a browser that is not signed in posts (signing in, signing up
+    by an invitation), its CSRF token derived from a nonce cookie."""
+    cookies = request.app.state.workspace_cookies
+    held = cookies.nonce(request.cookies.get(SIGN_IN_NONCE_COOKIE))
+    fresh = None if held else cookies.new_nonce()
+    # The form's token comes from the nonce, also for a browser still sending the cookie
+    # of a session that has ended (signed out elsewhere, a new password, idle too long):
+    # that cookie goes below, so the form's post is checked against the nonce too. A new
+    # nonce is the browser's only once the response arrives: the form carries its token.
+    request.state.csrf_anchor = held or cookies.nonce(fresh)
+    response = page(request, template, context, status_code)
     if request.cookies.get(SESSION_COOKIE) is not None:
         response.delete_cookie(SESSION_COOKIE, path="/")
     if fresh is not None:
@@ -100,7 +108,8 @@ def _hand_cookie(
     )
 
 
-def _signed_in(request: Request, key: str, next_path: str) -> RedirectResponse:
+def signed_in_redirect(request: Request, key: str, next_path: str) -> RedirectResponse:
+    """To `next_path`, with the cookie of the session `key` opened."""
     response = RedirectResponse(next_path, status_code=303)
     cookies = request.app.state.workspace_cookies
     _hand_cookie(
@@ -150,7 +159,7 @@ async def sign_in(
         return response
     except ServiceError as refused:
         return _sign_in_page(request, error=str(refused.detail), email=email, status_code=400)
-    signed_in = _signed_in(request, key, _next_path(next))
+    signed_in = signed_in_redirect(request, key, _next_path(next))
     if signed_in_as is not None:
         device = request.app.state.workspace_cookies.sign_device(signed_in_as)
         _hand_cookie(request, signed_in, DEVICE_COOKIE, device, DEVICE_DAYS * 86_400, "/login")
@@ -231,7 +240,9 @@ def sign_in_link(request: Request, session: SessionDep, key: str = ""):
             "Restart the server for a new one, or sign in below.",
         }.get(refused, "That sign-in link's account no longer exists: sign in below.")
         return _sign_in_page(request, error=why, status_code=400)
-    return _signed_in(request, auth.open_web_session(session=session, researcher=researcher), "/")
+    return signed_in_redirect(
+        request, auth.open_web_session(session=session, researcher=researcher), "/"
+    )
 
 
 @router.post("/logout")

@@ -5,6 +5,7 @@ from app.models.build import Build, BuildStatus
 from app.models.item import Item, Split
 from app.models.job import Job, JobStatus
 from app.models.learned import LearnedModel, ModelKind, ModelVersion, VersionStatus
+from app.models.member import ProjectInvitation, ProjectMember, ProjectRole
 from app.models.project import DesignVersion, LabelType, LinkState, Project
 from app.models.queue import (
     ADAPTIVE_PURPOSES,
@@ -56,6 +57,9 @@ __all__ = [
     "Routing",
     "RoutingStatus",
     "Project",
+    "ProjectInvitation",
+    "ProjectMember",
+    "ProjectRole",
     "Purpose",
     "QuerySlot",
     "ParticipantErasure",

@@ -9,7 +9,7 @@ from app.auth.deps import (
     ChangingCaller,
     CreatingProjects,
     DeletingProjects,
-    Exporting,
+    Identifying,
     Viewing,
     ViewingAll,
 )
@@ -170,7 +170,9 @@ def set_link(
     response_class=StreamingResponse,
     responses={200: {"content": {"application/zip": {}}}},
 )
-def export_archive(project_id: RowId, request: Request, session: SessionDep, researcher: Exporting):
+def export_archive(
+    project_id: RowId, request: Request, session: SessionDep, researcher: Identifying
+):
     """The whole project as one ZIP, streamed: settings, raters, builds' state and model
     definitions (project.json), items with their images (items.zip) and every answer
     (triplets.csv). POST it to /project-archives on any Closer server to carry on there."""

@@ -16,6 +16,7 @@ from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.designs import versions
 from app.formats import JudgementFormat, ScreenShape, UnknownFormat, study_format
 from app.items.images import ImageStore
+from app.members import service as members
 from app.models import (
     Item,
     Judgement,
@@ -77,10 +78,12 @@ def create_project(
 def list_projects(
     *, session: Session, researcher: Researcher, only: Collection[int] | None = None
 ) -> list[Project]:
-    """The researcher's projects (an admin's: all), or those of them in `only`."""
+    """The researcher's projects, their own and those shared with them (an admin's:
+    all), or those of them in `only`."""
     query = select(Project).where(Project.importing.is_(False)).order_by(Project.id)
     if not researcher.is_admin:
-        query = query.where(Project.owner_id == researcher.id)
+        shared = members.shared_project_ids(session=session, researcher=researcher)
+        query = query.where((Project.owner_id == researcher.id) | Project.id.in_(shared))
     if only is not None:
         query = query.where(Project.id.in_(only))
     return list(session.scalars(query))
@@ -111,7 +114,11 @@ def get_project(
     if (
         project is None
         or project.importing
-        or not (researcher.is_admin or project.owner_id == researcher.id)
+        or not (
+            researcher.is_admin
+            or project.owner_id == researcher.id
+            or members.is_member(session=session, project_id=project_id, researcher=researcher)
+        )
     ):
         raise NotFound(f"no project {project_id}")
     return project

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 
-from app.auth.deps import Changing, ErasingParticipants, Exporting, Viewing
+from app.auth.deps import Changing, ErasingParticipants, Identifying, Viewing
 from app.core.deps import SessionDep
 from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
@@ -129,7 +129,7 @@ def arm_places(project_id: RowId, session: SessionDep, researcher: Viewing):
 def list_participants(
     project_id: RowId,
     session: SessionDep,
-    researcher: Exporting,
+    researcher: Identifying,
     outcome: Annotated[
         participants.Outcome | None,
         Query(description="Only those whose session ended so (default: everyone)"),
@@ -154,7 +154,7 @@ def list_participants(
     response_class=Response,
     responses={200: {"content": {"text/csv": {}}, "description": "The same list as CSV"}},
 )
-def export_participants(project_id: RowId, session: SessionDep, researcher: Exporting):
+def export_participants(project_id: RowId, session: SessionDep, researcher: Identifying):
     """The participants as a CSV a spreadsheet opens as it should (UTF-8 with a byte-order
     mark, no cell read as a formula), for a recruiting platform's bulk approval."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
@@ -176,7 +176,7 @@ def list_erasures(project_id: RowId, session: SessionDep, researcher: Viewing):
 
 @participants_router.get("/{participant:path}/records")
 def participant_records(
-    project_id: RowId, participant: str, session: SessionDep, researcher: Exporting
+    project_id: RowId, participant: str, session: SessionDep, researcher: Identifying
 ) -> JSONResponse:
     """Everything Closer holds about one participant (by the platform id the list shows),
     for their data request: ids, session, consent, questionnaire, every screen they

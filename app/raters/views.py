@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.auth.deps import ChangingPage, ErasingParticipantsPage, ExportingPage, ViewingPage
+from app.auth.deps import ChangingPage, ErasingParticipantsPage, IdentifyingPage, ViewingPage
 from app.core.deps import SessionDep
 from app.core.errors import ServiceError
 from app.core.fields import RowId
@@ -124,7 +124,7 @@ PARTICIPANTS_PER_PAGE = 100
     "/projects/{project_id}/participants", response_class=HTMLResponse, name="participants_page"
 )
 def participants_page(
-    project_id: RowId, request: Request, session: SessionDep, researcher: ExportingPage
+    project_id: RowId, request: Request, session: SessionDep, researcher: IdentifyingPage
 ):
     """Who took part and how each session ended, with the code shown: the page a
     researcher approves payments from, and its CSV. A page at a time, of one outcome or
