@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute
 
 import app.jobs  # noqa: F401 (registers every job kind and the workers' upkeep)
 from app import formats
+from app.auth.access import Action, Caller
 from app.auth.api import router as tokens_router
 from app.auth.password_checks import PasswordChecks
 from app.auth.service import check_stand_in, is_live_token, web_session_caller
@@ -44,6 +45,8 @@ from app.items.views import router as item_pages
 from app.members.api import joining as invitations_router
 from app.members.api import router as members_router
 from app.members.views import router as member_pages
+from app.models import Rater
+from app.models.rater import pseudonym
 from app.monitoring.api import router as metrics_router
 from app.predictions.api import router as serving_router
 from app.projects.api import archives as project_archives_router
@@ -122,6 +125,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "csrf": csrf_token(request),
                 # Who the page is for, as the access rules see them (app/auth/deps.py).
                 "caller": getattr(request.state, "caller", None),
+                "rater_name": functools.partial(
+                    _rater_name, getattr(request.state, "caller", None)
+                ),
             }
         ],
     )
@@ -268,6 +274,13 @@ def _add_error_pages(app: FastAPI, templates: Jinja2Templates) -> None:
             status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
         )
+
+
+def _rater_name(caller: Caller | None, rater: Rater) -> str:
+    """A rater as this page's caller may see them: by platform id, or by pseudonym."""
+    if caller is None or caller.may(Action.identify):
+        return rater.external_id
+    return pseudonym(rater.id)
 
 
 @functools.cache

@@ -5,8 +5,11 @@ Bad input is refused, naming what is wrong, and changes nothing."""
 
 from __future__ import annotations
 
+import io
+import re
 from datetime import timedelta
 
+import pyarrow.parquet as pq
 from sqlalchemy import update
 
 from app.auth.service import create_token
@@ -14,6 +17,7 @@ from app.core.db import unit_of_work
 from app.models import ProjectInvitation
 from app.models._types import utcnow
 from tests.support.members import colleague, invite, joined, secret_of
+from tests.support.uploads import upload
 
 API = "/api/v1"
 
@@ -176,3 +180,49 @@ def test_bad_member_requests_are_refused_by_name_and_change_nothing(app, client,
     assert client.delete(f"{API}/projects/{pid}/members/99999", headers=auth).status_code == 404
     assert client.get(f"{API}/projects/{pid}/members", headers=auth).json() == before
     assert client.get(f"{API}/projects/{pid}/invitations", headers=auth).json() == []
+
+
+def test_a_viewer_sees_raters_by_pseudonym_until_allowed_their_ids(app, client, auth, project):
+    """Every export and list that names a rater names them `rater-<id>` for a viewer the
+    owner has not allowed the participants' ids; allowed, the viewer sees the ids."""
+    pid = project["id"]
+    items = "key,text\n" + "".join(f"w{i},word {i}\n" for i in range(4))
+    assert upload(client, auth, pid, "items", "items.csv", items).status_code == 201
+    answers = "anchor,closer,farther,rater\nw0,w1,w2,PROLIFIC-5f3a\nw1,w2,w3,PROLIFIC-5f3a\n"
+    assert upload(client, auth, pid, "triplets", "answers.csv", answers).status_code == 201
+    judgements = "format,item1,item2,item3,pick1,rater\nodd_one_out,w0,w1,w3,w3,PROLIFIC-77b\n"
+    assert upload(client, auth, pid, "judgements", "j.csv", judgements).status_code == 201
+    viewer, viewer_id = joined(client, app, auth, pid, "val", "viewer")
+
+    def seen(bearer) -> str:
+        found = []
+        for export in ("triplets/export", "judgements/export"):
+            for format in ("csv", "json", "parquet"):
+                response = client.get(
+                    f"{API}/projects/{pid}/{export}?format={format}", headers=bearer
+                )
+                assert response.status_code == 200, response.text
+                if format == "parquet":
+                    table = pq.read_table(io.BytesIO(response.content))
+                    found.append(",".join(str(v) for v in table.column("rater").to_pylist()))
+                else:
+                    found.append(response.text)
+        found.append(client.get(f"{API}/projects/{pid}/raters", headers=bearer).text)
+        return "\n".join(found)
+
+    hidden = seen(viewer)
+    assert "PROLIFIC" not in hidden
+    raters = client.get(f"{API}/projects/{pid}/raters", headers=viewer).json()
+    assert all(rater["external_id"] == f"rater-{rater['id']}" for rater in raters)
+    assert {f"rater-{rater['id']}" for rater in raters} <= set(re.findall(r"rater-\d+", hidden))
+    filtered = client.get(
+        f"{API}/projects/{pid}/triplets/export?rater=PROLIFIC-5f3a", headers=viewer
+    )
+    assert filtered.status_code == 403 and "by pseudonym" in filtered.json()["detail"]
+
+    # The owner sees the ids; so does the viewer, once allowed.
+    assert hidden != seen(auth) and "PROLIFIC-5f3a" in seen(auth) and "PROLIFIC-77b" in seen(auth)
+    client.patch(
+        f"{API}/projects/{pid}/members/{viewer_id}", json={"sees_participants": True}, headers=auth
+    )
+    assert seen(viewer) == seen(auth)

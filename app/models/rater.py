@@ -3,11 +3,35 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import (
+    Float,
+    ForeignKey,
+    SQLColumnExpression,
+    String,
+    Text,
+    UniqueConstraint,
+    cast,
+    literal,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
 from app.models._types import JsonValue, Timestamp, utcnow
+
+# What a caller who may not see the participants' platform ids is shown instead of one:
+# the rater's row id, which means nothing outside this project.
+PSEUDONYM_PREFIX = "rater-"
+
+
+def pseudonym(rater_id: int) -> str:
+    return f"{PSEUDONYM_PREFIX}{rater_id}"
+
+
+def rater_label(identified: bool) -> SQLColumnExpression[str]:
+    """The column that names a rater in an export: their platform id, or their pseudonym."""
+    if identified:
+        return Rater.external_id
+    return literal(PSEUDONYM_PREFIX).concat(cast(Rater.id, String))
 
 
 class Rater(Base):

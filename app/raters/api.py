@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 
+from app.auth.access import Action
 from app.auth.deps import Changing, ErasingParticipants, Identifying, Viewing
 from app.core.deps import SessionDep
 from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
+from app.models import Rater
+from app.models.rater import pseudonym
 from app.projects.service import get_project
 from app.raters import arms, detail, erasure, participants, quality
 from app.raters import service as raters
@@ -35,6 +38,7 @@ router = APIRouter(
 @router.get("", response_model=list[RaterOut])
 def list_raters(
     project_id: RowId,
+    request: Request,
     session: SessionDep,
     researcher: Viewing,
     limit: Annotated[
@@ -47,7 +51,8 @@ def list_raters(
     POST .../raters/quality computes it now). `limit` and `offset` page through a large
     crowd."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    return raters.list_raters(session=session, project=project, limit=limit, offset=offset)
+    found = raters.list_raters(session=session, project=project, limit=limit, offset=offset)
+    return [as_seen(request, rater) for rater in found]
 
 
 @router.post("/quality", response_model=list[RaterOut])
@@ -59,9 +64,20 @@ def refresh_quality(project_id: RowId, session: SessionDep, researcher: Changing
 
 
 @router.get("/{rater_id:int}", response_model=RaterOut)
-def get_rater(project_id: RowId, rater_id: RowId, session: SessionDep, researcher: Viewing):
+def get_rater(
+    project_id: RowId, rater_id: RowId, request: Request, session: SessionDep, researcher: Viewing
+):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    return raters.get_rater(session=session, project=project, rater_id=rater_id)
+    return as_seen(request, raters.get_rater(session=session, project=project, rater_id=rater_id))
+
+
+def as_seen(request: Request, rater: Rater) -> RaterOut:
+    """The rater as the caller may see them: a viewer not allowed the participants' ids
+    sees a pseudonym (rater-<id>) and no platform ids."""
+    shown = RaterOut.model_validate(rater)
+    if request.state.caller.may(Action.identify):
+        return shown
+    return shown.model_copy(update={"external_id": pseudonym(rater.id), "platform_ids": {}})
 
 
 @router.get("/{rater_id:int}/answers", response_model=RaterAnswersOut)

@@ -7,9 +7,11 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 
+from app.auth.access import Action
 from app.auth.deps import Changing, Exporting
 from app.core import parquet
 from app.core.deps import SessionDep, SettingsDep
+from app.core.errors import Forbidden
 from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.models import TripletSource
@@ -131,10 +133,19 @@ def export_triplets(
     ] = RaterFilter.all,
 ):
     """Every triplet of the project by item key, oldest first, streamed (optionally
-    only some: by source, by rater, with or without excluded raters)."""
+    only some: by source, by rater, with or without excluded raters). Raters are named
+    by pseudonym (rater-<id>) for a viewer who may not see their ids."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     engine = request.app.state.engine
-    only = service.ExportFilter(source=source, rater=rater, raters=raters.value)
+    identified = request.state.caller.may(Action.identify)
+    if rater is not None and not identified:
+        raise Forbidden(
+            "rater: your role in this project shows raters by pseudonym, not by their "
+            "platform ids, so it cannot filter by one"
+        )
+    only = service.ExportFilter(
+        source=source, rater=rater, raters=raters.value, identified=identified
+    )
     body: Iterator[str] | Iterator[bytes]
     if format is AnswerExportFormat.json:
         body = service.export_triplets_json(engine, project.id, only)
@@ -208,16 +219,18 @@ def export_judgements(
 ):
     """Every odd-one-out and rank judgement of the project as shown and answered, oldest
     first, streamed, in the layout the upload takes (`judgement` is its id; the
-    triplets export lists the triplets each implied among the answers)."""
+    triplets export lists the triplets each implied among the answers). Raters are
+    named by pseudonym (rater-<id>) for a viewer who may not see their ids."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
+    identified = request.state.caller.may(Action.identify)
     engine = request.app.state.engine
     body: Iterator[str] | Iterator[bytes]
     if format is AnswerExportFormat.json:
-        body = judged.export_judgements_json(engine, project.id)
+        body = judged.export_judgements_json(engine, project.id, identified)
     elif format is AnswerExportFormat.parquet:
         from app.triplets import parquet as exports  # pyarrow: see app.core.parquet
 
-        body = exports.export_judgements_parquet(engine, project.id)
+        body = exports.export_judgements_parquet(engine, project.id, identified)
     else:
-        body = judged.export_judgements_csv(engine, project.id)
+        body = judged.export_judgements_csv(engine, project.id, identified)
     return _download(body, format, f"project-{project.id}-judgements")

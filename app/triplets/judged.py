@@ -48,6 +48,7 @@ from app.models import (
     Upload,
     UploadKind,
 )
+from app.models.rater import rater_label
 from app.triplets.bulk import publish, taken_out_on_failure
 from app.triplets.service import _INVALID, _RowParser
 from app.uploads.files import (
@@ -370,7 +371,7 @@ def _widest(engine: Engine, project_id: int) -> tuple[int, int]:
 
 
 def published_batches(
-    engine: Engine, project_id: int, size: int = _CHUNK
+    engine: Engine, project_id: int, size: int = _CHUNK, identified: bool = True
 ) -> Iterator[tuple[Sequence[Any], dict[int, str], dict[int, str]]]:
     """The published judgements oldest first, `size` at a time, each batch with the
     project's item keys and raters' ids by row id."""
@@ -380,7 +381,7 @@ def published_batches(
         )
         raters = dict(
             connection.execute(
-                select(Rater.id, Rater.external_id).where(Rater.project_id == project_id)
+                select(Rater.id, rater_label(identified)).where(Rater.project_id == project_id)
             ).all()
         )
         after = 0
@@ -394,9 +395,9 @@ def published_batches(
             yield batch, keys, raters
 
 
-def _exported(engine: Engine, project_id: int) -> Iterator[list[dict]]:
+def _exported(engine: Engine, project_id: int, identified: bool) -> Iterator[list[dict]]:
     """Judgements with item keys and rater ids, oldest first, in batches."""
-    for batch, keys, raters in published_batches(engine, project_id):
+    for batch, keys, raters in published_batches(engine, project_id, identified=identified):
         yield [judgement_out(row, keys, raters) for row in batch]
 
 
@@ -416,7 +417,9 @@ def judgement_out(row, keys: dict[int, str], raters: dict[int, str]) -> dict:
     }
 
 
-def export_judgements_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
+def export_judgements_csv(
+    engine: Engine, project_id: int, identified: bool = True
+) -> Iterator[bytes]:
     widest_items, widest_picks = _widest(engine, project_id)
     header = [
         "judgement",
@@ -431,7 +434,7 @@ def export_judgements_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
     buffer.write("\ufeff")  # Excel reads UTF-8 only with a byte-order mark
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
-    for batch in _exported(engine, project_id):
+    for batch in _exported(engine, project_id, identified):
         for row in batch:
             items = row["items"] + [""] * (widest_items - len(row["items"]))
             picks = row["picks"] + [""] * (widest_picks - len(row["picks"]))
@@ -454,11 +457,13 @@ def export_judgements_csv(engine: Engine, project_id: int) -> Iterator[bytes]:
     yield buffer.getvalue().encode()
 
 
-def export_judgements_json(engine: Engine, project_id: int) -> Iterator[str]:
+def export_judgements_json(
+    engine: Engine, project_id: int, identified: bool = True
+) -> Iterator[str]:
     yield "["
     separator = ""
     encode = json.JSONEncoder(ensure_ascii=False).encode
-    for batch in _exported(engine, project_id):
+    for batch in _exported(engine, project_id, identified):
         if batch:
             yield separator + encode(batch)[1:-1]
             separator = ","

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import sqlite
 from app.core import parquet
 from app.core.db import driver_connection
 from app.models import Item, Rater, Triplet
+from app.models.rater import rater_label
 from app.triplets.judged import judgement_out, published_batches
 from app.triplets.log import published
 from app.triplets.service import (
@@ -126,7 +127,8 @@ def _by_ids(engine: Engine, project_id: int, only: ExportFilter) -> Iterator[pa.
     with engine.connect() as connection:
         items = _names(connection, select(Item.id, Item.key).where(Item.project_id == project_id))
         raters = _names(
-            connection, select(Rater.id, Rater.external_id).where(Rater.project_id == project_id)
+            connection,
+            select(Rater.id, rater_label(only.identified)).where(Rater.project_id == project_id),
         )
         cursor = driver_connection(connection).cursor()
         try:
@@ -182,9 +184,11 @@ def _names(connection, query) -> _Names:
     return _Names(ids, pa.array([row[1] for row in rows], pa.string()))
 
 
-def export_judgements_parquet(engine: Engine, project_id: int) -> Iterator[bytes]:
+def export_judgements_parquet(
+    engine: Engine, project_id: int, identified: bool = True
+) -> Iterator[bytes]:
     def batches() -> Iterator[dict[str, list]]:
-        for batch, keys, raters in published_batches(engine, project_id):
+        for batch, keys, raters in published_batches(engine, project_id, identified=identified):
             rows = [judgement_out(row, keys, raters) for row in batch]
             yield {
                 **{name: [row[name] for row in rows] for name in JUDGEMENTS_SCHEMA.names[:9]},

@@ -19,6 +19,7 @@ from app.core.db import driver_connection
 from app.core.errors import ProblemCollector, echo
 from app.core.spreadsheets import spreadsheet_safe_sql
 from app.models import Item, Project, Rater, Triplet, TripletSource, Upload, UploadKind
+from app.models.rater import rater_label
 from app.triplets.bulk import TripletWriter, publish, taken_out_on_failure
 from app.triplets.log import published
 from app.triplets.tally import answer_count
@@ -463,11 +464,14 @@ def ingest_triplets(
 class ExportFilter:
     """Which answers an export holds: one source, one rater (by the id their platform
     gave them), and whether excluded raters' answers are in ("all"), out ("counted")
-    or the only ones ("excluded")."""
+    or the only ones ("excluded"); a caller who may not see the platform ids gets
+    pseudonyms (`identified` false)."""
 
     source: TripletSource | None = None
     rater: str | None = None
     raters: str = "all"
+    # Whether raters are named by their platform ids (else by pseudonym: rater_label).
+    identified: bool = True
 
     def clauses(self) -> list:
         found = []
@@ -506,7 +510,7 @@ def export_select(
             safe(closer.key),
             safe(farther.key),
             type_coerce(Triplet.source, String),
-            safe(Rater.external_id),
+            safe(rater_label(only.identified)),
             Triplet.response_time_ms,
             type_coerce(created, String),
             case((Triplet.is_test, literal("test")), else_=literal("train")),

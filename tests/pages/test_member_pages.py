@@ -1,0 +1,125 @@
+"""A lab shares a project in Chromium: the owner invites from the Members page, the
+invitee opens the link in their own browser, makes an account there and lands in the
+project; a viewer sees the members but no form to change them, and no participant's id;
+a used link says so."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from tests.pages.test_workspace_pages import a_project_in_the_browser, researcher, sign_in
+from tests.support.browser import DESKTOP, PHONE, screenshots_dir, shoot
+
+__all__ = ["researcher"]  # the fixture, signed in as by a_project_in_the_browser
+
+API = "/api/v1"
+
+
+@pytest.mark.one_database  # the pages; tests/test_members.py covers both databases
+def test_an_invitation_is_made_opened_signed_up_with_and_used_once(
+    app, server, browser, researcher, tmp_path
+):
+    shots = screenshots_dir(tmp_path)
+    owner, project_id, bearer = a_project_in_the_browser(app, browser, server, "Faces")
+    items = "key,text\n" + "".join(f"w{i},word {i}\n" for i in range(3))
+    for kind, body in (
+        ("items", items),
+        ("triplets", "anchor,closer,farther,rater\nw0,w1,w2,PROLIFIC-9c\n"),
+    ):
+        sent = httpx.post(
+            f"{server}{API}/projects/{project_id}/{kind}",
+            files={"file": (f"{kind}.csv", body)},
+            headers=bearer,
+        )
+        assert sent.status_code == 201, sent.text
+    owner.get_by_role("link", name="Members").click()
+    expect(owner.locator("table.members tbody tr")).to_have_count(1)  # the owner alone
+
+    # A wrong address is refused inline, and nothing is made.
+    owner.get_by_label("Email").fill("not an address")
+    owner.locator("input[name=email]").evaluate("input => input.type = 'text'")
+    owner.get_by_role("button", name="Make an invitation link").click()
+    expect(owner.get_by_role("alert")).to_contain_text("is not an email address")
+    assert (
+        httpx.get(f"{server}{API}/projects/{project_id}/invitations", headers=bearer).json() == []
+    )
+
+    owner.get_by_label("Email").fill("sam@lab.example")
+    owner.get_by_label("Role").select_option("viewer")
+    owner.get_by_role("button", name="Make an invitation link").click()
+    link = owner.get_by_label("Invitation link").input_value()
+    assert link.startswith(f"{server}/invitations/")
+    expect(owner.locator("ul.invitations")).to_contain_text("sam@lab.example as viewer")
+    shoot(owner, shots / "members-owner-desktop.png", full_page=True)
+    owner.set_viewport_size(PHONE)
+    assert owner.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    owner.set_viewport_size(DESKTOP)
+
+    # Sam opens it in a browser of their own: no account yet, so they make one.
+    sam = browser.new_context(viewport=PHONE).new_page()
+    sam.goto(link)
+    expect(sam.locator(".lead")).to_contain_text("to the project Faces as viewer")
+    sam.get_by_label("Your name").fill("Sam")
+    sam.get_by_label("Password").fill("short")
+    sam.locator("input[name=password]").evaluate("input => input.removeAttribute('minlength')")
+    sam.get_by_role("button", name="Make my account and join").click()
+    expect(sam.get_by_role("alert")).to_contain_text("a password needs at least 10 characters")
+    sam.get_by_label("Your name").fill("Sam")
+    sam.get_by_label("Password").fill("a long enough password")
+    shoot(sam, shots / "invitation-sign-up-phone.png", full_page=True)
+    sam.get_by_role("button", name="Make my account and join").click()
+    expect(sam).to_have_url(f"{server}/projects/{project_id}")
+    assert sam.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+    # A viewer: the members, no forms; the participants' page is refused, saying why.
+    sam.get_by_role("link", name="Members").click()
+    expect(sam.locator("table.members tbody tr")).to_have_count(2)
+    expect(sam.get_by_text("Your role: viewer")).to_be_visible()
+    expect(sam.get_by_role("button", name="Make an invitation link")).to_have_count(0)
+    shoot(sam, shots / "members-viewer-phone.png", full_page=True)
+    assert sam.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    sam.goto(f"{server}/projects/{project_id}/participants")
+    expect(sam.locator("body")).to_contain_text("the owner can allow you to see them")
+    # ... and the raters by pseudonym.
+    sam.goto(f"{server}/projects/{project_id}/raters")
+    expect(sam.locator("a.rater-id")).to_have_text(re.compile(r"^rater-\d+$"))
+    assert "PROLIFIC" not in sam.content()
+    sam.locator("a.rater-id").click()
+    expect(sam.get_by_role("heading", level=1)).to_contain_text("rater-")
+    expect(sam.get_by_text("Their data request")).to_have_count(0)
+    assert "PROLIFIC" not in sam.content()
+
+    # The owner lets Sam see them, and makes Sam an editor.
+    owner.goto(f"{server}/projects/{project_id}/members")
+    row = owner.locator("tr", has_text="Sam")
+    row.get_by_label("Role of Sam").select_option("editor")
+    row.get_by_role("button", name="Save").click()
+    expect(owner.locator("tr", has_text="Sam").get_by_label("Role of Sam")).to_have_value("editor")
+    sam.goto(f"{server}/projects/{project_id}/participants")
+    expect(sam.get_by_role("heading", name="Participants")).to_be_visible()
+
+    # The link is used: opened again, it says so.
+    stranger = browser.new_context(viewport=DESKTOP).new_page()
+    stranger.goto(link)
+    expect(stranger.get_by_role("alert")).to_contain_text("each link joins once")
+    shoot(stranger, shots / "invitation-used-desktop.png")
+
+    # Ada, signed in elsewhere as herself, cannot use a link made for another address.
+    second = httpx.post(
+        f"{server}{API}/projects/{project_id}/invitations",
+        json={"email": "tom@lab.example", "role": "editor"},
+        headers=bearer,
+    ).json()
+    ada = browser.new_context(viewport=DESKTOP).new_page()
+    sign_in(ada, server)
+    ada.goto(second["link"])
+    expect(ada.get_by_role("alert")).to_contain_text("This invitation is for tom@lab.example")
+    members = httpx.get(f"{server}{API}/projects/{project_id}/members", headers=bearer).json()
+    assert [(m["name"], m["role"]) for m in members] == [
+        ("ada@lab.example", "owner"),
+        ("Sam", "editor"),
+    ]
