@@ -144,9 +144,12 @@ def test_the_readme_walk_through_runs_verbatim(service, tmp_path):
     assert len(http) > 40, report
     assert [row for row in http if row[0] >= 500] == [], report
     rejected = [row for row in http if row[0] >= 400]
-    assert len(rejected) == 2, report  # the bad upload, the predict token's export, only they
+    # The bad upload, the predict token's export and the viewer's rename, only they.
+    assert len(rejected) == 3, report
     assert rejected[0][0] == 422 and rejected[0][2].endswith("/triplets"), report
     assert rejected[1][0] == 403 and rejected[1][2].endswith("/triplets/export"), report
+    assert rejected[2][:2] == (403, "PATCH") and "/projects/" in rejected[2][2], report
+    assert '"role":"viewer","status":"joined"' in run.stdout, report
     # The last command polls the CompRF routing: answered by the simulated crowd; the
     # one before downloads its labels (an even split of the trees is a tie, no label).
     lines = run.stdout.strip().splitlines()
