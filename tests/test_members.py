@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+import socket
 from datetime import timedelta
 
 import pyarrow.parquet as pq
@@ -226,3 +227,46 @@ def test_a_viewer_sees_raters_by_pseudonym_until_allowed_their_ids(app, client, 
         f"{API}/projects/{pid}/members/{viewer_id}", json={"sees_participants": True}, headers=auth
     )
     assert seen(viewer) == seen(auth)
+
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.messages: list[tuple[list[str], str]] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.messages.append((envelope.rcpt_tos, envelope.content.decode()))
+        return "250 OK"
+
+
+def test_with_a_mail_server_the_invitation_is_mailed_and_without_one_shown(
+    app, client, auth, project
+):
+    from aiosmtpd.controller import Controller
+
+    pid = project["id"]
+    inbox = _Inbox()
+    with socket.socket() as probe:  # a free port (aiosmtpd checks its own by connecting)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = Controller(inbox, hostname="127.0.0.1", port=port)
+    server.start()
+    try:
+        app.state.settings = app.state.settings.model_copy(
+            update={"smtp_host": "127.0.0.1", "smtp_port": port, "smtp_starttls": False}
+        )
+        invited = invite(client, auth, pid, "fay@lab.example", "editor")
+        assert invited.status_code == 201, invited.text
+        assert invited.json()["mailed"] is True and invited.json()["mail_error"] is None
+        ((to, text),) = inbox.messages
+        assert to == ["fay@lab.example"]
+        assert invited.json()["link"] in text and 'project "shapes"' in text
+        assert "as editor" in text
+    finally:
+        server.stop()
+    # The server gone: the invitation is made all the same, and says why it was not mailed.
+    refused = invite(client, auth, pid, "gus@lab.example", "viewer")
+    assert refused.status_code == 201, refused.text
+    assert refused.json()["mailed"] is False
+    assert f"the mail server 127.0.0.1:{port} refused it" in refused.json()["mail_error"]
+    pending = client.get(f"{API}/projects/{pid}/invitations", headers=auth).json()
+    assert [row["email"] for row in pending] == ["fay@lab.example", "gus@lab.example"]

@@ -44,6 +44,20 @@ class Settings(BaseSettings):
         "are built from it; required in production, where the request's Host header is not "
         "trusted",
     )
+    smtp_host: str | None = Field(
+        default=None,
+        description="A mail server to send invitations through; unset: the workspace shows "
+        "the link to send yourself",
+    )
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_username: str | None = None
+    smtp_password: str | None = None
+    smtp_from: str = Field(
+        default="closer@localhost", max_length=254, description="The invitations' sender"
+    )
+    smtp_starttls: bool = Field(
+        default=True, description="Upgrade the mail connection with STARTTLS"
+    )
     api_docs: bool = Field(
         default=True, description="Serve the API documentation (/docs, /redoc, /openapi.json)"
     )

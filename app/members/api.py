@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response, status
 
 from app.auth.deps import ManagingAccount, ManagingMembers, Viewing
 from app.auth.service import normalise_email
+from app.core import mail
 from app.core.deps import SessionDep, public_base_url
 from app.core.errors import Unprocessable
 from app.core.fields import RowId
@@ -22,6 +23,7 @@ from app.members.schemas import (
     MemberOut,
     OwnerChange,
 )
+from app.models import Project, ProjectInvitation, Researcher
 from app.projects.service import get_project
 
 router = APIRouter(prefix="/projects/{project_id}", tags=["members"], route_class=StrictJSONRoute)
@@ -104,10 +106,29 @@ def invite(
     secret, row = service.invite(
         session=session, project=project, invited_by=researcher, email=email, role=body.role
     )
+    link = invitation_link(request, secret)
+    mailed, mail_error = mail_invitation(request, project, researcher, row, link)
     response.headers["Cache-Control"] = "no-store"
     return InvitationCreated(
-        **InvitationOut.model_validate(row).model_dump(), link=invitation_link(request, secret)
+        **InvitationOut.model_validate(row).model_dump(),
+        link=link,
+        mailed=mailed,
+        mail_error=mail_error,
     )
+
+
+def mail_invitation(
+    request: Request, project: Project, inviter: Researcher, row: ProjectInvitation, link: str
+) -> tuple[bool, str | None]:
+    """(mailed, why not): mailed where a mail server is configured; else not tried."""
+    settings = request.app.state.settings
+    if not mail.can_mail(settings):
+        return False, None
+    subject, body = service.invitation_mail(
+        project=project, inviter=inviter, role=row.role, link=link
+    )
+    failed = mail.send(settings, to=row.email, subject=subject, body=body)
+    return failed is None, failed
 
 
 @router.get("/invitations", response_model=list[InvitationOut])

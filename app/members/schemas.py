@@ -53,6 +53,10 @@ class InvitationOut(BaseModel):
 
 class InvitationCreated(InvitationOut):
     link: str = Field(description="The single-use link to send them (shown once)")
+    mailed: bool = Field(description="Whether it was mailed to them (CLOSER_SMTP_HOST set)")
+    mail_error: str | None = Field(
+        default=None, description="Why mailing it failed, where it was tried: send it yourself"
+    )
 
 
 class OwnerChange(RequestModel):

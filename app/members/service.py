@@ -146,6 +146,20 @@ def invite(
     return secret, row
 
 
+def invitation_mail(
+    *, project: Project, inviter: Researcher, role: ProjectRole, link: str
+) -> tuple[str, str]:
+    """The subject and text of the mail that carries an invitation."""
+    subject = f"{inviter.name} invites you to the Closer project {project.name}"
+    body = (
+        f'{inviter.name} invites you to the project "{project.name}" on Closer, as '
+        f"{role.value} ({ROLE_SUMMARIES[role]}).\n\n"
+        f"Open this link to join (it works once, for this address, for {INVITATION_DAYS} "
+        f"days):\n\n{link}\n\nYou sign in there, or make your account.\n"
+    )
+    return subject, body
+
+
 def pending_invitations(*, session: Session, project: Project) -> list[ProjectInvitation]:
     now = utcnow()
     return [

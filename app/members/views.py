@@ -20,7 +20,7 @@ from app.core.fields import RowId
 from app.core.pages import render as page
 from app.core.routes import StrictJSONRoute
 from app.members import service
-from app.members.api import invitation_link
+from app.members.api import invitation_link, mail_invitation
 from app.models import Project, ProjectRole, Researcher
 from app.projects.service import get_project
 
@@ -35,6 +35,8 @@ def _members_page(
     *,
     error: str | None = None,
     link: str | None = None,
+    mailed: str | None = None,
+    mail_error: str | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
     caller = request.state.caller
@@ -55,6 +57,8 @@ def _members_page(
             "roles": service.INVITED_ROLES,
             "error": error,
             "link": link,
+            "mailed": mailed,
+            "mail_error": mail_error,
         },
         status_code,
     )
@@ -80,15 +84,23 @@ def invite_form(
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     try:
         address = auth.normalise_email(email)
-        secret, _ = service.invite(
+        secret, row = service.invite(
             session=session, project=project, invited_by=researcher, email=address, role=role
         )
     except ServiceError as refused:
         return _members_page(
             request, session, researcher, project, error=str(refused.detail), status_code=422
         )
+    link = invitation_link(request, secret)
+    mailed, mail_error = mail_invitation(request, project, researcher, row, link)
     response = _members_page(
-        request, session, researcher, project, link=invitation_link(request, secret)
+        request,
+        session,
+        researcher,
+        project,
+        link=link,
+        mailed=row.email if mailed else None,
+        mail_error=mail_error,
     )
     response.headers["Cache-Control"] = "no-store"
     return response
