@@ -101,6 +101,13 @@ def test_an_invitation_is_made_opened_signed_up_with_and_used_once(
     expect(owner.locator("tr", has_text="Sam").get_by_label("Role of Sam")).to_have_value("editor")
     sam.goto(f"{server}/projects/{project_id}/participants")
     expect(sam.get_by_role("heading", name="Participants")).to_be_visible()
+    # Removing asks first; declined, nothing happens.
+    asked = []
+    owner.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    owner.locator("tr", has_text="Sam").get_by_role("button", name="Remove").click()
+    expect(owner.locator("table.members tbody tr")).to_have_count(2)
+    assert asked and asked[0].startswith("Remove Sam?")
+    shoot(owner, shots / "members-owner-editor-desktop.png", full_page=True)
 
     # The link is used: opened again, it says so.
     stranger = browser.new_context(viewport=DESKTOP).new_page()
