@@ -67,6 +67,7 @@ from app.training.views import router as model_pages
 from app.triplets.api import judgements_router
 from app.triplets.api import router as triplets_router
 from app.uploads.views import router as upload_pages
+from app.webhooks.api import router as webhooks_router
 from app.worker.loop import Worker, make_kernels_ready, start_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -310,6 +311,7 @@ def _closer_routes() -> tuple[BaseRoute, ...]:
         tokens_router,
         members_router,
         invitations_router,
+        webhooks_router,
     ):
         routes.include_router(router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
 

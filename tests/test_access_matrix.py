@@ -66,6 +66,10 @@ BODIES = {
     ("POST", f"{API}/rate/{{slug}}/questionnaire"): {"answers": {}},
     ("PATCH", f"{API}/projects/{{project_id}}"): {"name": "mine now"},
     ("PATCH", f"{API}/projects/{{project_id}}/rating"): {"instructions": "mine now"},
+    ("POST", f"{API}/projects/{{project_id}}/webhooks"): {
+        "url": "http://127.0.0.1:9/mine-now",
+        "events": ["model.ready"],
+    },
     ("PATCH", f"{API}/projects/{{project_id}}/items/{{key}}"): {"label": "mine now"},
     ("PUT", f"{API}/projects/{{project_id}}/link"): {"state": "paused"},
     ("POST", f"{API}/projects/{{project_id}}/models"): {"name": "x", "kind": "tete"},
@@ -152,6 +156,12 @@ def scenario(app, client, auth, new_token, project):
         headers=auth,
     )
     assert waiting.status_code == 201, waiting.text
+    hook = client.post(
+        f"{API}/projects/{pid}/webhooks",
+        json={"url": "http://127.0.0.1:9/hook", "events": ["participant.completed"]},
+        headers=auth,
+    )
+    assert hook.status_code == 201, hook.text
     mallory = new_token("mallory")
     client.post(f"{API}/projects", json={"name": "mallory's"}, headers=mallory)
     return {
@@ -173,6 +183,7 @@ def scenario(app, client, auth, new_token, project):
             "researcher_id": bystander_id,
             "invitation_id": waiting.json()["id"],
             "secret": "made-up",
+            "webhook_id": hook.json()["id"],
         },
         "mallory": mallory,
     }
@@ -207,6 +218,7 @@ def _snapshot(client, auth, pid) -> dict:
         "project": client.get(f"{API}/projects/{pid}", headers=auth).json(),
         "rating": client.get(f"{API}/projects/{pid}/rating", headers=auth).json(),
         "models": client.get(f"{API}/projects/{pid}/models", headers=auth).json(),
+        "webhooks": client.get(f"{API}/projects/{pid}/webhooks", headers=auth).json(),
         "builds": client.get(f"{API}/projects/{pid}/builds", headers=auth).json(),
         "items": client.get(f"{API}/projects/{pid}/items?limit=1000", headers=auth).json(),
         # Anyone may join (new raters), but nobody else may exclude one.
@@ -364,6 +376,7 @@ IDENTIFYING = {
     ("GET", f"{API}/projects/{{project_id}}/participants/{{participant}}/records"),
     ("GET", f"{API}/projects/{{project_id}}/archive"),
     ("GET", "/projects/{project_id}/participants"),
+    ("GET", f"{API}/projects/{{project_id}}/webhooks/{{webhook_id}}/deliveries"),
 }
 # Only the owner deletes the project (and manages its members).
 OWNERS = MANAGING_MEMBERS | {

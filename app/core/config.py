@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     smtp_starttls: bool = Field(
         default=True, description="Upgrade the mail connection with STARTTLS"
     )
+    webhook_retry_seconds: str = Field(
+        default="5,30,120,600,1800,3600,10800,21600",
+        pattern=r"^\d+(\.\d+)?(,\d+(\.\d+)?)*$",
+        description="The waits before each retry of a webhook delivery that failed, "
+        "comma-separated seconds; after the last, it is given up",
+    )
     api_docs: bool = Field(
         default=True, description="Serve the API documentation (/docs, /redoc, /openapi.json)"
     )

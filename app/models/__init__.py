@@ -33,6 +33,7 @@ from app.models.triplet import (
     Upload,
     UploadKind,
 )
+from app.models.webhook import Webhook, WebhookDelivery
 
 __all__ = [
     "ADAPTIVE_PURPOSES",
@@ -76,5 +77,7 @@ __all__ = [
     "UploadKind",
     "VersionStatus",
     "WebSession",
+    "Webhook",
+    "WebhookDelivery",
     "api_token_projects",
 ]

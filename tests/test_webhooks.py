@@ -1,0 +1,215 @@
+"""A project's webhooks (issue 55) against a receiver on this machine: each event is
+posted once it happens, signed as Standard Webhooks defines (the receiver's library
+verifies it), retried with backoff while the receiver fails, given up after the last
+wait, sent again with the same webhook-id when a worker died holding it, and never for
+events before the webhook was made. Bad input is refused by name and makes nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from standardwebhooks.webhooks import Webhook as Verifier
+
+from app.webhooks import delivery, service
+from tests.support.links import open_link
+from tests.support.screens import answer_screen, next_screen, set_rating
+from tests.support.uploads import upload
+
+API = "/api/v1"
+
+
+class Receiver:
+    """An HTTP server that keeps what it is sent, and answers 500 `failing` times first."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[dict[str, str], bytes]] = []
+        self.failing = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["content-length"]))
+                receiver.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                failed = receiver.failing > 0
+                receiver.failing -= 1
+                self.send_response(500 if failed else 204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/closer"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def events(self, secret: str) -> list[dict]:
+        """Each delivery's payload, its signature verified as a receiver would."""
+        return [Verifier(secret).verify(body, headers) for headers, body in self.received]
+
+
+@pytest.fixture
+def receiver():
+    made = Receiver()
+    yield made
+    made.server.shutdown()
+
+
+def _study(client, auth, pid: int) -> str:
+    items = "key,features\n" + "".join(f"x{i},{i} {i % 3}\n" for i in range(8))
+    assert upload(client, auth, pid, "items", "items.csv", items).status_code == 201
+    assert set_rating(client, auth, pid, answers_per_rater=2, attention_rate=0).status_code == 200
+    return open_link(client, auth, pid)["public_slug"]
+
+
+def _complete(client, slug: str, participant: str) -> None:
+    joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": participant})
+    assert joined.status_code == 201, joined.text
+    token = {"X-Rater-Token": joined.json()["rater_token"]}
+    for _ in range(2):
+        screen = next_screen(client, slug, token)
+        answered = answer_screen(client, slug, token, screen["query_id"], choice="left")
+        assert answered.status_code == 200, answered.text
+
+
+def _run(app, schedule=(0.0, 0.0)) -> int:
+    """One round of the worker's upkeep: find the events, send what is due."""
+    sessions = app.state.session_factory
+    with sessions.begin() as session:
+        service.find_events(session)
+    return delivery.deliver_due(sessions, schedule)
+
+
+def _hook(client, auth, pid: int, url: str, events: list[str]) -> dict:
+    made = client.post(
+        f"{API}/projects/{pid}/webhooks", json={"url": url, "events": events}, headers=auth
+    )
+    assert made.status_code == 201, made.text
+    return made.json()
+
+
+def test_an_event_is_posted_signed_once_and_only_after_the_webhook_was_made(
+    app, client, auth, project, receiver
+):
+    pid = project["id"]
+    slug = _study(client, auth, pid)
+    _complete(client, slug, "BEFORE-1")  # before the webhook: not sent
+    hook = _hook(client, auth, pid, receiver.url, ["participant.completed", "study.full"])
+    assert hook["secret"].startswith("whsec_")
+    assert "secret" not in client.get(f"{API}/projects/{pid}/webhooks", headers=auth).json()[0]
+    _complete(client, slug, "PROLIFIC-5f3a")
+    assert _run(app) == 1
+    assert _run(app) == 0  # found again: written once, sent once
+    (event,) = receiver.events(hook["secret"])
+    assert event["type"] == "participant.completed"
+    assert event["data"]["participant"] == "PROLIFIC-5f3a" and event["data"]["project_id"] == pid
+    headers = receiver.received[0][0]
+    assert headers["webhook-id"].startswith("msg_") and headers["webhook-timestamp"].isdigit()
+    assert headers["webhook-signature"].startswith("v1,")
+    # A forged body fails the receiver's check.
+    with pytest.raises(Exception, match="(?i)signature"):
+        Verifier(hook["secret"]).verify(receiver.received[0][1] + b" ", headers)
+
+    # A quota reached: the study is full.
+    quota = client.patch(f"{API}/projects/{pid}/rating", json={"quota": 2}, headers=auth)
+    assert quota.status_code == 200, quota.text
+    assert _run(app) == 1
+    full = receiver.events(hook["secret"])[-1]
+    assert full["type"] == "study.full" and full["data"]["quota"] == 2
+    (log,) = [
+        row
+        for row in client.get(
+            f"{API}/projects/{pid}/webhooks/{hook['id']}/deliveries", headers=auth
+        ).json()
+        if row["event"] == "participant.completed"
+    ]
+    assert log["attempts"] == 1 and log["last_status"] == 204 and log["delivered_at"]
+    assert log["message_id"] == headers["webhook-id"]
+
+
+def test_a_failing_receiver_gets_retries_with_the_same_id_then_is_given_up(
+    app, client, auth, project, receiver
+):
+    pid = project["id"]
+    slug = _study(client, auth, pid)
+    hook = _hook(client, auth, pid, receiver.url, ["participant.completed"])
+    receiver.failing = 2
+    _complete(client, slug, "p-1")
+    assert [_run(app) for _ in range(3)] == [0, 0, 1]
+    ids = {headers["webhook-id"] for headers, _ in receiver.received}
+    assert len(receiver.received) == 3 and len(ids) == 1
+    (log,) = client.get(
+        f"{API}/projects/{pid}/webhooks/{hook['id']}/deliveries", headers=auth
+    ).json()
+    assert log["attempts"] == 3 and log["last_status"] == 204 and log["failed_at"] is None
+
+    # Failing for good: tried once and once more (one wait in the schedule), then given up.
+    receiver.failing = 100
+    _complete(client, slug, "p-2")
+    for _ in range(4):
+        _run(app, schedule=(0.0,))
+    newest = client.get(
+        f"{API}/projects/{pid}/webhooks/{hook['id']}/deliveries", headers=auth
+    ).json()[0]
+    assert newest["attempts"] == 2 and newest["failed_at"] and newest["next_attempt_at"] is None
+    assert newest["last_status"] == 500 and "HTTP 500" in newest["last_error"]
+    assert len(receiver.received) == 5
+
+    # A waiting retry is not sent before its time.
+    _complete(client, slug, "p-3")
+    _run(app, schedule=(3600.0,))
+    assert _run(app, schedule=(3600.0,)) == 0 and len(receiver.received) == 6
+
+
+def test_a_delivery_held_by_a_dead_worker_is_sent_when_its_lease_runs_out(
+    app, client, auth, project, receiver, monkeypatch
+):
+    pid = project["id"]
+    slug = _study(client, auth, pid)
+    hook = _hook(client, auth, pid, receiver.url, ["participant.completed"])
+    _complete(client, slug, "p-1")
+    sessions = app.state.session_factory
+    with sessions.begin() as session:
+        service.find_events(session)
+    monkeypatch.setattr(delivery, "LEASE_SECONDS", 0.5)
+    assert len(delivery._claimed(sessions)) == 1  # ... and the worker died here
+    assert delivery.deliver_due(sessions, (0.0,)) == 0  # held: nobody else sends it
+    time.sleep(0.6)
+    assert delivery.deliver_due(sessions, (0.0,)) == 1
+    (log,) = client.get(
+        f"{API}/projects/{pid}/webhooks/{hook['id']}/deliveries", headers=auth
+    ).json()
+    assert log["attempts"] == 2 and log["delivered_at"]
+    (event,) = receiver.events(hook["secret"])
+    assert event["data"]["participant"] == "p-1"
+
+    # Deleted, a webhook is sent nothing more.
+    assert (
+        client.delete(f"{API}/projects/{pid}/webhooks/{hook['id']}", headers=auth).status_code
+        == 204
+    )
+    _complete(client, slug, "p-2")
+    assert _run(app) == 0 and len(receiver.received) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"url": "ftp://example.org/x", "events": ["model.ready"]}, "url: 'ftp://example.org/x'"),
+        ({"url": "http://example.org", "events": ["model.done"]}, "events: 'model.done'"),
+        ({"url": "http://example.org", "events": []}, "events"),
+        (
+            {"url": "http://example.org", "events": ["model.ready"], "secret": "hunter2"},
+            "secret: give 'whsec_'",
+        ),
+    ],
+)
+def test_a_bad_webhook_is_refused_by_name_and_makes_nothing(client, auth, project, body, named):
+    pid = project["id"]
+    made = client.post(f"{API}/projects/{pid}/webhooks", json=body, headers=auth)
+    assert made.status_code == 422, made.text
+    assert named in json.dumps(made.json())
+    assert client.get(f"{API}/projects/{pid}/webhooks", headers=auth).json() == []
