@@ -195,6 +195,27 @@ def test_a_delivery_held_by_a_dead_worker_is_sent_when_its_lease_runs_out(
     assert _run(app) == 0 and len(receiver.received) == 1
 
 
+def test_a_finished_build_and_a_fitted_model_are_posted(app, client, auth, project, receiver):
+    from sklearn.datasets import make_blobs
+
+    from app.worker.loop import Worker
+    from tests.support.builds import finished_build
+    from tests.support.models import create_model
+
+    pid = project["id"]
+    hook = _hook(client, auth, pid, receiver.url, ["build.completed", "model.ready"])
+    X, y = make_blobs(n_samples=60, centers=3, cluster_std=1.0, random_state=2)
+    _, build_id, _ = finished_build(app, client, auth, pid, X, y)
+    model = create_model(client, auth, pid, name="map", kind="tete", params={"n_components": 2})
+    Worker(app.state.session_factory).run(until_idle=True)
+    assert _run(app) == 2
+    events = {event["type"]: event["data"] for event in receiver.events(hook["secret"])}
+    assert events["build.completed"]["build_id"] == build_id
+    ready = events["model.ready"]
+    assert ready["model_id"] == model["id"] and ready["version"] == 1 and ready["kind"] == "tete"
+    assert ready["answers"] > 0 and "heldout_triplet_error" in ready["metrics"]
+
+
 @pytest.mark.parametrize(
     ("body", "named"),
     [

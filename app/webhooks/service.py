@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import String, cast, exists, select
+from sqlalchemy import ColumnElement, String, cast, exists, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -147,24 +147,36 @@ def _moment(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
-def _completed(session: Session, hook: Webhook, project: Project) -> Found:
-    rows = session.scalars(
-        select(Rater)
-        .where(
-            Rater.project_id == project.id,
-            Rater.completed_at >= hook.created_at,
-            _undelivered(hook, "participant.completed", Rater.id),
+def _raters(
+    session: Session, hook: Webhook, project: Project, event: str, when: ColumnElement[bool]
+) -> list[Rater]:
+    """The project's raters for whom `when` holds since the hook was made, not yet sent."""
+    return list(
+        session.scalars(
+            select(Rater)
+            .where(Rater.project_id == project.id, when, _undelivered(hook, event, Rater.id))
+            .order_by(Rater.id)
+            .limit(SCAN_MOST)
         )
-        .limit(SCAN_MOST)
     )
-    for rater in rows:
+
+
+def _who(rater: Rater) -> dict[str, Any]:
+    return {
+        "participant": rater.external_id,
+        "platform": rater.platform,
+        "rater_id": rater.id,
+        "arm": rater.arm,
+    }
+
+
+def _completed(session: Session, hook: Webhook, project: Project) -> Found:
+    since = Rater.completed_at >= hook.created_at
+    for rater in _raters(session, hook, project, "participant.completed", since):
         yield (
             str(rater.id),
             {
-                "participant": rater.external_id,
-                "platform": rater.platform,
-                "rater_id": rater.id,
-                "arm": rater.arm,
+                **_who(rater),
                 "answers": rater.answers,
                 "completed_at": _moment(rater.completed_at),
                 "completion_code": project.completion_code,
@@ -173,23 +185,14 @@ def _completed(session: Session, hook: Webhook, project: Project) -> Found:
 
 
 def _screened_out(session: Session, hook: Webhook, project: Project) -> Found:
-    rows = session.scalars(
-        select(Rater)
-        .where(
-            Rater.project_id == project.id,
-            (Rater.screened_out_at >= hook.created_at)
-            | (Rater.practice_failed_at >= hook.created_at),
-            _undelivered(hook, "participant.screened_out", Rater.id),
-        )
-        .limit(SCAN_MOST)
+    since = (Rater.screened_out_at >= hook.created_at) | (
+        Rater.practice_failed_at >= hook.created_at
     )
-    for rater in rows:
+    for rater in _raters(session, hook, project, "participant.screened_out", since):
         yield (
             str(rater.id),
             {
-                "participant": rater.external_id,
-                "platform": rater.platform,
-                "rater_id": rater.id,
+                **_who(rater),
                 "reason": "failed_practice" if rater.practice_failed_at else "failed_attention",
                 "screened_out_at": _moment(rater.screened_out_at or rater.practice_failed_at),
             },
