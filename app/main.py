@@ -68,6 +68,7 @@ from app.triplets.api import judgements_router
 from app.triplets.api import router as triplets_router
 from app.uploads.views import router as upload_pages
 from app.webhooks.api import router as webhooks_router
+from app.webhooks.views import router as webhook_pages
 from app.worker.loop import Worker, make_kernels_ready, start_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -331,6 +332,7 @@ def _closer_routes() -> tuple[BaseRoute, ...]:
         model_pages,
         item_pages,
         member_pages,
+        webhook_pages,
     ):
         routes.include_router(pages)
     return tuple(routes.routes)

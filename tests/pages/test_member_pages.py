@@ -51,7 +51,7 @@ def test_an_invitation_is_made_opened_signed_up_with_and_used_once(
     owner.get_by_label("Email").fill("sam@lab.example")
     owner.get_by_label("Role").select_option("viewer")
     owner.get_by_role("button", name="Make an invitation link").click()
-    link = owner.get_by_label("Invitation link").input_value()
+    link = owner.locator("#invitation-link").text_content().strip()
     assert link.startswith(f"{server}/invitations/")
     expect(owner.locator("ul.invitations")).to_contain_text("sam@lab.example as viewer")
     shoot(owner, shots / "members-owner-desktop.png", full_page=True)
@@ -130,3 +130,54 @@ def test_an_invitation_is_made_opened_signed_up_with_and_used_once(
         ("ada@lab.example", "owner"),
         ("Sam", "editor"),
     ]
+
+
+@pytest.mark.one_database  # the pages; tests/test_webhooks.py covers both databases
+def test_a_webhook_is_made_on_its_page_and_its_deliveries_logged(
+    app, server, browser, researcher, tmp_path
+):
+    from app.webhooks import delivery, service
+    from tests.test_webhooks import Receiver, _complete, _study
+
+    shots = screenshots_dir(tmp_path)
+    receiver = Receiver()
+    try:
+        page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Voices")
+        page.get_by_role("link", name="Webhooks").click()
+        expect(page.get_by_text("No webhooks yet.")).to_be_visible()
+        # No event chosen: refused inline, the address kept.
+        page.get_by_label("Address (http or https)").fill(receiver.url)
+        page.get_by_role("button", name="Make the webhook").click()
+        expect(page.get_by_role("alert")).to_contain_text("events: none given")
+        expect(page.get_by_label("Address (http or https)")).to_have_value(receiver.url)
+        page.get_by_label("participant.completed").check()
+        page.get_by_label("study.full").check()
+        page.get_by_role("button", name="Make the webhook").click()
+        secret = page.locator("#webhook-secret").text_content().strip()
+        assert secret.startswith("whsec_")
+        expect(page.locator("section.webhook h2")).to_have_text(receiver.url)
+
+        # An event, found and sent by the worker's upkeep, shows in the log.
+        with httpx.Client(base_url=server) as api:
+            _complete(api, _study(api, bearer, project_id), "PROLIFIC-77")
+        with app.state.session_factory.begin() as session:
+            service.find_events(session)
+        assert delivery.deliver_due(app.state.session_factory, (0.0,)) == 1
+        page.goto(f"{server}/projects/{project_id}/webhooks")
+        expect(page.locator("table.deliveries tbody tr")).to_have_count(1)
+        expect(page.locator("table.deliveries")).to_contain_text("participant.completed")
+        expect(page.locator("table.deliveries")).to_contain_text("delivered (204")
+        assert "whsec_" not in page.content()  # the secret was shown once
+        shoot(page, shots / "webhooks-desktop.png", full_page=True)
+        page.set_viewport_size(PHONE)
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        shoot(page, shots / "webhooks-phone.png", full_page=True)
+        (event,) = receiver.events(secret)
+        assert event["type"] == "participant.completed"
+        assert event["data"]["participant"] == "PROLIFIC-77"
+
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Delete").click()
+        expect(page.get_by_text("No webhooks yet.")).to_be_visible()
+    finally:
+        receiver.server.shutdown()
