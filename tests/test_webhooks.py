@@ -7,9 +7,13 @@ events before the webhook was made. Bad input is refused by name and makes nothi
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from standardwebhooks.webhooks import Webhook as Verifier
@@ -18,6 +22,7 @@ from app.webhooks import delivery, service
 from tests.support.links import open_link
 from tests.support.screens import answer_screen, next_screen, set_rating
 from tests.support.uploads import upload
+from tests.support.waiting import wait_for
 
 API = "/api/v1"
 
@@ -28,12 +33,15 @@ class Receiver:
     def __init__(self) -> None:
         self.received: list[tuple[dict[str, str], bytes]] = []
         self.failing = 0
+        self.hold_first = 0.0  # seconds the first post waits for its answer
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["content-length"]))
                 receiver.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                if len(receiver.received) == 1:
+                    time.sleep(receiver.hold_first)
                 failed = receiver.failing > 0
                 receiver.failing -= 1
                 self.send_response(500 if failed else 204)
@@ -165,7 +173,7 @@ def test_a_failing_receiver_gets_retries_with_the_same_id_then_is_given_up(
 
 
 def test_a_delivery_held_by_a_dead_worker_is_sent_when_its_lease_runs_out(
-    app, client, auth, project, receiver, monkeypatch
+    app, client, auth, project, receiver
 ):
     pid = project["id"]
     slug = _study(client, auth, pid)
@@ -174,11 +182,10 @@ def test_a_delivery_held_by_a_dead_worker_is_sent_when_its_lease_runs_out(
     sessions = app.state.session_factory
     with sessions.begin() as session:
         service.find_events(session)
-    monkeypatch.setattr(delivery, "LEASE_SECONDS", 0.5)
-    assert len(delivery._claimed(sessions)) == 1  # ... and the worker died here
-    assert delivery.deliver_due(sessions, (0.0,)) == 0  # held: nobody else sends it
+    assert len(delivery._claimed(sessions, 0.5)) == 1  # ... and the worker died here
+    assert delivery.deliver_due(sessions, (0.0,), 0.5) == 0  # held: nobody else sends it
     time.sleep(0.6)
-    assert delivery.deliver_due(sessions, (0.0,)) == 1
+    assert delivery.deliver_due(sessions, (0.0,), 0.5) == 1
     (log,) = client.get(
         f"{API}/projects/{pid}/webhooks/{hook['id']}/deliveries", headers=auth
     ).json()
@@ -214,6 +221,54 @@ def test_a_finished_build_and_a_fitted_model_are_posted(app, client, auth, proje
     ready = events["model.ready"]
     assert ready["model_id"] == model["id"] and ready["version"] == 1 and ready["kind"] == "tete"
     assert ready["answers"] > 0 and "heldout_triplet_error" in ready["metrics"]
+
+
+@pytest.mark.slow  # worker processes of their own
+def test_a_worker_killed_while_posting_loses_no_delivery(
+    app, client, auth, project, receiver, settings, tmp_path
+):
+    """A `closer worker` SIGKILLed while its post waits for the receiver: the next
+    worker sends the same message again once the lease runs out, and it is taken."""
+    pid = project["id"]
+    slug = _study(client, auth, pid)
+    hook = _hook(client, auth, pid, receiver.url, ["participant.completed"])
+    receiver.hold_first = 30.0
+    _complete(client, slug, "PROLIFIC-kill")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CLOSER_")},
+        "DATABASE_URL": settings.resolved_database_url,
+        "CLOSER_DATA_DIR": str(tmp_path),
+        "CLOSER_WEBHOOK_LEASE_SECONDS": "3",
+        "CLOSER_WORKER_COMPILE_KERNELS": "false",
+        "CLOSER_WORKER_POLL_SECONDS": "0.2",
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
+    command = [sys.executable, "-m", "app.cli", "worker"]
+    first = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: len(receiver.received) == 1, 60, "the first post")
+        first.kill()  # mid-post: the receiver has not answered
+        first.wait(10)
+    finally:
+        first.kill()
+    second = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    try:
+        log = f"{API}/projects/{pid}/webhooks/{hook['id']}/deliveries"
+        wait_for(
+            lambda: client.get(log, headers=auth).json()[0]["delivered_at"] is not None,
+            60,
+            "the delivery, sent again",
+        )
+    finally:
+        second.terminate()
+        second.wait(20)
+    (row,) = client.get(log, headers=auth).json()
+    assert row["attempts"] == 2 and row["last_status"] == 204
+    assert len(receiver.received) == 2
+    assert receiver.received[0][0]["webhook-id"] == receiver.received[1][0]["webhook-id"]
+    assert all(
+        event["data"]["participant"] == "PROLIFIC-kill" for event in receiver.events(hook["secret"])
+    )
 
 
 @pytest.mark.parametrize(

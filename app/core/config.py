@@ -64,6 +64,13 @@ class Settings(BaseSettings):
         description="The waits before each retry of a webhook delivery that failed, "
         "comma-separated seconds; after the last, it is given up",
     )
+    webhook_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="How long a worker holds a webhook delivery it is sending: a worker "
+        "that dies meanwhile leaves it to the next once this has passed",
+    )
     api_docs: bool = Field(
         default=True, description="Serve the API documentation (/docs, /redoc, /openapi.json)"
     )

@@ -21,7 +21,7 @@ from app.core.db import rows_changed, unit_of_work
 from app.models import Webhook, WebhookDelivery
 from app.models._types import utcnow
 
-LEASE_SECONDS = 60.0
+LEASE_SECONDS = 60.0  # CLOSER_WEBHOOK_LEASE_SECONDS' default
 POST_SECONDS = 10.0
 AT_ONCE = 20
 
@@ -31,7 +31,7 @@ def retry_schedule(text: str) -> tuple[float, ...]:
     return tuple(float(part) for part in text.split(",") if part.strip())
 
 
-def _claimed(sessions: sessionmaker[Session]) -> list[int]:
+def _claimed(sessions: sessionmaker[Session], lease_seconds: float = LEASE_SECONDS) -> list[int]:
     """Deliveries due now, each now this worker's until its lease runs out."""
     with unit_of_work(sessions) as session:
         now = utcnow()
@@ -47,7 +47,7 @@ def _claimed(sessions: sessionmaker[Session]) -> list[int]:
                 update(WebhookDelivery)
                 .where(WebhookDelivery.id == delivery_id, WebhookDelivery.next_attempt_at <= now)
                 .values(
-                    next_attempt_at=now + timedelta(seconds=LEASE_SECONDS),
+                    next_attempt_at=now + timedelta(seconds=lease_seconds),
                     attempts=WebhookDelivery.attempts + 1,
                 )
             )
@@ -80,10 +80,14 @@ def _post(client: httpx.Client, hook: Webhook, delivery: WebhookDelivery):
     return response.status_code, error, started
 
 
-def deliver_due(sessions: sessionmaker[Session], retry_seconds: Sequence[float]) -> int:
+def deliver_due(
+    sessions: sessionmaker[Session],
+    retry_seconds: Sequence[float],
+    lease_seconds: float = LEASE_SECONDS,
+) -> int:
     """Send what is due; how many were delivered."""
     delivered = 0
-    claimed = _claimed(sessions)
+    claimed = _claimed(sessions, lease_seconds)
     if not claimed:
         return 0
     with httpx.Client(timeout=POST_SECONDS, follow_redirects=False) as client:

@@ -15,5 +15,6 @@ WEBHOOK_SECONDS = 2.0
 def send_webhooks(sessions) -> None:
     with unit_of_work(sessions) as session:
         service.find_events(session)
-    schedule = delivery.retry_schedule(get_settings().webhook_retry_seconds)
-    delivery.deliver_due(sessions, schedule)
+    settings = get_settings()
+    schedule = delivery.retry_schedule(settings.webhook_retry_seconds)
+    delivery.deliver_due(sessions, schedule, settings.webhook_lease_seconds)
