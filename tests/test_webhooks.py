@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from standardwebhooks.webhooks import Webhook as Verifier
 
+from app.core.config import Mode
 from app.webhooks import delivery, service
 from tests.support.links import open_link
 from tests.support.screens import answer_screen, next_screen, set_rating
@@ -221,6 +222,42 @@ def test_a_finished_build_and_a_fitted_model_are_posted(app, client, auth, proje
     ready = events["model.ready"]
     assert ready["model_id"] == model["id"] and ready["version"] == 1 and ready["kind"] == "tete"
     assert ready["answers"] > 0 and "heldout_triplet_error" in ready["metrics"]
+
+
+def test_in_production_a_webhook_reaches_no_address_inside_the_network(
+    app, client, auth, project, receiver
+):
+    """A token that may make webhooks must not make the worker probe the server's own
+    network (a cloud's metadata service, a database's port): refused when the address
+    is given, not sent where a name resolves inside, and the log never holds a page."""
+    pid = project["id"]
+    slug = _study(client, auth, pid)
+    app.state.settings = app.state.settings.model_copy(update={"mode": Mode.production})
+    for url in (
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.7:5432/",
+        "http://[::1]/",
+    ):
+        refused = client.post(
+            f"{API}/projects/{pid}/webhooks",
+            json={"url": url, "events": ["participant.completed"]},
+            headers=auth,
+        )
+        assert refused.status_code == 422, refused.text
+        assert "an address inside this network" in refused.json()["detail"]
+    named = receiver.url.replace("127.0.0.1", "localhost")
+    hook = _hook(client, auth, pid, named, ["participant.completed"])
+    _complete(client, slug, "p-1")
+    sessions = app.state.session_factory
+    with sessions.begin() as session:
+        service.find_events(session)
+    assert delivery.deliver_due(sessions, (3600.0,), reach_private=False) == 0
+    (row,) = client.get(
+        f"{API}/projects/{pid}/webhooks/{hook['id']}/deliveries", headers=auth
+    ).json()
+    assert row["last_error"].startswith("not sent: localhost is ")
+    assert "an address inside this network" in row["last_error"]
+    assert receiver.received == []
 
 
 @pytest.mark.slow  # worker processes of their own

@@ -71,6 +71,12 @@ class Settings(BaseSettings):
         description="How long a worker holds a webhook delivery it is sending: a worker "
         "that dies meanwhile leaves it to the next once this has passed",
     )
+    webhook_private_addresses: bool | None = Field(
+        default=None,
+        description="Whether webhooks may post to addresses inside this network (loopback, "
+        "private, link-local such as a cloud's metadata service); unset: yes in embedded "
+        "mode, no in production",
+    )
     api_docs: bool = Field(
         default=True, description="Serve the API documentation (/docs, /redoc, /openapi.json)"
     )
@@ -190,6 +196,12 @@ class Settings(BaseSettings):
     def runs_worker_in_process(self) -> bool:
         if self.worker_in_process is not None:
             return self.worker_in_process
+        return self.mode is Mode.embedded
+
+    @property
+    def webhooks_reach_private(self) -> bool:
+        if self.webhook_private_addresses is not None:
+            return self.webhook_private_addresses
         return self.mode is Mode.embedded
 
     @property

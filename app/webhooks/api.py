@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 
 from app.auth.deps import Changing, Identifying, Viewing
 from app.core.deps import SessionDep
@@ -24,6 +24,7 @@ router = APIRouter(
 def create_webhook(
     project_id: RowId,
     body: WebhookCreate,
+    request: Request,
     response: Response,
     session: SessionDep,
     researcher: Changing,
@@ -39,6 +40,7 @@ def create_webhook(
         url=body.url,
         events=body.events,
         secret=body.secret,
+        reach_private=request.app.state.settings.webhooks_reach_private,
     )
     response.headers["Cache-Control"] = "no-store"
     return WebhookCreated(**WebhookOut.model_validate(hook).model_dump(), secret=hook.secret)

@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import httpx
 from sqlalchemy import select, update
@@ -20,6 +21,7 @@ from standardwebhooks.webhooks import Webhook as Signer
 from app.core.db import rows_changed, unit_of_work
 from app.models import Webhook, WebhookDelivery
 from app.models._types import utcnow
+from app.webhooks.service import PRIVATE_REFUSED, private_address
 
 LEASE_SECONDS = 60.0  # CLOSER_WEBHOOK_LEASE_SECONDS' default
 POST_SECONDS = 10.0
@@ -69,21 +71,27 @@ def signed_request(hook: Webhook, delivery: WebhookDelivery) -> tuple[bytes, dic
     }
 
 
-def _post(client: httpx.Client, hook: Webhook, delivery: WebhookDelivery):
+def _post(client: httpx.Client, hook: Webhook, delivery: WebhookDelivery, reach_private: bool):
     body, headers = signed_request(hook, delivery)
     started = time.perf_counter()
+    if not reach_private:
+        inside = private_address(urlsplit(hook.url).hostname or "")
+        if inside:
+            return None, f"not sent: {inside}; {PRIVATE_REFUSED}", started
     try:
         response = client.post(hook.url, content=body, headers=headers)
     except httpx.HTTPError as failed:
         return None, f"{type(failed).__name__}: {failed}"[:500], started
-    error = "" if response.is_success else f"HTTP {response.status_code}: {response.text[:200]}"
-    return response.status_code, error, started
+    # The status only, never the body: the log must not read other servers' pages.
+    error = "" if response.is_success else f"HTTP {response.status_code} {response.reason_phrase}"
+    return response.status_code, error[:200], started
 
 
 def deliver_due(
     sessions: sessionmaker[Session],
     retry_seconds: Sequence[float],
     lease_seconds: float = LEASE_SECONDS,
+    reach_private: bool = True,
 ) -> int:
     """Send what is due; how many were delivered."""
     delivered = 0
@@ -98,7 +106,7 @@ def deliver_due(
                 if delivery is None or hook is None:
                     continue
                 session.expunge_all()
-            status, error, started = _post(client, hook, delivery)
+            status, error, started = _post(client, hook, delivery, reach_private)
             took = round((time.perf_counter() - started) * 1000)
             with unit_of_work(sessions) as session:
                 row = session.get(WebhookDelivery, delivery_id)

@@ -17,4 +17,6 @@ def send_webhooks(sessions) -> None:
         service.find_events(session)
     settings = get_settings()
     schedule = delivery.retry_schedule(settings.webhook_retry_seconds)
-    delivery.deliver_due(sessions, schedule, settings.webhook_lease_seconds)
+    delivery.deliver_due(
+        sessions, schedule, settings.webhook_lease_seconds, settings.webhooks_reach_private
+    )

@@ -6,7 +6,9 @@ delivery is unique per webhook, event and subject: found twice, it is sent once.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import secrets
+import socket
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -62,13 +64,41 @@ def _checked_secret(secret: str) -> str:
     return secret
 
 
-def _checked_url(url: str) -> str:
+def _checked_url(url: str, reach_private: bool) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or len(url) > 2000:
         raise Unprocessable(
             f"url: '{url[:80]}' is not an http(s) address a delivery could be posted to"
         )
+    inside = private_address(parts.hostname, resolve=False)
+    if inside and not reach_private:
+        raise Unprocessable(f"url: {inside}; {PRIVATE_REFUSED}")
     return url
+
+
+PRIVATE_REFUSED = "webhooks here post only to public addresses (CLOSER_WEBHOOK_PRIVATE_ADDRESSES)"
+
+
+def private_address(host: str, resolve: bool = True) -> str | None:
+    """Why `host` is inside this network (a loopback, private, link-local or reserved
+    address, or a name that resolves to one), else None. `resolve=False`: addresses
+    given as such only."""
+    try:
+        found = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        if not resolve:
+            return None
+        try:
+            found = [
+                ipaddress.ip_address(str(info[4][0]).split("%")[0])
+                for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+            ]
+        except (OSError, UnicodeError):
+            return f"{host} does not resolve"
+    for address in found:
+        if not address.is_global:
+            return f"{host} is {address}, an address inside this network"
+    return None
 
 
 def _checked_events(events: list[str]) -> list[str]:
@@ -89,12 +119,13 @@ def create(
     url: str,
     events: list[str],
     secret: str | None,
+    reach_private: bool = True,
 ) -> Webhook:
     if len(list_hooks(session=session, project=project)) >= MAX_HOOKS_PER_PROJECT:
         raise Unprocessable(f"a project has at most {MAX_HOOKS_PER_PROJECT} webhooks")
     hook = Webhook(
         project_id=project.id,
-        url=_checked_url(url.strip()),
+        url=_checked_url(url.strip(), reach_private),
         events=_checked_events(events),
         secret=_checked_secret(secret) if secret is not None else _secret(),
         created_by=researcher.id,

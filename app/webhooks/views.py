@@ -92,6 +92,7 @@ def create_webhook_form(
             url=url,
             events=chosen,
             secret=None,
+            reach_private=request.app.state.settings.webhooks_reach_private,
         )
     except ServiceError as refused:
         roll_back(session)
