@@ -116,6 +116,50 @@ class Client:
         key = idempotency_key or f"closer-client-{uuid.uuid4()}"
         return self._upload(f"/projects/{project_id}/triplets", triplets, filename, key)
 
+    def upload_judgements(
+        self,
+        project_id: int,
+        judgements: Upload,
+        *,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Judgements (format, item1.., pick1..; the judgements export's layout) from a
+        CSV or JSON file or a DataFrame, each stored with the triplets it implies. Sent
+        with an Idempotency-Key, as triplets are."""
+        key = idempotency_key or f"closer-client-{uuid.uuid4()}"
+        return self._upload(f"/projects/{project_id}/judgements", judgements, filename, key)
+
+    # Sharing and webhooks ---------------------------------------------------------
+
+    def members(self, project_id: int) -> pd.DataFrame:
+        """Who shares the project: the owner first, then each member and their role."""
+        return pd.DataFrame(self._json("GET", f"/projects/{project_id}/members"))
+
+    def invite(self, project_id: int, email: str, role: str = "viewer") -> dict[str, Any]:
+        """A single-use invitation link for `email` in `role` (editor or viewer): mailed
+        where the server has a mail server (`mailed`), else to send yourself (`link`)."""
+        body = {"email": email, "role": role}
+        return self._json("POST", f"/projects/{project_id}/invitations", json=body)
+
+    def webhooks(self, project_id: int) -> pd.DataFrame:
+        return pd.DataFrame(self._json("GET", f"/projects/{project_id}/webhooks"))
+
+    def create_webhook(
+        self, project_id: int, url: str, events: Sequence[str], secret: str | None = None
+    ) -> dict[str, Any]:
+        """A webhook posting these events to `url`, signed per Standard Webhooks; the
+        `secret` (made if not given) is in the answer, this once."""
+        body: dict[str, Any] = {"url": url, "events": list(events)}
+        if secret is not None:
+            body["secret"] = secret
+        return self._json("POST", f"/projects/{project_id}/webhooks", json=body)
+
+    def deliveries(self, project_id: int, webhook_id: int) -> pd.DataFrame:
+        """A webhook's delivery log, newest first: each message, attempts, last outcome."""
+        path = f"/projects/{project_id}/webhooks/{webhook_id}/deliveries"
+        return pd.DataFrame(self._json("GET", path))
+
     # Exports, as DataFrames -------------------------------------------------------
 
     def answers(self, project_id: int, **filters: str) -> pd.DataFrame:

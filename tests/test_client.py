@@ -72,3 +72,25 @@ def test_a_wrong_token_is_refused_plainly(settings):
         with pytest.raises(CloserError) as refused:
             client.projects()
     assert refused.value.status == 401
+
+
+def test_judgements_members_and_webhooks_from_a_notebook(closer):
+    project = closer.create_project("p")["id"]
+    closer.upload_items(project, pd.DataFrame({"key": ["a", "b", "c", "d"]}))
+    screens = pd.DataFrame(
+        {"format": ["odd_one_out"], "item1": ["a"], "item2": ["b"], "item3": ["d"], "pick1": ["d"]}
+    )
+    stored = closer.upload_judgements(project, screens)
+    assert stored["rows"] == 1
+    assert len(closer.judgements(project)) == 1 and len(closer.answers(project)) == 2
+
+    invited = closer.invite(project, "sam@lab.example", "viewer")
+    assert invited["link"].rsplit("/", 2)[-2] == "invitations" and invited["mailed"] is False
+    assert list(closer.members(project)["role"]) == ["owner"]  # until Sam joins
+    with pytest.raises(CloserError, match="role: 'boss' is not a member's role"):
+        closer.invite(project, "x@lab.example", "boss")
+
+    hook = closer.create_webhook(project, "http://127.0.0.1:9/closer", ["model.ready"])
+    assert hook["secret"].startswith("whsec_")
+    assert list(closer.webhooks(project)["url"]) == ["http://127.0.0.1:9/closer"]
+    assert closer.deliveries(project, hook["id"]).empty
