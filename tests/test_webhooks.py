@@ -260,6 +260,25 @@ def test_in_production_a_webhook_reaches_no_address_inside_the_network(
     assert receiver.received == []
 
 
+def test_a_slow_receiver_never_holds_up_the_workers_upkeep(app, client, auth, project, receiver):
+    """The upkeep that finds events returns at once; the post waits in a thread of its
+    own (the same upkeep thread runs the answers' proposals and a fit's heartbeat)."""
+    from app.webhooks import jobs
+
+    pid = project["id"]
+    slug = _study(client, auth, pid)
+    _hook(client, auth, pid, receiver.url, ["participant.completed"])
+    receiver.hold_first = 3.0
+    _complete(client, slug, "p-slow")
+    started = time.monotonic()
+    jobs.send_webhooks(app.state.session_factory)
+    assert time.monotonic() - started < 1.0
+    jobs.send_webhooks(app.state.session_factory)  # one sender at a time: nothing more
+    wait_for(lambda: len(receiver.received) == 1, 10, "the post")
+    jobs._sending["thread"].join(10)
+    assert len(receiver.received) == 1
+
+
 @pytest.mark.slow  # worker processes of their own
 def test_a_worker_killed_while_posting_loses_no_delivery(
     app, client, auth, project, receiver, settings, tmp_path

@@ -33,6 +33,15 @@ def retry_schedule(text: str) -> tuple[float, ...]:
     return tuple(float(part) for part in text.split(",") if part.strip())
 
 
+def anything_due(session: Session) -> bool:
+    now = utcnow()
+    return bool(
+        session.scalar(
+            select(WebhookDelivery.id).where(WebhookDelivery.next_attempt_at <= now).limit(1)
+        )
+    )
+
+
 def _claimed(sessions: sessionmaker[Session], lease_seconds: float = LEASE_SECONDS) -> list[int]:
     """Deliveries due now, each now this worker's until its lease runs out."""
     with unit_of_work(sessions) as session:
