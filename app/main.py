@@ -30,6 +30,7 @@ from app.builds.views import router as build_pages
 from app.core import metrics
 from app.core.caches import Caches, UseCaches
 from app.core.config import Settings, get_settings
+from app.core.cors import RaterOrigins
 from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.core.deps import SESSION_COOKIE, SignInRequired, csrf_token
 from app.core.errors import ERROR_RESPONSES, NotFound, ServiceError, install_error_handlers
@@ -227,6 +228,9 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(ThrottleRaterRoutes, throttle=app.state.throttle)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(UseCaches, caches=app.state.caches)
+    if settings.rater_origin_list:
+        # Outermost: a preflight is answered before the limits and body checks.
+        app.add_middleware(RaterOrigins, origins=settings.rater_origin_list)
     install_error_handlers(app)
 
 

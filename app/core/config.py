@@ -77,6 +77,11 @@ class Settings(BaseSettings):
         "private, link-local such as a cloud's metadata service); unset: yes in embedded "
         "mode, no in production",
     )
+    rater_origins: str = Field(
+        default="",
+        description="Comma-separated origins (https://jatos.lab.example) whose pages may "
+        "call the raters' API: a jsPsych timeline hosted elsewhere (clients/jspsych)",
+    )
     api_docs: bool = Field(
         default=True, description="Serve the API documentation (/docs, /redoc, /openapi.json)"
     )
@@ -203,6 +208,12 @@ class Settings(BaseSettings):
         if self.webhook_private_addresses is not None:
             return self.webhook_private_addresses
         return self.mode is Mode.embedded
+
+    @property
+    def rater_origin_list(self) -> list[str]:
+        return [
+            origin.strip().rstrip("/") for origin in self.rater_origins.split(",") if origin.strip()
+        ]
 
     @property
     def media_dir(self) -> Path:
