@@ -200,7 +200,7 @@ var jsPsychCloser = (function (jspsych) {
     pause(show, state) {
       return new Promise((resolve) => {
         const go = element("button", { class: "jspsych-btn", text: "Continue", disabled: "disabled", on: resolve });
-        show([element("p", { text: `Block ${state.block - 1} of ${state.blocks} is done: take a break.` }), go]);
+        show([element("p", { class: "closer-break", text: `Block ${state.block - 1} of ${state.blocks} is done: take a break.` }), go]);
         setTimeout(() => go.removeAttribute("disabled"), 1000 * (state.break_seconds || 0));
       });
     }

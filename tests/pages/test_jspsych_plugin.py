@@ -128,3 +128,58 @@ def test_only_the_raters_api_answers_the_labs_origin(settings):
         researchers = client.get(f"{API}/projects", headers={"Origin": lab})
         assert "access-control-allow-origin" not in researchers.headers
     app.state.engine.dispose()
+
+
+def test_practice_feedback_and_a_break_between_blocks_show_in_the_trial(
+    settings, auth, lab_site, browser
+):
+    served = settings.model_copy(update={"rater_origins": lab_site})
+    app = create_app(served)
+    with TestClient(app) as client:
+        pid = client.post(f"{API}/projects", json={"name": "lab"}, headers=auth).json()["id"]
+        items = "key,text\n" + "".join(f"w{i},word {i}\n" for i in range(8))
+        assert upload(client, auth, pid, "items", "words.csv", items).status_code == 201
+        rated = set_rating(
+            client,
+            auth,
+            pid,
+            answers_per_rater=2,
+            attention_rate=0,
+            blocks=2,
+            break_seconds=1,
+            practice={"trials": [{"items": ["w0", "w1", "w7"], "answer": ["w1"]}]},
+        )
+        assert rated.status_code == 200, rated.text
+        slug = open_link(client, auth, pid)["public_slug"]
+    with serve_in_thread(served) as closer:
+        page = browser.new_page(viewport=DESKTOP)
+        page.goto(f"{lab_site}/clients/jspsych/demo.html?server={closer}&study={slug}")
+        seen = []
+        for _ in range(12):
+            page.wait_for_selector(".closer-item, .closer-feedback, .closer-break, #closer-done")
+            if page.locator("#closer-done").count():
+                break
+            if page.locator(".closer-feedback").count():
+                seen.append(page.locator(".closer-feedback").text_content())
+                next_button = page.get_by_role("button", name="Next")
+                next_button.click()
+                expect(next_button).to_have_count(0)
+            elif page.locator(".closer-break").count():
+                seen.append(page.locator(".closer-break").text_content())
+                continue_button = page.get_by_role("button", name="Continue")
+                expect(continue_button).to_be_disabled()  # a second at least
+                expect(continue_button).to_be_enabled(timeout=3000)
+                continue_button.click()
+                expect(continue_button).to_have_count(0)
+            else:
+                item = page.locator(".closer-item").first.element_handle()
+                item.click()
+                item.wait_for_element_state("hidden")  # the next screen came
+        expect(page.locator("#closer-done")).to_contain_text("Thank you!")
+        result = page.evaluate("window.closerResult")
+    assert seen[0] in ("Correct!",) or seen[0].startswith("Not quite")
+    assert seen[1] == "Block 1 of 2 is done: take a break."
+    assert result["complete"] is True and result["answered"] == 2 and len(result["screens"]) == 3
+    (rater,) = rows_of(app, Rater, pid)
+    assert rater.answers == 2 and rater.practice_answered == 1
+    app.state.engine.dispose()
