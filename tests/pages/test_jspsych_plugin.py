@@ -183,3 +183,53 @@ def test_practice_feedback_and_a_break_between_blocks_show_in_the_trial(
     (rater,) = rows_of(app, Rater, pid)
     assert rater.answers == 2 and rater.practice_answered == 1
     app.state.engine.dispose()
+
+
+def test_a_sorting_build_is_answered_in_the_trial(settings, auth, lab_site, browser):
+    """A CompRF build that asks on sorting screens: each item goes with a pivot, then
+    Done; the answer is one judgement with a triplet per item."""
+    served = settings.model_copy(update={"rater_origins": lab_site})
+    app = create_app(served)
+    with TestClient(app) as client:
+        pid = client.post(f"{API}/projects", json={"name": "lab"}, headers=auth).json()["id"]
+        items = "key,label,features\n" + "".join(
+            f"p{n},{'low' if n < 10 else 'high'},{n}\n" for n in range(20)
+        )
+        assert upload(client, auth, pid, "items", "line.csv", items).status_code == 201
+        rated = set_rating(client, auth, pid, answers_per_rater=3, attention_rate=0, random_share=0)
+        assert rated.status_code == 200, rated.text
+        built = client.post(
+            f"{API}/projects/{pid}/builds",
+            headers=auth,
+            json={"n_trees": 1, "random_state": 0, "sort_size": 4},
+        )
+        assert built.status_code == 201, built.text
+        slug = open_link(client, auth, pid)["public_slug"]
+    with serve_in_thread(served) as closer:
+        page = browser.new_page(viewport=DESKTOP)
+        page.goto(f"{lab_site}/clients/jspsych/demo.html?server={closer}&study={slug}")
+        sorted_screens = 0
+        for _ in range(3):
+            page.wait_for_selector(".closer-item")
+            rows = page.locator(".closer-sort-row")
+            if rows.count():
+                sorted_screens += 1
+                expect(page.locator(".closer-pivots .closer-reference")).to_have_count(2)
+                done = page.get_by_role("button", name="Done")
+                expect(done).to_be_disabled()
+                for index in range(rows.count()):
+                    rows.nth(index).get_by_role("button", name="with the left one").click()
+                expect(done).to_be_enabled()
+                first = rows.first.element_handle()
+                done.click()
+            else:
+                first = page.locator(".closer-item").first.element_handle()
+                first.click()
+            first.wait_for_element_state("hidden")
+        expect(page.locator("#closer-done")).to_contain_text("Thank you!")
+        result = page.evaluate("window.closerResult")
+    assert sorted_screens == 2  # after the random triplet a new rater is served first
+    assert [screen["format"] for screen in result["screens"]].count("sort") == sorted_screens
+    judgements = [row for row in rows_of(app, Judgement, pid) if row.format.name == "sort"]
+    assert len(judgements) == sorted_screens
+    app.state.engine.dispose()
