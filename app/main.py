@@ -47,7 +47,7 @@ from app.members.api import joining as invitations_router
 from app.members.api import router as members_router
 from app.members.views import router as member_pages
 from app.models import Rater
-from app.models.rater import pseudonym
+from app.models.rater import shown_name
 from app.monitoring.api import router as metrics_router
 from app.predictions.api import router as serving_router
 from app.projects.api import archives as project_archives_router
@@ -284,9 +284,7 @@ def _add_error_pages(app: FastAPI, templates: Jinja2Templates) -> None:
 
 def _rater_name(caller: Caller | None, rater: Rater) -> str:
     """A rater as this page's caller may see them: by platform id, or by pseudonym."""
-    if caller is None or caller.may(Action.identify):
-        return rater.external_id
-    return pseudonym(rater.id)
+    return shown_name(rater, caller is None or caller.may(Action.identify))
 
 
 @functools.cache

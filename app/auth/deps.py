@@ -160,7 +160,6 @@ DeletingProjects = _researcher(Action.delete_project)
 ErasingParticipants = _researcher(Action.erase_participant)
 ManagingAccount = _caller_alias(Action.manage_account)
 Identifying = _researcher(Action.identify)
-IdentifyingCaller = _caller_alias(Action.identify)
 ManagingMembers = _researcher(Action.manage_members)
 
 # The workspace's pages, by what they do.

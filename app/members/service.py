@@ -46,17 +46,21 @@ class Role:
 def role_in(*, session: Session, researcher: Researcher, project_id: int) -> Role | None:
     """The researcher's role in the project (an admin is an owner everywhere); None
     where they have none, or the project does not exist."""
-    owner_id = session.scalar(
-        select(Project.owner_id).where(Project.id == project_id, Project.importing.is_(False))
-    )
-    if owner_id is None:
+    # The row the route's get_project reads next, from the session's identity map.
+    project = session.get(Project, project_id)
+    if project is None or project.importing:
         return None
-    if researcher.is_admin or owner_id == researcher.id:
+    if researcher.is_admin or project.owner_id == researcher.id:
         return Role(ProjectRole.owner, True)
     member = _member(session, project_id, researcher.id)
     if member is None:
         return None
-    return Role(member.role, member.role == ProjectRole.editor or member.sees_participants)
+    return Role(member.role, _sees_participants(member))
+
+
+def _sees_participants(member: ProjectMember) -> bool:
+    """An editor always sees the participants' ids; a viewer where the owner allowed it."""
+    return member.role == ProjectRole.editor or member.sees_participants
 
 
 def is_member(*, session: Session, project_id: int, researcher: Researcher) -> bool:
@@ -97,10 +101,14 @@ def members(*, session: Session, project: Project) -> list[Member]:
         .order_by(ProjectMember.added_at, ProjectMember.id)
     ).all()
     for member, researcher in rows:
-        sees = member.role == ProjectRole.editor or member.sees_participants
         found.append(
             Member(
-                researcher.id, researcher.name, researcher.email, member.role, sees, member.added_at
+                researcher.id,
+                researcher.name,
+                researcher.email,
+                member.role,
+                _sees_participants(member),
+                member.added_at,
             )
         )
     return found

@@ -23,8 +23,9 @@ from app.models._types import JsonValue, Timestamp, utcnow
 PSEUDONYM_PREFIX = "rater-"
 
 
-def pseudonym(rater_id: int) -> str:
-    return f"{PSEUDONYM_PREFIX}{rater_id}"
+def shown_name(rater: Rater, identified: bool) -> str:
+    """A rater as a caller sees them: their platform id, or their pseudonym."""
+    return rater.external_id if identified else f"{PSEUDONYM_PREFIX}{rater.id}"
 
 
 def rater_label(identified: bool) -> SQLColumnExpression[str]:

@@ -14,7 +14,7 @@ from app.core.deps import SessionDep
 from app.core.fields import INT8_MAX, RowId
 from app.core.routes import StrictJSONRoute
 from app.models import Rater
-from app.models.rater import pseudonym
+from app.models.rater import shown_name
 from app.projects.service import get_project
 from app.raters import arms, detail, erasure, participants, quality
 from app.raters import service as raters
@@ -77,7 +77,7 @@ def as_seen(request: Request, rater: Rater) -> RaterOut:
     shown = RaterOut.model_validate(rater)
     if request.state.caller.may(Action.identify):
         return shown
-    return shown.model_copy(update={"external_id": pseudonym(rater.id), "platform_ids": {}})
+    return shown.model_copy(update={"external_id": shown_name(rater, False), "platform_ids": {}})
 
 
 @router.get("/{rater_id:int}/answers", response_model=RaterAnswersOut)

@@ -58,7 +58,7 @@ def delete_webhook(
 ) -> Response:
     """Nothing more is sent to it, retries included."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    session.delete(service.get_hook(session=session, project=project, hook_id=webhook_id))
+    service.delete_hook(session=session, project=project, hook_id=webhook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

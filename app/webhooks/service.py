@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import ColumnElement, String, cast, exists, select
+from sqlalchemy import ColumnElement, String, cast, exists, literal, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -150,6 +150,11 @@ def get_hook(*, session: Session, project: Project, hook_id: int) -> Webhook:
     return hook
 
 
+def delete_hook(*, session: Session, project: Project, hook_id: int) -> None:
+    """Nothing more is sent to it, retries included (its deliveries go with it)."""
+    session.delete(get_hook(session=session, project=project, hook_id=hook_id))
+
+
 def deliveries(*, session: Session, hook: Webhook, limit: int = 100) -> list[WebhookDelivery]:
     return list(
         session.scalars(
@@ -276,16 +281,8 @@ def _full(session: Session, hook: Webhook, project: Project) -> Found:
     if project.quota is None:
         return
     subject = f"quota-{project.quota}"  # full again after a raised quota: a new event
-    already = session.scalar(
-        select(
-            exists().where(
-                WebhookDelivery.webhook_id == hook.id,
-                WebhookDelivery.event == "study.full",
-                WebhookDelivery.subject == subject,
-            )
-        )
-    )
-    if not already and places.taken(session=session, project=project) >= project.quota:
+    new = session.scalar(select(_undelivered(hook, "study.full", literal(subject))))
+    if new and places.taken(session=session, project=project) >= project.quota:
         yield subject, {"quota": project.quota}
 
 

@@ -119,7 +119,7 @@ def delete_webhook_form(
     researcher: ChangingPage,
 ) -> Response:
     project = get_project(session=session, researcher=researcher, project_id=project_id)
-    session.delete(service.get_hook(session=session, project=project, hook_id=webhook_id))
+    service.delete_hook(session=session, project=project, hook_id=webhook_id)
     return RedirectResponse(
         request.url_for("webhooks_page", project_id=project.id).path, status_code=303
     )

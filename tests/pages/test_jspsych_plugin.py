@@ -41,6 +41,23 @@ def lab_site():
     server.shutdown()
 
 
+WORDS = "key,text\n" + "".join(f"w{i},word {i}\n" for i in range(8))
+
+
+def _study(app, auth, items: str, build: dict | None = None, **rating) -> tuple[int, str]:
+    """A project of `items` (a CSV), rated as `rating` says, its build started where one
+    is given, and its link open: (its id, the link's slug)."""
+    with TestClient(app) as client:
+        pid = client.post(f"{API}/projects", json={"name": "lab"}, headers=auth).json()["id"]
+        assert upload(client, auth, pid, "items", "items.csv", items).status_code == 201
+        rated = set_rating(client, auth, pid, attention_rate=0, **rating)
+        assert rated.status_code == 200, rated.text
+        if build is not None:
+            built = client.post(f"{API}/projects/{pid}/builds", headers=auth, json=build)
+            assert built.status_code == 201, built.text
+        return pid, open_link(client, auth, pid)["public_slug"]
+
+
 @pytest.mark.parametrize(
     ("judgement", "shape"),
     [("triplet", {}), ("odd_one_out", {}), ("rank", {"shown": 4, "picks": 2})],
@@ -50,22 +67,15 @@ def test_a_jspsych_timeline_runs_a_closer_study_to_its_code(
 ):
     served = settings.model_copy(update={"rater_origins": lab_site})
     app = create_app(served)
-    with TestClient(app) as client:
-        pid = client.post(f"{API}/projects", json={"name": "lab"}, headers=auth).json()["id"]
-        items = "key,text\n" + "".join(f"w{i},word {i}\n" for i in range(8))
-        assert upload(client, auth, pid, "items", "words.csv", items).status_code == 201
-        rated = set_rating(
-            client,
-            auth,
-            pid,
-            judgement=judgement,
-            answers_per_rater=3,
-            attention_rate=0,
-            completion_code="JSPSYCH-OK",
-            **shape,
-        )
-        assert rated.status_code == 200, rated.text
-        slug = open_link(client, auth, pid)["public_slug"]
+    pid, slug = _study(
+        app,
+        auth,
+        WORDS,
+        judgement=judgement,
+        answers_per_rater=3,
+        completion_code="JSPSYCH-OK",
+        **shape,
+    )
     with serve_in_thread(served) as closer:
         page = browser.new_page(viewport=DESKTOP)
         failed = []
@@ -135,22 +145,15 @@ def test_practice_feedback_and_a_break_between_blocks_show_in_the_trial(
 ):
     served = settings.model_copy(update={"rater_origins": lab_site})
     app = create_app(served)
-    with TestClient(app) as client:
-        pid = client.post(f"{API}/projects", json={"name": "lab"}, headers=auth).json()["id"]
-        items = "key,text\n" + "".join(f"w{i},word {i}\n" for i in range(8))
-        assert upload(client, auth, pid, "items", "words.csv", items).status_code == 201
-        rated = set_rating(
-            client,
-            auth,
-            pid,
-            answers_per_rater=2,
-            attention_rate=0,
-            blocks=2,
-            break_seconds=1,
-            practice={"trials": [{"items": ["w0", "w1", "w7"], "answer": ["w1"]}]},
-        )
-        assert rated.status_code == 200, rated.text
-        slug = open_link(client, auth, pid)["public_slug"]
+    pid, slug = _study(
+        app,
+        auth,
+        WORDS,
+        answers_per_rater=2,
+        blocks=2,
+        break_seconds=1,
+        practice={"trials": [{"items": ["w0", "w1", "w7"], "answer": ["w1"]}]},
+    )
     with serve_in_thread(served) as closer:
         page = browser.new_page(viewport=DESKTOP)
         page.goto(f"{lab_site}/clients/jspsych/demo.html?server={closer}&study={slug}")
@@ -190,21 +193,11 @@ def test_a_sorting_build_is_answered_in_the_trial(settings, auth, lab_site, brow
     Done; the answer is one judgement with a triplet per item."""
     served = settings.model_copy(update={"rater_origins": lab_site})
     app = create_app(served)
-    with TestClient(app) as client:
-        pid = client.post(f"{API}/projects", json={"name": "lab"}, headers=auth).json()["id"]
-        items = "key,label,features\n" + "".join(
-            f"p{n},{'low' if n < 10 else 'high'},{n}\n" for n in range(20)
-        )
-        assert upload(client, auth, pid, "items", "line.csv", items).status_code == 201
-        rated = set_rating(client, auth, pid, answers_per_rater=3, attention_rate=0, random_share=0)
-        assert rated.status_code == 200, rated.text
-        built = client.post(
-            f"{API}/projects/{pid}/builds",
-            headers=auth,
-            json={"n_trees": 1, "random_state": 0, "sort_size": 4},
-        )
-        assert built.status_code == 201, built.text
-        slug = open_link(client, auth, pid)["public_slug"]
+    line = "key,label,features\n" + "".join(
+        f"p{n},{'low' if n < 10 else 'high'},{n}\n" for n in range(20)
+    )
+    build = {"n_trees": 1, "random_state": 0, "sort_size": 4}
+    pid, slug = _study(app, auth, line, build, answers_per_rater=3, random_share=0)
     with serve_in_thread(served) as closer:
         page = browser.new_page(viewport=DESKTOP)
         page.goto(f"{lab_site}/clients/jspsych/demo.html?server={closer}&study={slug}")
