@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from app.core import metrics_folder
-from app.core.config import ConfigurationError, Mode, get_settings
+from app.core.config import ConfigurationError, Mode, Settings, get_settings
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
+
+    from app.monitoring.worker_endpoint import WorkerMetricsEndpoint
 
 cli = typer.Typer(
     help="Closer: learn from human 'which is closer?' judgements.",
@@ -291,21 +293,35 @@ def worker(
             " processes"
         ),
     ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            help="Serve this worker's counts at GET /metrics on this port (on CLOSER_HOST, "
+            "with CLOSER_METRICS_TOKEN) for Prometheus (CLOSER_WORKER_METRICS_PORT): a "
+            "worker in a container or on a machine of its own",
+        ),
+    ] = None,
 ) -> None:
     """Run jobs from the database; start as many as you like, on any machines."""
     import gc
     import os
     import signal
 
-    metrics_folder.join(get_settings().data_dir)
+    settings = get_settings()
+    metrics_port = metrics_port or settings.worker_metrics_port
+    if metrics_port is None:
+        # On the machine of a `closer serve`, the web's scrape counts this worker too.
+        metrics_folder.join(settings.data_dir)
     import app.jobs  # noqa: F401 (registers every job kind)
     from app.core import metrics
     from app.core.db import make_engine, make_session_factory
     from app.items.images import ImageStore
     from app.worker.loop import Worker, make_kernels_ready
 
-    settings = get_settings()
     _ensure_schema(settings)
+    endpoint = _worker_metrics_endpoint(settings, metrics_port)
     engine = make_engine(settings.resolved_database_url)
     if nice:
         os.nice(max(0, min(nice, 19)))
@@ -335,9 +351,31 @@ def worker(
     try:
         done = runner.run(until_idle=until_idle)
     finally:
+        if endpoint is not None:
+            endpoint.close()
         engine.dispose()
         metrics.process_ended()
     typer.echo(f"worker {runner.worker_id} stopped after {done} jobs", err=True)
+
+
+def _worker_metrics_endpoint(settings: Settings, port: int | None) -> WorkerMetricsEndpoint | None:
+    """This worker's own GET /metrics, where a port is given and metrics are on."""
+    if port is None:
+        return None
+    if not settings.metrics_token:
+        typer.echo(
+            f"metrics off: port {port} stays closed until CLOSER_METRICS_TOKEN is set",
+            err=True,
+        )
+        return None
+    from app.monitoring.worker_endpoint import WorkerMetricsEndpoint
+
+    try:
+        endpoint = WorkerMetricsEndpoint(settings.host, port, settings.metrics_token)
+    except OSError as exc:
+        _fail(f"cannot serve metrics on {settings.host}:{port}: {exc.strerror or exc}")
+    typer.echo(f"metrics at http://{settings.host}:{endpoint.port}/metrics", err=True)
+    return endpoint
 
 
 def _kind_list(text: str | None) -> tuple[str, ...] | None:

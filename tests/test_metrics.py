@@ -77,3 +77,98 @@ def test_a_scrape_counts_answers_their_latency_fits_and_the_queue(app, client, a
     assert fitted[("closer_fit_seconds_count", ())] == fits_before + 1
     assert fitted[("closer_fits_running", ())] == 0
     assert ("closer_queue_depth", (("kind", "train_model"),)) not in fitted
+
+
+def test_a_workers_own_port_serves_its_counts_to_the_token_alone():
+    """A worker in a container of its own (docker-compose's `worker` and `trainer`) serves
+    its counts on its own port, as the web does: the metrics token or a 401, nothing but
+    GET /metrics, its fits counted, and a client that never speaks drops off before a
+    scrape behind it times out."""
+    import socket
+    import time
+
+    import httpx
+
+    from app.core import metrics
+    from app.monitoring.worker_endpoint import WorkerMetricsEndpoint
+
+    silence = 0.5
+    endpoint = WorkerMetricsEndpoint("127.0.0.1", 0, TOKEN, client_seconds=silence)
+    url = f"http://127.0.0.1:{endpoint.port}"
+    try:
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(f"{url}/metrics").status_code == 401
+        wrong = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer not-it"})
+        assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+        basic = httpx.get(f"{url}/metrics", auth=("prometheus", TOKEN))
+        assert basic.status_code == 401
+        assert httpx.get(f"{url}/api/v1/health", headers=bearer).status_code == 404
+
+        before = parsed(httpx.get(f"{url}/metrics", headers=bearer).text)
+        with metrics.fitting():
+            during = parsed(httpx.get(f"{url}/metrics", headers=bearer).text)
+        after = httpx.get(f"{url}/metrics", headers=bearer)
+        assert after.status_code == 200
+        assert after.headers["content-type"].startswith("text/plain")
+        after_samples = parsed(after.text)
+        assert during[("closer_fits_running", ())] == before[("closer_fits_running", ())] + 1
+        assert after_samples[("closer_fits_running", ())] == before[("closer_fits_running", ())]
+        assert (
+            after_samples[("closer_fit_seconds_count", ())]
+            == before[("closer_fit_seconds_count", ())] + 1
+        )
+        assert not any(name == "closer_queue_depth" for name, _ in after_samples), (
+            "the queue is the database's: the web reports it, once"
+        )
+
+        with socket.create_connection(("127.0.0.1", endpoint.port)):
+            started = time.monotonic()
+            late = httpx.get(f"{url}/metrics", headers=bearer, timeout=silence + 5)
+            assert late.status_code == 200
+            assert time.monotonic() - started < silence + 2
+    finally:
+        endpoint.close()
+
+
+def test_docker_composes_prometheus_scrapes_the_web_and_every_worker_container():
+    """The files a lab deploys agree: every `closer worker` service of docker-compose.yml
+    serves its counts on the port Prometheus's config looks for it on, by its service name
+    (so each scaled-up container is found), with the token compose hands Prometheus."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    compose = yaml.safe_load((root / "docker-compose.yml").read_text())
+    services = compose["services"]
+    workers = {
+        name
+        for name, service in services.items()
+        if service.get("command", [])[:2] == ["closer", "worker"]
+    }
+    assert workers == {"worker", "trainer"}
+    for name in workers:
+        port = services[name]["environment"]["CLOSER_WORKER_METRICS_PORT"]
+        assert services[name]["environment"]["CLOSER_METRICS_TOKEN"].startswith(
+            "${CLOSER_METRICS_TOKEN"
+        )
+    prometheus = services["prometheus"]
+    assert prometheus["profiles"] == ["monitoring"]
+    mounted = {
+        target: source
+        for source, target, *_ in (volume.split(":") for volume in prometheus["volumes"])
+    }
+    config_file = root / mounted["/etc/prometheus/prometheus.yml"].removeprefix("./")
+    (token,) = prometheus["configs"]
+    assert compose["configs"][token["source"]] == {"environment": "CLOSER_METRICS_TOKEN"}
+
+    jobs = {
+        job["job_name"]: job for job in yaml.safe_load(config_file.read_text())["scrape_configs"]
+    }
+    for job in jobs.values():
+        assert job["authorization"]["credentials_file"] == token["target"]
+    web_port = services["web"]["command"][services["web"]["command"].index("--port") + 1]
+    assert jobs["closer-web"]["static_configs"] == [{"targets": [f"web:{web_port}"]}]
+    (found,) = jobs["closer-workers"]["dns_sd_configs"]
+    assert set(found["names"]) == workers and found["type"] == "A"
+    assert str(found["port"]) == port

@@ -37,6 +37,14 @@ class Settings(BaseSettings):
         default=None,
         description="The bearer token Prometheus sends to GET /metrics; unset: no metrics",
     )
+    worker_metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="A `closer worker` serves its own counts at GET /metrics on this port "
+        "(on CLOSER_HOST), with the metrics token, for Prometheus to scrape beside the web: "
+        "for workers in containers or on machines of their own",
+    )
     public_url: str | None = Field(
         default=None,
         pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$",

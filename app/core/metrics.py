@@ -5,10 +5,13 @@ Every process of one service counts for itself and the scrape adds them up: `clo
 serve` points PROMETHEUS_MULTIPROC_DIR at a folder of its data directory before any
 process starts, and each web process and worker writes its counts there (prometheus-
 client's multi-process mode). Without it (a single process, the tests) the counts live
-in the process's own registry."""
+in the process's own registry. A `closer worker` of another machine or container (its own
+pids, its own folder) serves its own counts on a port of its own (app/monitoring/
+worker_endpoint.py), one more target for Prometheus to scrape and add up."""
 
 from __future__ import annotations
 
+import hmac
 import os
 import time
 from collections.abc import Iterator
@@ -89,6 +92,15 @@ def _forget_the_dead(folder: Path) -> None:
         pid = path.stem.rpartition("_")[2]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             multiprocess.mark_process_dead(int(pid), str(folder))
+
+
+def bearer_matches(authorization: str | None, expected: str) -> bool:
+    """Whether an Authorization header carries the metrics token as its bearer, compared
+    in constant time: the one rule for the web's GET /metrics and a worker's own port."""
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer":
+        given = ""
+    return hmac.compare_digest(given.strip().encode(), expected.encode())
 
 
 def exposition(*collectors) -> bytes:
