@@ -61,3 +61,47 @@ def test_a_flood_of_new_raters_from_many_addresses_is_bounded_and_shed(app, clie
         assert shed_idle_joins(session) == 15 + 14
     listed = client.get(f"{API}/projects/{project['id']}/participants", headers=auth).json()
     assert [p["participant"] for p in listed] == ["p0"]  # the one who answered
+
+
+def test_newcomers_joining_at_once_never_take_more_than_the_budget():
+    """Joins run on the web process's threads: however they interleave, a study's budget
+    of new raters admits exactly its size (a test and a hit apart let each thread see the
+    last place free)."""
+    import sys
+    import threading
+
+    from app.core.throttle import Throttle, TooManyRequests
+
+    async def never(request) -> bool:
+        return False
+
+    throttle = Throttle(
+        joins_per_address="60/minute",
+        joins_per_study="1200/minute",
+        answers_per_session="10/second",
+        new_raters_per_study="10/minute",
+        reserved_for_platform_ids=0.0,
+        is_researcher=never,
+    )
+    start = threading.Barrier(48)
+    admitted: list[bool] = []
+
+    def join() -> None:
+        start.wait()
+        try:
+            throttle.newcomer("study", named=True)
+            admitted.append(True)
+        except TooManyRequests:
+            admitted.append(False)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can
+    try:
+        threads = [threading.Thread(target=join) for _ in range(48)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert admitted.count(True) == 10 and len(admitted) == 48

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+import threading
 import time
 
 from fastapi import Request
@@ -75,6 +76,7 @@ class Throttle:
     ) -> None:
         self.enabled = enabled
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
+        self._newcomers = threading.Lock()
         self._joins_per_address = parse_many(joins_per_address)
         self._joins_per_study = parse_many(joins_per_study)
         self._new_raters = parse_many(new_raters_per_study)
@@ -129,11 +131,14 @@ class Throttle:
                 (limit, "new anonymous raters of this study")
                 for limit in self._new_anonymous_raters
             ]
-        for limit, what in counted:
-            if not self._limiter.test(limit, what, slug):
-                self._refuse(limit, what, slug)
-        for limit, what in counted:
-            self._limiter.hit(limit, what, slug)
+        # Joins run on the process's threads: checked and counted under one lock, or
+        # each of several at once would see the last place free and take it.
+        with self._newcomers:
+            for limit, what in counted:
+                if not self._limiter.test(limit, what, slug):
+                    self._refuse(limit, what, slug)
+            for limit, what in counted:
+                self._limiter.hit(limit, what, slug)
 
     async def sign_in(self, request: Request) -> None:
         """Password guessing at the sign-in form is limited per client address."""
