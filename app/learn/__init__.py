@@ -14,6 +14,11 @@ from typing import TYPE_CHECKING
 # SciPy and numba, which a web process that only rates never needs; it starts without them.
 _MODULES = {
     "check_triplets": "app.learn.triplets",
+    "ChoiceEmbedding": "app.learn.choice",
+    "Choices": "app.learn.choices",
+    "odd_one_out_choices": "app.learn.choices",
+    "rank_choices": "app.learn.choices",
+    "triplet_choices": "app.learn.choices",
     "CompRF": "app.learn.comprf",
     "CompRFBuilder": "app.learn.comprf",
     "CompRFRouter": "app.learn.comprf",
@@ -43,6 +48,8 @@ _MODULES = {
 
 __all__ = [
     "SMERF",
+    "ChoiceEmbedding",
+    "Choices",
     "TETE",
     "TETESearch",
     "CompRF",
@@ -65,8 +72,11 @@ __all__ = [
     "dissimilarity_from_labels",
     "dissimilarity_from_target",
     "feature_triplets",
+    "odd_one_out_choices",
     "random_queries",
     "random_triplets",
+    "rank_choices",
+    "triplet_choices",
     "triplet_error",
 ]
 
@@ -84,6 +94,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from app.learn.choice import ChoiceEmbedding
+    from app.learn.choices import Choices, odd_one_out_choices, rank_choices, triplet_choices
     from app.learn.comprf import CompRF, CompRFBuilder, CompRFRouter
     from app.learn.disdf import DisDF
     from app.learn.metrics import triplet_error

@@ -30,6 +30,7 @@ from sklearn.utils.estimator_checks import (
 from app.learn import (
     SMERF,
     TETE,
+    ChoiceEmbedding,
     CompRF,
     DisDF,
     FeatureOracle,
@@ -61,6 +62,7 @@ LEARNERS = [
     TETESearch(TETE(max_iter=20), losses=("t-STE", "t-ETE"), dimensions=(1, 2)),
     SMERF(n_estimators=3),
     DisDF(n_estimators=3),
+    ChoiceEmbedding(n_components=2, max_iter=2),
 ]
 ANY_ESTIMATOR = [
     check_no_attributes_set_in_init,

@@ -1,0 +1,122 @@
+"""numba kernels of the choice model (app/learn/choice.py): one stochastic pass over the
+choices, and the probabilities of every alternative.
+
+An alternative's score is the similarity of its pair: the dot product of the two rows
+(SPoSE's form, on a non-negative embedding) or the log of a Student-t kernel of their
+distance (t-STE's form); a choice's probabilities are the softmax of its scores, so the
+kernel's are proportional to the kernel itself, as in t-STE's triplet probability.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# Row-wise AdaGrad's floor, so that an item's first step is bounded.
+_EPSILON = 1e-8
+
+
+@njit(cache=True, inline="always")
+def _score(X, u, v, kernel, alpha):
+    total = 0.0
+    if kernel:
+        for j in range(X.shape[1]):
+            difference = X[u, j] - X[v, j]
+            total += difference * difference
+        return -0.5 * (alpha + 1.0) * np.log1p(total / alpha), total
+    for j in range(X.shape[1]):
+        total += X[u, j] * X[v, j]
+    return total, 0.0
+
+
+@njit(cache=True)
+def sgd_epoch(X, pairs, widths, order, rate, squares, penalty, kernel, alpha):
+    """One pass over the choices in `order`, each moving its items at once by row-wise
+    AdaGrad (`squares` sums each item's mean squared gradient). The dot form then takes
+    the L1 penalty's proximal step (`penalty`: each item's share of it per appearance)
+    and stays non-negative. Returns the mean log loss of the choices as they were met."""
+    dims = X.shape[1]
+    width = pairs.shape[1]
+    scores = np.empty(width)
+    distances = np.empty(width)
+    items = np.empty(2 * width, dtype=np.int64)
+    gradient = np.zeros((2 * width, dims))
+    total = 0.0
+    for row in order:
+        alternatives = widths[row]
+        best = -np.inf
+        for a in range(alternatives):
+            scores[a], distances[a] = _score(X, pairs[row, a, 0], pairs[row, a, 1], kernel, alpha)
+            best = max(best, scores[a])
+        norm = 0.0
+        for a in range(alternatives):
+            norm += np.exp(scores[a] - best)
+        total += best + np.log(norm) - scores[0]
+        # Each item of the choice once, with its gradient (an item may stand in several
+        # pairs: the reference of a rank screen is in all of them).
+        found = 0
+        for a in range(alternatives):
+            weight = np.exp(scores[a] - best) / norm - (1.0 if a == 0 else 0.0)
+            u, v = pairs[row, a, 0], pairs[row, a, 1]
+            slot_u, slot_v = -1, -1
+            for s in range(found):
+                if items[s] == u:
+                    slot_u = s
+                if items[s] == v:
+                    slot_v = s
+            if slot_u < 0:
+                slot_u = found
+                items[found] = u
+                gradient[found, :] = 0.0
+                found += 1
+            if slot_v < 0:
+                slot_v = found
+                items[found] = v
+                gradient[found, :] = 0.0
+                found += 1
+            if kernel:
+                pull = -(alpha + 1.0) / (alpha + distances[a]) * weight
+                for j in range(dims):
+                    step = pull * (X[u, j] - X[v, j])
+                    gradient[slot_u, j] += step
+                    gradient[slot_v, j] -= step
+            else:
+                for j in range(dims):
+                    gradient[slot_u, j] += weight * X[v, j]
+                    gradient[slot_v, j] += weight * X[u, j]
+        for s in range(found):
+            item = items[s]
+            squared = 0.0
+            for j in range(dims):
+                squared += gradient[s, j] * gradient[s, j]
+            squares[item] += squared / dims
+            step = rate / np.sqrt(squares[item] + _EPSILON)
+            if kernel:
+                for j in range(dims):
+                    X[item, j] -= step * gradient[s, j]
+            else:
+                shrink = step * penalty[item]
+                for j in range(dims):
+                    X[item, j] = max(0.0, X[item, j] - step * gradient[s, j] - shrink)
+    return total / max(len(order), 1)
+
+
+@njit(cache=True, parallel=True)
+def probabilities(X, pairs, widths, kernel, alpha):
+    """Each alternative's probability of being chosen (0 past a choice's width)."""
+    count, width = pairs.shape[0], pairs.shape[1]
+    out = np.zeros((count, width))
+    for row in prange(count):
+        alternatives = widths[row]
+        best = -np.inf
+        for a in range(alternatives):
+            score, _ = _score(X, pairs[row, a, 0], pairs[row, a, 1], kernel, alpha)
+            out[row, a] = score
+            best = max(best, score)
+        norm = 0.0
+        for a in range(alternatives):
+            out[row, a] = np.exp(out[row, a] - best)
+            norm += out[row, a]
+        for a in range(alternatives):
+            out[row, a] /= norm
+    return out
