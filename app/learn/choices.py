@@ -22,7 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.learn.judgements import _distinct_rows, _int_rows, rank_triplets
+from app.learn.judgements import (
+    _distinct_rows,
+    _int_rows,
+    checked_odd_one_out,
+    rank_triplets,
+)
 
 PAD = -1
 
@@ -98,17 +103,8 @@ def odd_one_out_choices(shown, odd) -> Choices:
     """Odd-one-out judgements: of the three items of each row of `shown` (m, 3), `odd`
     (m,) was chosen as least like the other two, that is, the pair of the other two as
     the most similar of the three pairs."""
-    shown = _int_rows(shown, "shown", 3)
-    odd = _int_rows(odd, "odd")
-    if len(odd) != len(shown):
-        raise ValueError(f"odd must have one item per judgement ({len(shown)}); got {len(odd)}")
-    _distinct_rows(shown, "shown")
-    is_odd = shown == odd[:, None]
-    missing = ~is_odd.any(axis=1)
-    if missing.any():
-        row = int(np.flatnonzero(missing)[0])
-        raise ValueError(f"odd row {row}: {odd[row]} is not one of {shown[row].tolist()}")
-    first, second = shown[~is_odd].reshape(len(shown), 2).T
+    _, odd, pair = checked_odd_one_out(shown, odd)
+    first, second = pair.T
     pairs = np.stack(
         [
             np.column_stack([first, second]),
@@ -117,7 +113,7 @@ def odd_one_out_choices(shown, odd) -> Choices:
         ],
         axis=1,
     )
-    return Choices(pairs, np.arange(len(shown)))
+    return Choices(pairs, np.arange(len(odd)))
 
 
 def rank_choices(reference, shown, picks) -> Choices:

@@ -39,11 +39,9 @@ def _distinct_rows(rows: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} row {row} shows an item twice: {rows[row].tolist()}")
 
 
-def odd_one_out_triplets(shown, odd) -> tuple[np.ndarray, np.ndarray]:
-    """Odd-one-out judgements: of the three items in each row of `shown` (m, 3), `odd`
-    (m,) is the one least like the other two. Each implies two triplets: each of the
-    other two is closer to its partner than to the odd one. Returns the triplets (2m, 3)
-    and, for each, the row of its judgement."""
+def checked_odd_one_out(shown, odd) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Odd-one-out judgements checked, naming the row at fault: the items shown (m, 3),
+    the odd one of each (m,), and the pair of the other two (m, 2)."""
     shown = _int_rows(shown, "shown", 3)
     odd = _int_rows(odd, "odd")
     if len(odd) != len(shown):
@@ -54,7 +52,15 @@ def odd_one_out_triplets(shown, odd) -> tuple[np.ndarray, np.ndarray]:
     if missing.any():
         row = int(np.flatnonzero(missing)[0])
         raise ValueError(f"odd row {row}: {odd[row]} is not one of {shown[row].tolist()}")
-    pair = shown[~is_odd].reshape(len(shown), 2)
+    return shown, odd, shown[~is_odd].reshape(len(shown), 2)
+
+
+def odd_one_out_triplets(shown, odd) -> tuple[np.ndarray, np.ndarray]:
+    """Odd-one-out judgements: of the three items in each row of `shown` (m, 3), `odd`
+    (m,) is the one least like the other two. Each implies two triplets: each of the
+    other two is closer to its partner than to the odd one. Returns the triplets (2m, 3)
+    and, for each, the row of its judgement."""
+    shown, odd, pair = checked_odd_one_out(shown, odd)
     first = np.column_stack([pair[:, 0], pair[:, 1], odd])
     second = np.column_stack([pair[:, 1], pair[:, 0], odd])
     triplets = np.stack([first, second], axis=1).reshape(-1, 3)

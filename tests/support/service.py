@@ -36,11 +36,13 @@ class ServiceProcesses:
         log_dir: Path | None = None,
         worker_args: list[list[str]] | None = None,
         compile_kernels: bool = False,
+        root: Path = ROOT,
     ) -> None:
         """`worker_args`: extra `closer worker` options, one list per worker (it then
         sets the number of workers). `compile_kernels`: workers make the learners'
         kernels ready as they start, as deployed ones do (off for tests: each would spend
-        a core on it beside the tests)."""
+        a core on it beside the tests). `root`: the checkout whose code runs (a benchmark
+        compares another commit's, checked out beside this one)."""
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.web_processes = web_processes
@@ -54,8 +56,9 @@ class ServiceProcesses:
             "CLOSER_WORKER_POLL_SECONDS": "0.2",
             "CLOSER_WORKER_COMPILE_KERNELS": str(compile_kernels).lower(),
             "CLOSER_LOG_LEVEL": "warning",
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(root),
         }
+        self.root = root
         self.web: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self.worker_args = worker_args or [[] for _ in range(workers)]
@@ -66,7 +69,7 @@ class ServiceProcesses:
         return subprocess.Popen(
             [sys.executable, "-m", "app.cli", *args],
             env=self.env,
-            cwd=ROOT,
+            cwd=self.root,
             stdout=handle,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: a kill takes its children too
