@@ -1,5 +1,5 @@
-"""numba kernels of the choice model (app/learn/choice.py): one stochastic pass over the
-choices, and the probabilities of every alternative.
+"""numba kernels of the choice model (app/learn/choice.py): a stochastic pass over the
+choices, the full loss and its gradient, and the probabilities of every alternative.
 
 An alternative's score is the similarity of its pair: the dot product of the two rows
 (SPoSE's form, on a non-negative embedding) or the log of a Student-t kernel of their
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-# Row-wise AdaGrad's floor, so that an item's first step is bounded.
-_EPSILON = 1e-8
+# Adam's moments' decay, and the floor of its step's denominator.
+_BETA1, _BETA2, _EPSILON = 0.9, 0.999, 1e-8
 
 
 @njit(cache=True, inline="always")
@@ -29,12 +29,79 @@ def _score(X, u, v, kernel, alpha):
     return total, 0.0
 
 
+@njit(cache=True, parallel=True)
+def probabilities(X, pairs, widths, kernel, alpha):
+    """Each alternative's probability of being chosen (0 past a choice's width)."""
+    count, width = pairs.shape[0], pairs.shape[1]
+    out = np.zeros((count, width))
+    for row in prange(count):
+        alternatives = widths[row]
+        best = -np.inf
+        for a in range(alternatives):
+            score, _ = _score(X, pairs[row, a, 0], pairs[row, a, 1], kernel, alpha)
+            out[row, a] = score
+            best = max(best, score)
+        norm = 0.0
+        for a in range(alternatives):
+            out[row, a] = np.exp(out[row, a] - best)
+            norm += out[row, a]
+        for a in range(alternatives):
+            out[row, a] /= norm
+    return out
+
+
+@njit(cache=True, parallel=True)
+def loss_and_gradient(X, pairs, widths, kernel, alpha, chunks):
+    """The summed log loss of the choices and its gradient, over `chunks` runs of the
+    choices in threads (each its own gradient, added up at the end: the same sum however
+    the threads are scheduled)."""
+    count, width = pairs.shape[0], pairs.shape[1]
+    n, dims = X.shape
+    gradients = np.zeros((chunks, n, dims))
+    losses = np.zeros(chunks)
+    size = (count + chunks - 1) // chunks
+    for chunk in prange(chunks):
+        scores = np.empty(width)
+        distances = np.empty(width)
+        G = gradients[chunk]
+        for row in range(chunk * size, min(count, (chunk + 1) * size)):
+            alternatives = widths[row]
+            best = -np.inf
+            for a in range(alternatives):
+                scores[a], distances[a] = _score(
+                    X, pairs[row, a, 0], pairs[row, a, 1], kernel, alpha
+                )
+                best = max(best, scores[a])
+            norm = 0.0
+            for a in range(alternatives):
+                norm += np.exp(scores[a] - best)
+            losses[chunk] += best + np.log(norm) - scores[0]
+            for a in range(alternatives):
+                weight = np.exp(scores[a] - best) / norm - (1.0 if a == 0 else 0.0)
+                u, v = pairs[row, a, 0], pairs[row, a, 1]
+                if kernel:
+                    pull = -(alpha + 1.0) / (alpha + distances[a]) * weight
+                    for j in range(dims):
+                        step = pull * (X[u, j] - X[v, j])
+                        G[u, j] += step
+                        G[v, j] -= step
+                else:
+                    for j in range(dims):
+                        G[u, j] += weight * X[v, j]
+                        G[v, j] += weight * X[u, j]
+    total = gradients[0].copy()
+    for chunk in range(1, chunks):
+        total += gradients[chunk]
+    return losses.sum(), total
+
+
 @njit(cache=True)
-def sgd_epoch(X, pairs, widths, order, rate, squares, penalty, kernel, alpha):
-    """One pass over the choices in `order`, each moving its items at once by row-wise
-    AdaGrad (`squares` sums each item's mean squared gradient). The dot form then takes
-    the L1 penalty's proximal step (`penalty`: each item's share of it per appearance)
-    and stays non-negative. Returns the mean log loss of the choices as they were met."""
+def adam_epoch(X, pairs, widths, order, rate, first, second, steps, penalty, kernel, alpha):
+    """One pass over the choices in `order`, each moving its items at once, each item by
+    its own Adam (lazy: an item's moments move only when it is in a choice; `steps`
+    counts its updates for the bias terms). The dot form adds each item's share of the
+    L1 penalty per appearance (`penalty`) and stays non-negative. Returns the mean log
+    loss of the choices as they were met."""
     dims = X.shape[1]
     width = pairs.shape[1]
     scores = np.empty(width)
@@ -52,8 +119,6 @@ def sgd_epoch(X, pairs, widths, order, rate, squares, penalty, kernel, alpha):
         for a in range(alternatives):
             norm += np.exp(scores[a] - best)
         total += best + np.log(norm) - scores[0]
-        # Each item of the choice once, with its gradient (an item may stand in several
-        # pairs: the reference of a rank screen is in all of them).
         found = 0
         for a in range(alternatives):
             weight = np.exp(scores[a] - best) / norm - (1.0 if a == 0 else 0.0)
@@ -86,37 +151,15 @@ def sgd_epoch(X, pairs, widths, order, rate, squares, penalty, kernel, alpha):
                     gradient[slot_v, j] += weight * X[u, j]
         for s in range(found):
             item = items[s]
-            squared = 0.0
+            steps[item] += 1
+            fix1 = 1.0 - _BETA1 ** steps[item]
+            fix2 = 1.0 - _BETA2 ** steps[item]
             for j in range(dims):
-                squared += gradient[s, j] * gradient[s, j]
-            squares[item] += squared / dims
-            step = rate / np.sqrt(squares[item] + _EPSILON)
-            if kernel:
-                for j in range(dims):
-                    X[item, j] -= step * gradient[s, j]
-            else:
-                shrink = step * penalty[item]
-                for j in range(dims):
-                    X[item, j] = max(0.0, X[item, j] - step * gradient[s, j] - shrink)
+                g = gradient[s, j] + penalty[item]
+                first[item, j] = _BETA1 * first[item, j] + (1 - _BETA1) * g
+                second[item, j] = _BETA2 * second[item, j] + (1 - _BETA2) * g * g
+                moved = X[item, j] - rate * (first[item, j] / fix1) / (
+                    np.sqrt(second[item, j] / fix2) + _EPSILON
+                )
+                X[item, j] = moved if kernel else max(0.0, moved)
     return total / max(len(order), 1)
-
-
-@njit(cache=True, parallel=True)
-def probabilities(X, pairs, widths, kernel, alpha):
-    """Each alternative's probability of being chosen (0 past a choice's width)."""
-    count, width = pairs.shape[0], pairs.shape[1]
-    out = np.zeros((count, width))
-    for row in prange(count):
-        alternatives = widths[row]
-        best = -np.inf
-        for a in range(alternatives):
-            score, _ = _score(X, pairs[row, a, 0], pairs[row, a, 1], kernel, alpha)
-            out[row, a] = score
-            best = max(best, score)
-        norm = 0.0
-        for a in range(alternatives):
-            out[row, a] = np.exp(out[row, a] - best)
-            norm += out[row, a]
-        for a in range(alternatives):
-            out[row, a] /= norm
-    return out

@@ -13,8 +13,12 @@ similarities of the pairs on offer, the similarity being
 - "kernel": the log of a Student-t kernel of the distance, t-STE's form (van der Maaten
   & Weinberger, 2012), whose choice probability is proportional to the kernel.
 
-Fitted by stochastic passes over the choices with row-wise AdaGrad, written from the
-papers' equations.
+Fitted in two stages, written from the papers' equations: a few stochastic passes over
+the choices, each item moved by its own Adam, find the embedding's shape quickly; then
+L-BFGS-B on the whole loss (with the dot form's L1 term, smooth on the non-negative
+orthant, and its bounds) settles it where stochastic steps keep jittering. The sparsity
+is chosen on a path from the densest candidate to the sparsest, each fit starting from
+the last.
 """
 
 from __future__ import annotations
@@ -22,17 +26,21 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from scipy.optimize import minimize
+from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from app.learn._choice_kernels import probabilities, sgd_epoch
+from app.learn._choice_kernels import adam_epoch, loss_and_gradient, probabilities
 from app.learn.choices import Choices, triplet_choices
 
 SIMILARITIES = ("dot", "kernel")
-# The sparsities l1="auto" tries, sparsest last.
-L1_CANDIDATES = (0.02, 0.05, 0.1, 0.2, 0.4)
+# The sparsities l1="auto" tries, densest first: each fit starts where the last ended.
+L1_CANDIDATES = (0.005, 0.01, 0.02, 0.04, 0.08)
+# The gradient is summed in this many runs of the choices, one a thread: the same runs
+# (and so the same sums) whatever the machine.
+CHUNKS = 16
 
 
 def as_choices(judgements) -> Choices:
@@ -56,22 +64,24 @@ class ChoiceEmbedding(BaseEstimator):
         error of the lowest (fewer dimensions unless the answers show they cost).
     validation_fraction : the share of judgements (whole) "auto" holds out.
     alpha : the kernel's degrees of freedom; None: max(n_components - 1, 1), as t-STE.
-    max_iter : the most passes over the choices.
-    learning_rate : row-wise AdaGrad's rate.
-    tol, n_iter_no_change : stop once a pass has lowered the mean log loss by less than
-        `tol` (relative) for `n_iter_no_change` passes in a row.
+    passes : stochastic passes over the choices before L-BFGS-B (Adam's, per item).
+    learning_rate : their Adam's step.
+    max_iter : the most L-BFGS-B iterations.
+    tol : L-BFGS-B stops once an iteration lowers the loss by less than this (relative).
     prune_below : after the fit, the dot form drops each dimension whose largest weight
         is below this share of the largest weight of any.
-    random_state : seed of the initial embedding and of the passes' order.
+    random_state : seed of the initial embedding, the passes' order and the held-out
+        judgements.
 
     Attributes
     ----------
     embedding_ : (n_items, n_components_) array; for the dot form non-negative, its
         dimensions ordered by their total weight.
     n_components_ : the dimensions kept.
-    loss_curve_ : mean log loss of a choice in each pass (before its updates).
-    n_iter_ : passes made.
-    converged_ : whether the fit settled before `max_iter` passes.
+    loss_curve_ : the loss at each stochastic pass, then at each L-BFGS-B iteration (mean
+        log loss of a choice, plus the L1 term).
+    n_iter_ : L-BFGS-B iterations of the final fit.
+    converged_ : whether L-BFGS-B settled before `max_iter` iterations.
     l1_ : the sparsity fitted with.
     selection_ : with l1="auto", what was tried and why the choice: per candidate its
         held-out log loss, accuracy and dimensions kept, and a sentence.
@@ -92,10 +102,10 @@ class ChoiceEmbedding(BaseEstimator):
         "l1": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="neither"), None],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "passes": [Interval(Integral, 0, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "prune_below": [Interval(Real, 0, 1, closed="left")],
         "random_state": ["random_state"],
     }
@@ -107,10 +117,10 @@ class ChoiceEmbedding(BaseEstimator):
         l1="auto",
         validation_fraction: float = 0.1,
         alpha: float | None = None,
-        max_iter: int = 200,
-        learning_rate: float = 0.1,
-        tol: float = 1e-3,
-        n_iter_no_change: int = 3,
+        passes: int = 8,
+        learning_rate: float = 0.01,
+        max_iter: int = 300,
+        tol: float = 1e-6,
         prune_below: float = 0.05,
         random_state=None,
     ) -> None:
@@ -119,10 +129,10 @@ class ChoiceEmbedding(BaseEstimator):
         self.l1 = l1
         self.validation_fraction = validation_fraction
         self.alpha = alpha
-        self.max_iter = max_iter
+        self.passes = passes
         self.learning_rate = learning_rate
+        self.max_iter = max_iter
         self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
         self.prune_below = prune_below
         self.random_state = random_state
 
@@ -132,8 +142,8 @@ class ChoiceEmbedding(BaseEstimator):
 
     def fit(self, judgements, n_items: int | None = None, callback=None) -> ChoiceEmbedding:
         """Fit items ``0..n_items-1`` (default: the largest id named, plus one) to the
-        choices (`Choices`, or triplets). `callback(pass, loss)` is called after every
-        pass; an exception it raises stops the fit."""
+        choices (`Choices`, or triplets). `callback(step, loss)` is called after every
+        stochastic pass and L-BFGS-B iteration; an exception it raises stops the fit."""
         self._validate_params()
         choices = as_choices(judgements)
         if len(choices) == 0:
@@ -143,108 +153,139 @@ class ChoiceEmbedding(BaseEstimator):
             raise ValueError(f"the choices name item {choices.n_items - 1}; n_items is {n}")
         if choices.pairs.min() < -1:
             raise ValueError("item ids must be >= 0 (-1 pads a row)")
+        d = int(self.n_components)
+        self.alpha_ = float(self.alpha) if self.alpha is not None else float(max(d - 1, 1))
+        rng = check_random_state(self.random_state)
         self.selection_ = None
+        start = None
         if self._kernel:
             self.l1_ = 0.0
         elif self.l1 == "auto":
-            self.l1_, self.selection_ = self._chosen_l1(choices, n)
+            self.l1_, start, self.selection_ = self._chosen_l1(choices, n, rng)
         else:
             self.l1_ = float(self.l1)
-        return self._fit(choices, n, callback)
+        X, curve, iterations, settled = self._descend(
+            choices, n, self.l1_, start, rng, callback, self.max_iter
+        )
+        self.loss_curve_ = np.array(curve)
+        self.n_iter_, self.converged_ = iterations, settled
+        self.embedding_ = X if self._kernel else self._pruned(X)
+        self.n_components_ = self.embedding_.shape[1]
+        return self
 
-    def _chosen_l1(self, choices: Choices, n: int) -> tuple[float, dict]:
-        """The sparsity to fit with, chosen on one held-out share of whole judgements."""
+    def _chosen_l1(self, choices: Choices, n: int, rng) -> tuple[float, np.ndarray | None, dict]:
+        """The sparsity to fit with, chosen on one held-out share of whole judgements, and
+        the embedding its candidate fit ended at (where the final fit starts)."""
         judgements = np.unique(choices.judgement)
-        rng = check_random_state(self.random_state)
-        held_out = rng.permutation(judgements)[
-            : max(1, int(len(judgements) * self.validation_fraction))
-        ]
-        held = np.isin(choices.judgement, held_out)
-        if held.all() or not held.any():
-            return L1_CANDIDATES[len(L1_CANDIDATES) // 2], {
-                "why": "too few judgements to hold any out: the middle sparsity"
-            }
+        count = int(len(judgements) * self.validation_fraction)
+        held = np.isin(choices.judgement, rng.permutation(judgements)[:count])
+        if count == 0 or held.all():
+            middle = L1_CANDIDATES[len(L1_CANDIDATES) // 2]
+            return middle, None, {"why": f"too few judgements to hold any out: l1 {middle:g}"}
         train, test = choices.take(np.flatnonzero(~held)), choices.take(np.flatnonzero(held))
-        tried = []
+        widths = test.n_alternatives.astype(np.int64)
+        tried, ends, start = [], [], None
         for l1 in L1_CANDIDATES:
-            model = clone(self).set_params(l1=l1)
-            model.l1_ = l1
-            model._fit(train, n, None)
-            losses = -np.log(np.maximum(model.predict_proba(test)[:, 0], 1e-300))
+            # A candidate needs the held-out loss to a few digits, not a settled fit.
+            start, *_ = self._descend(train, n, l1, start, rng, None, self.max_iter // 3)
+            ends.append(start.copy())
+            held_out = probabilities(start, test.pairs, widths, False, self.alpha_)
+            losses = -np.log(np.maximum(held_out[:, 0], 1e-300))
+            kept = self._pruned(start).shape[1]
             tried.append(
                 {
                     "l1": l1,
                     "heldout_log_loss": float(losses.mean()),
                     "standard_error": float(losses.std(ddof=1) / np.sqrt(len(losses))),
-                    "heldout_choice_accuracy": model.score(test),
-                    "n_components": model.n_components_,
+                    "heldout_choice_accuracy": _accuracy(held_out),
+                    "n_components": kept,
                 }
             )
         best = min(tried, key=lambda row: row["heldout_log_loss"])
         bound = best["heldout_log_loss"] + best["standard_error"]
-        chosen = max(
-            (row for row in tried if row["heldout_log_loss"] <= bound), key=lambda r: r["l1"]
+        pick = max(
+            (i for i, row in enumerate(tried) if row["heldout_log_loss"] <= bound),
+            key=lambda i: tried[i]["l1"],
         )
+        chosen_row = tried[pick]
         why = (
-            f"l1 {chosen['l1']:g} ({chosen['n_components']} dimensions): the sparsest within one "
-            f"standard error of the lowest held-out log loss ({best['heldout_log_loss']:.4f} at "
-            f"l1 {best['l1']:g}) on {len(test)} held-out choices"
+            f"l1 {chosen_row['l1']:g} ({chosen_row['n_components']} dimensions): the sparsest "
+            f"within one standard error of the lowest held-out log loss "
+            f"({best['heldout_log_loss']:.4f} at l1 {best['l1']:g}) on {len(test)} held-out "
+            "choices"
         )
-        return chosen["l1"], {"candidates": tried, "chosen": chosen["l1"], "why": why}
+        selection = {"candidates": tried, "chosen": chosen_row["l1"], "why": why}
+        return chosen_row["l1"], ends[pick], selection
 
-    def _fit(self, choices: Choices, n: int, callback) -> ChoiceEmbedding:
-        """The fit itself, with `l1_` set."""
+    def _descend(self, choices: Choices, n: int, l1: float, start, rng, callback, iterations: int):
+        """(embedding, loss curve, L-BFGS-B iterations, settled): stochastic passes from a
+        random start (none from `start`), then at most `iterations` of L-BFGS-B."""
         d = int(self.n_components)
-        rng = check_random_state(self.random_state)
         kernel = self._kernel
-        self.alpha_ = float(self.alpha) if self.alpha is not None else float(max(d - 1, 1))
-        if kernel:
-            X = rng.standard_normal((n, d)) * 0.1
-            penalty = np.zeros(n)
-        else:
-            # Dot products of about 1 to start: each weight uniform below 2 / sqrt(d).
-            X = rng.uniform(0.0, 2.0 / np.sqrt(d), (n, d))
-            # The L1 term (l1 times the mean row norm) spread over each item's
-            # appearances, on the scale of one choice's log loss.
-            appearances = np.bincount(
-                choices.pairs[choices.pairs >= 0].ravel(), minlength=n
-            ).astype(float)
-            penalty = self.l1_ * len(choices) / (n * np.maximum(appearances, 1.0))
         widths = choices.n_alternatives.astype(np.int64)
-        squares = np.zeros(n)
+        count = len(choices)
         curve: list[float] = []
-        calm = 0
-        self.converged_ = False
-        for done in range(1, self.max_iter + 1):
-            order = rng.permutation(len(choices))
-            loss = sgd_epoch(
-                X,
-                choices.pairs,
-                widths,
-                order,
-                float(self.learning_rate),
-                squares,
-                penalty,
-                kernel,
-                self.alpha_,
-            )
-            if not np.isfinite(loss):
-                raise FloatingPointError(f"the fit diverged at pass {done}: lower learning_rate")
-            if curve and curve[-1] - loss < self.tol * abs(curve[-1]):
-                calm += 1
+        if start is None:
+            if kernel:
+                X = rng.standard_normal((n, d)) * 0.1
             else:
-                calm = 0
-            curve.append(float(loss))
+                # Dot products of about 1 to start: each weight uniform below 2 / sqrt(d).
+                X = rng.uniform(0.0, 2.0 / np.sqrt(d), (n, d))
+            appearances = np.bincount(choices.pairs[choices.pairs >= 0], minlength=n)
+            # The L1 term (l1 times the mean row norm) spread over each item's appearances.
+            penalty = l1 * count / (n * np.maximum(appearances, 1).astype(float))
+            first, second = np.zeros_like(X), np.zeros_like(X)
+            steps = np.zeros(n, dtype=np.int64)
+            for _ in range(self.passes):
+                loss = adam_epoch(
+                    X,
+                    choices.pairs,
+                    widths,
+                    rng.permutation(count),
+                    float(self.learning_rate),
+                    first,
+                    second,
+                    steps,
+                    penalty,
+                    kernel,
+                    self.alpha_,
+                )
+                if not np.isfinite(loss):
+                    raise FloatingPointError("the stochastic passes diverged: lower learning_rate")
+                curve.append(float(loss))
+                if callback is not None:
+                    callback(len(curve), float(loss))
+        else:
+            X = np.array(start, dtype=float)
+
+        last = [np.nan]
+
+        def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
+            Y = flat.reshape(n, d)
+            loss, gradient = loss_and_gradient(
+                Y, choices.pairs, widths, kernel, self.alpha_, CHUNKS
+            )
+            last[0] = loss / count + l1 * Y.sum() / n
+            return last[0], (gradient / count + l1 / n).ravel()
+
+        def iterated(flat: np.ndarray) -> None:
+            # The line search ends on the point it accepts: its loss was the last one.
+            curve.append(float(last[0]))
             if callback is not None:
-                callback(done, float(loss))
-            if calm >= self.n_iter_no_change:
-                self.converged_ = True
-                break
-        self.n_iter_ = len(curve)
-        self.loss_curve_ = np.array(curve)
-        self.embedding_ = X if kernel else self._pruned(X)
-        self.n_components_ = self.embedding_.shape[1]
-        return self
+                callback(len(curve), curve[-1])
+
+        if iterations == 0:
+            return X, curve, 0, False
+        result = minimize(
+            objective,
+            X.ravel(),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=None if kernel else [(0.0, None)] * X.size,
+            callback=iterated,
+            options={"maxiter": iterations, "ftol": float(self.tol)},
+        )
+        return result.x.reshape(n, d), curve, int(result.nit), bool(result.success)
 
     def _pruned(self, X: np.ndarray) -> np.ndarray:
         """The dimensions some item uses, heaviest first (at least one)."""
@@ -277,14 +318,18 @@ class ChoiceEmbedding(BaseEstimator):
     def score(self, judgements) -> float:
         """Choice accuracy: the share of choices whose chosen alternative the model finds
         the most probable (a tie counts as a share of a hit)."""
-        p = self.predict_proba(judgements)
-        if len(p) == 0:
-            return float("nan")
-        top = p.max(axis=1, keepdims=True)
-        best = np.isclose(p, top, rtol=1e-12, atol=0) & (p > 0)
-        return float(np.mean(best[:, 0] / best.sum(axis=1)))
+        return _accuracy(self.predict_proba(judgements))
 
     def log_loss(self, judgements) -> float:
         """Mean negative log probability of the choices made."""
         p = self.predict_proba(judgements)[:, 0]
         return float(-np.mean(np.log(np.maximum(p, 1e-300))))
+
+
+def _accuracy(p: np.ndarray) -> float:
+    """The share of rows whose first alternative is the most probable, a tie a share."""
+    if len(p) == 0:
+        return float("nan")
+    top = p.max(axis=1, keepdims=True)
+    best = np.isclose(p, top, rtol=1e-12, atol=0) & (p > 0)
+    return float(np.mean(best[:, 0] / best.sum(axis=1)))
