@@ -37,7 +37,7 @@ def walk_through_blocks(readme: str) -> list[str]:
 
 def test_the_walk_through_has_the_blocks_a_reader_sees():
     blocks = walk_through_blocks((REPO / "README.md").read_text())
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     assert "closer create-token" in blocks[0] and "closer simulate" in blocks[1]
     assert all("builds/1" not in block and "models/1" not in block for block in blocks)
 
@@ -174,7 +174,7 @@ def test_the_readme_walk_through_runs_verbatim(service, tmp_path):
 def test_the_readme_library_examples_run_as_written(tmp_path):
     """The Python blocks of "The learning library", in one interpreter, in order."""
     blocks = python_blocks("## The learning library", "## How it is built")
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     run = subprocess.run(
         [sys.executable, "-c", "\n".join(blocks)],
         cwd=REPO,

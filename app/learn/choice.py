@@ -37,7 +37,7 @@ from app.learn.choices import Choices, triplet_choices
 
 SIMILARITIES = ("dot", "kernel")
 # The sparsities l1="auto" tries, densest first: each fit starts where the last ended.
-L1_CANDIDATES = (0.005, 0.01, 0.02, 0.04, 0.08)
+L1_CANDIDATES = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
 # The gradient is summed in this many runs of the choices, one a thread: the same runs
 # (and so the same sums) whatever the machine.
 CHUNKS = 16
