@@ -2,9 +2,9 @@
 300 raters with a think time, on PostgreSQL, a base commit against the working tree.
 
 Each version runs as deployed (`closer serve --workers 2` and a `closer worker`) from its
-own checkout (the base in a git worktree beside this one) on its own database of one
-PostgreSQL server, with the same digits study and 20-tree CompRF build waiting for
-answers. Both are up for the whole run; their crowds take turns (A B B A, B A A B, ...),
+own checkout (the base in a git worktree beside this one) on a PostgreSQL server of its
+own (the two services' connection pools would not fit in one server's 100), with the same
+digits study and 20-tree CompRF build waiting for answers. Both are up for the whole run; their crowds take turns (A B B A, B A A B, ...),
 so a slow minute of this machine falls on both. A crowd is `closer simulate`'s engine
 over HTTP, the same client for both.
 
@@ -73,9 +73,10 @@ def closer(tree: Path, url: str, *args: str) -> str:
 class Version:
     """One version's service, study and the answers its crowds timed."""
 
-    def __init__(self, name: str, tree: Path, server, folder: Path, items: int, trees: int):
+    def __init__(self, name: str, tree: Path, folder: Path, items: int, trees: int):
         self.name = name
-        url = server.create_database(f"answer_path_{name}")
+        self.server = start_postgres()
+        url = self.server.create_database(f"answer_path_{name}")
         closer(tree, url, "migrate")
         self.token = closer(tree, url, "create-token", "--name", "bench")
         self.service = ServiceProcesses(url, folder / name, web_processes=2, workers=1, root=tree)
@@ -121,14 +122,11 @@ def main() -> None:
     args = parser.parse_args()
 
     base_tree = checkout(args.base)
-    server = start_postgres()
     folder = Path(tempfile.mkdtemp(prefix="closer-answer-path-"))
     versions: list[Version] = []
     try:
-        versions = [
-            Version("base", base_tree, server, folder, args.items, args.trees),
-            Version("head", REPO, server, folder, args.items, args.trees),
-        ]
+        for name, tree in (("base", base_tree), ("head", REPO)):
+            versions.append(Version(name, tree, folder, args.items, args.trees))
         for version in versions:
             version.crowd(args.raters, args.think_time, args.warm_up, seed=0)
         for number in range(args.rounds):
@@ -145,7 +143,7 @@ def main() -> None:
     finally:
         for version in versions:
             version.service.stop()
-        server.stop()
+            version.server.stop()
 
     base, head = versions
     print()
