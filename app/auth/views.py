@@ -29,6 +29,7 @@ from app.core.deps import (
 )
 from app.core.errors import ServiceError, Unprocessable
 from app.core.fields import RowId
+from app.core.forms import SENT_AGAIN, remember_sent, sent_before
 from app.core.pages import render as page
 from app.core.routes import StrictJSONRoute
 from app.models import Researcher, TokenScope
@@ -314,6 +315,9 @@ async def create_token(request: Request, session: SessionDep, caller: ManagingAc
         "projects": [str(value)[:12] for value in submitted.getlist("projects")[:1000]],
         "expires": str(submitted.get("expires", ""))[:40],
     }
+    form_id = str(submitted.get("form_id", ""))[:40]
+    if sent_before(request, form_id):
+        return _tokens_page(request, session, caller, form=form, error=SENT_AGAIN, status_code=409)
     try:
         plain, _ = issue_requested(session, caller, _token_request(form))
     except ServiceError as refused:
@@ -329,6 +333,7 @@ async def create_token(request: Request, session: SessionDep, caller: ManagingAc
     # The page shows the token this once; only its hash is kept.
     response = _tokens_page(request, session, caller, new_token=plain, status_code=201)
     response.headers["Cache-Control"] = "no-store"
+    remember_sent(request, response, form_id)
     return response
 
 

@@ -4,12 +4,16 @@ exactly what the API takes; errors come back per field, for the page to show inl
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
 
+from app.core.deps import is_https
 from app.core.routes import parse_strict_json
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -121,3 +125,46 @@ async def read_model_form(
     body, invalid = read_form(model, values)
     errors.update(invalid)
     return SubmittedForm(None if errors else body, shown, errors)
+
+
+# Forms whose sending makes something shown once (a token, a webhook's secret, an
+# invitation link) carry an id of their own: a reload of the page that answered them
+# sends the same form again, and the browser's cookie of ids sent says so, so the reload
+# makes nothing twice. A cookie, not a table: it is the browser's own protection, the same
+# on every web process, and a forged one only lets its holder make a second of their own.
+SENT_FORMS_COOKIE = "closer_sent_forms"
+SENT_FORMS_KEPT = 20
+SENT_AGAIN = (
+    "This form was sent already (the page was reloaded?): what it made is listed below, "
+    "and its secret was shown once then. Nothing more was made; the form below makes another."
+)
+
+
+def form_once() -> str:
+    """A fresh id for a form that makes something (a Jinja global)."""
+    return secrets.token_urlsafe(12)
+
+
+def _sent_ids(request: Request) -> list[str]:
+    return [sent for sent in request.cookies.get(SENT_FORMS_COOKIE, "").split(".") if sent]
+
+
+def sent_before(request: Request, form_id: str) -> bool:
+    """Whether this browser sent the form with this id already (and it made something)."""
+    return bool(form_id) and form_id in _sent_ids(request)
+
+
+def remember_sent(request: Request, response: Response, form_id: str) -> None:
+    """Keep this form's id among the browser's last ones sent."""
+    if not form_id:
+        return
+    kept = [sent for sent in _sent_ids(request) if sent != form_id][-(SENT_FORMS_KEPT - 1) :]
+    response.set_cookie(
+        SENT_FORMS_COOKIE,
+        ".".join([*kept, form_id]),
+        max_age=86_400,
+        httponly=True,
+        samesite="lax",
+        secure=is_https(request),
+        path="/",
+    )

@@ -12,6 +12,7 @@ from markupsafe import Markup
 from starlette.datastructures import URL
 
 from app.core.clock import utcnow
+from app.core.forms import form_once
 
 
 def number(value: float | None) -> str:
@@ -78,3 +79,4 @@ def markdown(text: str | None) -> Markup:
 def install_filters(env: Environment) -> None:
     env.filters.update(number=number, when=when, iso=iso, duration=duration, markdown=markdown)
     env.globals["url_for"] = url_for
+    env.globals["form_once"] = form_once

@@ -17,6 +17,7 @@ from app.core.db import roll_back
 from app.core.deps import CsrfChecked, SessionDep, workspace_session_key
 from app.core.errors import ServiceError
 from app.core.fields import RowId
+from app.core.forms import SENT_AGAIN, remember_sent, sent_before
 from app.core.pages import render as page
 from app.core.routes import StrictJSONRoute
 from app.members import service
@@ -80,8 +81,13 @@ def invite_form(
     researcher: ManagingMembersPage,
     email: Annotated[str, Form(max_length=254)] = "",
     role: Annotated[str, Form(max_length=20)] = "viewer",
+    form_id: Annotated[str, Form(max_length=40)] = "",
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
+    if sent_before(request, form_id):
+        return _members_page(
+            request, session, researcher, project, error=SENT_AGAIN, status_code=409
+        )
     try:
         address = auth.normalise_email(email)
         secret, row = service.invite(
@@ -103,6 +109,7 @@ def invite_form(
         mail_error=mail_error,
     )
     response.headers["Cache-Control"] = "no-store"
+    remember_sent(request, response, form_id)
     return response
 
 

@@ -14,6 +14,7 @@ from app.core.db import roll_back
 from app.core.deps import SessionDep
 from app.core.errors import ServiceError
 from app.core.fields import RowId
+from app.core.forms import SENT_AGAIN, remember_sent, sent_before
 from app.core.pages import render as page
 from app.core.routes import StrictJSONRoute
 from app.models import Project, Researcher
@@ -81,9 +82,20 @@ def create_webhook_form(
     researcher: ChangingPage,
     url: Annotated[str, Form(max_length=2000)] = "",
     events: Annotated[list[str] | None, Form()] = None,
+    form_id: Annotated[str, Form(max_length=40)] = "",
 ):
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     chosen = [event[:40] for event in (events or [])[: len(service.EVENTS) + 1]]
+    if sent_before(request, form_id):
+        return _page(
+            request,
+            session,
+            researcher,
+            project,
+            error=SENT_AGAIN,
+            form={"url": url, "events": chosen},
+            status_code=409,
+        )
     try:
         hook = service.create(
             session=session,
@@ -107,6 +119,7 @@ def create_webhook_form(
         )
     response = _page(request, session, researcher, project, made=(hook.id, hook.secret))
     response.headers["Cache-Control"] = "no-store"
+    remember_sent(request, response, form_id)
     return response
 
 

@@ -239,6 +239,11 @@ def test_tokens_sign_in_are_shown_once_and_revoked_at_once(app, server, browser,
     created = page.locator("#new-token").text_content()
     assert created.startswith("closer_")
     shoot(page, screenshots_dir(tmp_path) / "workspace-tokens-desktop.png")
+    # A reload sends the form again: no second token, and the page says why.
+    page.reload()
+    expect(page.get_by_role("alert")).to_contain_text("This form was sent already")
+    expect(page.locator("#new-token")).to_have_count(0)
+    expect(page.locator("tr", has_text="notebook")).to_have_count(1)
     bearer = {"Authorization": f"Bearer {created}"}
     listed = httpx.get(f"{server}{API}/projects", headers=bearer)
     assert [project["name"] for project in listed.json()] == ["Shapes"]
