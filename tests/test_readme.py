@@ -37,7 +37,7 @@ def walk_through_blocks(readme: str) -> list[str]:
 
 def test_the_walk_through_has_the_blocks_a_reader_sees():
     blocks = walk_through_blocks((REPO / "README.md").read_text())
-    assert len(blocks) == 5
+    assert len(blocks) == 4
     assert "closer create-token" in blocks[0] and "closer simulate" in blocks[1]
     assert all("builds/1" not in block and "models/1" not in block for block in blocks)
 
