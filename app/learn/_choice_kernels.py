@@ -29,6 +29,40 @@ def _score(X, u, v, kernel, alpha):
     return total, 0.0
 
 
+@njit(cache=True, inline="always")
+def _choice_weights(X, pairs, row, alternatives, kernel, alpha, weights, distances):
+    """One choice's log loss; `weights` then holds each alternative's dLoss/dscore (its
+    probability, less 1 for the one chosen) and `distances` its pair's squared distance
+    (the kernel form's)."""
+    best = -np.inf
+    for a in range(alternatives):
+        weights[a], distances[a] = _score(X, pairs[row, a, 0], pairs[row, a, 1], kernel, alpha)
+        best = max(best, weights[a])
+    norm = 0.0
+    for a in range(alternatives):
+        norm += np.exp(weights[a] - best)
+    loss = best + np.log(norm) - weights[0]
+    for a in range(alternatives):
+        weights[a] = np.exp(weights[a] - best) / norm - (1.0 if a == 0 else 0.0)
+    return loss
+
+
+@njit(cache=True, inline="always")
+def _add_pair_gradient(X, u, v, weight, distance, kernel, alpha, G, into_u, into_v):
+    """Add one pair's share of the gradient to rows `into_u` and `into_v` of G (the items'
+    own rows, or a buffer's)."""
+    if kernel:
+        pull = -(alpha + 1.0) / (alpha + distance) * weight
+        for j in range(X.shape[1]):
+            step = pull * (X[u, j] - X[v, j])
+            G[into_u, j] += step
+            G[into_v, j] -= step
+    else:
+        for j in range(X.shape[1]):
+            G[into_u, j] += weight * X[v, j]
+            G[into_v, j] += weight * X[u, j]
+
+
 @njit(cache=True, parallel=True)
 def probabilities(X, pairs, widths, kernel, alpha):
     """Each alternative's probability of being chosen (0 past a choice's width)."""
@@ -61,34 +95,17 @@ def loss_and_gradient(X, pairs, widths, kernel, alpha, chunks):
     losses = np.zeros(chunks)
     size = (count + chunks - 1) // chunks
     for chunk in prange(chunks):
-        scores = np.empty(width)
+        weights = np.empty(width)
         distances = np.empty(width)
         G = gradients[chunk]
         for row in range(chunk * size, min(count, (chunk + 1) * size)):
             alternatives = widths[row]
-            best = -np.inf
+            losses[chunk] += _choice_weights(
+                X, pairs, row, alternatives, kernel, alpha, weights, distances
+            )
             for a in range(alternatives):
-                scores[a], distances[a] = _score(
-                    X, pairs[row, a, 0], pairs[row, a, 1], kernel, alpha
-                )
-                best = max(best, scores[a])
-            norm = 0.0
-            for a in range(alternatives):
-                norm += np.exp(scores[a] - best)
-            losses[chunk] += best + np.log(norm) - scores[0]
-            for a in range(alternatives):
-                weight = np.exp(scores[a] - best) / norm - (1.0 if a == 0 else 0.0)
                 u, v = pairs[row, a, 0], pairs[row, a, 1]
-                if kernel:
-                    pull = -(alpha + 1.0) / (alpha + distances[a]) * weight
-                    for j in range(dims):
-                        step = pull * (X[u, j] - X[v, j])
-                        G[u, j] += step
-                        G[v, j] -= step
-                else:
-                    for j in range(dims):
-                        G[u, j] += weight * X[v, j]
-                        G[v, j] += weight * X[u, j]
+                _add_pair_gradient(X, u, v, weights[a], distances[a], kernel, alpha, G, u, v)
     total = gradients[0].copy()
     for chunk in range(1, chunks):
         total += gradients[chunk]
@@ -104,24 +121,18 @@ def adam_epoch(X, pairs, widths, order, rate, first, second, steps, penalty, ker
     loss of the choices as they were met."""
     dims = X.shape[1]
     width = pairs.shape[1]
-    scores = np.empty(width)
+    weights = np.empty(width)
     distances = np.empty(width)
     items = np.empty(2 * width, dtype=np.int64)
     gradient = np.zeros((2 * width, dims))
     total = 0.0
     for row in order:
         alternatives = widths[row]
-        best = -np.inf
-        for a in range(alternatives):
-            scores[a], distances[a] = _score(X, pairs[row, a, 0], pairs[row, a, 1], kernel, alpha)
-            best = max(best, scores[a])
-        norm = 0.0
-        for a in range(alternatives):
-            norm += np.exp(scores[a] - best)
-        total += best + np.log(norm) - scores[0]
+        total += _choice_weights(X, pairs, row, alternatives, kernel, alpha, weights, distances)
+        # Each item of the choice once, with its gradient (an item may stand in several
+        # pairs: the reference of a rank screen is in all of them).
         found = 0
         for a in range(alternatives):
-            weight = np.exp(scores[a] - best) / norm - (1.0 if a == 0 else 0.0)
             u, v = pairs[row, a, 0], pairs[row, a, 1]
             slot_u, slot_v = -1, -1
             for s in range(found):
@@ -139,16 +150,9 @@ def adam_epoch(X, pairs, widths, order, rate, first, second, steps, penalty, ker
                 items[found] = v
                 gradient[found, :] = 0.0
                 found += 1
-            if kernel:
-                pull = -(alpha + 1.0) / (alpha + distances[a]) * weight
-                for j in range(dims):
-                    step = pull * (X[u, j] - X[v, j])
-                    gradient[slot_u, j] += step
-                    gradient[slot_v, j] -= step
-            else:
-                for j in range(dims):
-                    gradient[slot_u, j] += weight * X[v, j]
-                    gradient[slot_v, j] += weight * X[u, j]
+            _add_pair_gradient(
+                X, u, v, weights[a], distances[a], kernel, alpha, gradient, slot_u, slot_v
+            )
         for s in range(found):
             item = items[s]
             steps[item] += 1
