@@ -15,7 +15,6 @@ import time
 import numpy as np
 
 from app.learn._tete_loss import PARALLEL_FROM
-from app.learn.choice import ChoiceEmbedding
 from app.learn.comprf import CompRF
 from app.learn.disdf import DisDF
 from app.learn.oracles import FeatureOracle
@@ -51,9 +50,6 @@ def compile_kernels(groups: tuple[str, ...] = GROUPS) -> float:
         CompRF(n_trees=2, random_state=0).fit(np.arange(_ITEMS), y, oracle)
         SMERF(n_estimators=4, random_state=0).fit(X, dissimilarity_from_labels(y.astype(str)))
         DisDF(n_estimators=4, random_state=0).fit(X, y)
-        for similarity in ("dot", "kernel"):
-            chosen = ChoiceEmbedding(n_components=3, similarity=similarity, l1=0.05, max_iter=2)
-            chosen.fit(triplets, n_items=_ITEMS).score(triplets)
     if "embedding" in groups:
         # The fold path (under 100,000 answers) and the held-out-share path (from there).
         TETESearch(TETE(max_iter=30, random_state=0)).fit(triplets, n_items=_ITEMS)

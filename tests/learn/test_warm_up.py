@@ -56,10 +56,6 @@ FITS_AFTER_WARM_UP = textwrap.dedent(
     CompRFBuilder.from_bytes(build.to_bytes()).pending_queries()
     SMERF(n_estimators=20, random_state=0).fit(X, dissimilarity_from_labels(labels))
     DisDF(n_estimators=20, random_state=0).fit(X, labels)
-    from app.learn import ChoiceEmbedding, odd_one_out_choices
-    screens = odd_one_out_choices(answers, answers[:, 2])
-    ChoiceEmbedding(n_components=8, max_iter=3, random_state=0).fit(screens).score(screens)
-    ChoiceEmbedding(n_components=3, similarity="kernel", max_iter=3).fit(answers).score(answers)
     after = compiled()
     print(json.dumps({k: [before.get(k, 0), n] for k, n in after.items() if before.get(k, 0) != n}))
     """
