@@ -23,7 +23,7 @@ from app.core.deps import (
     SIGN_IN_NONCE_COOKIE,
     CsrfChecked,
     SessionDep,
-    is_https,
+    hand_cookie,
     transaction,
     workspace_session_key,
 )
@@ -85,37 +85,15 @@ def anonymous_form_page(
     if request.cookies.get(SESSION_COOKIE) is not None:
         response.delete_cookie(SESSION_COOKIE, path="/")
     if fresh is not None:
-        _hand_cookie(request, response, SIGN_IN_NONCE_COOKIE, fresh)
+        hand_cookie(request, response, SIGN_IN_NONCE_COOKIE, fresh)
     return response
-
-
-def _hand_cookie(
-    request: Request,
-    response: Response,
-    name: str,
-    value: str,
-    max_age: int | None = None,
-    path: str = "/",
-) -> None:
-    """A cookie of the workspace's: never read by scripts, never sent by other sites' posts."""
-    response.set_cookie(
-        name,
-        value,
-        max_age=max_age,
-        httponly=True,
-        samesite="lax",
-        secure=is_https(request),
-        path=path,
-    )
 
 
 def signed_in_redirect(request: Request, key: str, next_path: str) -> RedirectResponse:
     """To `next_path`, with the cookie of the session `key` opened."""
     response = RedirectResponse(next_path, status_code=303)
     cookies = request.app.state.workspace_cookies
-    _hand_cookie(
-        request, response, SESSION_COOKIE, cookies.sign_session(key), SESSION_DAYS * 86_400
-    )
+    hand_cookie(request, response, SESSION_COOKIE, cookies.sign_session(key), SESSION_DAYS * 86_400)
     response.delete_cookie(SIGN_IN_NONCE_COOKIE, path="/")
     return response
 
@@ -163,7 +141,7 @@ async def sign_in(
     signed_in = signed_in_redirect(request, key, _next_path(next))
     if signed_in_as is not None:
         device = request.app.state.workspace_cookies.sign_device(signed_in_as)
-        _hand_cookie(request, signed_in, DEVICE_COOKIE, device, DEVICE_DAYS * 86_400, "/login")
+        hand_cookie(request, signed_in, DEVICE_COOKIE, device, DEVICE_DAYS * 86_400, "/login")
     return signed_in
 
 

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
@@ -114,6 +114,26 @@ def public_study_url(request: Request, slug: str) -> str:
 def is_https(request: Request) -> bool:
     """Whether browsers reach us over HTTPS (then cookies are marked Secure)."""
     return public_base_url(request).startswith("https://") or request.url.scheme == "https"
+
+
+def hand_cookie(
+    request: Request,
+    response: Response,
+    name: str,
+    value: str,
+    max_age: int | None = None,
+    path: str = "/",
+) -> None:
+    """A cookie of ours: never read by scripts, never sent by other sites' posts."""
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        httponly=True,
+        samesite="lax",
+        secure=is_https(request),
+        path=path,
+    )
 
 
 def is_from_another_origin(request: Request) -> bool:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.core.deps import is_https
+from app.core.deps import hand_cookie
 from app.core.routes import parse_strict_json
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -159,12 +159,4 @@ def remember_sent(request: Request, response: Response, form_id: str) -> None:
     if not form_id:
         return
     kept = [sent for sent in _sent_ids(request) if sent != form_id][-(SENT_FORMS_KEPT - 1) :]
-    response.set_cookie(
-        SENT_FORMS_COOKIE,
-        ".".join([*kept, form_id]),
-        max_age=86_400,
-        httponly=True,
-        samesite="lax",
-        secure=is_https(request),
-        path="/",
-    )
+    hand_cookie(request, response, SENT_FORMS_COOKIE, ".".join([*kept, form_id]), 86_400)

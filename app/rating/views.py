@@ -12,7 +12,7 @@ from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from app.core.db import roll_back
-from app.core.deps import SessionDep, is_from_another_origin, is_https, transaction
+from app.core.deps import SessionDep, hand_cookie, is_from_another_origin, transaction
 from app.core.errors import NotFound, ServiceError, Unprocessable
 from app.core.fields import BigRowId
 from app.core.routes import StrictJSONRoute
@@ -113,14 +113,13 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
     briefed = not arms.briefs_otherwise(project, joined.arm)
     following = "rate_page" if briefed else "instructions"
     response = RedirectResponse(request.url_for(following, slug=slug).path, status_code=303)
-    response.set_cookie(
+    hand_cookie(
+        request,
+        response,
         RATER_COOKIE,
         request.app.state.rater_tokens.issue(token),
-        max_age=COOKIE_DAYS * 86_400,
-        path=f"/r/{slug}",
-        httponly=True,
-        samesite="lax",
-        secure=is_https(request),
+        COOKIE_DAYS * 86_400,
+        f"/r/{slug}",
     )
     return response
 
