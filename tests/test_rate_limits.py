@@ -134,9 +134,18 @@ def test_a_rater_holds_no_build_query_before_their_first_answer(app, client, aut
         json={"query_id": firsts[0]["comparison"]["query_id"], "choice": "left"},
     ).json()
     with app.state.session_factory() as session:
-        held = session.get(Assignment, answered["comparison"]["query_id"])
-        assert held.slot_id is not None  # the build's query, now
-        assert held.expires_at - utcnow() > timedelta(seconds=500)  # the study's 600 s
+        # The random one leased ahead on joining comes on screen, on the study's 600 s.
+        shown = session.get(Assignment, answered["comparison"]["query_id"])
+        assert shown.purpose == int(Purpose.random)
+        assert shown.expires_at - utcnow() > timedelta(seconds=500)
+        ahead = session.scalars(
+            select(Assignment)
+            .where(Assignment.rater_id == shown.rater_id)
+            .order_by(Assignment.id.desc())
+            .limit(1)
+        ).one()
+        assert ahead.slot_id is not None  # the build's query, leased ahead now
+        assert ahead.expires_at - utcnow() > timedelta(seconds=500)
 
 
 def test_a_join_flood_costs_the_flooder_not_the_crowd(app, client, auth, study):
@@ -180,12 +189,13 @@ def test_a_join_flood_costs_the_flooder_not_the_crowd(app, client, auth, study):
         joined = honest.post(f"{API}/rate/{slug}/raters", json={"participant": "p-honest"})
         assert joined.status_code == 201
         token = joined.json()["rater_token"]
-        state = _first(honest, slug, token)
-        answered = honest.post(
-            f"{API}/rate/{slug}/answers",
-            headers={"X-Rater-Token": token},
-            json={"query_id": state["comparison"]["query_id"], "choice": "left"},
-        ).json()
+        answered = _first(honest, slug, token)
+        for _ in range(2):  # the two queries leased on joining (random ones)
+            answered = honest.post(
+                f"{API}/rate/{slug}/answers",
+                headers={"X-Rater-Token": token},
+                json={"query_id": answered["comparison"]["query_id"], "choice": "left"},
+            ).json()
     with app.state.session_factory() as session:
         assert session.get(Assignment, answered["comparison"]["query_id"]).slot_id is not None
 

@@ -7,10 +7,13 @@
 -- It runs the common case (a rater answers the unanswered, non-check query they were
 -- served) with the same rules as the Python scheduler (app/scheduling/service.py), and
 -- the same random draws (app/scheduling/draws.py: p_draw, p_left_is_lo, p_candidates).
+-- A rater holds the query on their screen and the one leased ahead of it (its images
+-- load meanwhile): once they answer, the one ahead comes on screen with a fresh lease,
+-- and the draws lease the next one ahead (serve_next, serve_upcoming).
 -- For every other case (a retry, an attention check, an unknown query or session, a
--- study or a screen of another format than triplets, a queue draw while a build sorts)
--- it returns outcome 'full' having written nothing, and the Python path takes the
--- request.
+-- study or a screen of another format than triplets, a queue draw while a build sorts,
+-- no query held ahead) it returns outcome 'full' having written nothing, and the Python
+-- path takes the request.
 -- The differential test runs the same scenarios through both and compares every row.
 
 CREATE OR REPLACE FUNCTION closer_answer(
@@ -34,7 +37,11 @@ CREATE OR REPLACE FUNCTION closer_answer(
     anchor_id bigint,
     left_id bigint,
     right_id bigint,
-    rater_arm text
+    rater_arm text,
+    upcoming_id bigint,
+    upcoming_anchor_id bigint,
+    upcoming_left_id bigint,
+    upcoming_right_id bigint
 ) LANGUAGE plpgsql AS $$
 DECLARE
     who record;
@@ -54,11 +61,27 @@ DECLARE
     hi bigint;
     served bigint;
     draw integer;
+    -- The query held ahead, on screen after this answer, and the one after it, if held.
+    onscreen_id bigint;
+    onscreen_format text;
+    onscreen_anchor bigint;
+    onscreen_left bigint;
+    onscreen_right bigint;
+    onscreen_slot bigint;
+    ahead_id bigint;
+    ahead_format text;
+    ahead_anchor bigint;
+    ahead_left bigint;
+    ahead_right bigint;
+    upcoming bigint;
+    upcoming_anchor bigint;
+    upcoming_left bigint;
+    upcoming_right bigint;
 BEGIN
     SELECT r.id AS rater_id, r.excluded, r.screened_out_at, p.id AS project_id, p.settings_version,
            p.allow_cant_tell, p.answers_per_rater, p.attention_rate, p.random_share,
            p.lease_seconds, p.link_state, p.judgement, p.design_version, p.design_locked_at,
-           r.arm
+           r.arm, r.answers AS answered
       INTO who
       FROM rater_sessions s JOIN raters r ON r.id = s.rater_id
       JOIN projects p ON p.id = r.project_id
@@ -77,7 +100,41 @@ BEGIN
             WHERE b.project_id = who.project_id AND b.sort_size > 1
               AND b.status = 'running' /* BuildStatus.running */)) THEN
         RETURN QUERY SELECT 'full', NULL::integer, NULL::integer, NULL::integer,
-            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
+            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+
+    -- The queries the rater holds besides this one, oldest first: the first comes on
+    -- screen, the second (if any) stays ahead.
+    SELECT a.id, a.format, a.anchor_id,
+           CASE WHEN a.left_is_lo THEN a.lo_id ELSE a.hi_id END,
+           CASE WHEN a.left_is_lo THEN a.hi_id ELSE a.lo_id END, a.slot_id
+      INTO onscreen_id, onscreen_format, onscreen_anchor, onscreen_left, onscreen_right,
+           onscreen_slot
+      FROM assignments a
+     WHERE a.rater_id = who.rater_id AND a.answered_at IS NULL AND a.expires_at > p_now
+       AND a.screen_id IS NULL AND a.id <> p_assignment
+     ORDER BY a.id LIMIT 1;
+    IF onscreen_id IS NOT NULL THEN
+        SELECT a.id, a.format, a.anchor_id,
+               CASE WHEN a.left_is_lo THEN a.lo_id ELSE a.hi_id END,
+               CASE WHEN a.left_is_lo THEN a.hi_id ELSE a.lo_id END
+          INTO ahead_id, ahead_format, ahead_anchor, ahead_left, ahead_right
+          FROM assignments a
+         WHERE a.rater_id = who.rater_id AND a.answered_at IS NULL AND a.expires_at > p_now
+           AND a.screen_id IS NULL AND a.id <> p_assignment AND a.id > onscreen_id
+         ORDER BY a.id LIMIT 1;
+    END IF;
+    -- A session that goes on needs a triplet held ahead: else (nothing held, or a
+    -- screen of another format) the Python path serves.
+    IF who.link_state = 'open' /* LinkState.open */
+       AND NOT (who.answers_per_rater > 0 AND who.answered + 1 >= who.answers_per_rater)
+       AND (onscreen_id IS NULL OR onscreen_format <> 'triplet' /* formats.TRIPLET */
+            OR (ahead_id IS NOT NULL AND ahead_format <> 'triplet' /* formats.TRIPLET */)) THEN
+        RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
+            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
         RETURN;
     END IF;
 
@@ -89,7 +146,8 @@ BEGIN
     RETURNING a.slot_id, a.anchor_id, a.lo_id, a.hi_id, a.left_is_lo, a.purpose INTO given;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,
-            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
+            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
         RETURN;
     END IF;
     chosen_lo := (p_choice = 'left' /* Choice.left */) = given.left_is_lo;
@@ -125,10 +183,30 @@ BEGIN
     END IF;
 
     -- The next query, unless the session is complete or the study's link is not open
-    -- (the answer to a query already shown still counts).
+    -- (the answer to a query already shown still counts): the one held ahead, its lease
+    -- (and its queue slot's) from now; then the one after it, held already or drawn
+    -- unless the next is the session's last.
     IF who.link_state = 'open' /* LinkState.open */
-       AND NOT (who.answers_per_rater > 0 AND counted >= who.answers_per_rater) THEN
+       AND NOT (who.answers_per_rater > 0 AND counted >= who.answers_per_rater)
+       AND onscreen_id IS NOT NULL THEN
         expires := p_now + make_interval(secs => who.lease_seconds);
+        UPDATE assignments a SET served_at = p_now, expires_at = expires
+         WHERE a.id = onscreen_id AND a.answered_at IS NULL;
+        IF onscreen_slot IS NOT NULL THEN
+            UPDATE query_slots s SET lease_expires_at = expires
+             WHERE s.id = onscreen_slot AND s.lease_rater_id = who.rater_id;
+        END IF;
+        served := onscreen_id;
+        IF ahead_id IS NOT NULL THEN
+            upcoming := ahead_id;
+            upcoming_anchor := ahead_anchor;
+            upcoming_left := ahead_left;
+            upcoming_right := ahead_right;
+        END IF;
+    END IF;
+    IF served IS NOT NULL AND ahead_id IS NULL
+       AND who.link_state = 'open' /* LinkState.open */
+       AND NOT (who.answers_per_rater > 0 AND counted + 1 >= who.answers_per_rater) THEN
         IF p_draw < who.attention_rate THEN
             purpose := 4 /* Purpose.attention */;
         ELSIF p_draw < who.attention_rate + who.random_share THEN
@@ -181,7 +259,10 @@ BEGIN
                                      hi_id, left_is_lo, served_at, expires_at)
             VALUES (who.project_id, who.rater_id, slot, purpose, anchor, lo, hi, p_left_is_lo,
                     p_now, expires)
-            RETURNING id INTO served;
+            RETURNING id INTO upcoming;
+            upcoming_anchor := anchor;
+            upcoming_left := CASE WHEN p_left_is_lo THEN lo ELSE hi END;
+            upcoming_right := CASE WHEN p_left_is_lo THEN hi ELSE lo END;
         END IF;
     END IF;
 
@@ -200,8 +281,9 @@ BEGIN
     END IF;
 
     RETURN QUERY SELECT 'answered', who.settings_version, counted, for_build, for_routing,
-        served, anchor,
-        CASE WHEN p_left_is_lo THEN lo ELSE hi END,
-        CASE WHEN p_left_is_lo THEN hi ELSE lo END, who.arm::text;
+        served, CASE WHEN served IS NULL THEN NULL ELSE onscreen_anchor END,
+        CASE WHEN served IS NULL THEN NULL ELSE onscreen_left END,
+        CASE WHEN served IS NULL THEN NULL ELSE onscreen_right END, who.arm::text,
+        upcoming, upcoming_anchor, upcoming_left, upcoming_right;
 END;
 $$;

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError, Unprocessable
@@ -39,6 +39,7 @@ from app.models import (
     LinkState,
     Project,
     Purpose,
+    QuerySlot,
 )
 from app.models._types import utcnow
 from app.scheduling import answers, screens, sorting, unseen
@@ -72,12 +73,19 @@ class ServedQuery:
     left_id: int
     right_id: int
     screen: Screen | None = None
+    held: bool = False  # leased before this request (no draw of this request's was used)
 
     @classmethod
     def of(cls, assignment: Assignment) -> ServedQuery:
         format = assignment.format
         if not format.served_as_screen:
-            return cls(assignment.id, assignment.anchor_id, assignment.left_id, assignment.right_id)
+            return cls(
+                assignment.id,
+                assignment.anchor_id,
+                assignment.left_id,
+                assignment.right_id,
+                held=True,
+            )
         screen = format.served(
             assignment.anchor_id,
             assignment.left_id,
@@ -85,7 +93,7 @@ class ServedQuery:
             assignment.shown or (),
             assignment.picks or 0,
         )
-        return cls(assignment.id, 0, 0, 0, screen)
+        return cls(assignment.id, 0, 0, 0, screen, held=True)
 
 
 # A rater who has answered nothing yet holds their (random) query this long at most.
@@ -111,21 +119,59 @@ def _lease_slot(session: Session, project: Project, rater: ActiveRater, now: dat
     return slot, expires
 
 
-def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | None = None):
-    """The query the rater holds and has not answered yet (a page reload shows it again;
-    a sorting screen by its first item's assignment)."""
+def held_assignments(
+    *, session: Session, rater: ActiveRater, now: datetime | None = None
+) -> list[Assignment]:
+    """The queries the rater holds and has not answered yet, oldest first (a sorting
+    screen by its first item's assignment): the one on their screen, then the one leased
+    ahead of it (`serve_upcoming`)."""
     now = now or utcnow()
-    return session.scalar(
-        select(Assignment)
-        .where(
-            Assignment.rater_id == rater.id,
-            Assignment.answered_at.is_(None),
-            Assignment.expires_at > now,
-            Assignment.screen_id.is_(None),
+    return list(
+        session.scalars(
+            select(Assignment)
+            .where(
+                Assignment.rater_id == rater.id,
+                Assignment.answered_at.is_(None),
+                Assignment.expires_at > now,
+                Assignment.screen_id.is_(None),
+            )
+            .order_by(Assignment.id)
+            .limit(2)
         )
-        .order_by(Assignment.id.desc())
-        .limit(1)
     )
+
+
+def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | None = None):
+    """The query on the rater's screen: the oldest they hold unanswered (a page reload
+    shows it again)."""
+    held = held_assignments(session=session, rater=rater, now=now)
+    return held[0] if held else None
+
+
+def _lease_anew(
+    session: Session, project: Project, rater: ActiveRater, assignment_id: int, now: datetime
+) -> None:
+    """A query leased ahead comes on screen once the one before it is answered: its lease
+    (and its queue slot's) runs from then, like that of a query served then."""
+    expires = now + timedelta(seconds=lease_seconds(project, rater))
+    slots = session.scalars(
+        update(Assignment)
+        .where(
+            or_(Assignment.id == assignment_id, Assignment.screen_id == assignment_id),
+            Assignment.answered_at.is_(None),
+        )
+        .values(served_at=now, expires_at=expires)
+        .returning(Assignment.slot_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    leased = [slot for slot in slots if slot is not None]
+    if leased:
+        session.execute(
+            update(QuerySlot)
+            .where(QuerySlot.id.in_(leased), QuerySlot.lease_rater_id == rater.id)
+            .values(lease_expires_at=expires)
+            .execution_options(synchronize_session=False)
+        )
 
 
 def is_complete(project: Project, answers: int) -> bool:
@@ -161,16 +207,58 @@ def serve_next(
 ) -> ServedQuery | None:
     """The next query for `rater`, leased to them; None once they are done or have been
     served every query the study has (`is_out_of_work`). The query they hold unanswered
-    comes first, unless they `just_answered` it. Random choices come from `draws`."""
+    comes first (the one leased ahead, once they `just_answered` the one before it: its
+    lease runs from now). Random choices come from `draws`."""
     if is_screened_out(project, rater) or is_complete(project, rater.answers):
         return None
     if not is_asking(project):
         return None
     now = now or utcnow()
-    if not just_answered:
-        held = current_assignment(session=session, rater=rater, now=now)
-        if held is not None:
+    held = current_assignment(session=session, rater=rater, now=now)
+    if held is not None:
+        if just_answered:
+            _lease_anew(session, project, rater, held.id, now)
+        return ServedQuery.of(held)
+    return _draw(session, project, rater, draws, now, just_answered)
+
+
+def serve_upcoming(
+    *,
+    session: Session,
+    project: Project,
+    rater: ActiveRater,
+    current: ServedQuery,
+    draws: Draws,
+    now: datetime | None = None,
+    just_answered: bool = False,
+) -> ServedQuery | None:
+    """The query after `current`, leased ahead so that the rater's page loads its images
+    while they answer `current`; it comes on screen (`serve_next`) once `current` is
+    answered. None when `current` is the session's last query or nothing is left. The
+    random choices are `draws` when `current` was held (it used none of them), else a
+    second set drawn from them."""
+    if is_screened_out(project, rater) or is_complete(project, rater.answers + 1):
+        return None
+    if not is_asking(project):
+        return None
+    now = now or utcnow()
+    for held in held_assignments(session=session, rater=rater, now=now):
+        if held.id != current.assignment_id:
             return ServedQuery.of(held)
+    own = draws if current.held else draws.following()
+    return _draw(session, project, rater, own, now, just_answered)
+
+
+def _draw(
+    session: Session,
+    project: Project,
+    rater: ActiveRater,
+    draws: Draws,
+    now: datetime,
+    just_answered: bool,
+) -> ServedQuery | None:
+    """A query the rater was never served, leased to them: a check, a random query or the
+    queue's first free slot, as `draws` falls."""
     draw = draws.kind
     slot = None
     expires = now + timedelta(seconds=lease_seconds(project, rater))

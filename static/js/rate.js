@@ -47,6 +47,7 @@
 
   function shown() {
     remember();
+    preloadAhead();
     shownAt = performance.now();
     timeFromDrawn();
     restedAt = pointer;
@@ -124,21 +125,38 @@
   // nothing refers to from its memory, and the screen would then load it again.
   let held = [];
 
-  function preload(addresses) {
+  function decode(addresses) {
     const images = addresses.map((address) => {
       const image = new Image();
       image.src = address;
       return image;
     });
-    held = images;
     const each = images.map((image) => {
       return image.decode().then(
         () => decoded.add(image.src),
         () => {}, // a broken image shows as it would have
       );
     });
+    return { images, all: Promise.all(each) };
+  }
+
+  function preload(addresses) {
+    const decoding = decode(addresses);
+    held = [...ahead, ...decoding.images];
     const late = new Promise((done) => setTimeout(done, LONGEST_WAIT_MS));
-    return Promise.race([Promise.all(each), late]);
+    return Promise.race([decoding.all, late]);
+  }
+
+  // The comparison after this one is leased ahead (its images are the form's
+  // link.upcoming): they are fetched and decoded while the rater answers this one, so
+  // the next screen swaps in the moment the answer's response comes.
+  let ahead = [];
+
+  function preloadAhead() {
+    const addresses = [...document.querySelectorAll("#comparison link.upcoming")]
+      .map((link) => link.href)
+      .filter((address) => !decoded.has(address));
+    ahead = addresses.length ? decode([...new Set(addresses)]).images : [];
   }
 
   document.addEventListener("htmx:beforeSwap", (event) => {

@@ -1,0 +1,289 @@
+-- closer_answer(): the raters' usual answer on PostgreSQL in one call. This file is the
+-- function's one source: app/scheduling/answer_function.py calls it, and a migration
+-- installs a frozen copy of it (migrations/versions/sql/closer_answer_NNNN.sql) whenever
+-- it changes; tests/test_answer_paths.py checks that the installed function is this text
+-- and that every enum code below (each marked /* Enum.member */) is the Python enum's.
+--
+-- It runs the common case (a rater answers the unanswered, non-check query they were
+-- served) with the same rules as the Python scheduler (app/scheduling/service.py), and
+-- the same random draws (app/scheduling/draws.py: p_draw, p_left_is_lo, p_candidates).
+-- A rater holds the query on their screen and the one leased ahead of it (its images
+-- load meanwhile): once they answer, the one ahead comes on screen with a fresh lease,
+-- and the draws lease the next one ahead (serve_next, serve_upcoming).
+-- For every other case (a retry, an attention check, an unknown query or session, a
+-- study or a screen of another format than triplets, a queue draw while a build sorts,
+-- no query held ahead) it returns outcome 'full' having written nothing, and the Python
+-- path takes the request.
+-- The differential test runs the same scenarios through both and compares every row.
+
+CREATE OR REPLACE FUNCTION closer_answer(
+    p_slug text,
+    p_token_hash text,
+    p_assignment bigint,
+    p_choice text,
+    p_elapsed integer,
+    p_now timestamptz,
+    p_draw double precision,
+    p_left_is_lo boolean,
+    p_candidates bigint[],
+    p_log_lock integer
+) RETURNS TABLE (
+    outcome text,
+    settings_version integer,
+    answers integer,
+    build_id integer,
+    routing_id integer,
+    served_id bigint,
+    anchor_id bigint,
+    left_id bigint,
+    right_id bigint,
+    rater_arm text,
+    upcoming_id bigint,
+    upcoming_anchor_id bigint,
+    upcoming_left_id bigint,
+    upcoming_right_id bigint
+) LANGUAGE plpgsql AS $$
+DECLARE
+    who record;
+    given record;
+    leased record;
+    counted integer;
+    for_build integer;
+    for_routing integer;
+    chosen_lo boolean;
+    purpose smallint;
+    slot bigint;
+    expires timestamptz;
+    anchor bigint;
+    first_id bigint;
+    other_id bigint;
+    lo bigint;
+    hi bigint;
+    served bigint;
+    draw integer;
+    -- The query held ahead, on screen after this answer, and the one after it, if held.
+    onscreen_id bigint;
+    onscreen_format text;
+    onscreen_anchor bigint;
+    onscreen_left bigint;
+    onscreen_right bigint;
+    onscreen_slot bigint;
+    ahead_id bigint;
+    ahead_format text;
+    ahead_anchor bigint;
+    ahead_left bigint;
+    ahead_right bigint;
+    upcoming bigint;
+    upcoming_anchor bigint;
+    upcoming_left bigint;
+    upcoming_right bigint;
+BEGIN
+    SELECT r.id AS rater_id, r.excluded, r.screened_out_at, p.id AS project_id, p.settings_version,
+           p.allow_cant_tell, p.answers_per_rater, p.attention_rate, p.random_share,
+           p.lease_seconds, p.link_state, p.judgement, p.design_version, p.design_locked_at,
+           r.arm, r.answers AS answered
+      INTO who
+      FROM rater_sessions s JOIN raters r ON r.id = s.rater_id
+      JOIN projects p ON p.id = r.project_id
+     WHERE s.token_hash = p_token_hash AND p.public_slug = p_slug;
+    -- A rater screened out by failed attention checks answers nothing more (the Python
+    -- path shows them their code).
+    -- A study of screens (any format but the triplet: app/formats) is served by the
+    -- Python path.
+    IF NOT FOUND OR who.screened_out_at IS NOT NULL
+       OR who.judgement <> 'triplet' /* formats.TRIPLET */
+       OR (p_choice = 'cant_tell' /* Choice.cant_tell */ AND NOT who.allow_cant_tell)
+       -- A build that sorts (sort_size > 1) asks its queries on sorting screens, which
+       -- the Python path serves: a draw that goes to the queue is handed over.
+       OR (p_draw >= who.attention_rate + who.random_share AND EXISTS (
+           SELECT 1 FROM builds b
+            WHERE b.project_id = who.project_id AND b.sort_size > 1
+              AND b.status = 'running' /* BuildStatus.running */)) THEN
+        RETURN QUERY SELECT 'full', NULL::integer, NULL::integer, NULL::integer,
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
+            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+
+    -- The queries the rater holds besides this one, oldest first: the first comes on
+    -- screen, the second (if any) stays ahead.
+    SELECT a.id, a.format, a.anchor_id,
+           CASE WHEN a.left_is_lo THEN a.lo_id ELSE a.hi_id END,
+           CASE WHEN a.left_is_lo THEN a.hi_id ELSE a.lo_id END, a.slot_id
+      INTO onscreen_id, onscreen_format, onscreen_anchor, onscreen_left, onscreen_right,
+           onscreen_slot
+      FROM assignments a
+     WHERE a.rater_id = who.rater_id AND a.answered_at IS NULL AND a.expires_at > p_now
+       AND a.screen_id IS NULL AND a.id <> p_assignment
+     ORDER BY a.id LIMIT 1;
+    IF onscreen_id IS NOT NULL THEN
+        SELECT a.id, a.format, a.anchor_id,
+               CASE WHEN a.left_is_lo THEN a.lo_id ELSE a.hi_id END,
+               CASE WHEN a.left_is_lo THEN a.hi_id ELSE a.lo_id END
+          INTO ahead_id, ahead_format, ahead_anchor, ahead_left, ahead_right
+          FROM assignments a
+         WHERE a.rater_id = who.rater_id AND a.answered_at IS NULL AND a.expires_at > p_now
+           AND a.screen_id IS NULL AND a.id <> p_assignment AND a.id > onscreen_id
+         ORDER BY a.id LIMIT 1;
+    END IF;
+    -- A session that goes on needs a triplet held ahead: else (nothing held, or a
+    -- screen of another format) the Python path serves.
+    IF who.link_state = 'open' /* LinkState.open */
+       AND NOT (who.answers_per_rater > 0 AND who.answered + 1 >= who.answers_per_rater)
+       AND (onscreen_id IS NULL OR onscreen_format <> 'triplet' /* formats.TRIPLET */
+            OR (ahead_id IS NOT NULL AND ahead_format <> 'triplet' /* formats.TRIPLET */)) THEN
+        RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
+            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+
+    UPDATE assignments a
+       SET answered_at = p_now, choice = p_choice, response_time_ms = p_elapsed
+     WHERE a.id = p_assignment AND a.rater_id = who.rater_id
+       AND a.answered_at IS NULL AND a.purpose <> 4 /* Purpose.attention */
+       AND a.format = 'triplet' /* formats.TRIPLET */
+    RETURNING a.slot_id, a.anchor_id, a.lo_id, a.hi_id, a.left_is_lo, a.purpose INTO given;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
+            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+    chosen_lo := (p_choice = 'left' /* Choice.left */) = given.left_is_lo;
+
+    -- The study's first answer under its design version locks that version: a change
+    -- after it makes a new one (app/projects/versions.py).
+    IF who.design_locked_at IS NULL THEN
+        UPDATE projects p SET design_locked_at = p_now
+         WHERE p.id = who.project_id AND p.design_locked_at IS NULL;
+    END IF;
+
+    UPDATE raters r
+       SET answers = r.answers + 1,
+           last_seen_at = p_now,
+           completed_at = CASE
+               WHEN who.answers_per_rater > 0 AND r.answers + 1 >= who.answers_per_rater
+                    AND r.completed_at IS NULL THEN p_now
+               ELSE r.completed_at END
+     WHERE r.id = who.rater_id
+    RETURNING r.answers INTO counted;
+
+    IF given.slot_id IS NOT NULL THEN
+        IF p_choice = 'cant_tell' /* Choice.cant_tell */ OR who.excluded THEN
+            UPDATE query_slots s SET lease_rater_id = NULL, lease_expires_at = NULL
+             WHERE s.id = given.slot_id AND s.lease_rater_id = who.rater_id;
+        ELSE
+            UPDATE query_slots s
+               SET state = CASE WHEN s.state = 'open' /* SlotState.open */
+                                THEN 'answered' /* SlotState.answered */ ELSE s.state END
+             WHERE s.id = given.slot_id
+            RETURNING s.build_id, s.routing_id INTO for_build, for_routing;
+        END IF;
+    END IF;
+
+    -- The next query, unless the session is complete or the study's link is not open
+    -- (the answer to a query already shown still counts): the one held ahead, its lease
+    -- (and its queue slot's) from now; then the one after it, held already or drawn
+    -- unless the next is the session's last.
+    IF who.link_state = 'open' /* LinkState.open */
+       AND NOT (who.answers_per_rater > 0 AND counted >= who.answers_per_rater)
+       AND onscreen_id IS NOT NULL THEN
+        expires := p_now + make_interval(secs => who.lease_seconds);
+        UPDATE assignments a SET served_at = p_now, expires_at = expires
+         WHERE a.id = onscreen_id AND a.answered_at IS NULL;
+        IF onscreen_slot IS NOT NULL THEN
+            UPDATE query_slots s SET lease_expires_at = expires
+             WHERE s.id = onscreen_slot AND s.lease_rater_id = who.rater_id;
+        END IF;
+        served := onscreen_id;
+        IF ahead_id IS NOT NULL THEN
+            upcoming := ahead_id;
+            upcoming_anchor := ahead_anchor;
+            upcoming_left := ahead_left;
+            upcoming_right := ahead_right;
+        END IF;
+    END IF;
+    IF served IS NOT NULL AND ahead_id IS NULL
+       AND who.link_state = 'open' /* LinkState.open */
+       AND NOT (who.answers_per_rater > 0 AND counted + 1 >= who.answers_per_rater) THEN
+        IF p_draw < who.attention_rate THEN
+            purpose := 4 /* Purpose.attention */;
+        ELSIF p_draw < who.attention_rate + who.random_share THEN
+            purpose := 3 /* Purpose.random */;
+        ELSE
+            UPDATE query_slots s
+               SET lease_rater_id = who.rater_id, lease_expires_at = expires
+             WHERE s.id = (
+                SELECT q.id FROM query_slots q
+                 WHERE q.project_id = who.project_id AND q.state = 'open' /* SlotState.open */
+                   AND (q.lease_expires_at IS NULL OR q.lease_expires_at < p_now)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM assignments x
+                        WHERE x.rater_id = who.rater_id AND x.anchor_id = q.anchor_id
+                          AND x.lo_id = q.lo_id AND x.hi_id = q.hi_id)
+                 ORDER BY q.priority, q.id
+                 LIMIT 1
+                 FOR UPDATE SKIP LOCKED)
+            RETURNING s.id, s.anchor_id, s.lo_id, s.hi_id, s.priority INTO leased;
+            IF FOUND THEN
+                slot := leased.id;
+                purpose := leased.priority;
+                anchor := leased.anchor_id;
+                lo := leased.lo_id;
+                hi := leased.hi_id;
+            ELSE
+                purpose := 3 /* Purpose.random */;
+            END IF;
+        END IF;
+        IF slot IS NULL THEN
+            -- Drawn items (anchor, p, q) in threes: the first the rater was never served.
+            anchor := NULL;
+            FOR draw IN 0 .. coalesce(array_length(p_candidates, 1), 0) / 3 - 1 LOOP
+                first_id := CASE WHEN purpose = 4 /* Purpose.attention */ THEN p_candidates[3 * draw + 1]
+                                 ELSE p_candidates[3 * draw + 2] END;
+                other_id := p_candidates[3 * draw + 3];
+                lo := least(first_id, other_id);
+                hi := greatest(first_id, other_id);
+                IF NOT EXISTS (
+                    SELECT 1 FROM assignments x
+                     WHERE x.rater_id = who.rater_id AND x.anchor_id = p_candidates[3 * draw + 1]
+                       AND x.lo_id = lo AND x.hi_id = hi) THEN
+                    anchor := p_candidates[3 * draw + 1];
+                    EXIT;
+                END IF;
+            END LOOP;
+        END IF;
+        IF anchor IS NOT NULL THEN
+            INSERT INTO assignments (project_id, rater_id, slot_id, purpose, anchor_id, lo_id,
+                                     hi_id, left_is_lo, served_at, expires_at)
+            VALUES (who.project_id, who.rater_id, slot, purpose, anchor, lo, hi, p_left_is_lo,
+                    p_now, expires)
+            RETURNING id INTO upcoming;
+            upcoming_anchor := anchor;
+            upcoming_left := CASE WHEN p_left_is_lo THEN lo ELSE hi END;
+            upcoming_right := CASE WHEN p_left_is_lo THEN hi ELSE lo END;
+        END IF;
+    END IF;
+
+    -- The triplet last: the log's shared lock is then held only until the commit.
+    IF p_choice <> 'cant_tell' /* Choice.cant_tell */ THEN
+        PERFORM pg_advisory_xact_lock_shared(p_log_lock, who.project_id);
+        INSERT INTO triplets (project_id, anchor_id, closer_id, farther_id, source, rater_id,
+                              query_id, response_time_ms, created_at,
+                              adaptive, arm, design_version)
+        VALUES (who.project_id, given.anchor_id,
+                CASE WHEN chosen_lo THEN given.lo_id ELSE given.hi_id END,
+                CASE WHEN chosen_lo THEN given.hi_id ELSE given.lo_id END,
+                'rater' /* TripletSource.rater */, who.rater_id, p_assignment, p_elapsed, p_now,
+                given.purpose IN (0, 1, 2, 5) /* ADAPTIVE_PURPOSES */, who.arm,
+                who.design_version);
+    END IF;
+
+    RETURN QUERY SELECT 'answered', who.settings_version, counted, for_build, for_routing,
+        served, CASE WHEN served IS NULL THEN NULL ELSE onscreen_anchor END,
+        CASE WHEN served IS NULL THEN NULL ELSE onscreen_left END,
+        CASE WHEN served IS NULL THEN NULL ELSE onscreen_right END, who.arm::text,
+        upcoming, upcoming_anchor, upcoming_left, upcoming_right;
+END;
+$$;
