@@ -163,10 +163,13 @@
     const detail = event.detail;
     if (detail.target?.id !== "comparison" || !detail.shouldSwap || detail.isError) return;
     const next = new DOMParser().parseFromString(detail.serverResponse, "text/html");
-    const addresses = [...next.images]
-      .map((image) => new URL(image.getAttribute("src"), document.baseURI).href)
-      .filter((address) => !decoded.has(address));
-    if (!addresses.length) return; // all drawn before: swap now
+    const addresses = [...next.images].map(
+      (image) => new URL(image.getAttribute("src"), document.baseURI).href,
+    );
+    if (!addresses.length) return; // no images: swap now
+    // Images decoded before (leased ahead, or shown already) are decoded again, from
+    // memory in a moment, and held through the swap: a browser that has let go of one
+    // would otherwise draw the new screen's box blank while it loads it again.
     detail.shouldSwap = false;
     preloading = true;
     const html = detail.serverResponse;
