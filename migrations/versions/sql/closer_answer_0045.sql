@@ -62,6 +62,7 @@ DECLARE
     served bigint;
     draw integer;
     -- The query held ahead, on screen after this answer, and the one after it, if held.
+    held record;
     onscreen_id bigint;
     onscreen_format text;
     onscreen_anchor bigint;
@@ -106,26 +107,33 @@ BEGIN
     END IF;
 
     -- The queries the rater holds besides this one, oldest first: the first comes on
-    -- screen, the second (if any) stays ahead.
-    SELECT a.id, a.format, a.anchor_id,
-           CASE WHEN a.left_is_lo THEN a.lo_id ELSE a.hi_id END,
-           CASE WHEN a.left_is_lo THEN a.hi_id ELSE a.lo_id END, a.slot_id
-      INTO onscreen_id, onscreen_format, onscreen_anchor, onscreen_left, onscreen_right,
-           onscreen_slot
-      FROM assignments a
-     WHERE a.rater_id = who.rater_id AND a.answered_at IS NULL AND a.expires_at > p_now
-       AND a.screen_id IS NULL AND a.id <> p_assignment
-     ORDER BY a.id LIMIT 1;
-    IF onscreen_id IS NOT NULL THEN
-        SELECT a.id, a.format, a.anchor_id,
-               CASE WHEN a.left_is_lo THEN a.lo_id ELSE a.hi_id END,
-               CASE WHEN a.left_is_lo THEN a.hi_id ELSE a.lo_id END
-          INTO ahead_id, ahead_format, ahead_anchor, ahead_left, ahead_right
+    -- screen, the second (if any) stays ahead. Ordered by an expression: the primary
+    -- key's own order would let the planner walk every rater's rows from the oldest for
+    -- the LIMIT, where the rater's index finds their few.
+    FOR held IN
+        SELECT a.id, a.format, a.anchor_id, a.slot_id,
+               CASE WHEN a.left_is_lo THEN a.lo_id ELSE a.hi_id END AS left_id,
+               CASE WHEN a.left_is_lo THEN a.hi_id ELSE a.lo_id END AS right_id
           FROM assignments a
          WHERE a.rater_id = who.rater_id AND a.answered_at IS NULL AND a.expires_at > p_now
-           AND a.screen_id IS NULL AND a.id <> p_assignment AND a.id > onscreen_id
-         ORDER BY a.id LIMIT 1;
-    END IF;
+           AND a.screen_id IS NULL AND a.id <> p_assignment
+         ORDER BY a.id + 0 LIMIT 2
+    LOOP
+        IF onscreen_id IS NULL THEN
+            onscreen_id := held.id;
+            onscreen_format := held.format;
+            onscreen_anchor := held.anchor_id;
+            onscreen_left := held.left_id;
+            onscreen_right := held.right_id;
+            onscreen_slot := held.slot_id;
+        ELSE
+            ahead_id := held.id;
+            ahead_format := held.format;
+            ahead_anchor := held.anchor_id;
+            ahead_left := held.left_id;
+            ahead_right := held.right_id;
+        END IF;
+    END LOOP;
     -- A session that goes on needs a triplet held ahead: else (nothing held, or a
     -- screen of another format) the Python path serves.
     IF who.link_state = 'open' /* LinkState.open */
