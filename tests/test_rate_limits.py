@@ -134,10 +134,12 @@ def test_a_rater_holds_no_build_query_before_their_first_answer(app, client, aut
         json={"query_id": firsts[0]["comparison"]["query_id"], "choice": "left"},
     ).json()
     with app.state.session_factory() as session:
-        # The random one leased ahead on joining comes on screen, on the study's 600 s.
+        # The random one leased ahead on joining comes on screen: it was leased for two
+        # first leases (its own after the first one's).
         shown = session.get(Assignment, answered["comparison"]["query_id"])
         assert shown.purpose == int(Purpose.random)
-        assert shown.expires_at - utcnow() > timedelta(seconds=500)
+        lease = shown.expires_at - shown.served_at
+        assert lease <= timedelta(seconds=2 * FIRST_LEASE_SECONDS + 1)
         ahead = session.scalars(
             select(Assignment)
             .where(Assignment.rater_id == shown.rater_id)
@@ -145,7 +147,7 @@ def test_a_rater_holds_no_build_query_before_their_first_answer(app, client, aut
             .limit(1)
         ).one()
         assert ahead.slot_id is not None  # the build's query, leased ahead now
-        assert ahead.expires_at - utcnow() > timedelta(seconds=500)
+        assert ahead.expires_at - utcnow() > timedelta(seconds=1100)  # two of the study's 600 s
 
 
 def test_a_join_flood_costs_the_flooder_not_the_crowd(app, client, auth, study):

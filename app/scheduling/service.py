@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound, ServiceError, Unprocessable
@@ -39,7 +39,6 @@ from app.models import (
     LinkState,
     Project,
     Purpose,
-    QuerySlot,
 )
 from app.models._types import utcnow
 from app.scheduling import answers, screens, sorting, unseen
@@ -109,9 +108,12 @@ def lease_seconds(project: Project, rater: ActiveRater) -> int:
     return min(project.lease_seconds, FIRST_LEASE_SECONDS)
 
 
-def _lease_slot(session: Session, project: Project, rater: ActiveRater, now: datetime):
-    """Lease the first free queue slot this rater has not seen; None when there is none."""
-    expires = now + timedelta(seconds=lease_seconds(project, rater))
+def _lease_slot(
+    session: Session, project: Project, rater: ActiveRater, now: datetime, leases: int = 1
+):
+    """Lease the first free queue slot this rater has not seen (for `leases` of the
+    rater's lease length); None when there is none."""
+    expires = now + timedelta(seconds=leases * lease_seconds(project, rater))
     postgres = session.get_bind().dialect.name == "postgresql"
     slot = LEASE[postgres].run(
         session, {"project": project.id, "rater": rater.id, "now": now, "expires": expires}
@@ -150,32 +152,6 @@ def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | 
     return held[0] if held else None
 
 
-def _lease_anew(
-    session: Session, project: Project, rater: ActiveRater, assignment_id: int, now: datetime
-) -> None:
-    """A query leased ahead comes on screen once the one before it is answered: its lease
-    (and its queue slot's) runs from then, like that of a query served then."""
-    expires = now + timedelta(seconds=lease_seconds(project, rater))
-    slots = session.scalars(
-        update(Assignment)
-        .where(
-            or_(Assignment.id == assignment_id, Assignment.screen_id == assignment_id),
-            Assignment.answered_at.is_(None),
-        )
-        .values(served_at=now, expires_at=expires)
-        .returning(Assignment.slot_id)
-        .execution_options(synchronize_session=False)
-    ).all()
-    leased = [slot for slot in slots if slot is not None]
-    if leased:
-        session.execute(
-            update(QuerySlot)
-            .where(QuerySlot.id.in_(leased), QuerySlot.lease_rater_id == rater.id)
-            .values(lease_expires_at=expires)
-            .execution_options(synchronize_session=False)
-        )
-
-
 def is_complete(project: Project, answers: int) -> bool:
     """Whether a rater with this many answers has completed their session."""
     return project.answers_per_rater > 0 and answers >= project.answers_per_rater
@@ -209,8 +185,8 @@ def serve_next(
 ) -> ServedQuery | None:
     """The next query for `rater`, leased to them; None once they are done or have been
     served every query the study has (`is_out_of_work`). The query they hold unanswered
-    comes first (the one leased ahead, once they `just_answered` the one before it: its
-    lease runs from now). Random choices come from `draws`."""
+    comes first (the one leased ahead, once they answered the one before it). Random
+    choices come from `draws`."""
     if is_screened_out(project, rater) or is_complete(project, rater.answers):
         return None
     if not is_asking(project):
@@ -218,8 +194,6 @@ def serve_next(
     now = now or utcnow()
     held = current_assignment(session=session, rater=rater, now=now)
     if held is not None:
-        if just_answered:
-            _lease_anew(session, project, rater, held.id, now)
         return ServedQuery.of(held)
     return _draw(session, project, rater, draws, now, just_answered)
 
@@ -236,9 +210,11 @@ def serve_upcoming(
 ) -> ServedQuery | None:
     """The query after `current`, leased ahead so that the rater's page loads its images
     while they answer `current`; it comes on screen (`serve_next`) once `current` is
-    answered. None when `current` is the session's last query or nothing is left. The
-    random choices are `draws` when `current` was held (it used none of them), else a
-    second set drawn from them."""
+    answered. None when `current` is the session's last query or nothing is left. It is
+    leased for two leases (its own after `current`'s): it comes on screen with time to
+    answer it without a write, and a rater who leaves holds it no longer. The random
+    choices are `draws` when `current` was held (it used none of them), else a second set
+    drawn from them."""
     if is_screened_out(project, rater) or is_complete(project, rater.answers + 1):
         return None
     if not is_asking(project):
@@ -248,7 +224,7 @@ def serve_upcoming(
         if held.id != current.assignment_id:
             return ServedQuery.of(held)
     own = draws if current.held else draws.following()
-    return _draw(session, project, rater, own, now, just_answered)
+    return _draw(session, project, rater, own, now, just_answered, leases=2)
 
 
 def _draw(
@@ -258,12 +234,13 @@ def _draw(
     draws: Draws,
     now: datetime,
     just_answered: bool,
+    leases: int = 1,
 ) -> ServedQuery | None:
-    """A query the rater was never served, leased to them: a check, a random query or the
-    queue's first free slot, as `draws` falls."""
+    """A query the rater was never served, leased to them (for `leases` of their lease
+    length): a check, a random query or the queue's first free slot, as `draws` falls."""
     draw = draws.kind
     slot = None
-    expires = now + timedelta(seconds=lease_seconds(project, rater))
+    expires = now + timedelta(seconds=leases * lease_seconds(project, rater))
     ids = item_ids().get(session, project)
 
     def unseen_query(check: bool):
@@ -279,7 +256,7 @@ def _draw(
         # Joins that only look hold no build query; nor does an arm with items of its own
         # (a build's queries are about every item).
         if (rater.answers or just_answered) and project.arm_items is None:
-            slot, expires = _lease_slot(session, project, rater, now)
+            slot, expires = _lease_slot(session, project, rater, now, leases)
         size = 1 if slot is None else sorting.sort_size(session, slot.build_id)
         if size > 1:
             return _serve_sort(session, project, rater, slot, size, draws, now, expires)

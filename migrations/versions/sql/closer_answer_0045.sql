@@ -8,8 +8,8 @@
 -- served) with the same rules as the Python scheduler (app/scheduling/service.py), and
 -- the same random draws (app/scheduling/draws.py: p_draw, p_left_is_lo, p_candidates).
 -- A rater holds the query on their screen and the one leased ahead of it (its images
--- load meanwhile): once they answer, the one ahead comes on screen with a fresh lease,
--- and the draws lease the next one ahead (serve_next, serve_upcoming).
+-- load meanwhile), leased for two leases: once they answer, the one ahead comes on
+-- screen as it is, and the draws lease the next one ahead (serve_next, serve_upcoming).
 -- For every other case (a retry, an attention check, an unknown query or session, a
 -- study or a screen of another format than triplets, a queue draw while a build sorts,
 -- no query held ahead) it returns outcome 'full' having written nothing, and the Python
@@ -68,7 +68,6 @@ DECLARE
     onscreen_anchor bigint;
     onscreen_left bigint;
     onscreen_right bigint;
-    onscreen_slot bigint;
     ahead_id bigint;
     ahead_format text;
     ahead_anchor bigint;
@@ -111,7 +110,7 @@ BEGIN
     -- key's own order would let the planner walk every rater's rows from the oldest for
     -- the LIMIT, where the rater's index finds their few.
     FOR held IN
-        SELECT a.id, a.format, a.anchor_id, a.slot_id,
+        SELECT a.id, a.format, a.anchor_id,
                CASE WHEN a.left_is_lo THEN a.lo_id ELSE a.hi_id END AS left_id,
                CASE WHEN a.left_is_lo THEN a.hi_id ELSE a.lo_id END AS right_id
           FROM assignments a
@@ -125,7 +124,6 @@ BEGIN
             onscreen_anchor := held.anchor_id;
             onscreen_left := held.left_id;
             onscreen_right := held.right_id;
-            onscreen_slot := held.slot_id;
         ELSE
             ahead_id := held.id;
             ahead_format := held.format;
@@ -191,19 +189,12 @@ BEGIN
     END IF;
 
     -- The next query, unless the session is complete or the study's link is not open
-    -- (the answer to a query already shown still counts): the one held ahead, its lease
-    -- (and its queue slot's) from now; then the one after it, held already or drawn
-    -- unless the next is the session's last.
+    -- (the answer to a query already shown still counts): the one held ahead; then the
+    -- one after it, held already or drawn (for two leases) unless the next is the
+    -- session's last.
     IF who.link_state = 'open' /* LinkState.open */
        AND NOT (who.answers_per_rater > 0 AND counted >= who.answers_per_rater)
        AND onscreen_id IS NOT NULL THEN
-        expires := p_now + make_interval(secs => who.lease_seconds);
-        UPDATE assignments a SET served_at = p_now, expires_at = expires
-         WHERE a.id = onscreen_id AND a.answered_at IS NULL;
-        IF onscreen_slot IS NOT NULL THEN
-            UPDATE query_slots s SET lease_expires_at = expires
-             WHERE s.id = onscreen_slot AND s.lease_rater_id = who.rater_id;
-        END IF;
         served := onscreen_id;
         IF ahead_id IS NOT NULL THEN
             upcoming := ahead_id;
@@ -215,6 +206,7 @@ BEGIN
     IF served IS NOT NULL AND ahead_id IS NULL
        AND who.link_state = 'open' /* LinkState.open */
        AND NOT (who.answers_per_rater > 0 AND counted + 1 >= who.answers_per_rater) THEN
+        expires := p_now + make_interval(secs => 2 * who.lease_seconds);
         IF p_draw < who.attention_rate THEN
             purpose := 4 /* Purpose.attention */;
         ELSIF p_draw < who.attention_rate + who.random_share THEN
