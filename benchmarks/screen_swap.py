@@ -1,22 +1,15 @@
 """Screens that arrive whole: the blank time after each swap (from the moment the next
 comparison replaces the current one until every image of it is drawn) and click → next
-screen, in Chromium, locally and on a throttled link, in the same run, for three pages:
-
-- "without (peer)": the swap as htmx does it by itself;
-- "decoded, then swapped": the next screen's images fetched and decoded once the answer's
-  response names them, before the swap (the page before its comparisons were leased
-  ahead);
-- "leased ahead": the page as it is: the comparison after the one on screen is leased
-  with it, and its images are fetched and decoded while the rater looks at the screen.
+screen, in Chromium, with the page's preloading (the next screen's images decoded
+before the swap) against the same page without it (the peer: the swap as htmx does it
+by itself), locally and on a throttled link, in the same run.
 
 The service runs as `closer serve` does by default (SQLite, the worker in-process) in a
 thread; the study is 30 photographs-like noisy JPEGs of 320 px (~30 KB each) asked as
-triplets; the rater looks at each screen for --look-ms before answering. "Without" stops
-the page's beforeSwap listener from seeing the swap (a capturing listener on the
-window); the first two take the leased-ahead images' <link>s out of each screen before
-the page's listeners see it.
+triplets. "Without preloading" stops the page's beforeSwap listener from seeing the
+swap (a capturing listener on the window), which is the page before it preloaded.
 
-    .venv/bin/python benchmarks/screen_swap.py [--screens 30] [--look-ms 800]
+    .venv/bin/python benchmarks/screen_swap.py [--screens 30]
 """
 
 from __future__ import annotations
@@ -63,19 +56,6 @@ LISTEN = """() => {
 }"""
 WITHOUT_PRELOADING = """() => window.addEventListener("htmx:beforeSwap",
     (event) => event.stopPropagation(), true)"""
-# Each screen as if nothing were leased ahead: its <link>s to the next screen's images
-# taken out before the page's listeners see it (only the first page's, parsed with it,
-# are fetched).
-WITHOUT_AHEAD = """() => {
-    const ahead = /<link rel="preload" as="image" class="upcoming"[^>]*>/g;
-    window.addEventListener("htmx:beforeSwap", (event) => {
-        event.detail.serverResponse = event.detail.serverResponse.replace(ahead, "");
-    }, true);
-    document.addEventListener("DOMContentLoaded", () => {
-        for (const link of document.querySelectorAll("link.upcoming")) link.remove();
-    }, true);
-}"""
-PAGES = ("without (peer)", "decoded, then swapped", "leased ahead")
 SLOW_LINK = {
     "offline": False,
     "latency": 150,
@@ -113,14 +93,12 @@ def study(http: httpx.Client) -> str:
     return http.get(f"{API}/projects/{project}/rating").json()["public_slug"]
 
 
-def rate(browser, base: str, slug: str, screens: int, look_ms: int, *, kind: str, slow: bool):
+def rate(browser, base: str, slug: str, screens: int, *, preload: bool, slow: bool):
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport={"width": 1280, "height": 800})
-    if kind == PAGES[0]:
+    if not preload:
         page.add_init_script(f"({WITHOUT_PRELOADING})()")
-    if kind != PAGES[2]:
-        page.add_init_script(f"({WITHOUT_AHEAD})()")
     page.goto(f"{base}/r/{slug}")
     page.get_by_role("button", name="Start").click()
     page.wait_for_url("**/rate")
@@ -133,7 +111,7 @@ def rate(browser, base: str, slug: str, screens: int, look_ms: int, *, kind: str
         link.send("Network.emulateNetworkConditions", SLOW_LINK)
     for _ in range(screens):
         before = page.locator("#comparison input[name=query_id]").get_attribute("value")
-        page.wait_for_timeout(look_ms)  # a rater's look at the screen
+        page.wait_for_timeout(150)  # a rater's look at the screen
         page.locator('#comparison button[value="left"]').click()
         expect(page.locator("#comparison input[name=query_id]")).not_to_have_value(
             before, timeout=20_000
@@ -148,7 +126,6 @@ def rate(browser, base: str, slug: str, screens: int, look_ms: int, *, kind: str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--screens", type=int, default=30)
-    parser.add_argument("--look-ms", type=int, default=800, help="each screen looked at")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="closer-swap-"))
     url = f"sqlite:///{folder / 'closer.db'}"
@@ -171,31 +148,26 @@ def main() -> None:
                 executable_path=chromium_path(), args=CHROMIUM_ARGS
             )
             for slow in (False, True):
-                for kind in PAGES:
+                for preload in (False, True):
                     blank, spans = rate(
-                        browser, base, slug, args.screens, args.look_ms, kind=kind, slow=slow
+                        browser, base, slug, args.screens, preload=preload, slow=slow
                     )
-                    rows.append((slow, kind, blank, spans))
+                    rows.append((slow, preload, blank, spans))
             browser.close()
 
+    print(f"\nscreens arriving whole, Chromium, SQLite, this machine ({args.screens} screens each)")
     print(
-        f"\nscreens arriving whole, Chromium, SQLite, this machine ({args.screens} screens "
-        f"each, {args.look_ms} ms looked at)"
+        f"{'link':<10}{'page':<18}{'blank median':>13}{'blank p90':>10}{'screens blank':>14}"
+        f"{'click→swap median':>19}"
     )
-    print(
-        f"{'link':<10}{'page':<23}{'blank median':>13}{'blank p90':>10}{'screens blank':>14}"
-        f"{'click→swap median':>19}{'ratio to peer':>15}"
-    )
-    peer = {}
-    for slow, kind, blank, spans in rows:
+    for slow, preload, blank, spans in rows:
         p90 = statistics.quantiles(blank, n=10)[-1] if len(blank) > 1 else blank[0]
-        span = statistics.median(spans)
-        peer.setdefault(slow, span)
         print(
-            f"{'throttled' if slow else 'local':<10}{kind:<23}"
+            f"{'throttled' if slow else 'local':<10}"
+            f"{'preloading' if preload else 'without (peer)':<18}"
             f"{statistics.median(blank):>11.1f}ms{p90:>8.1f}ms"
             f"{sum(ms > 0 for ms in blank):>9} of {len(blank):<3}"
-            f"{span:>17.1f}ms{span / peer[slow]:>14.2f}×"
+            f"{statistics.median(spans):>17.1f}ms"
         )
 
 

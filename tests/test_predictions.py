@@ -95,13 +95,11 @@ def test_raters_get_routing_queries_first(app, client, auth, finished_build):
         headers=auth,
         json={"attention_rate": 0, "random_share": 0},
     )
-    # The two leased on joining are random ones; then the routing's, one on screen and
-    # one leased ahead.
-    _, joined = join_answered(client, slug, participant="r")
+    _, joined = join_answered(client, slug, participant="r")  # the first is a random one
     assert joined["comparison"]["anchor"]["key"] in ("p55", "p60")
     with app.state.session_factory() as session:
         purposes = [a.purpose for a in session.query(Assignment).order_by(Assignment.id)]
-        assert purposes == [Purpose.random] * 2 + [Purpose.routing] * 2
+        assert purposes == [Purpose.random, Purpose.routing]
 
 
 def test_a_routing_still_answers_at_its_old_prediction_paths(app, client, auth, finished_build):
@@ -235,20 +233,10 @@ def test_raters_answers_complete_a_routing(app, client, auth, finished_build, bl
                 json={"query_id": comparison["query_id"], "choice": choice},
             ).json()
 
-        for _ in range(2):  # the two queries leased on joining are random ones
+        state = answer_truly(state["comparison"])  # a rater's first query is a random one
+        while state["comparison"] is not None and state["comparison"]["anchor"]["key"] in wanted:
             state = answer_truly(state["comparison"])
-
-        def routing(state) -> bool:
-            comparison, ahead = state["comparison"], state["upcoming"]
-            return (comparison is not None and comparison["anchor"]["key"] in wanted) or (
-                ahead is not None and ahead[0]["key"] in wanted
-            )
-
-        # A rater answers while the routing's queries come (the one leased ahead too:
-        # it is theirs until they answer it or its lease runs out).
-        while routing(state):
-            routing_answers += state["comparison"]["anchor"]["key"] in wanted
-            state = answer_truly(state["comparison"])
+            routing_answers += 1
             Worker(app.state.session_factory).run(until_idle=True)
         sweep(app.state.session_factory)
         done = client.get(f"{API}/projects/{project_id}/routings/{routed['id']}", headers=auth)

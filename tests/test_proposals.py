@@ -119,9 +119,8 @@ def _open_proposals(app, project_id):
 
 
 def _proposals_only_rater(client, auth, project_id):
-    """No random share and no checks: a rater who answered the two comparisons leased on
-    joining (random ones) and is served from the queue from now on: (slug, token header,
-    state)."""
+    """No random share and no checks: a rater who answered their first comparison (a
+    random one) and is served from the queue from now on: (slug, token header, state)."""
     settings = client.patch(
         f"{API}/projects/{project_id}/rating",
         headers=auth,
@@ -189,8 +188,7 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
     after = client.get(f"{API}/projects/{project_id}", headers=auth).json()
     assert after["triplet_count"] == before["triplet_count"] + 1
 
-    # New shares replace the open proposals (the leased ones stay with their rater: the
-    # one on their screen and the one leased ahead of it).
+    # New shares replace the open proposals (the leased one stays with its rater).
     client.patch(
         f"{API}/projects/{project_id}/rating",
         headers=auth,
@@ -199,9 +197,9 @@ def test_a_fit_queues_proposals_that_raters_get_after_the_random_share(
     adaptive_jobs.refresh_proposals(sessions)
     fresh = _open_proposals(app, project_id)
     leased = [slot for slot in fresh if slot.lease_rater_id is not None]
-    assert len(leased) == 2 and following.slot_id in {slot.id for slot in leased}
+    assert len(leased) == 1 and leased[0].id == following.slot_id
     assert {_purpose(slot) for slot in fresh if slot not in leased} == {"embedding"}
-    assert len(fresh) == BATCH + 2
+    assert len(fresh) == BATCH + 1
 
 
 def test_proposals_wait_for_someone_to_rate(app, client, auth, labelled_project, monkeypatch):
@@ -379,12 +377,12 @@ def test_held_out_errors_are_measured_on_answers_to_random_questions_only(
     version = client.get(f"{API}/projects/{project_id}/models/{model_id}", headers=auth).json()[
         "serving"
     ]
-    # 3,000 uploaded, and 6 from the two raters: two random answers each (the queries
-    # leased on joining), then one random and one proposal.
+    # 3,000 uploaded, and 4 from the two raters: a random first answer each, then one
+    # random and one proposal.
     assert version["metrics"]["adaptive_answers"] == 1001
-    assert version["heldout_count"] == round(0.1 * (3006 - 1001))
+    assert version["heldout_count"] == round(0.1 * (3004 - 1001))
     assert (
-        "held-out errors on the 2005 answers to uniformly random questions" in (version["message"])
+        "held-out errors on the 2003 answers to uniformly random questions" in (version["message"])
     )
     with sessions() as session:
         version_id = session.scalar(

@@ -334,21 +334,19 @@ class TestScheduler:
         assert len(slots) == 3 * 46
         assert sorted(p for p, _ in slots) == [1] * 46 + [2] * 92
         served = []
-        for number in range(24):  # each holds two: the one on screen and the one ahead
+        for number in range(47):
             _, state = join_answered(client, slug, participant=f"r{number}")
-            comparison, ahead = state["comparison"], state["upcoming"]
+            comparison = state["comparison"]
             served.append(
                 (comparison["anchor"]["key"], comparison["left"]["key"], comparison["right"]["key"])
             )
-            served.append(tuple(item["key"] for item in ahead))
         queries = [(anchor, frozenset((a, b))) for anchor, a, b in served]
         assert len(set(queries[:46])) == 46  # one first answer for every query first
         assert queries[46] in set(queries[:46])  # then a second answer for one of them
         with app.state.session_factory() as session:
             purposes = [a.purpose for a in session.query(Assignment).order_by(Assignment.id)]
-        # Each rater's two queries leased on joining were random ones, then the build's.
-        random = int(Purpose.random)
-        assert purposes == [random, random, 1, 1] * 23 + [random, random, 2, 2]
+        # Each rater's first query was a random one, then the build's.
+        assert purposes == [int(Purpose.random), 1] * 46 + [int(Purpose.random), 2]
 
     def test_a_rater_never_sees_a_query_twice(self, app, client, auth, study):
         project_id, slug, _ = study
@@ -361,8 +359,7 @@ class TestScheduler:
             state = answer(client, slug, rater, state["comparison"]["query_id"]).json()
         with app.state.session_factory() as session:
             rows = session.query(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id).all()
-        # 150 answered, the one on screen and the one leased ahead of it.
-        assert len(rows) == 152 and len(set(rows)) == 152
+        assert len(rows) == 151 and len(set(rows)) == 151
 
     def test_an_expired_lease_is_served_again_and_its_late_answer_still_counts(
         self, app, client, auth, study
@@ -439,8 +436,7 @@ class TestQuality:
             assert state.json()["screened_out"] is False
             state = state.json()
         held_check = state["comparison"]
-        # A second tab: the check's lease runs out and the check leased ahead of it is
-        # served instead (a plain triplet is leased ahead of that).
+        # A second tab: the check's lease runs out and a plain triplet is served instead.
         with unit_of_work(app.state.session_factory) as session:
             session.get(Assignment, held_check["query_id"]).expires_at = utcnow() - timedelta(
                 seconds=1
@@ -470,7 +466,7 @@ class TestQuality:
             assert rater.answers == 3 and rater.screened_out_at is not None
             assert session.get(Assignment, other_tab["query_id"]).answered_at is None
             served = session.query(Assignment).filter_by(rater_id=rater.id).count()
-        assert served == 5
+        assert served == 4
         assert triplets(app, project_id) == []
 
         # Whoever passes the checks carries on to the completion code.
@@ -520,9 +516,7 @@ class TestQuality:
         configure(client, auth, project_id, attention_rate=0, random_share=0)
         build = start_build(client, auth, project_id, n_trees=1, random_state=0)
         held = state["comparison"]  # served as a check before the settings changed
-        ahead = answer(client, slug, careless, held["query_id"]).json()["comparison"]
-        # (leased ahead as a check too)
-        comparison = answer(client, slug, careless, ahead["query_id"]).json()["comparison"]
+        comparison = answer(client, slug, careless, held["query_id"]).json()["comparison"]
         answer(client, slug, careless, comparison["query_id"], oracle_choice(X, keys, comparison))
         sweep(app.state.session_factory)
         Worker(app.state.session_factory).run(until_idle=True)
@@ -846,8 +840,7 @@ class TestAnswerFunction:
         with unit_of_work(app.state.session_factory) as session:
             ids = dict(session.query(Item.key, Item.id).filter(Item.project_id == pid).all())
             rater_id = session.query(Rater.id).filter(Rater.project_id == pid).scalar()
-            # Every query without "d" seen but two: the rater has one on screen and the
-            # other leased ahead of it.
+            # Every query without "d" seen but one, which the rater has on screen.
             others = [ids[k] for k in keys if k != "d"]
             queries = [
                 (anchor, *sorted(pair))
@@ -867,11 +860,11 @@ class TestAnswerFunction:
                         left_is_lo=True,
                         served_at=now,
                         expires_at=now + timedelta(hours=1),
-                        answered_at=None if number >= len(queries) - 2 else now,
+                        answered_at=None if number == len(queries) - 1 else now,
                     )
                 )
             session.flush()
-            held = session.query(func.max(Assignment.id)).scalar() - 1
+            held = session.query(func.max(Assignment.id)).scalar()
             item_ids().get(session, studies().cached(slug))  # this process's ids, with "d"
         deleted = client.delete(f"{API}/projects/{pid}/items/d", headers=auth)
         assert deleted.status_code == 200, deleted.text
@@ -879,11 +872,8 @@ class TestAnswerFunction:
         app.state.scheduler_random = random.Random(20261126)
         state = answer(client, slug, rater, held, "left")
         assert state.status_code == 200, state.text
-        shown = state.json()["comparison"]  # the one leased ahead
-        assert shown["query_id"] == held + 1
-        ahead = [item["key"] for item in state.json()["upcoming"]]
-        # Every random one seen: an attention check (its anchor shown twice, listed once).
-        assert "d" not in ahead and len(ahead) == 2
+        shown = state.json()["comparison"]  # every random one seen: an attention check
+        assert "d" not in {shown[side]["key"] for side in ("anchor", "left", "right")}
         with app.state.session_factory() as session:
             served = session.query(Assignment.id).filter(Assignment.rater_id == rater_id).all()
             naming_d = (
@@ -896,8 +886,8 @@ class TestAnswerFunction:
                 .count()
             )
         assert naming_d == 0
-        # The function drew one ahead with "d" (the next id), withdrawn; then the check.
-        assert sorted(i for (i,) in served)[-3:] == [held, held + 1, held + 3]
+        # The function drew one with "d" (the next id), withdrawn; then the check.
+        assert sorted(i for (i,) in served)[-2:] == [held, held + 2]
 
     def test_answers_take_one_call_and_store_what_the_rater_chose(
         self, app, client, auth, study, blobs, monkeypatch
@@ -981,17 +971,19 @@ class TestAnswerFunction:
             allow_cant_tell=True,
         )
         start_build(client, auth, project_id, n_trees=1, random_state=0)
-        rater, state = join_answered(client, slug)  # the two leased on joining: random
-        second = state["comparison"]["query_id"]  # the build's
+        rater, state = join(client, slug)
+        first = state["comparison"]["query_id"]
+        state = answer(client, slug, rater, first).json()
+        second = state["comparison"]["query_id"]
         state = answer(client, slug, rater, second, "cant_tell").json()
-        assert state["answered"] == 3 and len(triplets(app, project_id)) == 2
+        assert state["answered"] == 2 and len(triplets(app, project_id)) == 1
         with app.state.session_factory() as session:
             slot = session.get(QuerySlot, session.get(Assignment, second).slot_id)
             assert slot.state is SlotState.open and slot.lease_rater_id is None
         again = answer(client, slug, rater, second, "left").json()
-        assert again["replayed"] is True and again["answered"] == 3
-        assert again["upcoming"] is None  # the next is the session's last: none ahead
+        assert again["replayed"] is True and again["answered"] == 2
         state = answer(client, slug, rater, again["comparison"]["query_id"]).json()
+        state = answer(client, slug, rater, state["comparison"]["query_id"]).json()
         assert state["answered"] == 4 and state["complete"] is True
         assert state["comparison"] is None and state["completion_code"]
         assert len(triplets(app, project_id)) == 3

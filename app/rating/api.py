@@ -81,9 +81,6 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
         blocks=state.blocks,
         break_seconds=state.break_seconds,
         comparison=comparison,
-        upcoming=None
-        if state.upcoming is None
-        else [_item(_media_folder(request, slug), card) for card in state.upcoming.cards()],
         answered=state.answered,
         target=state.target,
         complete=state.completion_code is not None,

@@ -50,12 +50,6 @@ class Comparison:
         anchor, left, right = cards
         return cls(assignment_id, anchor, left, right)
 
-    def cards(self) -> tuple[Shown, ...]:
-        """Every item the screen shows, each once."""
-        shown = (self.anchor, self.left, self.right, *(self.pivots or ()), self.reference)
-        every = [card for card in (*shown, *self.items) if card is not None]
-        return tuple(dict.fromkeys(every))
-
     def triplet_cards(self) -> tuple[Shown, Shown, Shown]:
         """A triplet's anchor, left and right."""
         if self.anchor is None or self.left is None or self.right is None:

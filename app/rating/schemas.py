@@ -128,13 +128,6 @@ class RaterStateOut(BaseModel):
     comparison: ComparisonOut | None = Field(
         description="The next comparison; null once the session is over"
     )
-    upcoming: list[ShownItem] | None = Field(
-        default=None,
-        description="The items of the comparison after this one, leased ahead: fetch their "
-        "images while the rater answers this one, and it shows whole the moment they do "
-        "(it comes as `comparison` in the answer's response); null when this comparison is "
-        "the session's last, or none is left",
-    )
     answered: int
     target: int = Field(description="Answers that complete a session (0: no limit)")
     complete: bool = Field(description="The session is over: show the completion code")

@@ -78,9 +78,6 @@ class RaterState:
     practice_screen: int = 0  # at the practice step: the screen shown (from 1), of
     practice_screens: int = 0
     failed_practice: bool = False  # too few practice screens right: the session ended
-    # The comparison after this one, leased ahead: its images load while this one is
-    # answered (None: this is the session's last, or nothing is left to lease).
-    upcoming: Comparison | None = None
 
 
 def roll(request) -> Draws:
@@ -123,7 +120,7 @@ def state(
         if due is not None:
             return _progress(project, rater.answers, due, replayed, rater=rater)
         practice.skip_the_rest(session=session, project=project, rater=rater)
-    comparison = upcoming = None
+    comparison = None
     for _ in range(3):
         assignment = scheduling.serve_next(
             session=session, project=project, rater=rater, draws=draws, just_answered=just_answered
@@ -134,17 +131,9 @@ def state(
         # It names an item deleted since it was drawn: withdrawn, and another served.
         scheduling.withdraw(session=session, assignment_id=assignment.assignment_id)
         just_answered = True
-    if assignment is not None and comparison is not None:
-        upcoming = _upcoming(session, project, rater, assignment, draws, just_answered)
     screened_out = scheduling.is_screened_out(project, rater)
     shown = _progress(
-        project,
-        rater.answers,
-        comparison,
-        replayed,
-        screened_out=screened_out,
-        rater=rater,
-        upcoming=upcoming,
+        project, rater.answers, comparison, replayed, screened_out=screened_out, rater=rater
     )
     if shown.out_of_work and shown.completion_code is not None:
         # Paid with the no-more-work code: the participants list says so.
@@ -154,32 +143,6 @@ def state(
             .values(out_of_work_at=utcnow())
         )
     return shown
-
-
-def _upcoming(
-    session: Session,
-    project: Project,
-    rater: ActiveRater,
-    current: scheduling.ServedQuery,
-    draws: Draws,
-    just_answered: bool,
-) -> Comparison | None:
-    """The comparison leased ahead of `current`: the page fetches its images while the
-    rater answers `current`, so that it comes whole the moment they do."""
-    ahead = scheduling.serve_upcoming(
-        session=session,
-        project=project,
-        rater=rater,
-        current=current,
-        draws=draws,
-        just_answered=just_answered,
-    )
-    if ahead is None:
-        return None
-    upcoming = comparison_of(session, project, ahead)
-    if upcoming is None:  # it names an item deleted since it was drawn
-        scheduling.withdraw(session=session, assignment_id=ahead.assignment_id)
-    return upcoming
 
 
 def progress(*, project: Project, rater: ActiveRater) -> RaterState:
@@ -249,7 +212,6 @@ def _progress(
     previewing: bool = False,
     screened_out: bool = False,
     rater: ActiveRater | None = None,
-    upcoming: Comparison | None = None,
 ) -> RaterState:
     code = url = notice = None
     out_of_work = asked and scheduling.is_out_of_work(project, answers, comparison)
@@ -322,7 +284,6 @@ def _progress(
         practice_screen=rater.practice_answered + 1 if rater and at is Step.practice else 0,
         practice_screens=len(path.practice_trials(project)),
         failed_practice=rater is not None and rater.practice_failed,
-        upcoming=upcoming if comparison is not None else None,
     )
 
 
@@ -483,18 +444,13 @@ async def answer_quickly(
     build_due = answered.build_id is not None and build_jobs.step_due(answered.build_id)
     routing_due = answered.routing_id is not None and build_jobs.routing_due(answered.routing_id)
     cards = None if answered.served is None else card_cache().cached(project, answered.served[1:])
-    ahead = None
-    if answered.upcoming is not None:
-        ahead = card_cache().cached(project, answered.upcoming[1:])
     current = answered.settings_version == project.settings_version
     # The function draws a few random queries; a rater who has seen most of a small study
-    # needs the full search, here in Python, before their session may end (or before
-    # nothing is leased ahead of a next query that is not their last).
+    # needs the full search, here in Python, before their session may end.
     search = scheduling.is_out_of_work(project, answered.answers, answered.served)
-    search = search or _wants_ahead(project, answered)
     quick = current and not build_due and not routing_due and not search
-    if quick and (cards or answered.served is None) and (ahead or answered.upcoming is None):
-        return project, _answered_state(project, answered, cards, ahead)
+    if quick and (cards or answered.served is None):
+        return project, _answered_state(project, answered, cards)
     # A few times a second: a build step to ask for, a card or the study's settings to read.
     return await run_in_threadpool(
         _finish_quick_answer, sessions, slug, token, answered, build_due, routing_due, draws
@@ -522,19 +478,13 @@ def _finish_quick_answer(
             build_jobs.request_routing(
                 session=session, routing_id=answered.routing_id, project_id=project.id
             )
-        cards = withdrawn = ahead = None
+        cards = withdrawn = None
         if answered.served is not None:
             cards = card_cache().get(session, project, answered.served[1:])
             withdrawn = cards is None  # drawn from item ids read before an item was deleted
             if withdrawn:
                 scheduling.withdraw(session=session, assignment_id=answered.served[0])
-        if answered.upcoming is not None:
-            ahead = card_cache().get(session, project, answered.upcoming[1:])
-            if ahead is None:
-                scheduling.withdraw(session=session, assignment_id=answered.upcoming[0])
-                answered = replace(answered, upcoming=None)
-        searched = scheduling.is_out_of_work(project, answered.answers, answered.served)
-        if withdrawn or searched or _wants_ahead(project, answered):
+        if withdrawn or scheduling.is_out_of_work(project, answered.answers, answered.served):
             found = raters.authenticate_in_study(session=session, slug=slug, token=token)
             if found is not None:
                 return found[0], state(
@@ -544,28 +494,11 @@ def _finish_quick_answer(
                     draws=draws,
                     just_answered=True,
                 )
-    return project, _answered_state(project, answered, cards, ahead)
+    return project, _answered_state(project, answered, cards)
 
 
-def _wants_ahead(project: Project, answered: Answered) -> bool:
-    """Whether the function leased nothing ahead of a next query that is not the
-    session's last: its few random draws found nothing, and the full search may."""
-    return (
-        answered.served is not None
-        and answered.upcoming is None
-        and not scheduling.is_complete(project, answered.answers + 1)
-    )
-
-
-def _answered_state(
-    project: Project,
-    answered: Answered,
-    cards: list[Shown] | None,
-    ahead: list[Shown] | None,
-) -> RaterState:
-    comparison = upcoming = None
+def _answered_state(project: Project, answered: Answered, cards: list[Shown] | None) -> RaterState:
+    comparison = None
     if answered.served is not None and cards is not None:
         comparison = Comparison.triplet(answered.served[0], cards)
-    if answered.upcoming is not None and ahead is not None:
-        upcoming = Comparison.triplet(answered.upcoming[0], ahead)
-    return _progress(project, answered.answers, comparison, replayed=False, upcoming=upcoming)
+    return _progress(project, answered.answers, comparison, replayed=False)

@@ -31,8 +31,7 @@ _CALL = "SELECT * FROM closer_answer(%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint[
 @dataclass(frozen=True)
 class Answered:
     """What the call did: the rater's count, the build or routing the answer feeds,
-    the next query served (None once the session is complete or nothing is left) and the
-    one leased ahead of it (None when the next is the session's last, or none is left)."""
+    and the next query served (None once the session is complete or nothing is left)."""
 
     settings_version: int
     answers: int
@@ -40,7 +39,6 @@ class Answered:
     routing_id: int | None
     served: tuple[int, int, int, int] | None  # (assignment id, anchor, left, right)
     arm: str | None = None  # the rater's arm (app/raters/arms.py)
-    upcoming: tuple[int, int, int, int] | None = None  # the query leased ahead, likewise
 
 
 class AnswerFunction:
@@ -119,10 +117,9 @@ class AnswerFunction:
                 log.warning("answer connection lost; calling again on a fresh one")
         if row is None:  # the function always returns its one row
             return None
-        outcome, version, answers, build_id, routing_id, served, anchor, left, right, arm = row[:10]
+        outcome, version, answers, build_id, routing_id, served, anchor, left, right, arm = row
         if outcome != "answered":
             return None
-        ahead = row[10:]
         return Answered(
             settings_version=version,
             answers=answers,
@@ -130,5 +127,4 @@ class AnswerFunction:
             routing_id=routing_id,
             served=None if served is None else (served, anchor, left, right),
             arm=arm,
-            upcoming=None if ahead[0] is None else tuple(ahead),
         )

@@ -7,13 +7,10 @@
 -- It runs the common case (a rater answers the unanswered, non-check query they were
 -- served) with the same rules as the Python scheduler (app/scheduling/service.py), and
 -- the same random draws (app/scheduling/draws.py: p_draw, p_left_is_lo, p_candidates).
--- A rater holds the query on their screen and the one leased ahead of it (its images
--- load meanwhile), leased for two leases: once they answer, the one ahead comes on
--- screen as it is, and the draws lease the next one ahead (serve_next, serve_upcoming).
 -- For every other case (a retry, an attention check, an unknown query or session, a
--- study or a screen of another format than triplets, a queue draw while a build sorts,
--- no query held ahead) it returns outcome 'full' having written nothing, and the Python
--- path takes the request.
+-- study or a screen of another format than triplets, a queue draw while a build sorts)
+-- it returns outcome 'full' having written nothing, and the Python path takes the
+-- request.
 -- The differential test runs the same scenarios through both and compares every row.
 
 CREATE OR REPLACE FUNCTION closer_answer(
@@ -37,11 +34,7 @@ CREATE OR REPLACE FUNCTION closer_answer(
     anchor_id bigint,
     left_id bigint,
     right_id bigint,
-    rater_arm text,
-    upcoming_id bigint,
-    upcoming_anchor_id bigint,
-    upcoming_left_id bigint,
-    upcoming_right_id bigint
+    rater_arm text
 ) LANGUAGE plpgsql AS $$
 DECLARE
     who record;
@@ -61,27 +54,11 @@ DECLARE
     hi bigint;
     served bigint;
     draw integer;
-    -- The query held ahead, on screen after this answer, and the one after it, if held.
-    held record;
-    onscreen_id bigint;
-    onscreen_format text;
-    onscreen_anchor bigint;
-    onscreen_left bigint;
-    onscreen_right bigint;
-    ahead_id bigint;
-    ahead_format text;
-    ahead_anchor bigint;
-    ahead_left bigint;
-    ahead_right bigint;
-    upcoming bigint;
-    upcoming_anchor bigint;
-    upcoming_left bigint;
-    upcoming_right bigint;
 BEGIN
     SELECT r.id AS rater_id, r.excluded, r.screened_out_at, p.id AS project_id, p.settings_version,
            p.allow_cant_tell, p.answers_per_rater, p.attention_rate, p.random_share,
            p.lease_seconds, p.link_state, p.judgement, p.design_version, p.design_locked_at,
-           r.arm, r.answers AS answered
+           r.arm
       INTO who
       FROM rater_sessions s JOIN raters r ON r.id = s.rater_id
       JOIN projects p ON p.id = r.project_id
@@ -100,47 +77,7 @@ BEGIN
             WHERE b.project_id = who.project_id AND b.sort_size > 1
               AND b.status = 'running' /* BuildStatus.running */)) THEN
         RETURN QUERY SELECT 'full', NULL::integer, NULL::integer, NULL::integer,
-            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
-            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
-        RETURN;
-    END IF;
-
-    -- The queries the rater holds besides this one, oldest first: the first comes on
-    -- screen, the second (if any) stays ahead. Ordered by an expression: the primary
-    -- key's own order would let the planner walk every rater's rows from the oldest for
-    -- the LIMIT, where the rater's index finds their few.
-    FOR held IN
-        SELECT a.id, a.format, a.anchor_id,
-               CASE WHEN a.left_is_lo THEN a.lo_id ELSE a.hi_id END AS left_id,
-               CASE WHEN a.left_is_lo THEN a.hi_id ELSE a.lo_id END AS right_id
-          FROM assignments a
-         WHERE a.rater_id = who.rater_id AND a.answered_at IS NULL AND a.expires_at > p_now
-           AND a.screen_id IS NULL AND a.id <> p_assignment
-         ORDER BY a.id + 0 LIMIT 2
-    LOOP
-        IF onscreen_id IS NULL THEN
-            onscreen_id := held.id;
-            onscreen_format := held.format;
-            onscreen_anchor := held.anchor_id;
-            onscreen_left := held.left_id;
-            onscreen_right := held.right_id;
-        ELSE
-            ahead_id := held.id;
-            ahead_format := held.format;
-            ahead_anchor := held.anchor_id;
-            ahead_left := held.left_id;
-            ahead_right := held.right_id;
-        END IF;
-    END LOOP;
-    -- A session that goes on needs a triplet held ahead: else (nothing held, or a
-    -- screen of another format) the Python path serves.
-    IF who.link_state = 'open' /* LinkState.open */
-       AND NOT (who.answers_per_rater > 0 AND who.answered + 1 >= who.answers_per_rater)
-       AND (onscreen_id IS NULL OR onscreen_format <> 'triplet' /* formats.TRIPLET */
-            OR (ahead_id IS NOT NULL AND ahead_format <> 'triplet' /* formats.TRIPLET */)) THEN
-        RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,
-            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
-            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
         RETURN;
     END IF;
 
@@ -152,8 +89,7 @@ BEGIN
     RETURNING a.slot_id, a.anchor_id, a.lo_id, a.hi_id, a.left_is_lo, a.purpose INTO given;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,
-            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
-            NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint;
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
         RETURN;
     END IF;
     chosen_lo := (p_choice = 'left' /* Choice.left */) = given.left_is_lo;
@@ -189,24 +125,10 @@ BEGIN
     END IF;
 
     -- The next query, unless the session is complete or the study's link is not open
-    -- (the answer to a query already shown still counts): the one held ahead; then the
-    -- one after it, held already or drawn (for two leases) unless the next is the
-    -- session's last.
+    -- (the answer to a query already shown still counts).
     IF who.link_state = 'open' /* LinkState.open */
-       AND NOT (who.answers_per_rater > 0 AND counted >= who.answers_per_rater)
-       AND onscreen_id IS NOT NULL THEN
-        served := onscreen_id;
-        IF ahead_id IS NOT NULL THEN
-            upcoming := ahead_id;
-            upcoming_anchor := ahead_anchor;
-            upcoming_left := ahead_left;
-            upcoming_right := ahead_right;
-        END IF;
-    END IF;
-    IF served IS NOT NULL AND ahead_id IS NULL
-       AND who.link_state = 'open' /* LinkState.open */
-       AND NOT (who.answers_per_rater > 0 AND counted + 1 >= who.answers_per_rater) THEN
-        expires := p_now + make_interval(secs => 2 * who.lease_seconds);
+       AND NOT (who.answers_per_rater > 0 AND counted >= who.answers_per_rater) THEN
+        expires := p_now + make_interval(secs => who.lease_seconds);
         IF p_draw < who.attention_rate THEN
             purpose := 4 /* Purpose.attention */;
         ELSIF p_draw < who.attention_rate + who.random_share THEN
@@ -259,10 +181,7 @@ BEGIN
                                      hi_id, left_is_lo, served_at, expires_at)
             VALUES (who.project_id, who.rater_id, slot, purpose, anchor, lo, hi, p_left_is_lo,
                     p_now, expires)
-            RETURNING id INTO upcoming;
-            upcoming_anchor := anchor;
-            upcoming_left := CASE WHEN p_left_is_lo THEN lo ELSE hi END;
-            upcoming_right := CASE WHEN p_left_is_lo THEN hi ELSE lo END;
+            RETURNING id INTO served;
         END IF;
     END IF;
 
@@ -281,9 +200,8 @@ BEGIN
     END IF;
 
     RETURN QUERY SELECT 'answered', who.settings_version, counted, for_build, for_routing,
-        served, CASE WHEN served IS NULL THEN NULL ELSE onscreen_anchor END,
-        CASE WHEN served IS NULL THEN NULL ELSE onscreen_left END,
-        CASE WHEN served IS NULL THEN NULL ELSE onscreen_right END, who.arm::text,
-        upcoming, upcoming_anchor, upcoming_left, upcoming_right;
+        served, anchor,
+        CASE WHEN p_left_is_lo THEN lo ELSE hi END,
+        CASE WHEN p_left_is_lo THEN hi ELSE lo END, who.arm::text;
 END;
 $$;

@@ -75,9 +75,3 @@ class Draws:
 
     def search_rng(self) -> random.Random:
         return random.Random(self.search_seed)
-
-    def following(self) -> Draws:
-        """A second serving's draws, for a request that serves two (the rater's query and
-        the one leased ahead of it): drawn from these, so that the answer function and
-        the Python path, given the same draws, serve the same two."""
-        return Draws.roll(random.Random(f"following {self.search_seed}"))

@@ -72,19 +72,12 @@ class ServedQuery:
     left_id: int
     right_id: int
     screen: Screen | None = None
-    held: bool = False  # leased before this request (no draw of this request's was used)
 
     @classmethod
     def of(cls, assignment: Assignment) -> ServedQuery:
         format = assignment.format
         if not format.served_as_screen:
-            return cls(
-                assignment.id,
-                assignment.anchor_id,
-                assignment.left_id,
-                assignment.right_id,
-                held=True,
-            )
+            return cls(assignment.id, assignment.anchor_id, assignment.left_id, assignment.right_id)
         screen = format.served(
             assignment.anchor_id,
             assignment.left_id,
@@ -92,7 +85,7 @@ class ServedQuery:
             assignment.shown or (),
             assignment.picks or 0,
         )
-        return cls(assignment.id, 0, 0, 0, screen, held=True)
+        return cls(assignment.id, 0, 0, 0, screen)
 
 
 # A rater who has answered nothing yet holds their (random) query this long at most.
@@ -108,12 +101,9 @@ def lease_seconds(project: Project, rater: ActiveRater) -> int:
     return min(project.lease_seconds, FIRST_LEASE_SECONDS)
 
 
-def _lease_slot(
-    session: Session, project: Project, rater: ActiveRater, now: datetime, leases: int = 1
-):
-    """Lease the first free queue slot this rater has not seen (for `leases` of the
-    rater's lease length); None when there is none."""
-    expires = now + timedelta(seconds=leases * lease_seconds(project, rater))
+def _lease_slot(session: Session, project: Project, rater: ActiveRater, now: datetime):
+    """Lease the first free queue slot this rater has not seen; None when there is none."""
+    expires = now + timedelta(seconds=lease_seconds(project, rater))
     postgres = session.get_bind().dialect.name == "postgresql"
     slot = LEASE[postgres].run(
         session, {"project": project.id, "rater": rater.id, "now": now, "expires": expires}
@@ -121,35 +111,21 @@ def _lease_slot(
     return slot, expires
 
 
-def held_assignments(
-    *, session: Session, rater: ActiveRater, now: datetime | None = None
-) -> list[Assignment]:
-    """The queries the rater holds and has not answered yet, oldest first (a sorting
-    screen by its first item's assignment): the one on their screen, then the one leased
-    ahead of it (`serve_upcoming`)."""
-    now = now or utcnow()
-    return list(
-        session.scalars(
-            select(Assignment)
-            .where(
-                Assignment.rater_id == rater.id,
-                Assignment.answered_at.is_(None),
-                Assignment.expires_at > now,
-                Assignment.screen_id.is_(None),
-            )
-            # An expression, not the key: the primary key's order would let the planner
-            # walk every rater's rows from the oldest for the LIMIT (closer_answer() too).
-            .order_by(Assignment.id + 0)
-            .limit(2)
-        )
-    )
-
-
 def current_assignment(*, session: Session, rater: ActiveRater, now: datetime | None = None):
-    """The query on the rater's screen: the oldest they hold unanswered (a page reload
-    shows it again)."""
-    held = held_assignments(session=session, rater=rater, now=now)
-    return held[0] if held else None
+    """The query the rater holds and has not answered yet (a page reload shows it again;
+    a sorting screen by its first item's assignment)."""
+    now = now or utcnow()
+    return session.scalar(
+        select(Assignment)
+        .where(
+            Assignment.rater_id == rater.id,
+            Assignment.answered_at.is_(None),
+            Assignment.expires_at > now,
+            Assignment.screen_id.is_(None),
+        )
+        .order_by(Assignment.id.desc())
+        .limit(1)
+    )
 
 
 def is_complete(project: Project, answers: int) -> bool:
@@ -185,62 +161,19 @@ def serve_next(
 ) -> ServedQuery | None:
     """The next query for `rater`, leased to them; None once they are done or have been
     served every query the study has (`is_out_of_work`). The query they hold unanswered
-    comes first (the one leased ahead, once they answered the one before it). Random
-    choices come from `draws`."""
+    comes first, unless they `just_answered` it. Random choices come from `draws`."""
     if is_screened_out(project, rater) or is_complete(project, rater.answers):
         return None
     if not is_asking(project):
         return None
     now = now or utcnow()
-    held = current_assignment(session=session, rater=rater, now=now)
-    if held is not None:
-        return ServedQuery.of(held)
-    return _draw(session, project, rater, draws, now, just_answered)
-
-
-def serve_upcoming(
-    *,
-    session: Session,
-    project: Project,
-    rater: ActiveRater,
-    current: ServedQuery,
-    draws: Draws,
-    now: datetime | None = None,
-    just_answered: bool = False,
-) -> ServedQuery | None:
-    """The query after `current`, leased ahead so that the rater's page loads its images
-    while they answer `current`; it comes on screen (`serve_next`) once `current` is
-    answered. None when `current` is the session's last query or nothing is left. It is
-    leased for two leases (its own after `current`'s): it comes on screen with time to
-    answer it without a write, and a rater who leaves holds it no longer. The random
-    choices are `draws` when `current` was held (it used none of them), else a second set
-    drawn from them."""
-    if is_screened_out(project, rater) or is_complete(project, rater.answers + 1):
-        return None
-    if not is_asking(project):
-        return None
-    now = now or utcnow()
-    for held in held_assignments(session=session, rater=rater, now=now):
-        if held.id != current.assignment_id:
+    if not just_answered:
+        held = current_assignment(session=session, rater=rater, now=now)
+        if held is not None:
             return ServedQuery.of(held)
-    own = draws if current.held else draws.following()
-    return _draw(session, project, rater, own, now, just_answered, leases=2)
-
-
-def _draw(
-    session: Session,
-    project: Project,
-    rater: ActiveRater,
-    draws: Draws,
-    now: datetime,
-    just_answered: bool,
-    leases: int = 1,
-) -> ServedQuery | None:
-    """A query the rater was never served, leased to them (for `leases` of their lease
-    length): a check, a random query or the queue's first free slot, as `draws` falls."""
     draw = draws.kind
     slot = None
-    expires = now + timedelta(seconds=leases * lease_seconds(project, rater))
+    expires = now + timedelta(seconds=lease_seconds(project, rater))
     ids = item_ids().get(session, project)
 
     def unseen_query(check: bool):
@@ -256,7 +189,7 @@ def _draw(
         # Joins that only look hold no build query; nor does an arm with items of its own
         # (a build's queries are about every item).
         if (rater.answers or just_answered) and project.arm_items is None:
-            slot, expires = _lease_slot(session, project, rater, now, leases)
+            slot, expires = _lease_slot(session, project, rater, now)
         size = 1 if slot is None else sorting.sort_size(session, slot.build_id)
         if size > 1:
             return _serve_sort(session, project, rater, slot, size, draws, now, expires)

@@ -47,7 +47,6 @@
 
   function shown() {
     remember();
-    preloadAhead();
     shownAt = performance.now();
     timeFromDrawn();
     restedAt = pointer;
@@ -125,51 +124,31 @@
   // nothing refers to from its memory, and the screen would then load it again.
   let held = [];
 
-  function decode(addresses) {
+  function preload(addresses) {
     const images = addresses.map((address) => {
       const image = new Image();
       image.src = address;
       return image;
     });
+    held = images;
     const each = images.map((image) => {
       return image.decode().then(
         () => decoded.add(image.src),
         () => {}, // a broken image shows as it would have
       );
     });
-    return { images, all: Promise.all(each) };
-  }
-
-  function preload(addresses) {
-    const decoding = decode(addresses);
-    held = [...ahead, ...decoding.images];
     const late = new Promise((done) => setTimeout(done, LONGEST_WAIT_MS));
-    return Promise.race([decoding.all, late]);
-  }
-
-  // The comparison after this one is leased ahead (its images are the form's
-  // link.upcoming): they are fetched and decoded while the rater answers this one, so
-  // the next screen swaps in the moment the answer's response comes.
-  let ahead = [];
-
-  function preloadAhead() {
-    const addresses = [...document.querySelectorAll("#comparison link.upcoming")]
-      .map((link) => link.href)
-      .filter((address) => !decoded.has(address));
-    ahead = addresses.length ? decode([...new Set(addresses)]).images : [];
+    return Promise.race([Promise.all(each), late]);
   }
 
   document.addEventListener("htmx:beforeSwap", (event) => {
     const detail = event.detail;
     if (detail.target?.id !== "comparison" || !detail.shouldSwap || detail.isError) return;
     const next = new DOMParser().parseFromString(detail.serverResponse, "text/html");
-    const addresses = [...next.images].map(
-      (image) => new URL(image.getAttribute("src"), document.baseURI).href,
-    );
-    if (!addresses.length) return; // no images: swap now
-    // Images decoded before (leased ahead, or shown already) are decoded again, from
-    // memory in a moment, and held through the swap: a browser that has let go of one
-    // would otherwise draw the new screen's box blank while it loads it again.
+    const addresses = [...next.images]
+      .map((image) => new URL(image.getAttribute("src"), document.baseURI).href)
+      .filter((address) => !decoded.has(address));
+    if (!addresses.length) return; // all drawn before: swap now
     detail.shouldSwap = false;
     preloading = true;
     const html = detail.serverResponse;
