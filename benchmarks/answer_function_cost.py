@@ -30,15 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from answer_path_versions import REPO, Version, checkout
 
+from app.core.db import libpq_conninfo
+
 TABLES = ("assignments", "query_slots", "raters", "triplets")
 
 
 def connect(version: Version, database: str) -> psycopg.Connection:
-    server = version.server
-    return psycopg.connect(
-        f"host=127.0.0.1 port={server.port} user={server.user} dbname={database}",
-        autocommit=True,
-    )
+    return psycopg.connect(libpq_conninfo(version.server.url(database)), autocommit=True)
 
 
 def main() -> None:
@@ -61,25 +59,23 @@ def main() -> None:
             version.crowd(args.raters, args.think_time, args.seconds / 2, seed=1)  # warm-up
         rows = []
         for version in versions:
-            database = f"answer_path_{version.name}"
-            with connect(version, database) as db:
+            with connect(version, version.database) as db:
                 db.execute("SELECT pg_stat_reset()")
             crowd = version.crowd(args.raters, args.think_time, args.seconds, seed=2)
-            with connect(version, database) as db:
+            with connect(version, version.database) as db:
                 calls, total = db.execute(
                     "SELECT calls, total_time FROM pg_stat_user_functions "
                     "WHERE funcname = 'closer_answer'"
                 ).fetchone() or (0, 0.0)
-                updates = dict(
-                    (table, (updated, hot))
+                updates = {
+                    table: f"{hot} of {updated}"
                     for table, updated, hot in db.execute(
                         "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
                         "WHERE relname = ANY(%s)",
                         (list(TABLES),),
                     )
-                )
-            latencies = crowd["latencies_ms"]
-            rows.append((version.name, crowd, calls, total, updates, latencies))
+                }
+            rows.append((version.name, crowd, calls, total, updates))
             # Its worker would go on stepping the build on the cores the next crowd uses.
             version.service.stop()
     finally:
@@ -93,10 +89,9 @@ def main() -> None:
     )
     header = f"{'':6}{'answers/s':>10}{'p50 ms':>8}{'p99 ms':>8}{'calls':>7}{'mean ms':>9}"
     print(header + "".join(f"{table + ' HOT':>20}" for table in TABLES))
-    for name, crowd, calls, total, updates, latencies in rows:
-        hot = "".join(
-            f"{f'{updates.get(t, (0, 0))[1]} of {updates.get(t, (0, 0))[0]}':>20}" for t in TABLES
-        )
+    for name, crowd, calls, total, updates in rows:
+        latencies = crowd["latencies_ms"]
+        hot = "".join(f"{updates.get(table, '0 of 0'):>20}" for table in TABLES)
         print(
             f"{name:6}{crowd['per_second']:>10.1f}{np.percentile(latencies, 50):>8.1f}"
             f"{np.percentile(latencies, 99):>8.1f}{calls:>7}{total / max(calls, 1):>9.3f}" + hot

@@ -76,7 +76,8 @@ class Version:
     def __init__(self, name: str, tree: Path, folder: Path, items: int, trees: int):
         self.name = name
         self.server = start_postgres()
-        url = self.server.create_database(f"answer_path_{name}")
+        self.database = f"answer_path_{name}"
+        url = self.server.create_database(self.database)
         closer(tree, url, "migrate")
         self.token = closer(tree, url, "create-token", "--name", "bench")
         self.service = ServiceProcesses(url, folder / name, web_processes=2, workers=1, root=tree)
