@@ -78,6 +78,9 @@ BODIES = {
     ("POST", f"{API}/projects/{{project_id}}/models/{{model_id}}/distances"): {
         "pairs": [["p0", "p1"]]
     },
+    ("POST", f"{API}/projects/{{project_id}}/models/{{model_id}}/choices"): {
+        "screens": [{"format": "odd_one_out", "items": ["p0", "p1", "p2"]}]
+    },
     ("POST", f"{API}/projects/{{project_id}}/routings/{{routing_id}}/answers"): {
         "answers": [["p55", "p1", "p2"]]
     },
@@ -316,8 +319,8 @@ def test_every_route_answers_each_kind_of_caller_as_it_should(app, client, auth,
 
 
 # What each token scope may reach, in the issue's words rather than the app's table.
-# predict: predictions, embeddings, distances, neighbours and models' status (CompRF
-# predicts by routing: its routings are polled as its predictions are).
+# predict: predictions, embeddings, distances, neighbours, choices on screens and models'
+# status (CompRF predicts by routing: its routings are polled as its predictions are).
 MODEL = f"{API}/projects/{{project_id}}/models/{{model_id}}"
 SERVING = {
     ("GET", f"{API}/projects/{{project_id}}/models"),
@@ -327,6 +330,7 @@ SERVING = {
     ("POST", f"{MODEL}/predict"),
     ("GET", f"{MODEL}/embedding"),
     ("POST", f"{MODEL}/distances"),
+    ("POST", f"{MODEL}/choices"),
     ("GET", f"{MODEL}/neighbors"),
     *(
         ("GET", f"{API}/projects/{{project_id}}/{noun}/{{routing_id}}{tail}")

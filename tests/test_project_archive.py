@@ -115,6 +115,7 @@ def pilot(app, client, auth, project):
     Worker(app.state.session_factory).run(until_idle=True)
     for body in (
         {"name": "map", "kind": "tete", "params": {"n_components": 3}, "train": False},
+        {"name": "choices", "kind": "choice", "params": {"n_components": 8}, "train": False},
         {"name": "forest", "kind": "comprf", "build_id": build["id"]},
     ):
         made = client.post(f"{API}/projects/{pid}/models", headers=auth, json=body)

@@ -25,9 +25,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from itertools import combinations
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from app.learn.choices import Choices
 
 ScreenKey = tuple[int, int, int]  # (anchor_id, lo_id, hi_id) of the assignment
 
@@ -122,6 +125,10 @@ class JudgementFormat:
     # Where its template (formats/<name>.html) lies when not in the app's templates/: a
     # format kept outside the app (registry.template_source reads it from there).
     template_folder: ClassVar[Path | None] = None
+    # A learner of choices (the choice model) learns its screens as the choices the
+    # person made (`implied_choices`), not as their triplets: an odd-one-out is one
+    # choice among three pairs. Where False its triplets are its choices, two-way each.
+    learned_whole: ClassVar[bool] = False
 
     @property
     def template(self) -> str:
@@ -197,6 +204,27 @@ class JudgementFormat:
         """The triplets (anchor, closer, farther) one answered screen implies."""
         raise NotImplementedError
 
+    def implied_choices(
+        self, references: np.ndarray | None, shown: np.ndarray, picked: np.ndarray
+    ) -> Choices:
+        """The choices answered screens of it imply (`learned_whole`), a batch of
+        screens alike at once: their references (or None), shown items (m, n) and picks
+        (m, k), as the person made them; each choice's `judgement` is its row."""
+        raise NotImplementedError(f"a {self.name} screen is learned as its triplets")
+
+    # A client may ask a choice model how likely each choice on a screen of it is.
+    predicted_by_choice_models: ClassVar[bool] = False
+
+    def choice_pairs(self, reference: int | None, shown: Sequence[int]) -> list[tuple[int, int]]:
+        """Per shown item, the pair whose likeness choosing it stands for: the
+        alternatives a choice model weighs (app/learn/choices.py)."""
+        raise NotImplementedError(f"a {self.name} screen is not predicted as a choice")
+
+    def screen_problem(self, reference: object | None, items: list, picks: int) -> str | None:
+        """What is wrong with the shape of a screen of it a client describes (to
+        predict its choices); None when it fits."""
+        raise NotImplementedError(f"a {self.name} screen is not predicted as a choice")
+
     def exported(self, context: list, shown: list, chosen: list, keys: dict[int, str]) -> FileRow:
         """Its judgement's cells in the judgement files, as item keys."""
         reference = keys.get(context[0]) if self.has_reference and context else None
@@ -246,6 +274,13 @@ class JudgementFormat:
         if stray or len(set(picks)) != len(picks):
             return self.expected_answer(len(picks))
         return list(picks)
+
+
+def reference_pairs(reference: int | None, shown: Sequence[int]) -> list[tuple[int, int]]:
+    """Choosing an item is choosing its pair with the reference as the likest."""
+    if reference is None:
+        raise ValueError("a screen with a reference needs one")
+    return [(int(reference), int(item)) for item in shown]
 
 
 class PickedScreen(JudgementFormat):
@@ -310,6 +345,15 @@ class PickedScreen(JudgementFormat):
         """What is wrong with the shape of an uploaded row of it (the column at fault,
         or None for the row, and the message); None when it fits."""
         raise NotImplementedError
+
+    predicted_by_choice_models: ClassVar[bool] = True
+
+    def choice_pairs(self, reference: int | None, shown: Sequence[int]) -> list[tuple[int, int]]:
+        return reference_pairs(reference, shown)
+
+    def screen_problem(self, reference: object | None, items: list, picks: int) -> str | None:
+        found = self.file_row_problem(reference, items, [None] * picks)
+        return None if found is None else found[1]
 
 
 class ThreeItems(PickedScreen):

@@ -8,6 +8,7 @@ import numpy as np
 
 from app.formats.base import SimulatedRater, ThreeItems
 from app.formats.registry import register
+from app.learn.choices import Choices, odd_one_out_choices
 from app.learn.judgements import odd_one_out_triplets
 
 
@@ -17,6 +18,7 @@ class OddOneOut(ThreeItems):
     default_question = "Which one is least like the other two?"
     read_when_undeclared = True
     noun = "odd-one-out screen"
+    learned_whole = True
 
     def expected_answer(self, picks: int, allow_cant_tell: bool = True) -> str:
         return 'this query is an odd-one-out: answer with "picks", the key of the odd one'
@@ -29,6 +31,14 @@ class OddOneOut(ThreeItems):
 
     def implied_triplets(self, reference, shown: list[int], picked: list[int]) -> np.ndarray:
         return odd_one_out_triplets([shown], [picked[0]])[0]
+
+    def choice_pairs(self, reference, shown) -> list[tuple[int, int]]:
+        # The odd one is chosen by choosing the other two as the likest pair.
+        first, second, third = (int(item) for item in shown)
+        return [(second, third), (first, third), (first, second)]
+
+    def implied_choices(self, references, shown, picked) -> Choices:
+        return odd_one_out_choices(shown, picked[:, 0])
 
     def file_row_problem(self, reference, items: list, picks: list):
         if reference is not None:

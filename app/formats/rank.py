@@ -16,6 +16,7 @@ import numpy as np
 
 from app.formats.base import PickedScreen, Screen, ScreenKey, SimulatedRater, StudyShape
 from app.formats.registry import register
+from app.learn.choices import Choices, rank_choices
 from app.learn.judgements import rank_triplets
 
 # A rank screen shows at most this many items beside its reference.
@@ -32,6 +33,7 @@ class Rank(PickedScreen):
     has_reference = True
     read_when_undeclared = True
     noun = "rank screen"
+    learned_whole = True
 
     def items_per_screen(self, study: StudyShape) -> int:
         return study.shown + 1
@@ -95,6 +97,9 @@ class Rank(PickedScreen):
 
     def implied_triplets(self, reference, shown: list[int], picked: list[int]) -> np.ndarray:
         return rank_triplets([reference], [shown], [picked])[0]
+
+    def implied_choices(self, references, shown, picked) -> Choices:
+        return rank_choices(references, shown, picked)
 
     def file_row_problem(self, reference, items: list, picks: list):
         if reference is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.formats.base import Choice, JudgementFormat, SimulatedRater
+from app.formats.base import Choice, JudgementFormat, SimulatedRater, reference_pairs
 from app.formats.registry import register
 
 
@@ -18,9 +18,20 @@ class TripletComparison(JudgementFormat):
     served_as_screen = False
     answers_word = "comparisons"
     noun = "comparison"
+    predicted_by_choice_models = True
 
     def expected_answer(self, picks: int, allow_cant_tell: bool = True) -> str:
         return 'this query is a triplet: answer with "choice" ("left" or "right")'
+
+    def choice_pairs(self, reference, shown) -> list[tuple[int, int]]:
+        return reference_pairs(reference, shown)
+
+    def screen_problem(self, reference, items: list, picks: int) -> str | None:
+        if reference is None:
+            return "a triplet needs its reference (the item on top)"
+        if len(items) != 2 or picks != 1:
+            return f"a triplet shows 2 items and picks 1; got {len(items)} and {picks}"
+        return None
 
     def practice_candidates(self, items) -> list[str]:
         return list(items[1:])  # the one on top is not a candidate

@@ -81,6 +81,8 @@ class ChoiceEmbedding(BaseEstimator):
     loss_curve_ : the loss at each stochastic pass, then at each L-BFGS-B iteration (mean
         log loss of a choice, plus the L1 term).
     n_iter_ : L-BFGS-B iterations of the final fit.
+    planned_steps_ : the most steps the fit takes, the sparsity path's included (the
+        callback's count ends there).
     converged_ : whether L-BFGS-B settled before `max_iter` iterations.
     l1_ : the sparsity fitted with.
     selection_ : with l1="auto", what was tried and why the choice: per candidate its
@@ -91,6 +93,7 @@ class ChoiceEmbedding(BaseEstimator):
     n_components_: int
     loss_curve_: np.ndarray
     n_iter_: int
+    planned_steps_: int
     converged_: bool
     alpha_: float
     l1_: float
@@ -143,7 +146,8 @@ class ChoiceEmbedding(BaseEstimator):
     def fit(self, judgements, n_items: int | None = None, callback=None) -> ChoiceEmbedding:
         """Fit items ``0..n_items-1`` (default: the largest id named, plus one) to the
         choices (`Choices`, or triplets). `callback(step, loss)` is called after every
-        stochastic pass and L-BFGS-B iteration; an exception it raises stops the fit."""
+        stochastic pass and L-BFGS-B iteration, the sparsity path's too, counting on
+        (at most `planned_steps_`); an exception it raises stops the fit."""
         self._validate_params()
         choices = as_choices(judgements)
         if len(choices) == 0:
@@ -158,14 +162,29 @@ class ChoiceEmbedding(BaseEstimator):
         rng = check_random_state(self.random_state)
         self.selection_ = None
         start = None
+        searches = not self._kernel and self.l1 == "auto"
+        # The path's first candidate makes the stochastic passes; each fit starts from the
+        # last one's end after that.
+        self.planned_steps_ = self.max_iter + (
+            self.passes + len(L1_CANDIDATES) * (self.max_iter // 3) if searches else self.passes
+        )
+        counted = None
+        if callback is not None:
+            steps = [0]
+
+            def one_more(_: int, loss: float) -> None:
+                steps[0] += 1
+                callback(steps[0], loss)
+
+            counted = one_more
         if self._kernel:
             self.l1_ = 0.0
         elif self.l1 == "auto":
-            self.l1_, start, self.selection_ = self._chosen_l1(choices, n, rng)
+            self.l1_, start, self.selection_ = self._chosen_l1(choices, n, rng, counted)
         else:
             self.l1_ = float(self.l1)
         X, curve, iterations, settled = self._descend(
-            choices, n, self.l1_, start, rng, callback, self.max_iter
+            choices, n, self.l1_, start, rng, counted, self.max_iter
         )
         self.loss_curve_ = np.array(curve)
         self.n_iter_, self.converged_ = iterations, settled
@@ -173,7 +192,9 @@ class ChoiceEmbedding(BaseEstimator):
         self.n_components_ = self.embedding_.shape[1]
         return self
 
-    def _chosen_l1(self, choices: Choices, n: int, rng) -> tuple[float, np.ndarray | None, dict]:
+    def _chosen_l1(
+        self, choices: Choices, n: int, rng, callback
+    ) -> tuple[float, np.ndarray | None, dict]:
         """The sparsity to fit with, chosen on one held-out share of whole judgements, and
         the embedding its candidate fit ended at (where the final fit starts)."""
         judgements = np.unique(choices.judgement)
@@ -187,7 +208,7 @@ class ChoiceEmbedding(BaseEstimator):
         tried, ends, start = [], [], None
         for l1 in L1_CANDIDATES:
             # A candidate needs the held-out loss to a few digits, not a settled fit.
-            start, *_ = self._descend(train, n, l1, start, rng, None, self.max_iter // 3)
+            start, *_ = self._descend(train, n, l1, start, rng, callback, self.max_iter // 3)
             ends.append(start.copy())
             held_out = probabilities(start, test.pairs, widths, False, self.alpha_)
             losses = -np.log(np.maximum(held_out[:, 0], 1e-300))

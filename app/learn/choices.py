@@ -69,9 +69,10 @@ class Choices:
         return Choices(self.pairs[rows], self.judgement[rows])
 
     @classmethod
-    def join(cls, *parts: Choices) -> Choices:
-        """Several sets of choices as one: padded to the widest, their judgements
-        numbered apart (a judgement of one part never shares a number with another's)."""
+    def join(cls, *parts: Choices, renumber: bool = True) -> Choices:
+        """Several sets of choices as one, padded to the widest: their judgements
+        numbered apart (a judgement of one part never shares a number with another's),
+        or, with `renumber=False`, kept as they are (numbers the caller gave)."""
         width = max((part.pairs.shape[1] for part in parts), default=2)
         pairs, judgements, offset = [], [], 0
         for part in parts:
@@ -79,7 +80,7 @@ class Choices:
             padded[:, : part.pairs.shape[1]] = part.pairs
             pairs.append(padded)
             judgements.append(part.judgement + offset)
-            if len(part):
+            if len(part) and renumber:
                 offset += int(part.judgement.max()) + 1
         if not pairs:
             return cls(np.empty((0, 2, 2), dtype=np.int64), np.empty(0, dtype=np.int64))

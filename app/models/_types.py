@@ -64,3 +64,17 @@ def string_enum(enum: type[StrEnum], name: str) -> Enum:
         values_callable=lambda members: [member.value for member in members],
         validate_strings=True,
     )
+
+
+def registered_enum(enum: type[StrEnum], length: int = 32) -> Enum:
+    """A VARCHAR stored as the enum's values, with no CHECK constraint: the code keeps
+    the list (the learner kinds' registry, app/training/kinds), so a new member is its
+    module, not a migration."""
+    return Enum(
+        enum,
+        native_enum=False,
+        create_constraint=False,
+        length=length,
+        values_callable=lambda members: [member.value for member in members],
+        validate_strings=True,
+    )

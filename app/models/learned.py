@@ -8,7 +8,7 @@ from sqlalchemy import BigInteger, ForeignKey, Index, LargeBinary, String, Text,
 from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from app.core.db import Base
-from app.models._types import JsonValue, Timestamp, string_enum, utcnow
+from app.models._types import JsonValue, Timestamp, registered_enum, string_enum, utcnow
 
 
 class ModelKind(StrEnum):
@@ -17,6 +17,7 @@ class ModelKind(StrEnum):
     comprf = "comprf"
     smerf = "smerf"
     disdf = "disdf"
+    choice = "choice"
 
 
 class VersionStatus(StrEnum):
@@ -43,7 +44,7 @@ class LearnedModel(Base):
         ForeignKey("projects.id", ondelete="CASCADE"), index=True
     )
     name: Mapped[str] = mapped_column(String(100))
-    kind: Mapped[ModelKind] = mapped_column(string_enum(ModelKind, "model_kind"))
+    kind: Mapped[ModelKind] = mapped_column(registered_enum(ModelKind))
     params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     auto_refit: Mapped[bool] = mapped_column(default=True)
     refit_growth: Mapped[float] = mapped_column(default=0.2)

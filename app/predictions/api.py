@@ -17,6 +17,8 @@ from app.core.fields import RowId
 from app.core.routes import StrictJSONRoute
 from app.predictions import service
 from app.predictions.schemas import (
+    ChoicesOut,
+    ChoicesRequest,
     DistancesOut,
     DistancesRequest,
     NeighborsOut,
@@ -207,6 +209,27 @@ def distances(
     }
 
 
+@router.post("/choices", response_model=ChoicesOut)
+def choices(
+    project_id: RowId,
+    model_id: RowId,
+    body: ChoicesRequest,
+    session: SessionDep,
+    researcher: Serving,
+):
+    """Each item's probability of being chosen on screens you describe (a choice model):
+    the odd one of an odd-one-out, the first pick of a rank screen, the closer of a
+    triplet's two candidates."""
+    _, model = _model(session, researcher, project_id, model_id)
+    served = _metric_model(session, model, body.version)
+    found = service.choice_probabilities(served, body.screens)
+    return {
+        "model_id": model.id,
+        "version": served.version.number,
+        "screens": [{"probabilities": probabilities} for probabilities in found],
+    }
+
+
 @router.get("/neighbors", response_model=NeighborsOut)
 def neighbors(
     project_id: RowId,
@@ -230,5 +253,7 @@ def neighbors(
 
 def _metric_model(session, model, version):
     if kinds.of(model.kind).from_build:
-        raise ServiceError("a CompRF forest gives no distances: t-ETE, SMERF and DisDF do")
+        raise ServiceError(
+            f"a CompRF forest gives no distances: {kinds.serving_distances()} models do"
+        )
     return service.serving(session, model, version)

@@ -101,3 +101,35 @@ class NeighborsOut(BaseModel):
     version: int
     item: str
     neighbors: list[Neighbor]
+
+
+class ScreenIn(RequestModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["odd_one_out", "rank", "triplet"] = Field(
+        description="odd_one_out: three items, no reference; rank: a reference and the items "
+        "to pick from; triplet: a reference and its two candidates"
+    )
+    items: list[str] = Field(min_length=2, max_length=12, description="Item keys, as shown")
+    reference: str | None = Field(default=None, description="The reference's key (rank, triplet)")
+    picks: int = Field(default=1, ge=1, le=11, description="How many items the screen picks")
+
+
+class ChoicesRequest(RequestModel):
+    model_config = ConfigDict(extra="forbid")
+
+    screens: list[ScreenIn] = Field(min_length=1, max_length=10_000)
+    version: RowId | None = Field(default=None)
+
+
+class ScreenChoices(BaseModel):
+    probabilities: dict[str, float] = Field(
+        description="Each item's probability of being chosen: the odd one, the first pick of "
+        "a rank screen, the closer of a triplet's two"
+    )
+
+
+class ChoicesOut(BaseModel):
+    model_id: int
+    version: int
+    screens: list[ScreenChoices]

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from app import formats
 from app.core import caches
-from app.core.errors import Conflict, NotFound, ServiceError
+from app.core.errors import Conflict, NotFound, ServiceError, Unprocessable
 from app.core.spreadsheets import spreadsheet_safe
 from app.models import LearnedModel, ModelVersion, Routing, VersionStatus
 from app.training import kinds
@@ -397,4 +398,55 @@ def neighbors(served: ServingModel, key: str, k: int) -> list[dict[str, Any]]:
     return [
         {"key": fitted.keys[row], "distance": float(value)}
         for row, value in zip(found, distance, strict=True)
+    ]
+
+
+# -- choices on screens ---------------------------------------------------------------------
+
+
+def choice_probabilities(served: ServingModel, screens: list[Any]) -> list[dict[str, float]]:
+    """Per screen (format, items, reference, picks: keys), each item's probability of
+    being chosen by the model: the odd one, a rank screen's first pick, a triplet's
+    closer. A screen that is malformed or names an item the model does not place is
+    refused whole, by its number and field."""
+    fitted = served.artifact()
+    learner = kinds.of(fitted.kind)
+    if not learner.predicts_choices:
+        choosers = ", ".join(other.label for other in kinds.every() if other.predicts_choices)
+        raise ServiceError(f"a {learner.label} model predicts no choices: a {choosers} does")
+    position_of = fitted.position_of_key()
+    placed = np.zeros(len(fitted.item_ids), bool)
+    placed[fitted.candidates()] = True
+    width = max(len(screen.items) for screen in screens)
+    pairs = np.full((len(screens), width, 2), -1, np.int64)
+    for number, screen in enumerate(screens):
+        where = f"screens[{number}]"
+        judgement_format = formats.named(screen.format)
+        problem = judgement_format.screen_problem(screen.reference, screen.items, screen.picks)
+        if problem is not None:
+            raise Unprocessable(f"{where}: {problem}")
+        mentioned = [*screen.items, *([] if screen.reference is None else [screen.reference])]
+        if len(set(mentioned)) != len(mentioned):
+            raise Unprocessable(f"{where}: names an item twice (the reference included)")
+        for field_name, keys in (("items", screen.items), ("reference", [screen.reference])):
+            for at, key in enumerate(keys):
+                if key is None:
+                    continue
+                spot = f"{where}.{field_name}" + (f"[{at}]" if field_name == "items" else "")
+                if key not in position_of:
+                    raise Unprocessable(
+                        f"{spot}: unknown item {key!r} (not in the project when version "
+                        f"{served.version.number} was fitted)"
+                    )
+                if not placed[position_of[key]]:
+                    raise Unprocessable(f"{spot}: item {key!r} {learner.uncovered}")
+        reference = None if screen.reference is None else position_of[screen.reference]
+        shown = [position_of[key] for key in screen.items]
+        pairs[number, : len(shown)] = judgement_format.choice_pairs(reference, shown)
+    from app.learn.choices import Choices
+
+    chance = fitted.estimator.predict_proba(Choices(pairs, np.arange(len(screens))))
+    return [
+        {key: float(p) for key, p in zip(screen.items, row, strict=False)}
+        for screen, row in zip(screens, chance.tolist(), strict=True)
     ]

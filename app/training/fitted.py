@@ -123,6 +123,12 @@ class Fitted:
     train_positions: np.ndarray | None = None
     train_labels: np.ndarray | None = None
     k_neighbors: int = 5
+    # How its coordinates measure likeness: None, by their distance; "dot", by their dot
+    # product (the choice model's sparse non-negative form), served as the distance
+    # `dot_offset - x·y`, which ranks every item's neighbours as the model chooses
+    # (`dot_offset` the largest x·x: no distance below 0).
+    similarity: str | None = None
+    dot_offset: float = 0.0
     # The answers fitted on (positions in the snapshot, in id order) and the last one's id.
     n_answers: int = 0
     cutoff: int = 0
@@ -143,25 +149,35 @@ class Fitted:
 
     # -- distances ---------------------------------------------------------------------
 
-    def pair_distances(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
-        """Distances between items `first[i]` and `second[i]` (positions): in its
+    def distance_block(self, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """Distances (len(rows), len(columns)) between items (positions): in its
         coordinates, or (SMERF, which has none) by its estimator from the features."""
+        if self.coordinates is None:
+            features = required_part(self.features)
+            return self.estimator.predict(features[rows], features[columns])
+        Y = required_part(self.coordinates)
+        if self.similarity == "dot":
+            return self.dot_offset - Y[rows] @ Y[columns].T
+        from sklearn.metrics import pairwise_distances
+
+        return pairwise_distances(Y[rows], Y[columns])
+
+    def pair_distances(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """Distances between items `first[i]` and `second[i]` (positions)."""
         if self.coordinates is None:
             rows, row_of = np.unique(first, return_inverse=True)
             columns, column_of = np.unique(second, return_inverse=True)
-            features = required_part(self.features)
-            block = self.estimator.predict(features[rows], features[columns])
-            return block[row_of, column_of]
+            return self.distance_block(rows, columns)[row_of, column_of]
         Y = required_part(self.coordinates)
+        if self.similarity == "dot":
+            return self.dot_offset - np.einsum("ij,ij->i", Y[first], Y[second])
         return np.sqrt(((Y[first] - Y[second]) ** 2).sum(axis=1))
 
     def distances_to_all(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         """Candidate positions and their distances from one item."""
         candidates = self.candidates()
-        if self.coordinates is None:
-            features = required_part(self.features)
-            row = self.estimator.predict(features[[position]], features[candidates])[0]
-            return candidates, row
+        if self.coordinates is None or self.similarity is not None:
+            return candidates, self.distance_block(np.array([position]), candidates)[0]
         Y = required_part(self.coordinates)
         return candidates, np.sqrt(((Y[candidates] - Y[position]) ** 2).sum(axis=1))
 
@@ -195,6 +211,9 @@ class Fitted:
 
     def labels_from_coordinates(self, points: np.ndarray) -> ItemPredictions:
         """k nearest labelled training items in the embedding."""
+        if self.similarity == "dot":
+            train = required_part(self.coordinates)[required_part(self.train_positions)]
+            return self.labels_from_distances(self.dot_offset - points @ train.T)
         if self._knn is None:  # built once per process, not per request
             from sklearn.neighbors import KNeighborsClassifier
 

@@ -18,9 +18,11 @@ import numpy as np
 from app.training.fitted import Fitted, ItemPredictions, required_part
 
 if TYPE_CHECKING:
-    pass
+    from app.learn.choices import Choices
 
 Progress = Callable[[float, str], None]
+# Items a block of distances to the labelled ones holds at once.
+DISTANCE_ROWS = 2048
 
 
 class CannotFit(ValueError):
@@ -55,6 +57,12 @@ class Snapshot:
     # The answers a learnt metric may be measured on (None: all): those its D did not
     # come from.
     measure_on: np.ndarray | None = None
+    # Every answer as the choice its person made (the choice model): screens of a format
+    # learned whole as their choices, the rest as their triplets; each choice's judgement
+    # is its answers' group (`groups`, or -(row + 1) for an answer of its own).
+    choices: Choices | None = None
+    # How many screens of each format `choices` learned whole.
+    screens_learned_whole: dict[str, int] = field(default_factory=dict)
 
     @property
     def train_positions(self) -> np.ndarray:
@@ -163,14 +171,27 @@ def label_by_neighbours(
         return
     fitted.train_positions, fitted.train_labels = train, labels
     splitter = stratified_folds(labels, 5, seed)
-    if fitted.coordinates is None:  # distances from the estimator (SMERF)
-        features, featured = required_part(fitted.features), required_part(fitted.featured)
-        distances = fitted.estimator.predict(features[featured], features[train])
-        own = np.searchsorted(featured, train)
-        distances[own, np.arange(len(train))] = np.inf  # an item is not its own neighbour
-        found = fitted.labels_from_distances(distances)
+    if fitted.coordinates is None or fitted.similarity is not None:
+        # Distances from the estimator (SMERF) or a similarity (the choice model's dot
+        # products), in blocks of rows: a block of every item against every labelled one
+        # at once could take gigabytes.
+        own = np.searchsorted(covered, train)
+        parts = []
+        for start in range(0, len(covered), DISTANCE_ROWS):
+            rows = covered[start : start + DISTANCE_ROWS]
+            distances = fitted.distance_block(rows, train)
+            mine = (own >= start) & (own < start + len(rows))
+            # an item is not its own neighbour
+            distances[own[mine] - start, np.flatnonzero(mine)] = np.inf
+            parts.append(fitted.labels_from_distances(distances))
+        found = ItemPredictions(
+            parts[0].classes,
+            np.concatenate([part.labels for part in parts]),
+            np.concatenate([part.proba for part in parts]),
+            np.concatenate([part.support for part in parts]),
+        )
         metrics["leave_one_out"] = accuracy_of(found.labels[own], labels)
-        predictions = spread(found, featured, len(fitted.item_ids))
+        predictions = spread(found, covered, len(fitted.item_ids))
     else:
         coordinates = required_part(fitted.coordinates)
         points = coordinates[train]

@@ -116,6 +116,41 @@ class TETEParams(_Params):
     random_state: int = Seed
 
 
+class ChoiceParams(_Params):
+    similarity: Literal["dot", "kernel"] = Field(
+        default="dot",
+        description="How the embedding measures likeness: 'dot', the dot product of a sparse "
+        "non-negative embedding (SPoSE's form: each dimension a property items have or "
+        "lack); 'kernel', a Student-t kernel of the distance (t-STE's form)",
+    )
+    n_components: int = Field(
+        default=64,
+        ge=1,
+        le=256,
+        description="The most dimensions: the 'dot' form keeps those the answers use (its "
+        "sparsity, l1, decides how many), the 'kernel' form all of them",
+    )
+    l1: Annotated[float | Literal["auto"], _number_or_auto(0, 10, False)] = Field(
+        default="auto",
+        description="The 'dot' form's sparsity; 'auto' chooses it (and so the dimension) on "
+        "held-out screens: the sparsest whose held-out log loss is within one standard error "
+        "of the lowest",
+    )
+    passes: int = Field(
+        default=8, ge=0, le=200, description="Stochastic passes over the choices before L-BFGS"
+    )
+    max_iter: int = Field(default=300, ge=1, le=10_000, description="The most L-BFGS iterations")
+    heldout_share: float = Field(
+        default=0.1,
+        ge=0,
+        le=0.5,
+        description="Screens (whole) kept back from the fit to measure its held-out choice "
+        "accuracy; only screens chosen at random, never adaptively",
+    )
+    k_neighbors: int = Field(default=5, ge=1, le=100, description="Neighbours that vote a label")
+    random_state: int = Seed
+
+
 class SMERFParams(_Params):
     n_estimators: int = Field(default=100, ge=1, le=2000)
     max_features: int | float | Literal["sqrt", "log2"] | None = "sqrt"

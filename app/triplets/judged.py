@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Engine, exists, func, insert, or_, select
 from sqlalchemy.orm import Session
 
@@ -68,6 +69,7 @@ PIVOTS = ("pivot_left", "pivot_right")
 OPTIONAL = ("judgement", "format", "reference", *PIVOTS, *CELLS)
 _NUMBERED = re.compile(r"^(item|pick)([1-9][0-9]?)$")
 _CHUNK = 5_000  # judgements a committed chunk holds (up to 13 triplets each)
+_READ_CHUNK = 50_000  # judgements a fit reads a query
 
 
 class _Judgements:
@@ -468,3 +470,35 @@ def export_judgements_json(
             yield separator + encode(batch)[1:-1]
             separator = ","
     yield "]"
+
+
+def answered_screens(
+    session: Session, project_id: int, judgement_ids: np.ndarray, formats: Sequence[str]
+) -> list[Any]:
+    """The judgements of `judgement_ids` (ascending) in `formats`, as (id, format,
+    context, shown, chosen) rows: what a learner of whole screens reads beside the
+    triplets. Read by their range of ids, in batches, and kept where named."""
+    if not len(judgement_ids) or not formats:
+        return []
+    wanted = set(judgement_ids.tolist())
+    found: list[Any] = []
+    after, last = int(judgement_ids[0]) - 1, int(judgement_ids[-1])
+    while after < last:
+        batch = session.execute(
+            select(
+                Judgement.id, Judgement.format, Judgement.context, Judgement.shown, Judgement.chosen
+            )
+            .where(
+                Judgement.project_id == project_id,
+                Judgement.id > after,
+                Judgement.id <= last,
+                Judgement.format.in_(list(formats)),
+            )
+            .order_by(Judgement.id)
+            .limit(_READ_CHUNK)
+        ).all()
+        if not batch:
+            break
+        after = batch[-1].id
+        found += [row for row in batch if row.id in wanted]
+    return found

@@ -11,16 +11,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def comparisons(matches: Callable[[ast.expr], bool], skip: set[str]) -> list[str]:
-    """`path:line` of every comparison in app/ with a side that `matches`, in modules
-    under no folder named in `skip`."""
+def comparisons(
+    matches: Callable[[ast.expr], bool],
+    skip: set[str],
+    whole: Callable[[ast.Compare], bool] | None = None,
+) -> list[str]:
+    """`path:line` of every comparison in app/ with a side that `matches` (or, with
+    `whole`, that `whole` finds as a whole), in modules under no folder named in `skip`."""
     found = []
     for path in (ROOT / "app").rglob("*.py"):
         if skip & set(path.parts):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Compare) and any(
-                matches(side) for side in (node.left, *node.comparators)
+            if not isinstance(node, ast.Compare):
+                continue
+            if any(matches(side) for side in (node.left, *node.comparators)) or (
+                whole is not None and whole(node)
             ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     return found

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from app.models import ModelKind
 from app.training.kinds.base import LearnerKind, ReadyFit
+from app.training.kinds.choice import CHOICE_KIND
 from app.training.kinds.comprf import COMPRF_KIND
 from app.training.kinds.disdf import DISDF_KIND
 from app.training.kinds.smerf import SMERF_KIND, pack_matrix, unpack_matrix
@@ -20,7 +21,7 @@ from app.training.schemas import InvalidParams
 # In the order the workspace offers them.
 LEARNERS: dict[ModelKind, LearnerKind] = {
     learner.kind: learner
-    for learner in (TETE_KIND, TRIPLETBOOST, COMPRF_KIND, SMERF_KIND, DISDF_KIND)
+    for learner in (TETE_KIND, CHOICE_KIND, TRIPLETBOOST, COMPRF_KIND, SMERF_KIND, DISDF_KIND)
 }
 
 

@@ -55,6 +55,8 @@ class LearnerKind:
     # coordinates, where items are placed), "class_shares" (what it believes of each
     # item's class; a model of it makes the labelling sampler ask even before a fit).
     informs_samplers: ClassVar[Literal["embedding", "class_shares"] | None] = None
+    # It gives the probability of each choice on a screen (POST …/choices).
+    predicts_choices: ClassVar[bool] = False
     # Why an item has no distance in it (a request naming one is refused).
     uncovered: ClassVar[str] = "have no features"
 

@@ -1,0 +1,199 @@
+"""The choice model as a service (issue 57), on both databases: a study's odd-one-out
+screens, uploaded as a lab has them, are learned as the choices the raters made beside
+the plain triplets; the fit is the library's on the same choices, measured on held-out
+screens near the planted model's own accuracy, and it serves each choice's probability
+on a screen, distances and neighbours by its own likeness."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.learn import ChoiceEmbedding, odd_one_out_choices, triplet_choices
+from app.models import LearnedModel, Project
+from app.training import runs
+from app.worker.loop import Worker
+from tests.support.models import API, create_model, get_model
+
+ITEMS, DIMS, SCREENS, TRIPLETS = 36, 4, 1200, 150
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    p = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
+
+
+@pytest.fixture
+def study(client, auth, project):
+    """Items k0…k35 with a planted sparse non-negative embedding; odd-one-out screens
+    drawn from its softmax over the three pairs (a judgement file), and plain triplets
+    (a triplet file). Returns the project id, the planted embedding, the screens and the
+    planted model's own accuracy on them."""
+    rng = np.random.default_rng(7)
+    X = (rng.random((ITEMS, DIMS)) < 0.35) * rng.gamma(3.0, 1.0, (ITEMS, DIMS))
+    X[np.arange(ITEMS), rng.integers(0, DIMS, ITEMS)] += 1.5  # every item on a dimension
+    pid = project["id"]
+    items = "key\n" + "".join(f"k{i}\n" for i in range(ITEMS))
+    made = client.post(
+        f"{API}/projects/{pid}/items", headers=auth, files={"file": ("i.csv", items)}
+    )
+    assert made.status_code == 201, made.text
+    shown = np.argsort(rng.random((SCREENS, ITEMS)), axis=1)[:, :3]
+    i, j, k = shown.T
+    likeness = np.stack([(X[j] * X[k]).sum(1), (X[i] * X[k]).sum(1), (X[i] * X[j]).sum(1)], 1)
+    p = _softmax(likeness)
+    drawn = (rng.random(SCREENS)[:, None] > np.cumsum(p, axis=1)).sum(axis=1)
+    odd = shown[np.arange(SCREENS), drawn]
+    rows = "".join(
+        f"odd_one_out,k{a},k{b},k{c},k{o}\n" for (a, b, c), o in zip(shown, odd, strict=True)
+    )
+    judged = client.post(
+        f"{API}/projects/{pid}/judgements",
+        headers=auth,
+        files={"file": ("things.csv", "format,item1,item2,item3,pick1\n" + rows)},
+    )
+    assert judged.status_code == 201, judged.text
+    anchors = np.argsort(rng.random((TRIPLETS, ITEMS)), axis=1)[:, :3]
+    closer_first = (X[anchors[:, 0]] * X[anchors[:, 1]]).sum(1) >= (
+        X[anchors[:, 0]] * X[anchors[:, 2]]
+    ).sum(1)
+    triplets = np.where(closer_first[:, None], anchors, anchors[:, [0, 2, 1]])
+    body = "anchor,closer,farther\n" + "".join(f"k{a},k{b},k{c}\n" for a, b, c in triplets)
+    sent = client.post(
+        f"{API}/projects/{pid}/triplets", headers=auth, files={"file": ("t.csv", body)}
+    )
+    assert sent.status_code == 201, sent.text
+    planted_accuracy = float(np.mean(p.argmax(axis=1) == drawn))
+    return pid, X, (shown, odd, triplets), planted_accuracy
+
+
+def _run_jobs(app):
+    Worker(app.state.session_factory).run(until_idle=True)
+
+
+def test_screens_are_learned_as_the_choices_made_and_served_as_the_library_fits_them(
+    app, client, auth, study
+):
+    pid, X, (shown, odd, triplets), planted_accuracy = study
+    model = create_model(
+        client, auth, pid, name="things", kind="choice", params={"heldout_share": 0}
+    )
+    with app.state.session_factory() as session:
+        stored = session.get(LearnedModel, model["id"])
+        snap = runs.snapshot(session, session.get(Project, pid), stored)
+    # Every screen whole, as one choice among its three pairs; the triplets as choices
+    # of two. Positions are the keys' numbers (items in id order, uploaded in order).
+    choices = snap.choices
+    assert snap.screens_learned_whole == {"odd_one_out": SCREENS}
+    assert len(choices) == SCREENS + TRIPLETS
+    expected = odd_one_out_choices(shown, odd)
+    assert (choices.pairs[:SCREENS, :3] == expected.pairs).all()
+    assert (choices.pairs[SCREENS:, :2] == triplet_choices(triplets).pairs).all()
+    assert (choices.pairs[SCREENS:, 2] == -1).all()
+    # A screen's choice carries its judgement's number, as its two triplets do.
+    assert len(np.unique(choices.judgement)) == SCREENS + TRIPLETS
+    assert set(choices.judgement[:SCREENS]) == set(snap.groups[snap.groups > 0])
+
+    _run_jobs(app)
+    version = get_model(client, auth, pid, model["id"])["serving"]
+    assert version["status"] == "ready", version
+    metrics = version["metrics"]
+    assert metrics["screens_learned_whole"] == {"odd_one_out": SCREENS}
+    assert metrics["choices"] == SCREENS + TRIPLETS and "heldout_choice_accuracy" not in metrics
+    # The sparsity, and with it the dimension, chosen on held-out screens: said on the
+    # model's page as its version's message.
+    selection = metrics["selection"]
+    assert len(selection["candidates"]) == 7 and selection["why"] in version["message"]
+    assert 1 <= metrics["n_components"] <= 64
+
+    offline = ChoiceEmbedding(random_state=0).fit(snap.choices, n_items=ITEMS)
+    served = client.get(f"{API}/projects/{pid}/models/{model['id']}/embedding", headers=auth)
+    body = served.json()
+    assert body["keys"] == [f"k{i}" for i in range(ITEMS)]
+    assert np.allclose(body["coordinates"], offline.embedding_)
+    assert body["dimension"] == offline.n_components_ == metrics["n_components"]
+
+
+def test_held_out_screens_are_predicted_near_the_planted_models_own_accuracy(
+    app, client, auth, study
+):
+    pid, X, _, planted_accuracy = study
+    model = create_model(client, auth, pid, name="things", kind="choice")
+    _run_jobs(app)
+    version = get_model(client, auth, pid, model["id"])["serving"]
+    metrics = version["metrics"]
+    # A tenth of the screens (whole, with their triplets) held out.
+    held = metrics["heldout_choices"]
+    assert 0.08 * (SCREENS + TRIPLETS) < held < 0.12 * (SCREENS + TRIPLETS)
+    assert version["heldout_count"] + version["answers_count"] == 2 * SCREENS + TRIPLETS
+    # Chance is a third; the planted softmax itself gets `planted_accuracy` of all screens.
+    assert metrics["heldout_choice_accuracy"] > planted_accuracy - 0.08
+    assert metrics["heldout_choice_accuracy"] > 0.5
+    assert 0 < metrics["heldout_log_loss"] < np.log(3)
+    assert metrics["heldout_triplet_error"] < 0.3
+
+
+def test_a_choice_model_gives_each_choices_probability_and_its_own_distances(
+    app, client, auth, study
+):
+    pid = study[0]
+    model = create_model(
+        client, auth, pid, name="things", kind="choice", params={"heldout_share": 0}
+    )
+    tete = create_model(client, auth, pid, name="map", kind="tete", params={"max_iter": 50})
+    _run_jobs(app)
+    base = f"{API}/projects/{pid}/models/{model['id']}"
+    E = np.array(client.get(f"{base}/embedding", headers=auth).json()["coordinates"])
+    S = E @ E.T  # the model's likeness: the dot product of its sparse embedding
+
+    screens = [
+        {"format": "odd_one_out", "items": ["k0", "k1", "k2"]},
+        {"format": "rank", "items": [f"k{i}" for i in range(4, 12)], "reference": "k3", "picks": 2},
+        {"format": "triplet", "items": ["k1", "k2"], "reference": "k0"},
+    ]
+    answered = client.post(f"{base}/choices", headers=auth, json={"screens": screens})
+    assert answered.status_code == 200, answered.text
+    found = [screen["probabilities"] for screen in answered.json()["screens"]]
+    # The odd one is chosen by choosing the other two as the likest pair.
+    odd = _softmax(np.array([[S[1, 2], S[0, 2], S[0, 1]]]))[0]
+    assert found[0] == pytest.approx({"k0": odd[0], "k1": odd[1], "k2": odd[2]})
+    first = _softmax(S[3, 4:12][None])[0]
+    assert found[1] == pytest.approx({f"k{i}": first[i - 4] for i in range(4, 12)})
+    closer = _softmax(np.array([[S[0, 1], S[0, 2]]]))[0]
+    assert found[2] == pytest.approx({"k1": closer[0], "k2": closer[1]})
+    assert all(sum(p.values()) == pytest.approx(1) for p in found)
+
+    # Distances rank each item's neighbours as the model chooses: likest first.
+    distances = client.post(
+        f"{base}/distances", headers=auth, json={"pairs": [["k0", "k1"], ["k1", "k0"]]}
+    ).json()["distances"]
+    offset = np.max(np.diag(S))
+    assert distances == pytest.approx([offset - S[0, 1]] * 2)
+    neighbors = client.get(f"{base}/neighbors?item=k5&k=4", headers=auth).json()["neighbors"]
+    likest = [i for i in np.argsort(-S[5], kind="stable") if i != 5][:4]
+    assert [row["key"] for row in neighbors] == [f"k{i}" for i in likest]
+    assert all(row["distance"] >= 0 for row in neighbors)
+
+    def refused(body, model_id=model["id"]):
+        response = client.post(
+            f"{API}/projects/{pid}/models/{model_id}/choices", headers=auth, json=body
+        )
+        assert 400 <= response.status_code < 500, response.text
+        return response.status_code, str(response.json()["detail"])
+
+    status, message = refused({"screens": [screens[0], {"format": "rank", "items": ["k1", "k2"]}]})
+    assert status == 422 and "screens[1]" in message and "reference" in message
+    status, message = refused(
+        {"screens": [{"format": "odd_one_out", "items": ["k0", "k1", "nope"]}]}
+    )
+    assert status == 422 and "screens[0].items[2]" in message and "'nope'" in message
+    status, message = refused({"screens": [{"format": "odd_one_out", "items": ["k0", "k1"]}]})
+    assert status == 422 and "3 items" in message
+    status, message = refused(
+        {"screens": [{"format": "triplet", "items": ["k0", "k1"], "reference": "k0"}]}
+    )
+    assert status == 422 and "twice" in message
+    status, _ = refused({"screens": [{"format": "sort", "items": ["k0", "k1"]}]})
+    assert status == 422
+    status, message = refused({"screens": screens[:1]}, model_id=tete["id"])
+    assert status == 400 and "t-ETE model predicts no choices" in message
