@@ -308,3 +308,38 @@ def test_tokens_made_before_scopes_stay_whole_and_no_browser_is_signed_out(
         assert _rows(engine, "SELECT id FROM web_sessions ORDER BY id") == [(1,), (2,)]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_judgements_that_exist_get_their_screen_and_studies_keep_asking_as_they_did(
+    backend, make_database_url
+):
+    """0046 names the screen of every judgement already stored (the same number a new
+    one gets), and the studies that exist repeat no screens unless told to."""
+    from app.formats import named
+
+    url = make_database_url(backend, "screens")
+    migrations.upgrade(url, "0045")
+    engine = make_engine(url)
+    shown = ([3, 1, 2], [2, 3, 1], [4, 5, 6])
+    try:
+        with engine.begin() as connection:
+            for statement in ROUTING_ROWS.split(";")[:2]:
+                connection.execute(text(statement))
+            for number, items in enumerate(shown, start=1):
+                connection.execute(
+                    text(
+                        "INSERT INTO judgements (id, project_id, format, context, shown, chosen, "
+                        f"created_at) VALUES ({number}, 1, 'odd_one_out', '[]', "
+                        f"'{json.dumps(items)}', '[{items[0]}]', '2026-11-01')"
+                    )
+                )
+        migrations.upgrade(url)
+        engine.dispose()
+        screens = [row[0] for row in _rows(engine, "SELECT screen FROM judgements ORDER BY id")]
+        odd_one_out = named("odd_one_out")
+        assert screens == [odd_one_out.screen_of([], items) for items in shown]
+        assert screens[0] == screens[1] != screens[2]  # one screen, shown in two orders
+        assert _rows(engine, "SELECT repeat_share FROM projects") == [(0,)]
+    finally:
+        engine.dispose()

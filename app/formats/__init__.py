@@ -6,6 +6,8 @@ once at import. The rest of the service asks the registry."""
 from app.formats import triplet  # isort: skip
 from app.formats import odd_one_out, rank, sort  # isort: skip
 from app.formats.base import (
+    REPEAT_POOL,
+    REPEAT_SHARE,
     Choice,
     JudgementFormat,
     PickedScreen,
@@ -32,6 +34,8 @@ TRIPLET, ODD_ONE_OUT, RANK, SORT = triplet.TRIPLET, odd_one_out.ODD_ONE_OUT, ran
 __all__ = [
     "ODD_ONE_OUT",
     "RANK",
+    "REPEAT_POOL",
+    "REPEAT_SHARE",
     "SORT",
     "TRIPLET",
     "Choice",

@@ -19,6 +19,7 @@ Two kinds of format exist:
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -204,6 +205,12 @@ class JudgementFormat:
         """The triplets (anchor, closer, farther) one answered screen implies."""
         raise NotImplementedError
 
+    def screen_of(self, context: Sequence[int], shown: Sequence[int]) -> int:
+        """A number naming one screen of it (its format, context and items, the order
+        they were shown in aside): the judgements of people who answered the same screen
+        share it (`judgements.screen`), so that they can be set against each other."""
+        return screen_number(self.name, context, shown)
+
     def implied_choices(
         self, references: np.ndarray | None, shown: np.ndarray, picked: np.ndarray
     ) -> Choices:
@@ -276,6 +283,12 @@ class JudgementFormat:
         return list(picks)
 
 
+def screen_number(format_name: str, context: Sequence[int], shown: Sequence[int]) -> int:
+    """63 bits of a hash of the screen: a signed BIGINT on both databases."""
+    named = f"{format_name}|{','.join(map(str, context))}|{','.join(map(str, sorted(shown)))}"
+    return int.from_bytes(hashlib.blake2b(named.encode(), digest_size=8).digest(), "big") >> 1
+
+
 def reference_pairs(reference: int | None, shown: Sequence[int]) -> list[tuple[int, int]]:
     """Choosing an item is choosing its pair with the reference as the likest."""
     if reference is None:
@@ -283,8 +296,21 @@ def reference_pairs(reference: int | None, shown: Sequence[int]) -> list[tuple[i
     return [(int(reference), int(item)) for item in shown]
 
 
+# Of a screen study's random screens, the share drawn from its pool of repeated ones, and
+# the pool's size: every rater who gets a repeat gets one of the same REPEAT_POOL screens,
+# so that a study of 100 raters answering 100 screens each answers each about 10 times.
+REPEAT_SHARE = 0.1
+REPEAT_POOL = 100
+
+
 class PickedScreen(JudgementFormat):
     """A screen drawn at random from the study's items, answered with `picks`."""
+
+    def repeated(self, study: StudyShape, ids: np.ndarray, number: int, salt: int) -> Screen:
+        """Screen `number` of the study's pool of repeated screens: the same for every
+        rater (drawn from a source seeded by `salt`, the project, and the number) while
+        the study's items stay the same."""
+        return self.draw(study, ids, random.Random(f"repeat:{salt}:{number}"), False)
 
     # Judgement files: it is uploaded, and a row that declares no format is read as it
     # when the row's reference (or its absence) matches `has_reference`.

@@ -8,7 +8,7 @@ from sqlalchemy import BigInteger, Float, ForeignKey, Index, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
-from app.formats import TRIPLET, JudgementFormat
+from app.formats import REPEAT_SHARE, TRIPLET, JudgementFormat
 from app.models._types import FormatName, JsonValue, Timestamp, string_enum, utcnow
 
 
@@ -132,6 +132,10 @@ class Project(Base):
     no_more_work_code: Mapped[str | None] = mapped_column(String(64))
     no_more_work_url: Mapped[str | None] = mapped_column(String(500))
     random_share: Mapped[float] = mapped_column(Float, default=0.1)
+    # Of a screen study's random screens, the share drawn from its pool of repeated ones
+    # (app/scheduling/screens.py): the noise ceiling's answers. 0 for studies made before
+    # it (migration 0046).
+    repeat_share: Mapped[float] = mapped_column(Float, default=REPEAT_SHARE)
     attention_rate: Mapped[float] = mapped_column(Float, default=0.05)
     lease_seconds: Mapped[int] = mapped_column(default=120)
     min_attention_accuracy: Mapped[float | None] = mapped_column(Float)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import ForeignKey, Index, Integer, String, false, func, text
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, false, func, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -117,6 +117,8 @@ class Judgement(Base):
     __tablename__ = "judgements"
     __table_args__ = (
         Index("ix_judgements_project_id_id", "project_id", "id"),
+        # The screens answered more than once, found from the index alone.
+        Index("ix_judgements_project_id_screen", "project_id", "screen", "rater_id"),
         # An upload's judgements: taken out with it, named on the uploads page.
         Index(
             "ix_judgements_upload_id",
@@ -140,6 +142,9 @@ class Judgement(Base):
     )
     arm: Mapped[str | None] = mapped_column(String(64))
     design_version: Mapped[int | None] = mapped_column(Integer)
+    # The screen it answered (`JudgementFormat.screen_of`): answers of several people to
+    # one screen share it (the noise ceiling sets them against each other).
+    screen: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class Upload(Base):

@@ -111,11 +111,14 @@ def restore(
                 session.add(rater)
                 session.flush()
                 rater_id = rater_ids[entry.rater] = rater.id
+        context = [item(index, key) for key in entry.context]
+        shown = [item(index, key) for key in entry.shown]
         row = {
             "project_id": project.id,
             "format": judged,
-            "context": [item(index, key) for key in entry.context],
-            "shown": [item(index, key) for key in entry.shown],
+            "context": context,
+            "shown": shown,
+            "screen": judged.screen_of(context, shown),
             "chosen": [
                 item(index, choice.item) if isinstance(choice, ArchivedItem) else choice
                 for choice in entry.chosen

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app.formats import PickedScreen, Screen, ScreenKey
+from app.formats import REPEAT_POOL, PickedScreen, Screen, ScreenKey
 from app.models import Project
 from app.scheduling.draws import RANDOM_DRAWS, Draws
 
@@ -50,6 +50,12 @@ def draw_unseen(
     if format is None or len(ids) < screen_size(project):
         return None
     rng = draws.search_rng()
+    if not check and project.repeat_share > 0 and rng.random() < project.repeat_share:
+        # One of the study's pool of repeated screens, if the rater has not had it: the
+        # answers of several raters to one screen measure the noise ceiling.
+        repeat = format.repeated(project, ids, rng.randrange(REPEAT_POOL), project.id)
+        if not was_served(repeat.key):
+            return repeat
     for _ in range(RANDOM_DRAWS):
         screen = format.draw(project, ids, rng, check)
         if not was_served(screen.key):

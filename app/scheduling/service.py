@@ -418,7 +418,9 @@ def store_answer(*, session: Session, outcome: AnswerOutcome) -> None:
         STORE_TRIPLET.run(session, outcome.triplet)
     if outcome.judgement is not None:
         hold_append_lock(session, outcome.judgement["project"])
-        judgement_id = STORE_JUDGEMENT.run(session, outcome.judgement).id
+        judged = outcome.judgement
+        screen = named(judged["format"]).screen_of(judged["context"], judged["shown"])
+        judgement_id = STORE_JUDGEMENT.run(session, {**judged, "screen": screen}).id
         STORE_DERIVED.run_many(
             session, [{**row, "judgement": judgement_id} for row in outcome.implied or ()]
         )

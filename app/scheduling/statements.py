@@ -253,6 +253,7 @@ STORE_JUDGEMENT = FastStatement(
         created_at=NOW,
         arm=bindparam("arm"),
         design_version=bindparam("version"),
+        screen=bindparam("screen"),
     )
     .returning(Judgement.id)
 )

@@ -12,8 +12,10 @@ from app.core.routes import StrictJSONRoute
 from app.models import LearnedModel, ModelVersion
 from app.projects.service import get_project
 from app.training import service
+from app.training.ceiling import study_ceiling
 from app.training.kinds import checked_params
 from app.training.schemas import (
+    CeilingOut,
     LabelledShare,
     LabellingOut,
     LabellingStandingOut,
@@ -91,6 +93,15 @@ def list_models(project_id: RowId, session: SessionDep, researcher: Serving):
     return [
         model_out(session, model) for model in service.list_models(session=session, project=project)
     ]
+
+
+@labelling_router.get("/ceiling", response_model=CeilingOut)
+def ceiling(project_id: RowId, session: SessionDep, researcher: Viewing):
+    """The study's noise ceiling: how often a rater's choice on a screen others answered
+    too is their majority's, with a 95 % bootstrap interval over screens; the most held-out
+    choice accuracy any model can expect (the Models page shows it beside each model's)."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    return study_ceiling(session, project)
 
 
 @labelling_router.get("/labelling", response_model=LabellingOut)

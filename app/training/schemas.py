@@ -306,3 +306,25 @@ class LabellingOut(BaseModel):
         "where fewer than two models are measured alike"
     )
     measure: Literal["test", "cv"] | None
+
+
+class CeilingOut(BaseModel):
+    """The study's noise ceiling: how often a rater's choice on a screen that others
+    answered too is the others' majority choice (a tie a share), over every such answer."""
+
+    accuracy: float | None = Field(
+        description="The ceiling: no model of the choices can expect a higher held-out "
+        "choice accuracy on these screens; null until a screen has answers of two raters"
+    )
+    low: float | None = Field(description="The bootstrap interval's lower end (over screens)")
+    high: float | None = Field(description="Its upper end")
+    level: float = Field(description="The interval's level")
+    screens: int = Field(description="Screens answered by two raters or more")
+    raters: int = Field(description="Raters who answered them (excluded raters left out)")
+    answers: int = Field(description="Answers the ceiling is the mean of")
+    within_rater: float | None = Field(
+        description="Where a rater answered a screen twice: the share of second answers "
+        "that agree with the first"
+    )
+    within_rater_pairs: int
+    why: str | None = Field(description="Why there is no ceiling yet, where there is none")

@@ -22,6 +22,7 @@ from app.core.routes import StrictJSONRoute
 from app.projects.service import get_project
 from app.training import kinds, service
 from app.training.cards import model_cards
+from app.training.ceiling import study_ceiling
 from app.training.schemas import ModelCreate
 from app.training.standings import labelling_standings
 
@@ -42,6 +43,7 @@ def _models_page(
     standings, best, measure = labelling_standings(session=session, project=project)
     context = {
         "labelling": {"standings": standings, "best": best, "measure": measure},
+        "ceiling": study_ceiling(session, project),
         "researcher": researcher,
         "project": project,
         "tab": "models",

@@ -163,6 +163,7 @@ class _Judgements:
             return
         if self.checking:
             return
+        known = [item for item in ids if item is not None]  # every one, by now
         self.pending.append(
             {
                 "project_id": self.project.id,
@@ -170,6 +171,7 @@ class _Judgements:
                 "context": [] if anchor is None else [anchor],
                 "shown": ids,
                 "chosen": chosen,
+                "screen": format.screen_of([] if anchor is None else [anchor], known),
                 "rater_id": values["rater"],
                 "upload_id": self.upload_id,
                 "response_time_ms": values["response_time_ms"],

@@ -1,0 +1,174 @@
+"""The noise ceiling (issue 57), on both databases: a screen study repeats a share of its
+random screens from a pool every rater draws from, so that several raters answer the same
+screens; the ceiling (the others' majority predicting each rater's choice) comes from the
+judgements that share a screen, uploaded or answered, without the excluded raters, and
+shows on the Models page beside each choice model's held-out accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.formats import REPEAT_POOL, REPEAT_SHARE, named
+from app.learn.ceiling import noise_ceiling
+from app.models import Judgement
+from tests.support.links import open_link
+from tests.support.screens import answer_screen, join_rater, next_screen, rows_of, set_rating
+from tests.support.workspace import signed_in_page_csrf
+
+API = "/api/v1"
+
+
+def _items(client, auth, project_id: int, count: int) -> None:
+    rows = "key\n" + "".join(f"k{i}\n" for i in range(count))
+    made = client.post(
+        f"{API}/projects/{project_id}/items", headers=auth, files={"file": ("i.csv", rows)}
+    )
+    assert made.status_code == 201, made.text
+
+
+def _ceiling(client, auth, project_id: int) -> dict:
+    found = client.get(f"{API}/projects/{project_id}/ceiling", headers=auth)
+    assert found.status_code == 200, found.text
+    return found.json()
+
+
+def test_a_screen_study_repeats_screens_from_its_pool_to_other_raters(client, auth, project, app):
+    pid = project["id"]
+    _items(client, auth, pid, 30)
+    settings = client.get(f"{API}/projects/{pid}/rating", headers=auth).json()
+    assert settings["repeat_share"] == REPEAT_SHARE  # a new study repeats by default
+    assert _ceiling(client, auth, pid)["accuracy"] is None
+    set_rating(client, auth, pid, judgement="odd_one_out", attention_rate=0, repeat_share=0.5)
+    slug = open_link(client, auth, pid)["public_slug"]
+    for _ in range(6):
+        token = join_rater(client, slug)
+        screen = next_screen(client, slug, token)
+        for _ in range(12):
+            keys = [item["key"] for item in screen["items"]]
+            answered = answer_screen(client, slug, token, screen["query_id"], picks=[min(keys)])
+            assert answered.status_code == 200, answered.text
+            screen = answered.json()["comparison"]
+    judgements = rows_of(app, Judgement, pid)
+    assert len(judgements) == 72
+    # Each judgement names its screen; a rater never gets one screen twice, and the
+    # pool's screens come back to other raters.
+    for judgement in judgements:
+        assert judgement.screen == named("odd_one_out").screen_of([], judgement.shown)
+    pairs = {(j.screen, j.rater_id) for j in judgements}
+    assert len(pairs) == len(judgements)
+    raters_of: dict[int, set[int]] = {}
+    for judgement in judgements:
+        raters_of.setdefault(judgement.screen, set()).add(judgement.rater_id)
+    shared = {screen for screen, raters in raters_of.items() if len(raters) >= 2}
+    # 30 items make 4,060 screens: two raters' random screens would almost never meet.
+    assert len(shared) >= 3 and len(raters_of) <= 72 - len(shared)
+
+    # Everyone picked the first key in order: full agreement on every shared screen.
+    ceiling = _ceiling(client, auth, pid)
+    assert ceiling["accuracy"] == 1 and ceiling["low"] == ceiling["high"] == 1
+    assert ceiling["screens"] == len(shared) and ceiling["why"] is None
+    assert ceiling["answers"] == sum(len(raters_of[screen]) for screen in shared)
+
+
+def test_a_triplet_study_repeats_nothing(client, auth, project, app):
+    pid = project["id"]
+    _items(client, auth, pid, 8)
+    set_rating(client, auth, pid, attention_rate=0, repeat_share=0.5)
+    slug = open_link(client, auth, pid)["public_slug"]
+    seen = set()
+    for _ in range(3):
+        token = join_rater(client, slug)
+        state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
+        query = state["comparison"]
+        seen.add(query["query_id"])
+        assert query["format"] == "triplet"
+    assert _ceiling(client, auth, pid)["why"].startswith("no odd-one-out or rank screen")
+
+
+@pytest.fixture
+def things(client, auth, project):
+    """A judgement file as THINGS' noise-ceiling set comes: 40 odd-one-out screens, each
+    answered by 12 named raters drawing from a planted softmax, and rater r0 answering
+    the first 10 screens a second time."""
+    pid = project["id"]
+    _items(client, auth, pid, 20)
+    rng = np.random.default_rng(4)
+    shown = np.array([rng.choice(20, 3, replace=False) for _ in range(40)])
+    p = rng.dirichlet([1.0, 1.0, 1.0], size=40)
+    rows, answers = [], []
+    for raters in (range(12), [0]):
+        for number, screen in enumerate(shown):
+            if raters == [0] and number >= 10:
+                break
+            for rater in raters:
+                odd = screen[rng.choice(3, p=p[number])]
+                order = rng.permutation(screen)  # each rater saw it in an order of their own
+                rows.append(f"odd_one_out,k{order[0]},k{order[1]},k{order[2]},k{odd},r{rater}\n")
+                answers.append((number, rater, odd))
+    sent = client.post(
+        f"{API}/projects/{pid}/judgements",
+        headers=auth,
+        files={"file": ("things.csv", "format,item1,item2,item3,pick1,rater\n" + "".join(rows))},
+    )
+    assert sent.status_code == 201, sent.text
+    return pid, np.array(answers)
+
+
+def test_an_uploaded_set_of_repeated_screens_gives_the_libraries_ceiling(client, auth, things):
+    pid, answers = things
+    ceiling = _ceiling(client, auth, pid)
+    offline = noise_ceiling(answers[:, 0], answers[:, 1], answers[:, 2])
+    assert ceiling["accuracy"] == pytest.approx(offline.accuracy)
+    assert (ceiling["low"], ceiling["high"]) == pytest.approx((offline.low, offline.high))
+    assert (ceiling["screens"], ceiling["raters"], ceiling["answers"]) == (40, 12, 480)
+    assert ceiling["within_rater_pairs"] == 10
+    assert ceiling["within_rater"] == pytest.approx(offline.within_rater)
+    assert ceiling["low"] < ceiling["accuracy"] < ceiling["high"]
+
+    # An excluded rater's answers are left out, as from every fit.
+    raters = client.get(f"{API}/projects/{pid}/raters", headers=auth).json()
+    r3 = next(rater for rater in raters if rater["external_id"] == "r3")
+    excluded = client.patch(
+        f"{API}/projects/{pid}/raters/{r3['id']}", headers=auth, json={"excluded": True}
+    )
+    assert excluded.status_code == 200, excluded.text
+    kept = answers[:, 1] != 3
+    without = noise_ceiling(answers[kept, 0], answers[kept, 1], answers[kept, 2])
+    after = _ceiling(client, auth, pid)
+    assert after["raters"] == 11 and after["accuracy"] == pytest.approx(without.accuracy)
+
+
+def test_the_models_page_shows_the_ceiling_beside_a_choice_models_accuracy(
+    app, client, auth, things
+):
+    from app.worker.loop import Worker
+
+    pid, _ = things
+    made = client.post(
+        f"{API}/projects/{pid}/models",
+        headers=auth,
+        json={"name": "things", "kind": "choice", "params": {"n_components": 4}},
+    )
+    assert made.status_code == 201, made.text
+    Worker(app.state.session_factory).run(until_idle=True)
+    ceiling = _ceiling(client, auth, pid)
+    signed_in_page_csrf(client, auth, f"/projects/{pid}/models")
+    page = client.get(f"/projects/{pid}/models").text
+    assert "Noise ceiling" in page
+    assert f"{100 * ceiling['accuracy']:.1f}%" in page
+    assert "Held-out choice accuracy" in page
+
+
+def test_the_repeat_pool_is_the_same_for_every_rater():
+    """Screen n of a study's pool is drawn from a source of its own: the same screen for
+    every rater who draws n, while the items stay the same."""
+    from app.formats import ODD_ONE_OUT, ScreenShape
+
+    ids = np.arange(100, 130)
+    study = ScreenShape(shown=3, picks=1)
+    first = [ODD_ONE_OUT.repeated(study, ids, n, salt=7) for n in range(REPEAT_POOL)]
+    again = [ODD_ONE_OUT.repeated(study, ids, n, salt=7) for n in range(REPEAT_POOL)]
+    other = [ODD_ONE_OUT.repeated(study, ids, n, salt=8) for n in range(REPEAT_POOL)]
+    assert first == again and first != other
+    assert len({screen.key for screen in first}) > REPEAT_POOL * 0.9
