@@ -197,3 +197,47 @@ def test_a_choice_model_gives_each_choices_probability_and_its_own_distances(
     assert status == 422
     status, message = refused({"screens": screens[:1]}, model_id=tete["id"])
     assert status == 400 and "t-ETE model predicts no choices" in message
+
+
+def test_rank_screens_of_two_shapes_are_learned_whole_each_choice_its_own_width(
+    app, client, auth, project
+):
+    """ "2 of 6" and "1 of 4" rank screens beside an odd-one-out: each rank screen is one
+    choice a pick among the items left, of its own width; the screens that showed an item
+    since deleted went with it (app/items/removal.py), and nothing of them is learned."""
+    pid = project["id"]
+    items = "key\n" + "".join(f"k{i}\n" for i in range(12))
+    made = client.post(
+        f"{API}/projects/{pid}/items", headers=auth, files={"file": ("i.csv", items)}
+    )
+    assert made.status_code == 201, made.text
+    rows = (
+        "format,reference,item1,item2,item3,item4,item5,item6,pick1,pick2\n"
+        "rank,k0,k1,k2,k3,k4,k5,k7,k3,k1\n"
+        "rank,k8,k1,k2,k3,k4,,,k2,\n"
+        "odd_one_out,,k4,k5,k6,,,,k6,\n"
+        "rank,k11,k1,k2,k3,k4,k5,k6,k5,k1\n"
+    )
+    sent = client.post(
+        f"{API}/projects/{pid}/judgements", headers=auth, files={"file": ("j.csv", rows)}
+    )
+    assert sent.status_code == 201, sent.text
+    gone = client.delete(f"{API}/projects/{pid}/items/k6", headers=auth)
+    assert gone.status_code == 200, gone.text
+    model = create_model(client, auth, pid, name="ranks", kind="choice")
+    with app.state.session_factory() as session:
+        snap = runs.snapshot(
+            session, session.get(Project, pid), session.get(LearnedModel, model["id"])
+        )
+    choices = snap.choices
+    # The first two screens (2 of 6: two choices, of 6 pairs then 5; 1 of 4: one); the
+    # odd-one-out and the last rank screen showed k6.
+    assert snap.screens_learned_whole == {"rank": 2}
+    assert sorted(choices.n_alternatives.tolist()) == [4, 5, 6]
+    position = {f"k{i}": i - (i > 6) for i in range(12) if i != 6}  # positions follow ids
+    first = choices.pairs[choices.n_alternatives == 6][0]
+    assert first[0].tolist() == [position["k0"], position["k3"]]
+    second = choices.pairs[choices.n_alternatives == 5][0]
+    assert second[0].tolist() == [position["k0"], position["k1"]]
+    assert position["k3"] not in second[:5, 1]
+    assert set(choices.judgement) == set(snap.groups[snap.groups > 0])

@@ -6,7 +6,8 @@ once at import. The rest of the service asks the registry."""
 from app.formats import triplet  # isort: skip
 from app.formats import odd_one_out, rank, sort  # isort: skip
 from app.formats.base import (
-    REPEAT_POOL,
+    MOST_REPEATED,
+    REPEAT_RATERS,
     REPEAT_SHARE,
     Choice,
     JudgementFormat,
@@ -34,7 +35,8 @@ TRIPLET, ODD_ONE_OUT, RANK, SORT = triplet.TRIPLET, odd_one_out.ODD_ONE_OUT, ran
 __all__ = [
     "ODD_ONE_OUT",
     "RANK",
-    "REPEAT_POOL",
+    "MOST_REPEATED",
+    "REPEAT_RATERS",
     "REPEAT_SHARE",
     "SORT",
     "TRIPLET",

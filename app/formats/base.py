@@ -296,20 +296,23 @@ def reference_pairs(reference: int | None, shown: Sequence[int]) -> list[tuple[i
     return [(int(reference), int(item)) for item in shown]
 
 
-# Of a screen study's random screens, the share drawn from its pool of repeated ones, and
-# the pool's size: every rater who gets a repeat gets one of the same REPEAT_POOL screens,
-# so that a study of 100 raters answering 100 screens each answers each about 10 times.
+# Of a screen study's random screens, the share that repeat a screen other raters had.
+# The study's repeated screens are drawn in a fixed order (`PickedScreen.repeated`), the
+# same for every rater, and fill in turn: each until REPEAT_RATERS raters answered it, so
+# that the others' majority is a steady guess of a screen's likeliest choice; at most
+# MOST_REPEATED of them.
 REPEAT_SHARE = 0.1
-REPEAT_POOL = 100
+REPEAT_RATERS = 10
+MOST_REPEATED = 1000
 
 
 class PickedScreen(JudgementFormat):
     """A screen drawn at random from the study's items, answered with `picks`."""
 
     def repeated(self, study: StudyShape, ids: np.ndarray, number: int, salt: int) -> Screen:
-        """Screen `number` of the study's pool of repeated screens: the same for every
-        rater (drawn from a source seeded by `salt`, the project, and the number) while
-        the study's items stay the same."""
+        """The study's repeated screen `number`: the same for every rater (drawn from a
+        source seeded by `salt`, the project, and the number) while the study's items
+        stay the same."""
         return self.draw(study, ids, random.Random(f"repeat:{salt}:{number}"), False)
 
     # Judgement files: it is uploaded, and a row that declares no format is read as it

@@ -11,7 +11,7 @@ from pydantic import (
 )
 
 from app.core.fields import INT4_MAX, RequestModel
-from app.formats import REPEAT_POOL, REPEAT_SHARE, TRIPLET, asked_by_studies
+from app.formats import REPEAT_RATERS, REPEAT_SHARE, TRIPLET, asked_by_studies
 from app.models import LabelType, LinkState
 from app.projects.path_schemas import (
     MAX_ARMS,
@@ -304,10 +304,10 @@ class RatingSettings(BaseModel):
         ge=0,
         le=0.5,
         title="Share of repeated screens (for the noise ceiling)",
-        description="Of the random screens (odd-one-out, rank), the share drawn from a pool "
-        f"of {REPEAT_POOL} screens shown again to other raters, so that the answers tell how "
-        "well people agree: the noise ceiling no model can beat (GET …/ceiling). Triplet "
-        "studies repeat none",
+        description="Of the random screens (odd-one-out, rank), the share that repeat a "
+        f"screen other raters had (each repeated screen until {REPEAT_RATERS} raters "
+        "answered it, then the next), so that the answers tell how well people agree: the "
+        "noise ceiling no model can beat (GET …/ceiling). Triplet studies repeat none",
         json_schema_extra=_shown(ASKED, "share"),
     )
     attention_rate: float = Field(

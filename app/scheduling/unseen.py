@@ -5,11 +5,11 @@ draws keep finding what the rater has seen."""
 from __future__ import annotations
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.formats import Screen
-from app.models import Assignment, Project
+from app.models import Assignment, Judgement, Project
 from app.scheduling import screens
 from app.scheduling.draws import RANDOM_DRAWS, Draws
 from app.scheduling.statements import SEEN
@@ -81,6 +81,16 @@ def _served_keys(session: Session, rater_id: int) -> set[tuple[int, int, int]]:
     }
 
 
+def _answers_to(session: Session, project_id: int, numbers: list[int]) -> dict[int, int]:
+    """How many judgements each of these screen numbers has (judgements.screen)."""
+    found = session.execute(
+        select(Judgement.screen, func.count())
+        .where(Judgement.project_id == project_id, Judgement.screen.in_(numbers))
+        .group_by(Judgement.screen)
+    ).all()
+    return {int(screen): int(count) for screen, count in found if screen is not None}
+
+
 def screen_around(
     session: Session,
     project: Project,
@@ -117,4 +127,5 @@ def screen(
         draws,
         lambda key: _was_served(session, rater_id, key),
         lambda: _served_keys(session, rater_id),
+        lambda numbers: _answers_to(session, project.id, numbers),
     )

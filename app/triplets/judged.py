@@ -31,13 +31,25 @@ import io
 import json
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, exists, func, insert, or_, select
+from sqlalchemy import (
+    Engine,
+    Text,
+    bindparam,
+    cast,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+)
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
+from app.core.db import FastStatement
 from app.core.errors import ProblemCollector, echo
 from app.core.spreadsheets import spreadsheet_safe
 from app.formats import PickedScreen, UnknownFormat, named, uploaded
@@ -474,33 +486,101 @@ def export_judgements_json(
     yield "]"
 
 
+@dataclass(frozen=True)
+class AnsweredScreens:
+    """Judgements of one format and shape (as many items shown, as many picked) as
+    arrays of item ids: `references` (or None where the format has none), `shown` (m, n)
+    and `chosen` (m, k), with the judgements' `ids`."""
+
+    format: str
+    ids: np.ndarray
+    references: np.ndarray | None
+    shown: np.ndarray
+    chosen: np.ndarray
+
+
+_SCREENS = FastStatement(
+    select(
+        Judgement.id,
+        Judgement.format,
+        cast(Judgement.context, Text),
+        cast(Judgement.shown, Text),
+        cast(Judgement.chosen, Text),
+    )
+    .where(
+        Judgement.project_id == bindparam("project"),
+        Judgement.id > bindparam("after"),
+        Judgement.id <= bindparam("last"),
+    )
+    .order_by(Judgement.id)
+    .limit(bindparam("most"))
+)
+
+
+def _numbers(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """JSON arrays of integers ("[3, 1, 2]") as one flat array and each one's length."""
+    lengths = np.array([0 if text == "[]" else text.count(",") + 1 for text in texts])
+    joined = ",".join(text[1:-1] for text in texts if text != "[]")
+    flat = np.array(joined.split(","), dtype=np.int64) if joined else np.empty(0, np.int64)
+    return flat, lengths
+
+
 def answered_screens(
     session: Session, project_id: int, judgement_ids: np.ndarray, formats: Sequence[str]
-) -> list[Any]:
-    """The judgements of `judgement_ids` (ascending) in `formats`, as (id, format,
-    context, shown, chosen) rows: what a learner of whole screens reads beside the
-    triplets. Read by their range of ids, in batches, and kept where named."""
+) -> list[AnsweredScreens]:
+    """The judgements of `judgement_ids` (ascending) in `formats`, as arrays per format and
+    shape: what a learner of whole screens reads beside the triplets. Read by their range
+    of ids, a batch at a time, as the text the database holds: a million judgements
+    decoded as JSON into Python lists took most of a minute and a gigabyte."""
     if not len(judgement_ids) or not formats:
         return []
-    wanted = set(judgement_ids.tolist())
-    found: list[Any] = []
+    parts: dict[tuple, list[tuple]] = {}
     after, last = int(judgement_ids[0]) - 1, int(judgement_ids[-1])
     while after < last:
-        batch = session.execute(
-            select(
-                Judgement.id, Judgement.format, Judgement.context, Judgement.shown, Judgement.chosen
-            )
-            .where(
-                Judgement.project_id == project_id,
-                Judgement.id > after,
-                Judgement.id <= last,
-                Judgement.format.in_(list(formats)),
-            )
-            .order_by(Judgement.id)
-            .limit(_READ_CHUNK)
-        ).all()
+        batch = _SCREENS.run_all(
+            session, {"project": project_id, "after": after, "last": last, "most": _READ_CHUNK}
+        )
         if not batch:
             break
-        after = batch[-1].id
-        found += [row for row in batch if row.id in wanted]
+        after = batch[-1][0]
+        ids, names, contexts, shown, chosen = zip(*batch, strict=True)
+        ids_array = np.array(ids, np.int64)
+        keep = np.isin(ids_array, judgement_ids) & np.isin(np.array(names), list(formats))
+        if not keep.any():
+            continue
+        rows = np.flatnonzero(keep)
+        context_flat, context_length = _numbers([contexts[row] for row in rows])
+        shown_flat, shown_length = _numbers([shown[row] for row in rows])
+        chosen_flat, chosen_length = _numbers([chosen[row] for row in rows])
+        starts = [
+            np.concatenate([[0], np.cumsum(length)[:-1]])
+            for length in (context_length, shown_length, chosen_length)
+        ]
+        name_of = np.array(names)[rows]
+        shape = np.stack([context_length, shown_length, chosen_length], axis=1)
+        for key in {(name, *map(int, row)) for name, row in zip(name_of, shape, strict=True)}:
+            name, width_context, width_shown, width_chosen = key
+            which = np.flatnonzero(
+                (name_of == name)
+                & (context_length == width_context)
+                & (shown_length == width_shown)
+                & (chosen_length == width_chosen)
+            )
+
+            def columns(flat, begin, width, which=which):
+                return flat[begin[which][:, None] + np.arange(width)]
+
+            parts.setdefault(key, []).append(
+                (
+                    ids_array[rows[which]],
+                    columns(context_flat, starts[0], width_context),
+                    columns(shown_flat, starts[1], width_shown),
+                    columns(chosen_flat, starts[2], width_chosen),
+                )
+            )
+    found = []
+    for (name, width_context, _, _), pieces in parts.items():
+        joined = [np.concatenate(part) for part in zip(*pieces, strict=True)]
+        references = joined[1][:, 0] if width_context else None
+        found.append(AnsweredScreens(name, joined[0], references, joined[2], joined[3]))
     return found

@@ -23,7 +23,7 @@ from app.training.fitted import Fitted, required_part
 from app.training.fitting import CannotFit, FitOutcome, Progress, Snapshot
 from app.training.kinds.base import LearnerKind, ReadyFit
 from app.training.schemas import ChoiceParams
-from app.triplets.judged import answered_screens
+from app.triplets.judged import AnsweredScreens, answered_screens
 from app.triplets.log import item_positions
 
 if TYPE_CHECKING:
@@ -40,38 +40,35 @@ def answer_groups(snapshot: Snapshot) -> np.ndarray:
 
 
 def screen_choices(
-    item_ids: np.ndarray, answers: np.ndarray, groups: np.ndarray, screens: list[Any]
+    item_ids: np.ndarray,
+    answers: np.ndarray,
+    groups: np.ndarray,
+    screens: list[AnsweredScreens],
 ) -> tuple[Choices, dict[str, int]]:
-    """Every answer as a choice its person made: the `screens` (judgement rows of formats
+    """Every answer as a choice its person made: the `screens` (judgements of formats
     learned whole) as their choices, the other answers as their triplets; and how many
     screens of each format were learned whole. A screen naming an item no longer in the
     project is learned as the triplets left of it."""
-    alike: dict[tuple[str, int, int], list[Any]] = defaultdict(list)
-    for screen in screens:
-        alike[(str(screen.format), len(screen.shown), len(screen.chosen))].append(screen)
     parts: list[Choices] = []
     whole: list[np.ndarray] = []
     counts: dict[str, int] = defaultdict(int)
-    for (name, _, _), rows in alike.items():
-        judgement_format = named(name)
-        ids = np.array([row.id for row in rows], np.int64)
-        references = [row.context[0] if row.context else row.shown[0] for row in rows]
-        block = np.column_stack(
-            [references, [row.shown for row in rows], [row.chosen for row in rows]]
-        ).astype(np.int64)
+    for batch in screens:
+        judgement_format = named(batch.format)
+        reference = batch.shown[:, :1] if batch.references is None else batch.references[:, None]
+        block = np.concatenate([reference, batch.shown, batch.chosen], axis=1)
         positions, known = item_positions(item_ids, block)
         if not known.any():
             continue
-        positions, ids = positions[known], ids[known]
-        n = len(rows[0].shown)
+        positions, ids = positions[known], batch.ids[known]
+        n = batch.shown.shape[1]
         made = judgement_format.implied_choices(
-            positions[:, 0] if judgement_format.has_reference else None,
+            None if batch.references is None else positions[:, 0],
             positions[:, 1 : 1 + n],
             positions[:, 1 + n :],
         )
         parts.append(Choices(made.pairs, ids[made.judgement]))
         whole.append(ids)
-        counts[name] += len(ids)
+        counts[batch.format] += len(ids)
     taken = np.concatenate(whole) if whole else np.empty(0, np.int64)
     rest = np.flatnonzero(~np.isin(groups, taken))
     if len(rest):
@@ -137,6 +134,12 @@ def fit_choice(
     if model.selection_ is not None:
         metrics["selection"] = model.selection_
         notes.append(model.selection_["why"])
+    most = int(model.n_components)
+    if model.similarity == "dot" and model.n_components_ == most and most < 256:
+        notes.append(
+            f"every one of the {most} dimensions is in use: the answers may support more; "
+            f"fit again with a larger n_components (up to 256)"
+        )
     if not model.converged_:
         notes.append(
             f"not converged: stopped at max_iter ({model.max_iter} L-BFGS iterations); raise "
