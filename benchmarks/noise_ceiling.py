@@ -12,9 +12,10 @@ planted model predicts two thirds). Each of `raters` raters answers `answers` sc
 - the peer: a uniform pool of 100 screens, each repeat one of them at random.
 
 Per setting, over `--seeds` crowds: the repeated screens, raters per screen, the ceiling
-(app/learn/ceiling.py) and its 95 % interval's width, the Bayes ceiling of the same
-screens (the mean of each screen's likeliest choice's probability), and how often the
-interval holds it.
+(app/learn/ceiling.py: the others' majority), the screens' own majority share and the
+midpoint of the two, the 95 % interval's width, the Bayes ceiling of the same screens
+(the mean of each screen's likeliest choice's probability), and how often the interval
+holds it.
 
     .venv/bin/python benchmarks/noise_ceiling.py [--raters 50,100,300] [--answers 40]
         [--shares 0.05,0.1,0.2] [--seeds 20]
@@ -95,7 +96,8 @@ def main() -> None:
     X = planted(args.items, args.dims, scale, np.random.default_rng(0))
     print(
         f"{'raters':>6} {'share':>5} {'rule':>7} {'screens':>7} {'per screen':>10} "
-        f"{'ceiling':>7} {'Bayes':>6} {'CI width':>8} {'holds Bayes':>11}"
+        f"{'ceiling':>7} {'majority':>8} {'midway':>6} {'Bayes':>6} {'CI width':>8} "
+        f"{'holds Bayes':>11}"
     )
     for raters in (int(r) for r in args.raters.split(",")):
         for share in (float(s) for s in args.shares.split(",")):
@@ -112,12 +114,14 @@ def main() -> None:
                 screens = np.mean([c.screens for c, _ in found])
                 per = np.mean([c.answers / c.screens for c, _ in found])
                 accuracy = np.mean([c.accuracy for c, _ in found])
+                majority = np.mean([c.majority_share for c, _ in found])
                 bayes = np.mean([b for _, b in found])
                 width = np.mean([c.high - c.low for c, _ in found])
                 holds = np.mean([c.low <= b <= c.high for c, b in found])
                 print(
                     f"{raters:>6} {share:>5.2f} {rule:>7} {screens:>7.0f} {per:>10.1f} "
-                    f"{accuracy:>7.3f} {bayes:>6.3f} {width:>8.3f} {holds:>11.2f}"
+                    f"{accuracy:>7.3f} {majority:>8.3f} {(accuracy + majority) / 2:>6.3f} "
+                    f"{bayes:>6.3f} {width:>8.3f} {holds:>11.2f}"
                 )
 
 

@@ -69,7 +69,8 @@ def test_a_screen_study_repeats_screens_from_its_pool_to_other_raters(client, au
 
     # Everyone picked the first key in order: full agreement on every shared screen.
     ceiling = _ceiling(client, auth, pid)
-    assert ceiling["accuracy"] == 1 and ceiling["low"] == ceiling["high"] == 1
+    assert ceiling["accuracy"] == ceiling["majority_share"] == 1
+    assert ceiling["low"] == ceiling["high"] == 1
     assert ceiling["screens"] == len(shared) and ceiling["why"] is None
     assert ceiling["answers"] == sum(len(raters_of[screen]) for screen in shared)
 
@@ -123,6 +124,7 @@ def test_an_uploaded_set_of_repeated_screens_gives_the_libraries_ceiling(client,
     ceiling = _ceiling(client, auth, pid)
     offline = noise_ceiling(answers[:, 0], answers[:, 1], answers[:, 2])
     assert ceiling["accuracy"] == pytest.approx(offline.accuracy)
+    assert ceiling["majority_share"] == pytest.approx(offline.majority_share)
     assert (ceiling["low"], ceiling["high"]) == pytest.approx((offline.low, offline.high))
     assert (ceiling["screens"], ceiling["raters"], ceiling["answers"]) == (40, 12, 480)
     assert ceiling["within_rater_pairs"] == 10

@@ -8,9 +8,16 @@ share of one where several choices tie for it. The ceiling is the mean over thos
 answers; its interval is a percentile bootstrap over screens (the unit that was sampled:
 answers to one screen move together). A rater who answered a screen twice counts once
 between raters (their first answer), and their two answers give the within-rater
-consistency: the share that agree. This is the "noise ceiling" SPoSE reports for THINGS
-(67.2 % on odd-one-out screens answered by many people): no model of the choices can
-expect to beat the agreement between people.
+consistency: the share that agree.
+
+The others' majority is a floor of what a model could score (a model that knew each
+screen's likeliest choice would do better: the majority of a few others misses it at
+times); the screens' own majority share (the share of answers that agree with their
+screen's majority, the rater included: SPoSE's 67.2 % for THINGS) is a ceiling above it
+(a majority of a few is found where chance put it). Between them lies the accuracy of
+the likeliest choice itself: on planted odd-one-out screens, midway at every number of
+raters a screen (benchmarks/noise_ceiling.py), 6 points apart with 10 raters a screen,
+3 with 20.
 """
 
 from __future__ import annotations
@@ -24,10 +31,13 @@ import numpy as np
 class Ceiling:
     """`accuracy` within [`low`, `high`] (the bootstrap interval at `level`), from
     `answers` answers to `screens` screens that two raters or more answered, by
-    `raters` raters; `within_rater` the agreement of a rater with themselves over
-    `within_rater_pairs` screens they answered twice (None where none)."""
+    `raters` raters; `majority_share` the share of those answers that agree with their
+    screen's majority (their own answer included); `within_rater` the agreement of a
+    rater with themselves over `within_rater_pairs` screens they answered twice (None
+    where none)."""
 
     accuracy: float
+    majority_share: float
     low: float
     high: float
     level: float
@@ -74,7 +84,7 @@ def noise_ceiling(
         within = float(np.mean(choice[again] == choice[owner]))
     screen, rater, choice = screen[first], rater[first], choice[first]
 
-    credits, sizes, counted_raters = [], [], set()
+    credits, sizes, tops, counted_raters = [], [], [], set()
     boundaries = np.flatnonzero(np.diff(screen)) + 1
     for chosen, who in zip(np.split(choice, boundaries), np.split(rater, boundaries), strict=True):
         if len(chosen) < 2:
@@ -89,6 +99,7 @@ def noise_ceiling(
         hit = modes[np.arange(len(chosen)), own] / modes.sum(axis=1)
         credits.append(float(hit.sum()))
         sizes.append(len(chosen))
+        tops.append(int(counts.max()))
         counted_raters.update(who.tolist())
     if not sizes:
         return None
@@ -103,6 +114,7 @@ def noise_ceiling(
     low, high = np.quantile(np.concatenate(estimates), [tail, 1 - tail])
     return Ceiling(
         accuracy=accuracy,
+        majority_share=float(sum(tops) / size.sum()),
         low=float(low),
         high=float(high),
         level=level,

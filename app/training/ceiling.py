@@ -97,6 +97,7 @@ def _computed(session: Session, project_id: int, excluded: list[int]) -> dict[st
     if ceiling is None:
         return {
             "accuracy": None,
+            "majority_share": None,
             "low": None,
             "high": None,
             "level": 0.95,

@@ -313,8 +313,14 @@ class CeilingOut(BaseModel):
     answered too is the others' majority choice (a tie a share), over every such answer."""
 
     accuracy: float | None = Field(
-        description="The ceiling: no model of the choices can expect a higher held-out "
-        "choice accuracy on these screens; null until a screen has answers of two raters"
+        description="The ceiling: how often the other raters' majority on a screen chose as "
+        "a rater did (a floor of what knowing each screen's likeliest choice would score); "
+        "null until a screen has answers of two raters"
+    )
+    majority_share: float | None = Field(
+        description="The share of those answers that agree with their screen's majority, "
+        "the rater included (SPoSE's noise ceiling): above what a model can expect; the "
+        "likeliest choice's accuracy lies between `accuracy` and this"
     )
     low: float | None = Field(description="The bootstrap interval's lower end (over screens)")
     high: float | None = Field(description="Its upper end")

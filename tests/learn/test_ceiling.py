@@ -21,6 +21,8 @@ def test_each_answer_is_predicted_by_the_others_majority_a_tie_a_share():
         choice=[5, 5, 7, 9, 3, 3, 7],
     )
     assert found.accuracy == pytest.approx(3 / 5)
+    # Each screen's majority, the rater included: 2 of 3, then 2 of 2.
+    assert found.majority_share == pytest.approx(4 / 5)
     assert (found.screens, found.answers, found.raters) == (2, 5, 5)
     assert found.within_rater == 0 and found.within_rater_pairs == 1
     assert found.low <= found.accuracy <= found.high
@@ -37,7 +39,8 @@ def test_on_a_planted_study_it_finds_the_planted_models_own_accuracy():
     """Odd-one-out screens each answered by 25 raters drawing from the planted softmax:
     the majority of the others is nearly always the likeliest odd one, so the ceiling is
     the planted model's expected accuracy (the mean of each screen's top probability),
-    inside the interval."""
+    inside the interval, a little below it, and the screens' own majority share a little
+    above."""
     rng = np.random.default_rng(3)
     screens, raters = 300, 25
     scores = rng.gamma(2.0, 1.0, (screens, 3))
@@ -51,5 +54,6 @@ def test_on_a_planted_study_it_finds_the_planted_models_own_accuracy():
     expected = float(p.max(axis=1).mean())
     assert found.low <= expected <= found.high
     assert abs(found.accuracy - expected) < 0.02
+    assert found.accuracy < expected < found.majority_share < expected + 0.03
     assert 0.01 < found.high - found.low < 0.08
     assert found.within_rater is None and found.raters == raters
