@@ -16,6 +16,7 @@ from app.training.service import build_of, list_models, newest_ready
 
 # What a learning curve plots, in the order a researcher reads them: (metric path, name).
 CURVE_METRICS = (
+    (("heldout_choice_accuracy",), "held-out choice accuracy"),
     (("heldout_triplet_error",), "held-out triplet error"),
     (("test", "accuracy"), "test accuracy"),
     (("cv", "accuracy"), "cross-validated accuracy"),

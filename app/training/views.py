@@ -50,6 +50,10 @@ def _models_page(
         "cards": cards,
         "live": any(card.live for card in cards),
         "kinds": {learner.kind: learner.title for learner in kinds.every()},
+        "refitting": kinds.in_words([learner for learner in kinds.every() if learner.passive]),
+        "from_features": kinds.in_words(
+            [learner for learner in kinds.every() if learner.learns_from_features]
+        ),
         "builds": list_builds(session=session, project=project),
         "defaults": {
             learner.name: json.dumps(learner.params().model_dump(), indent=None)

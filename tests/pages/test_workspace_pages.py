@@ -1637,3 +1637,69 @@ def test_hovering_a_point_of_a_large_map_shows_its_item(
         shown.add(page.locator("#item-card .key").inner_text())
     assert len(shown) >= 4 and all(re.fullmatch(r"i\d+", key) for key in shown), shown
     shoot(page, screenshots_dir(tmp_path) / "embedding-large-hover.png")
+
+
+def test_the_models_page_sets_a_choice_models_accuracy_beside_the_noise_ceiling(
+    app, server, browser, researcher, tmp_path
+):
+    """A lab's judgement file with repeated screens (THINGS' noise-ceiling set: each
+    screen answered by several named raters) and a choice model: the Models page says how
+    often a rater chose as the others' majority, with its interval, and sets the model's
+    held-out choice accuracy beside it; on a phone too, nothing scrolling sideways."""
+    import numpy as np
+
+    from app.worker.loop import Worker
+
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Ceiling")
+    rng = np.random.default_rng(5)
+    X = (rng.random((24, 4)) < 0.4) * rng.gamma(3.0, 1.0, (24, 4))
+    rows = []
+    for screen in range(60):
+        shown = rng.choice(24, 3, replace=False)
+        i, j, k = shown
+        likeness = np.array([X[j] @ X[k], X[i] @ X[k], X[i] @ X[j]])
+        p = np.exp(likeness - likeness.max())
+        p /= p.sum()
+        raters = range(8) if screen < 30 else [screen % 8]  # the first 30 repeated
+        for rater in raters:
+            odd = shown[rng.choice(3, p=p)]
+            rows.append(f"k{i},k{j},k{k},k{odd},r{rater}")
+    files = (
+        ("items", "items.csv", "key\n" + "".join(f"k{n}\n" for n in range(24))),
+        ("judgements", "things.csv", "item1,item2,item3,pick1,rater\n" + "\n".join(rows)),
+    )
+    for what, filename, content in files:
+        response = httpx.post(
+            f"{server}{API}/projects/{project_id}/{what}",
+            headers=bearer,
+            files={"file": (filename, content)},
+        )
+        assert response.status_code == 201, response.text
+    created = httpx.post(
+        f"{server}{API}/projects/{project_id}/models",
+        headers=bearer,
+        json={"name": "things", "kind": "choice", "params": {"n_components": 8}},
+    )
+    assert created.status_code == 201, created.text
+    Worker(app.state.session_factory).run(until_idle=True)
+    ceiling = httpx.get(f"{server}{API}/projects/{project_id}/ceiling", headers=bearer).json()
+    assert ceiling["screens"] == 30 and ceiling["raters"] == 8
+    model = httpx.get(f"{server}{API}/projects/{project_id}/models", headers=bearer).json()[0]
+    held = model["serving"]["metrics"]["heldout_choice_accuracy"]
+
+    page.get_by_role("link", name="Models").click()
+    card = page.locator(".ceiling")
+    expect(card).to_contain_text(f"{100 * ceiling['accuracy']:.1f}%")
+    expect(card).to_contain_text(f"{100 * ceiling['majority_share']:.1f}%")
+    expect(card).to_contain_text("30 screens, 8 raters")
+    expect(card.locator("tr", has_text="things")).to_contain_text(f"{100 * held:.1f}%")
+    # The version says how it chose its sparsity, as a t-ETE model says its dimension.
+    expect(page.locator(".model", has_text="things")).to_contain_text("the sparsest within")
+    look_at_pages(
+        page,
+        browser,
+        server,
+        {"models-ceiling": f"/projects/{project_id}/models"},
+        screenshots_dir(tmp_path),
+    )
+    shoot(page, screenshots_dir(tmp_path) / "models-ceiling.png", full_page=True)

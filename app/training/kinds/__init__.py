@@ -72,7 +72,14 @@ def informing(what: str | None = None) -> list[ModelKind]:
 
 def serving_distances() -> str:
     """The kinds that serve distances, in words: "t-ETE, SMERF and DisDF"."""
-    labels = [learner.label for learner in LEARNERS.values() if learner.serves_distances]
+    return in_words([learner for learner in LEARNERS.values() if learner.serves_distances])
+
+
+def in_words(learners: list[LearnerKind]) -> str:
+    """Kinds named in a sentence: "t-ETE, the choice model and TripletBoost"."""
+    labels = [learner.label for learner in learners]
+    if not labels:
+        return ""
     return ", ".join(labels[:-1]) + f" and {labels[-1]}" if len(labels) > 1 else labels[0]
 
 
@@ -84,6 +91,7 @@ __all__ = [
     "checked_params",
     "every",
     "from_builds",
+    "in_words",
     "informing",
     "of",
     "pack_matrix",
