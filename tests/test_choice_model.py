@@ -241,3 +241,35 @@ def test_rank_screens_of_two_shapes_are_learned_whole_each_choice_its_own_width(
     assert second[0].tolist() == [position["k0"], position["k1"]]
     assert position["k3"] not in second[:5, 1]
     assert set(choices.judgement) == set(snap.groups[snap.groups > 0])
+
+
+def test_the_kernel_form_serves_euclidean_distances_and_its_own_choices(app, client, auth, study):
+    """t-STE's form (`"similarity": "kernel"`): the distances are the embedding's own, and
+    a screen's choices the Student-t kernel's shares."""
+    pid = study[0]
+    model = create_model(
+        client,
+        auth,
+        pid,
+        name="kernel",
+        kind="choice",
+        params={"similarity": "kernel", "n_components": 2, "heldout_share": 0},
+    )
+    _run_jobs(app)
+    base = f"{API}/projects/{pid}/models/{model['id']}"
+    version = get_model(client, auth, pid, model["id"])["serving"]
+    assert version["metrics"]["similarity"] == "kernel" and "selection" not in version["metrics"]
+    E = np.array(client.get(f"{base}/embedding", headers=auth).json()["coordinates"])
+    assert E.shape == (ITEMS, 2)
+    distances = client.post(
+        f"{base}/distances", headers=auth, json={"pairs": [["k0", "k1"]]}
+    ).json()["distances"]
+    assert distances == pytest.approx([np.linalg.norm(E[0] - E[1])])
+    found = client.post(
+        f"{base}/choices",
+        headers=auth,
+        json={"screens": [{"format": "triplet", "items": ["k1", "k2"], "reference": "k0"}]},
+    ).json()["screens"][0]["probabilities"]
+    # Student-t with alpha = max(d - 1, 1) = 1 degree of freedom: (1 + d²)^-1.
+    kernel = [1 / (1 + np.sum((E[0] - E[i]) ** 2)) for i in (1, 2)]
+    assert found == pytest.approx({"k1": kernel[0] / sum(kernel), "k2": kernel[1] / sum(kernel)})
