@@ -269,13 +269,24 @@ def test_the_settings_page_sets_arms_row_by_row(app, client, auth, study):
     ]
 
 
-def test_the_archive_carries_the_arms_and_each_answers_arm_and_version(client, auth, study):
+def test_the_archive_carries_the_arms_and_each_answers_arm_and_version(app, client, auth, study):
     project_id, slug = study
-    configure(client, auth, project_id, arms=[{"name": "A", "items": KEYS[:5]}, {"name": "B"}])
+    arms = [{"name": "A", "items": KEYS[:5]}, {"name": "B", "judgement": "odd_one_out"}]
+    configure(client, auth, project_id, arms=arms)
     for pid in ("a1", "b1"):
         joined = _join(client, slug, pid)
-        served = client.get(f"{API}/rate/{slug}/next", headers=_token(joined)).json()
-        answer(client, slug, _token(joined), served["comparison"]["query_id"])
+        comparison = client.get(f"{API}/rate/{slug}/next", headers=_token(joined)).json()[
+            "comparison"
+        ]
+        if comparison["format"] == "odd_one_out":  # arm B: a screen, kept as a judgement
+            picked = client.post(
+                f"{API}/rate/{slug}/answers",
+                headers=_token(joined),
+                json={"query_id": comparison["query_id"], "picks": [comparison["items"][0]["key"]]},
+            )
+            assert picked.status_code == 200, picked.text
+        else:
+            answer(client, slug, _token(joined), comparison["query_id"])
     configure(client, auth, project_id, question="Which is more alike?")  # version 2
     archive = client.get(f"{API}/projects/{project_id}/archive", headers=auth)
     made = client.post(
@@ -291,7 +302,15 @@ def test_the_archive_carries_the_arms_and_each_answers_arm_and_version(client, a
         rows = client.get(f"{API}/projects/{pid}/triplets/export?format=json", headers=auth)
         return sorted((row["arm"], row["version"], row["rater"]) for row in rows.json())
 
-    assert answers(copy) == answers(project_id) == [("A", 1, "a1"), ("B", 1, "b1")]
+    assert answers(copy) == answers(project_id) == [("A", 1, "a1"), ("B", 1, "b1"), ("B", 1, "b1")]
+
+    def judged(pid):
+        with unit_of_work(app.state.session_factory) as session:
+            return session.execute(
+                select(Judgement.arm, Judgement.design_version).where(Judgement.project_id == pid)
+            ).all()
+
+    assert judged(copy) == judged(project_id) == [("B", 1)]
 
     def versions(pid):
         listed = client.get(f"{API}/projects/{pid}/versions", headers=auth).json()

@@ -184,6 +184,9 @@ class ArchivedJudgement(RequestModel):
     rater: str | None = Field(default=None, min_length=1, max_length=200)
     response_time_ms: int | None = Field(default=None, ge=0, le=INT4_MAX)
     created_at: Time
+    # The study's arm and design version it was answered in (archives before them: none).
+    arm: str | None = Field(default=None, max_length=64)
+    design_version: Count | None = None
 
 
 class ArchivedDesignVersion(RequestModel):

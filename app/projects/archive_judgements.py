@@ -42,6 +42,8 @@ def exported(engine: Engine, project_id: int) -> Iterator[str]:
                 "rater": raters.get(row.rater_id),
                 "response_time_ms": row.response_time_ms,
                 "created_at": row.created_at.isoformat(),
+                "arm": row.arm,
+                "design_version": row.design_version,
             }
             for row in batch
         ]
@@ -126,6 +128,8 @@ def restore(
             "rater_id": rater_id,
             "response_time_ms": entry.response_time_ms,
             "created_at": entry.created_at,
+            "arm": entry.arm,
+            "design_version": entry.design_version,
         }
         pending.append((entry.ref, row))
         if len(pending) >= AT_ONCE:
