@@ -129,7 +129,8 @@ def test_held_out_screens_are_predicted_near_the_planted_models_own_accuracy(
     # Chance is a third; the planted softmax itself gets `planted_accuracy` of all screens.
     assert metrics["heldout_choice_accuracy"] > planted_accuracy - 0.08
     assert metrics["heldout_choice_accuracy"] > 0.5
-    assert 0 < metrics["heldout_log_loss"] < np.log(3)
+    assert 0 < metrics["heldout_log_loss"] < metrics["chance_log_loss"] == pytest.approx(np.log(3))
+    assert "no better than guessing" not in version["message"]
     assert metrics["heldout_triplet_error"] < 0.3
 
 
@@ -273,3 +274,31 @@ def test_the_kernel_form_serves_euclidean_distances_and_its_own_choices(app, cli
     # Student-t with alpha = max(d - 1, 1) = 1 degree of freedom: (1 + d²)^-1.
     kernel = [1 / (1 + np.sum((E[0] - E[i]) ** 2)) for i in (1, 2)]
     assert found == pytest.approx({"k1": kernel[0] / sum(kernel), "k2": kernel[1] / sum(kernel)})
+
+
+def test_a_fit_no_better_than_guessing_says_so(app, client, auth, project):
+    """Odd-one-outs answered at random: nothing to learn. The held-out log loss is set
+    beside guessing's (the log of three), and the version says it is no better."""
+    pid = project["id"]
+    rng = np.random.default_rng(11)
+    items = "key\n" + "".join(f"k{i}\n" for i in range(30))
+    made = client.post(
+        f"{API}/projects/{pid}/items", headers=auth, files={"file": ("i.csv", items)}
+    )
+    assert made.status_code == 201, made.text
+    shown = np.array([rng.choice(30, 3, replace=False) for _ in range(400)])
+    odd = shown[np.arange(400), rng.integers(0, 3, 400)]
+    rows = "".join(f"k{a},k{b},k{c},k{o}\n" for (a, b, c), o in zip(shown, odd, strict=True))
+    sent = client.post(
+        f"{API}/projects/{pid}/judgements",
+        headers=auth,
+        files={"file": ("noise.csv", "item1,item2,item3,pick1\n" + rows)},
+    )
+    assert sent.status_code == 201, sent.text
+    model = create_model(client, auth, pid, name="noise", kind="choice", params={"n_components": 8})
+    _run_jobs(app)
+    version = get_model(client, auth, pid, model["id"])["serving"]
+    metrics = version["metrics"]
+    assert metrics["chance_log_loss"] == pytest.approx(np.log(3))
+    assert metrics["heldout_log_loss"] >= metrics["chance_log_loss"]
+    assert "no better than guessing" in version["message"]

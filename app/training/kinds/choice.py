@@ -131,6 +131,16 @@ def fit_choice(
         metrics["heldout_choice_accuracy"] = model.score(test)
         metrics["heldout_log_loss"] = model.log_loss(test)
         metrics["heldout_triplet_error"] = 1.0 - model.score(triplet_choices(answers[held_rows]))
+        # Guessing uniformly among each choice's alternatives: a fit that does no better
+        # learned nothing it can use (too few answers an item), and says so.
+        chance = float(np.log(test.n_alternatives).mean())
+        metrics["chance_log_loss"] = chance
+        if metrics["heldout_log_loss"] >= chance:
+            notes.append(
+                f"held-out log loss {metrics['heldout_log_loss']:.3f} is no better than "
+                f"guessing ({chance:.3f}): too few answers an item to learn the choices from; "
+                "it serves, but trust it only once more answers come"
+            )
     if model.selection_ is not None:
         metrics["selection"] = model.selection_
         notes.append(model.selection_["why"])
