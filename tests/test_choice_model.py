@@ -129,7 +129,9 @@ def test_held_out_screens_are_predicted_near_the_planted_models_own_accuracy(
     # Chance is a third; the planted softmax itself gets `planted_accuracy` of all screens.
     assert metrics["heldout_choice_accuracy"] > planted_accuracy - 0.08
     assert metrics["heldout_choice_accuracy"] > 0.5
-    assert 0 < metrics["heldout_log_loss"] < metrics["chance_log_loss"] == pytest.approx(np.log(3))
+    # Guessing: log 3 on an odd-one-out, log 2 on a plain triplet.
+    assert np.log(2) < metrics["chance_log_loss"] < np.log(3)
+    assert 0 < metrics["heldout_log_loss"] < metrics["chance_log_loss"]
     assert "no better than guessing" not in version["message"]
     assert metrics["heldout_triplet_error"] < 0.3
 
