@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from app.models import ModelKind
 from app.training.fitted import Fitted, ItemPredictions
+from app.training.fitting import CannotFit
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -77,6 +78,16 @@ class LearnerKind:
         """A fit on the snapshot (`previous`: the model's last fitted version, to warm
         start from where it is of this kind)."""
         raise NotImplementedError(f"a {self.label} model is not fitted")
+
+    def require_answers(self, snapshot: Snapshot) -> None:
+        """Refuse a fit on fewer answers than `answers_needed` (the service asks first; a
+        fit reads the answers again, which exclusions may have thinned since)."""
+        needed = self.answers_needed or 0
+        if len(snapshot.answers) < needed:
+            raise CannotFit(
+                f"{self.label} needs at least {needed} answers; the project has "
+                f"{len(snapshot.answers)}"
+            )
 
     def predict_new(
         self, fitted: Fitted, given: np.ndarray, count: int

@@ -20,7 +20,7 @@ from app.learn.choices import Choices, triplet_choices
 from app.models import ModelKind
 from app.training import fitting
 from app.training.fitted import Fitted, required_part
-from app.training.fitting import CannotFit, FitOutcome, Progress, Snapshot
+from app.training.fitting import FitOutcome, Progress, Snapshot
 from app.training.kinds.base import LearnerKind, ReadyFit
 from app.training.schemas import ChoiceParams
 from app.triplets.judged import AnsweredScreens, answered_screens
@@ -81,11 +81,6 @@ def fit_choice(
     snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
 ) -> FitOutcome:
     answers = snapshot.answers
-    needed = ChoiceKind.answers_needed or 0
-    if len(answers) < needed:
-        raise CannotFit(
-            f"the choice model needs at least {needed} answers; the project has {len(answers)}"
-        )
     choices = required_part(snapshot.choices)
     seed = params.get("random_state", 0)
     n = len(snapshot.item_ids)
@@ -197,6 +192,7 @@ class ChoiceKind(LearnerKind):
     )
 
     def fit(self, snapshot, params, previous, progress) -> FitOutcome:
+        self.require_answers(snapshot)
         return fit_choice(snapshot, params, previous, progress)
 
     def add_inputs(

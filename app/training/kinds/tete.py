@@ -13,7 +13,7 @@ from app import learn
 from app.models import ModelKind
 from app.training import fitting
 from app.training.fitted import Fitted, required_part
-from app.training.fitting import CannotFit, FitOutcome, Progress, Snapshot
+from app.training.fitting import FitOutcome, Progress, Snapshot
 from app.training.kinds.base import LearnerKind
 from app.training.schemas import TETEParams
 
@@ -22,9 +22,6 @@ def fit_tete(
     snapshot: Snapshot, params: dict[str, Any], previous: Fitted | None, progress: Progress
 ) -> FitOutcome:
     answers = snapshot.answers
-    needed = TETEKind.answers_needed or 0
-    if len(answers) < needed:
-        raise CannotFit(f"t-ETE needs at least {needed} answers; the project has {len(answers)}")
     seed = params.get("random_state", 0)
     n = len(snapshot.item_ids)
     dimension, t = params.get("n_components", "auto"), params.get("t", "auto")
@@ -169,6 +166,7 @@ class TETEKind(LearnerKind):
     )
 
     def fit(self, snapshot, params, previous, progress) -> FitOutcome:
+        self.require_answers(snapshot)
         return fit_tete(snapshot, params, previous, progress)
 
     def predict_new(self, fitted, given, count):
