@@ -18,6 +18,7 @@ from tests.support.browser import (
     shoot,
     stays_put_while_images_arrive,
     until,
+    until_htmx,
 )
 from tests.support.links import open_link
 from tests.support.postgres import start_postgres
@@ -86,7 +87,7 @@ def test_a_rater_answers_by_mouse_and_keyboard_and_gets_the_completion_code(
     expect(page.get_by_text("Pick the colour closer to the one on top.")).to_be_visible()
     page.get_by_role("button", name="Start").click()
     expect(page.locator(".progress .count")).to_have_text("0 / 40")
-    until(page, "window.htmx !== undefined")  # scripts load after the page
+    until_htmx(page)  # scripts load after the page
     shoot(page, shots / "rate-desktop.png")
     # The rating page's own load event comes after its images: on a busy machine, after
     # htmx is there. Counted from here, any load is a comparison that came as a new page.
@@ -140,7 +141,7 @@ def test_the_rating_page_works_on_a_phone(server, study, browser, tmp_path):
     page.goto(f"{server}/r/{slug}?participant=phone-1")
     page.get_by_role("button", name="Start").tap()
     expect(page.locator(".progress .count")).to_have_text("0 / 40")
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     candidates = page.locator("#comparison button.candidate")
     boxes = [candidates.nth(i).bounding_box() for i in range(2)]
     assert all(
@@ -190,7 +191,7 @@ def test_a_rater_who_fails_the_checks_gets_their_code_and_is_sent_back(
     page.goto(f"{server}/r/{slug}?PROLIFIC_PID=careless-1")
     page.get_by_role("button", name="Start").tap()
     expect(page.locator(".progress .count")).to_have_text("0 / 40")
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     anchor = page.locator(".anchor img").get_attribute("src")
     candidates = page.locator("#comparison button.candidate")
     sides = [candidates.nth(i).locator("img").get_attribute("src") for i in range(2)]
@@ -233,7 +234,7 @@ def test_the_time_to_answer_runs_from_when_the_comparison_appears(app, server, s
     page = browser.new_page(viewport={"width": 1280, "height": 800}, bypass_csp=True)
     page.goto(f"{server}/r/{slug}?participant=timer")
     page.get_by_role("button", name="Start").click()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     page.evaluate("htmx.config.defaultSettleDelay = 400")  # a slow settle, to make it plain
     # When each comparison entered the page, when each of its images was drawn and when
     # each key reached it, by the page's own clock: on a busy machine a key can reach the
@@ -333,7 +334,7 @@ def test_the_whole_comparison_is_above_the_fold(server, study, browser, tmp_path
         expect(keys_hint).to_be_visible()
         page.get_by_role("button", name="Start").click()
     expect(page.locator(".progress .count")).to_have_text("0 / 40")
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     until(page, "[...document.images].every(image => image.complete)")
     width, height = SCREENS[screen]["viewport"].values()
     for part in (
@@ -357,7 +358,7 @@ def test_the_candidate_under_a_resting_pointer_does_not_look_chosen(server, stud
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(f"{server}/r/{slug}?participant=hover")
     page.get_by_role("button", name="Start").click()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     candidate = page.locator("#comparison button.candidate").nth(0)
     border = "getComputedStyle(document.querySelectorAll('#comparison .candidate')[0]).borderColor"
     idle = page.evaluate(border)
@@ -409,7 +410,7 @@ def test_the_pages_run_under_a_strict_content_security_policy(server, study, bro
     assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy
     assert response.headers["x-content-type-options"] == "nosniff"
     page.get_by_role("button", name="Start").click()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     for number in range(3):
         answer_and_wait(page, page.locator("#comparison button.candidate").nth(number % 2).click)
     expect(page.locator(".progress .count")).to_have_text("3 / 40")
@@ -428,7 +429,7 @@ def test_an_answer_given_offline_arrives_once_and_a_reload_resumes(
     page = context.new_page()
     page.goto(f"{server}/r/{slug}?participant=offline-1")
     page.get_by_role("button", name="Start").click()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     for number in range(5):
         answer_and_wait(page, page.locator("#comparison button.candidate").nth(number % 2).click)
 
@@ -449,7 +450,7 @@ def test_an_answer_given_offline_arrives_once_and_a_reload_resumes(
     shown = current_query(page)
     page.reload()  # mid-comparison: the same comparison comes back
     expect(page.locator("#comparison input[name=query_id]")).to_have_value(shown)
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     for number in range(4):
         answer_and_wait(page, page.locator("#comparison button.candidate").nth(number % 2).click)
     expect(page.locator(".progress .count")).to_have_text("10 / 40")
@@ -487,7 +488,7 @@ def test_the_page_rides_out_a_database_restart(browser, tmp_path):
         page = context.new_page()
         page.goto(f"{service.url}/r/{slug}?participant=restart-1")
         page.get_by_role("button", name="Start").click()
-        until(page, "window.htmx !== undefined")
+        until_htmx(page)
         for number in range(3):
             answer_and_wait(
                 page, page.locator("#comparison button.candidate").nth(number % 2).click
@@ -573,7 +574,7 @@ def test_a_participant_consents_on_a_phone_and_reads_the_debrief_with_the_code(
     for statement in ("I have read the information above.", "I agree to take part."):
         page.get_by_label(statement).tap()
     page.get_by_role("button", name="I agree").tap()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     candidates = page.locator("#comparison button.candidate")
     answer_and_wait(page, candidates.nth(0).tap)
     candidates.nth(1).tap()  # the last answer: the code, not another comparison
@@ -648,7 +649,7 @@ def test_a_participant_answers_the_questionnaire_after_the_task_on_a_phone(
     page = context.new_page()
     page.goto(f"{server}/r/{slug}?participant=asked")
     page.get_by_role("button", name="Start").tap()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     page.locator("#comparison button.candidate").first.tap()
     expect(page.get_by_role("heading", name="Nearly done")).to_be_visible()
     page.get_by_role("link", name="Continue").tap()
@@ -686,7 +687,7 @@ def test_a_break_between_blocks_holds_the_next_comparison_until_it_ends(
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(f"{server}/r/{slug}?participant=resting")
     page.get_by_role("button", name="Start").click()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     expect(page.locator(".progress .count")).to_have_text("0 / 4 · block 1 of 2")
     for _ in range(2):
         answer_and_wait(page, lambda: page.keyboard.press("ArrowLeft"))
@@ -724,7 +725,7 @@ def test_the_time_to_answer_starts_when_the_images_are_drawn(app, server, study,
     page.goto(f"{server}/r/{slug}?participant=slow-link")
     page.get_by_role("button", name="Start").click(no_wait_after=True)
     expect(page.locator("#comparison button.candidate")).to_have_count(2)
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     query = current_query(page)
     page.wait_for_timeout(1_000)  # the images still on their way
     for route in held:
@@ -821,7 +822,7 @@ def test_practice_shows_feedback_before_the_next_screen(
         page = browser.new_page(viewport=size)
         page.goto(f"{server}/r/{slug}?participant=practising-{name}")
         page.get_by_role("button", name="Start").click()
-        until(page, "window.htmx !== undefined")
+        until_htmx(page)
         expect(page.locator(".progress .count")).to_have_text("Practice 1 of 2")
         answer_and_wait(page, lambda: page.keyboard.press("ArrowRight"))  # wrong: shade-20
         feedback = page.locator(".feedback-screen")
@@ -864,7 +865,7 @@ def test_the_next_screen_arrives_with_its_images_drawn(server, study, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(f"{server}/r/{slug}?participant=whole-screens")
     page.get_by_role("button", name="Start").click()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     page.evaluate(WHOLE_ON_SWAP)
     slow = page.context.new_cdp_session(page)
     slow.send("Network.enable")

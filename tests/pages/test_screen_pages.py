@@ -17,6 +17,7 @@ from tests.support.browser import (
     shoot,
     stays_put_while_images_arrive,
     until,
+    until_htmx,
 )
 from tests.support.links import open_link
 from tests.support.uploads import coloured_squares
@@ -47,7 +48,7 @@ def _start(page, server: str, slug: str, tap: bool = False) -> None:
     start.tap() if tap else start.click()
     page.wait_for_url("**/rate")
     expect(page.locator("#comparison .pick").first).to_be_visible()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     page.wait_for_load_state("load")
 
 

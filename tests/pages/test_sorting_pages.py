@@ -20,6 +20,7 @@ from tests.support.browser import (
     shoot,
     stays_put_while_images_arrive,
     until,
+    until_htmx,
 )
 from tests.support.uploads import coloured_squares
 
@@ -50,7 +51,7 @@ def _to_sorting_screen(page, server: str, slug: str, tap: bool = False) -> None:
     start = page.get_by_role("button", name="Start")
     start.tap() if tap else start.click()
     page.wait_for_url("**/rate")
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     page.wait_for_load_state("load")
     left = page.locator('#comparison button[value="left"]')
     left.tap() if tap else left.click()
@@ -186,7 +187,7 @@ def test_a_sorting_screen_stays_put_while_its_images_arrive(client, auth, projec
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(f"{server}/r/{slug}")
     page.get_by_role("button", name="Start").click()
-    until(page, "window.htmx !== undefined")
+    until_htmx(page)
     page.wait_for_load_state("load")
     held = hold_images(page)
     page.locator('#comparison button[value="left"]').click()

@@ -181,6 +181,19 @@ def until(page, expression: str, seconds: float = 15.0) -> None:
         time.sleep(0.02)
 
 
+def until_htmx(page) -> None:
+    """Wait until htmx has taken over the page's forms. `window.htmx` is defined when its
+    deferred script runs, but htmx binds the forms only at DOMContentLoaded: a tap in
+    between posts the form without it (a full page follows, not the fragment). The
+    navigation's domContentLoadedEventEnd is set once that event's handlers have run,
+    while images may still be loading (or held by the test)."""
+    until(
+        page,
+        "window.htmx !== undefined"
+        " && performance.getEntriesByType('navigation')[0]?.domContentLoadedEventEnd > 0",
+    )
+
+
 def _holds(page, expression: str) -> bool:
     try:
         return page.evaluate(f"() => Boolean({expression})")
