@@ -8,4 +8,4 @@ from app.training import jobs as training_jobs
 from app.triplets import jobs as triplet_jobs  # noqa: F401 (registers its upkeep)
 from app.webhooks import jobs as webhook_jobs  # noqa: F401 (registers its upkeep)
 
-KINDS = (build_jobs.STEP, build_jobs.ROUTE, training_jobs.TRAIN)
+KINDS = (build_jobs.STEP, build_jobs.ROUTE, training_jobs.TRAIN, training_jobs.GAIN)

@@ -63,6 +63,7 @@ from app.scheduling.answer_function import AnswerFunction
 from app.scheduling.draws import scheduler_random
 from app.training.api import labelling_router
 from app.training.api import router as models_router
+from app.training.gain import GAIN_JOB
 from app.training.service import TRAIN_JOB
 from app.training.views import router as model_pages
 from app.triplets.api import judgements_router
@@ -74,7 +75,7 @@ from app.worker.loop import Worker, make_kernels_ready, start_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 API_PREFIX = "/api/v1"
-TRAINING_KINDS = (TRAIN_JOB,)
+TRAINING_KINDS = (TRAIN_JOB, GAIN_JOB)
 SHUTDOWN_WAIT_SECONDS = 5.0  # how long a stop waits for the workers to hand back their jobs
 # Front-end packages from npm (package.json), each served from /static/vendor/<name>.
 VENDOR_PACKAGES = {

@@ -86,6 +86,9 @@ def arms_from(
             text = str(form.get(field + setting) or "").replace("\r\n", "\n").strip()
             if text:
                 arm[setting] = text
+        share = str(form.get(field + "random_share") or "").strip()
+        if share:
+            arm["random_share"] = share  # the schema reads the number, or names the field
         keys = str(form.get(field + "items") or "").replace(",", "\n").splitlines()
         if any(key.strip() for key in keys):
             arm["items"] = [key.strip() for key in keys if key.strip()]

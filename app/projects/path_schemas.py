@@ -172,6 +172,13 @@ class Arm(BaseModel):
     picks: int | None = Field(default=None, ge=1, le=11, description="Its rank screens' picks")
     question: str | None = Field(default=None, min_length=1, max_length=300)
     instructions: str | None = Field(default=None, max_length=20_000)
+    random_share: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Its own share of random questions; 1: it asks only at random (the "
+        "baseline the Models page measures an active arm's gain against); null: the study's",
+    )
     items: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] | None = Field(
         default=None,
         max_length=MAX_ARM_ITEMS,

@@ -27,7 +27,15 @@ from app.models._types import utcnow
 from app.raters import places
 
 # The settings an arm may set for its participants, as the study's own columns.
-OVERRIDES = ("judgement", "shown", "picks", "question", "instructions", "practice")
+OVERRIDES = (
+    "judgement",
+    "shown",
+    "picks",
+    "question",
+    "instructions",
+    "practice",
+    "random_share",
+)
 
 FULL_NOTICE = (
     "This study is full: every place has been taken. Thank you for your interest; "
@@ -131,10 +139,11 @@ def arm_named(project: Project, name: str | None) -> dict[str, Any] | None:
     return None
 
 
-def overrides_items(project: Project) -> bool:
-    """Whether an arm asks about its own items: its raters' answers then take the full
-    Python path (closer_answer() draws from all the study's items)."""
-    return any(arm.get("items") for arm in arms_of(project))
+def answered_in_python(project: Project) -> bool:
+    """Whether an arm asks about items of its own, or at a random share of its own: its
+    raters' answers then take the full Python path (closer_answer() draws from all the
+    study's items, at the study's share)."""
+    return any(arm.get("items") or arm.get("random_share") is not None for arm in arms_of(project))
 
 
 class _Views:

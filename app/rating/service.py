@@ -420,8 +420,8 @@ async def answer_quickly(
     project = raters.studies().cached(slug)
     if project is None or screens.screen_format(project) is not None:
         return None  # the function hands a study of screens to the full path
-    if arms.overrides_items(project):
-        return None  # nor one whose arms ask about items of their own (it draws from all)
+    if arms.answered_in_python(project):
+        return None  # nor one whose arms ask about items, or at a share, of their own
     if project.max_session_minutes is not None:
         return None  # nor one whose sessions run out of time (the full path reads the clock)
     item_ids = study_items.item_ids().cached(project)

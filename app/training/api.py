@@ -13,9 +13,11 @@ from app.models import LearnedModel, ModelVersion
 from app.projects.service import get_project
 from app.training import service
 from app.training.ceiling import study_ceiling
+from app.training.gain import gain_state
 from app.training.kinds import checked_params
 from app.training.schemas import (
     CeilingOut,
+    GainOut,
     LabelledShare,
     LabellingOut,
     LabellingStandingOut,
@@ -179,6 +181,18 @@ def cancel(project_id: RowId, model_id: RowId, session: SessionDep, researcher: 
     """Stop the fit queued or running; the version that served keeps serving."""
     model = _model(session, researcher, project_id, model_id)
     return version_out(session, service.cancel_training(session=session, model=model))
+
+
+@router.get("/{model_id}/gain", response_model=GainOut)
+def active_gain(project_id: RowId, model_id: RowId, session: SessionDep, researcher: Viewing):
+    """What asking actively saved, from the study's arms (one asking only at random):
+    each arm's held-out error against its answers, and each active arm's gain (the
+    answers the random arm needs to reach its error) with a 95 % bootstrap interval.
+    Measured once per ready version by the worker: until then `status` is `queued` or
+    `computing`, with its progress; `unavailable` says why it cannot be measured."""
+    project = get_project(session=session, researcher=researcher, project_id=project_id)
+    model = service.get_model(session=session, project=project, model_id=model_id)
+    return gain_state(session, project, model)
 
 
 @router.get("/{model_id}/versions", response_model=list[VersionOut])

@@ -10,7 +10,7 @@ library on the same answers gives the same figures.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,6 +67,34 @@ class Snapshot:
     @property
     def train_positions(self) -> np.ndarray:
         return np.flatnonzero(self.is_train)
+
+    def answer_groups(self) -> np.ndarray:
+        """Per answer, its judgement's id, or -(row + 1) for an answer of its own."""
+        if self.groups is not None:
+            return self.groups
+        return -np.arange(1, len(self.answers) + 1, dtype=np.int64)
+
+    def subset(self, rows: np.ndarray) -> Snapshot:
+        """The snapshot with only the answers at `rows` (ascending), as a fit on those
+        alone would read it: their judgements' choices, their groups as they were (an
+        answer of its own keeps its label)."""
+        groups = self.answer_groups()[rows]
+        choices = self.choices
+        if choices is not None:
+            choices = choices.take(np.flatnonzero(np.isin(choices.judgement, groups)))
+        measure_on = self.measure_on
+        if measure_on is not None:
+            measure_on = np.flatnonzero(np.isin(rows, measure_on))
+        return replace(
+            self,
+            answers=self.answers[rows],
+            answer_ids=self.answer_ids[rows],
+            adaptive=None if self.adaptive is None else self.adaptive[rows],
+            groups=groups,
+            choices=choices,
+            measure_on=measure_on,
+            screens_learned_whole={},
+        )
 
 
 @dataclass

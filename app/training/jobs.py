@@ -8,7 +8,7 @@ from typing import Any
 from app.core import metrics
 from app.core.db import unit_of_work
 from app.models import ModelVersion
-from app.training import runs, service
+from app.training import gain, runs, service
 from app.worker.loop import (
     JobCancelled,
     JobContext,
@@ -19,6 +19,7 @@ from app.worker.loop import (
 )
 
 TRAIN = service.TRAIN_JOB
+GAIN = gain.GAIN_JOB
 REFIT_CHECK_SECONDS = 5.0
 
 
@@ -62,6 +63,21 @@ def _result(version: ModelVersion) -> dict[str, Any]:
         "answers": version.answers_count,
         "metrics": version.metrics,
     }
+
+
+@handler(GAIN)
+def measure_gain(context: JobContext) -> dict[str, Any]:
+    """What asking actively saved, for a model's ready version (GET …/gain asks)."""
+    with metrics.fitting(), context.sessions() as session:
+        try:
+            return gain.measure_gain(
+                session,
+                context.params["model_id"],
+                context.params["version_id"],
+                _Throttle(context),
+            )
+        except gain.CannotMeasure as exc:
+            raise JobFailed(str(exc)) from exc
 
 
 class _Throttle:

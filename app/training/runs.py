@@ -64,7 +64,16 @@ _ITEMS = FastStatement(
 )
 
 
-def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapshot:
+def snapshot(
+    session: Session,
+    project: Project,
+    model: LearnedModel,
+    *,
+    cutoff: int | None = None,
+    every_arm: bool = False,
+) -> Snapshot:
+    """The project as a fit of `model` reads it: its answers up to `cutoff` (default: all
+    that can no longer change), of the model's arm unless `every_arm`."""
     # The driver's own rows, the split as the text it is stored as: at 50,000 items the
     # ORM's objects took half of a small fit's wait before it started, and SQLAlchemy's
     # row objects two thirds of what was left (0.15 -> 0.05 s on PostgreSQL).
@@ -82,8 +91,10 @@ def snapshot(session: Session, project: Project, model: LearnedModel) -> Snapsho
         for position, encoded in enumerate(feature_list):
             if encoded is not None:
                 features[position] = decode_features(bytes(encoded))
-    cutoff = _cutoff(session, project.id)
-    answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids, model.arm)
+    if cutoff is None:
+        cutoff = _cutoff(session, project.id)
+    arm = None if every_arm else model.arm
+    answer_ids, answers, test_answers = _answers(session, project.id, cutoff, item_ids, arm)
     snap = Snapshot(
         item_ids=item_ids,
         keys=list(keys),

@@ -334,3 +334,70 @@ class CeilingOut(BaseModel):
     )
     within_rater_pairs: int
     why: str | None = Field(description="Why there is no ceiling yet, where there is none")
+
+
+class NeededOut(BaseModel):
+    """Answers the random arm needs: a figure where its curve crossed the error; else a
+    bound (`more_than`: beyond its last point; `at_most`: within its first)."""
+
+    answers: float
+    bound: Literal["exact", "more_than", "at_most"]
+
+
+class CurvePointOut(BaseModel):
+    answers: int = Field(description="The arm's first answers the fit learned from")
+    error: float = Field(description="Its triplet error on the held-out answers")
+    low: float = Field(description="The bootstrap interval's lower end (over held-out screens)")
+    high: float
+
+
+class GainFigureOut(BaseModel):
+    against: str = Field(description="The arm asked at random it is compared with")
+    answers: int = Field(description="The active arm's answers (outside the held-out ones)")
+    error: float = Field(description="Its fit's held-out error on all of them")
+    needed: NeededOut = Field(
+        description="Answers the random arm needs to reach that error (interpolated on its "
+        "curve in the logarithm of the answers)"
+    )
+    low: NeededOut = Field(description="The bootstrap interval's lower end")
+    high: NeededOut = Field(description="Its upper end")
+    ratio: float = Field(
+        description="needed / answers: 2, asking actively did with half the answers; 1 or "
+        "less, it saved nothing"
+    )
+
+
+class ArmGainOut(BaseModel):
+    name: str
+    asking: Literal["random", "active"]
+    answers: int = Field(description="Its answers outside the held-out ones")
+    curve: list[CurvePointOut] = Field(
+        description="Held-out error of the model refitted on its first answers"
+    )
+    gain: GainFigureOut | None = Field(description="For an active arm: what asking saved")
+
+
+class GainOut(BaseModel):
+    """What asking actively saved, from the study's arms: one held-out curve per arm and
+    each active arm's gain over the arm asked at random."""
+
+    model_id: int
+    version: int | None = Field(description="The ready version whose answers it read")
+    status: Literal["ready", "queued", "computing", "failed", "unavailable"]
+    current: bool | None = Field(
+        default=None,
+        description="Whether the gain shown is the newest ready version's (false: an "
+        "older one's, while the newest is measured: `progress`)",
+    )
+    progress: float | None = None
+    message: str | None = None
+    why: str | None = Field(
+        default=None, description="Why there is no gain (yet), where there is none"
+    )
+    measure: str | None = Field(default=None, description="The error on the curves")
+    answers: int | None = None
+    heldout: int | None = Field(default=None, description="Held-out answers (asked at random)")
+    heldout_screens: int | None = None
+    level: float | None = None
+    arms: list[ArmGainOut] = Field(default_factory=list)
+    seconds: float | None = Field(default=None, description="The measure's own time")

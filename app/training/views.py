@@ -23,6 +23,7 @@ from app.projects.service import get_project
 from app.training import kinds, service
 from app.training.cards import model_cards
 from app.training.ceiling import study_ceiling
+from app.training.gain import page_gains
 from app.training.schemas import ModelCreate
 from app.training.standings import labelling_standings
 
@@ -41,14 +42,20 @@ def _models_page(
 ) -> Response:
     cards = model_cards(session=session, project=project)
     standings, best, measure = labelling_standings(session=session, project=project)
+    gains = page_gains(session, project, [card.model for card in cards])
     context = {
+        "gains": gains,
         "labelling": {"standings": standings, "best": best, "measure": measure},
         "ceiling": study_ceiling(session, project),
         "researcher": researcher,
         "project": project,
         "tab": "models",
         "cards": cards,
-        "live": any(card.live for card in cards),
+        "live": any(card.live for card in cards)
+        or any(
+            gain["status"] in ("queued", "computing") or gain.get("progress") is not None
+            for gain in gains.values()
+        ),
         "kinds": {learner.kind: learner.title for learner in kinds.every()},
         "refitting": kinds.in_words([learner for learner in kinds.every() if learner.passive]),
         "from_features": kinds.in_words(

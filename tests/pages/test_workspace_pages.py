@@ -1703,3 +1703,86 @@ def test_the_models_page_sets_a_choice_models_accuracy_beside_the_noise_ceiling(
         screenshots_dir(tmp_path),
     )
     shoot(page, screenshots_dir(tmp_path) / "models-ceiling.png", full_page=True)
+
+
+@pytest.mark.one_database  # the page; tests/test_active_gain.py covers both databases
+def test_the_models_page_says_what_asking_actively_saved_from_the_studys_arms(
+    app, server, browser, researcher, tmp_path
+):
+    """A study whose arms ask differently (one only at random): the model's card draws
+    each arm's held-out error against its answers, and says in words how many answers
+    the random arm needs for the active arm's error, with its interval; while the worker
+    measures, a progress bar; on a phone too, nothing scrolling sideways."""
+    import numpy as np
+
+    from app.worker.loop import Worker
+
+    page, project_id, bearer = a_project_in_the_browser(app, browser, server, "Gain")
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(30, 2))
+    rows = "key,features\n" + "".join(f"k{n},{x} {y}\n" for n, (x, y) in enumerate(X))
+    uploaded = httpx.post(
+        f"{server}{API}/projects/{project_id}/items",
+        headers=bearer,
+        files={"file": ("i.csv", rows)},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    settings = {
+        "attention_rate": 0,
+        "answers_per_rater": 120,
+        "arms": [{"name": "baseline", "random_share": 1}, {"name": "adaptive"}],
+    }
+    changed = httpx.patch(
+        f"{server}{API}/projects/{project_id}/rating", headers=bearer, json=settings
+    )
+    assert changed.status_code == 200, changed.text
+    slug = httpx.put(
+        f"{server}{API}/projects/{project_id}/link", headers=bearer, json={"state": "open"}
+    ).json()["public_slug"]
+    for _ in range(4):
+        joined = httpx.post(f"{server}{API}/rate/{slug}/raters", json={})
+        token = {"X-Rater-Token": joined.json()["rater_token"]}
+        state = httpx.get(f"{server}{API}/rate/{slug}/next", headers=token).json()
+        while state["comparison"] is not None:
+            shown = state["comparison"]
+            a, left, right = (
+                X[int(shown[side]["key"][1:])] for side in ("anchor", "left", "right")
+            )
+            nearer = np.linalg.norm(a - left) < np.linalg.norm(a - right)
+            state = httpx.post(
+                f"{server}{API}/rate/{slug}/answers",
+                headers=token,
+                json={"query_id": shown["query_id"], "choice": "left" if nearer else "right"},
+            ).json()
+    created = httpx.post(
+        f"{server}{API}/projects/{project_id}/models",
+        headers=bearer,
+        json={"name": "map", "kind": "tete", "auto_refit": False, "params": {"n_components": 2}},
+    )
+    assert created.status_code == 201, created.text
+    Worker(app.state.session_factory).run(until_idle=True)
+
+    page.get_by_role("link", name="Models").click()
+    card = page.locator(".model", has_text="map").locator(".gain")
+    expect(card).to_contain_text("What asking actively saved")
+    expect(card.locator("progress")).to_be_visible()  # asked for by the visit
+    Worker(app.state.session_factory).run(until_idle=True)
+    gain_url = f"{server}{API}/projects/{project_id}/models/{created.json()['id']}/gain"
+    gain = httpx.get(gain_url, headers=bearer).json()
+    assert gain["status"] == "ready"
+    figure = gain["arms"][1]["gain"]
+    expect(card).to_contain_text(
+        f"Arm adaptive reached a held-out triplet error of {100 * figure['error']:.1f}% "
+        f"with {figure['answers']} answers"
+    )
+    expect(card).to_contain_text("Asked at random, arm baseline needs")
+    expect(card.locator("tr", has_text="baseline")).to_contain_text("at random")
+    until(page, "document.querySelector('.gain [data-chart]')?.dataset.drawn === '1'")
+    look_at_pages(
+        page,
+        browser,
+        server,
+        {"models-gain": f"/projects/{project_id}/models"},
+        screenshots_dir(tmp_path),
+    )
+    shoot(page, screenshots_dir(tmp_path) / "models-gain.png", full_page=True)

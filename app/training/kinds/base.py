@@ -58,6 +58,9 @@ class LearnerKind:
     informs_samplers: ClassVar[Literal["embedding", "class_shares"] | None] = None
     # It gives the probability of each choice on a screen (POST …/choices).
     predicts_choices: ClassVar[bool] = False
+    # Its held-out error on answers measures what asking actively saved (GET …/gain:
+    # app/training/gain.py): refitted on each arm's first answers, it places items.
+    measures_active_gain: ClassVar[bool] = False
     # Why an item has no distance in it (a request naming one is refused).
     uncovered: ClassVar[str] = "have no features"
 

@@ -32,13 +32,6 @@ if TYPE_CHECKING:
     from app.models import LearnedModel
 
 
-def answer_groups(snapshot: Snapshot) -> np.ndarray:
-    """Per answer, its judgement's id, or -(row + 1) for an answer of its own."""
-    if snapshot.groups is not None:
-        return snapshot.groups
-    return -np.arange(1, len(snapshot.answers) + 1, dtype=np.int64)
-
-
 def screen_choices(
     item_ids: np.ndarray,
     answers: np.ndarray,
@@ -84,7 +77,7 @@ def fit_choice(
     choices = required_part(snapshot.choices)
     seed = params.get("random_state", 0)
     n = len(snapshot.item_ids)
-    groups = answer_groups(snapshot)
+    groups = snapshot.answer_groups()
     # Held out: whole screens, asked at random (an adaptively chosen one is fitted only).
     unbiased = None if snapshot.adaptive is None else ~snapshot.adaptive
     fit_rows, held_rows = fitting.heldout_split(
@@ -187,6 +180,7 @@ class ChoiceKind(LearnerKind):
     serves_distances = True
     serves_embedding = True
     predicts_choices = True
+    measures_active_gain = True
     uncovered = (
         "had no answers when this version was fitted, so they have no place in the embedding"
     )
@@ -199,7 +193,7 @@ class ChoiceKind(LearnerKind):
         self, session: Session, model: LearnedModel, snapshot: Snapshot, ready_fit: ReadyFit
     ) -> None:
         """The screens of formats learned whole, read beside their triplets."""
-        groups = answer_groups(snapshot)
+        groups = snapshot.answer_groups()
         judgement_ids = np.unique(groups[groups > 0])
         formats = [each.name for each in every_format() if each.learned_whole]
         screens = answered_screens(session, model.project_id, judgement_ids, formats)

@@ -155,6 +155,7 @@ class TETEKind(LearnerKind):
     params = TETEParams
     # It holds a share out to choose its scale.
     answers_needed = 10
+    measures_active_gain = True
     passive = True
     serves_distances = True
     serves_embedding = True
