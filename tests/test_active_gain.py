@@ -105,19 +105,26 @@ def test_the_gain_is_measured_per_arm_on_common_held_out_answers(app, client, au
     # Nothing to measure before a version is fitted; a kind without distances is refused.
     early = client.get(gain_url, headers=auth).json()
     assert early["status"] == "unavailable" and "no ready version" in early["why"]
+    forest = client.post(
+        f"{API}/projects/{project_id}/models",
+        headers=auth,
+        json={"name": "forest", "kind": "disdf", "auto_refit": False},
+    ).json()
+    refused = client.get(f"{API}/projects/{project_id}/models/{forest['id']}/gain", headers=auth)
+    assert refused.status_code == 400
+    assert "t-ETE, choice model and TripletBoost models" in refused.json()["detail"]
     boost = client.post(
         f"{API}/projects/{project_id}/models",
         headers=auth,
         json={"name": "boost", "kind": "tripletboost", "auto_refit": False},
     ).json()
-    refused = client.get(f"{API}/projects/{project_id}/models/{boost['id']}/gain", headers=auth)
-    assert refused.status_code == 400 and "t-ETE and choice model" in refused.json()["detail"]
 
     for _ in range(8):  # 4 raters an arm, 100 answers each: no sampler runs, so the
         rater, state = join(client, slug)  # active arm too is asked at random
         _answer_truly(client, slug, rater, state, X, position, 100)
-    trained = client.post(f"{API}/projects/{project_id}/models/{model['id']}/train", headers=auth)
-    assert trained.status_code == 202, trained.text
+    for fitted in (model, boost):
+        url = f"{API}/projects/{project_id}/models/{fitted['id']}/train"
+        assert client.post(url, headers=auth).status_code == 202
     _run_jobs(app)
     asked = client.get(gain_url, headers=auth).json()
     assert asked["status"] == "queued" and asked["version"] == 1
@@ -151,6 +158,18 @@ def test_the_gain_is_measured_per_arm_on_common_held_out_answers(app, client, au
             text("SELECT count(*) FROM jobs WHERE kind = 'active_gain'")
         ).scalar()
     assert jobs == 1
+
+    # TripletBoost's gain is in labels: its error on the test split's 8 labelled items.
+    boost_url = f"{API}/projects/{project_id}/models/{boost['id']}/gain"
+    assert client.get(boost_url, headers=auth).json()["status"] == "queued"
+    _run_jobs(app)
+    labels = client.get(boost_url, headers=auth).json()
+    assert labels["status"] == "ready" and labels["measure"] == "test_label_error"
+    assert labels["heldout"] == 8
+    random_arm, active_arm = labels["arms"]
+    assert random_arm["answers"] + active_arm["answers"] == 800  # nothing held out
+    assert all(0 <= point["error"] <= 1 for arm in labels["arms"] for point in arm["curve"])
+    assert active_arm["gain"]["against"] == "random"
 
 
 def test_a_study_without_an_arm_asked_at_random_says_what_to_set(client, auth, study):

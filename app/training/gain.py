@@ -21,6 +21,8 @@ asks for it where none was, and answers with its progress until it is done.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,8 +34,8 @@ from app.learn.gain import Needed, active_gain, error_interval, losses_per_answe
 from app.models import Job, JobStatus, LearnedModel, ModelVersion, Project
 from app.scheduling.thresholds import excluded_rater_ids
 from app.training import kinds, runs
-from app.training.fitted import Fitted
-from app.training.fitting import Progress, heldout_split
+from app.training.fitted import Fitted, required_part
+from app.training.fitting import Progress, Snapshot, heldout_split
 from app.training.service import newest_ready
 from app.triplets.log import answer_columns
 from app.worker import queue
@@ -87,11 +89,11 @@ class CannotMeasure(Exception):
 
 def require_measured_kind(model: LearnedModel) -> None:
     learner = kinds.of(model.kind)
-    if not learner.measures_active_gain:
-        measured = kinds.in_words([each for each in kinds.every() if each.measures_active_gain])
+    if learner.active_gain_measure is None:
+        measured = kinds.in_words([each for each in kinds.every() if each.active_gain_measure])
         raise ServiceError(
-            f"a {learner.label} model has no held-out error on answers to compare arms by; "
-            f"the active gain is measured with {measured} models"
+            f"a {learner.label} model has no error to compare arms by; the active gain is "
+            f"measured with {measured} models"
         )
 
 
@@ -163,7 +165,7 @@ def page_gains(
     gains = {
         model.id: gain_state(session, project, model)
         for model in models
-        if kinds.of(model.kind).measures_active_gain and why_not(project, model) is None
+        if kinds.of(model.kind).active_gain_measure and why_not(project, model) is None
     }
     for gain in gains.values():  # the chart's lines: an arm's error against its answers
         gain["series"] = [
@@ -212,6 +214,58 @@ def held_out_losses(fitted: Fitted, answers: np.ndarray) -> np.ndarray:
     return losses_per_answer(near, far, placed)
 
 
+@dataclass(frozen=True)
+class _Yardstick:
+    """What every fit is measured on: `losses(fitted)` gives one loss per unit measured,
+    `groups` the bootstrap's unit of each (a screen, an item); `held` marks the answers
+    no fit may read."""
+
+    held: np.ndarray
+    groups: np.ndarray
+    losses: Callable[[Fitted], np.ndarray]
+
+
+def _answers_held_out(snap: Snapshot, arm_of: np.ndarray, seed: int) -> _Yardstick:
+    """Held-out answers: a share of those asked at random, of any arm, whole screens."""
+    groups = snap.answer_groups()
+    unbiased = arm_of >= 0
+    if snap.adaptive is not None:
+        unbiased &= ~snap.adaptive
+    eligible = int(unbiased.sum())
+    share = min(HELDOUT_SHARE, MOST_HELDOUT / max(eligible, 1))
+    _, held = heldout_split(len(snap.answers), share, seed, unbiased, groups)
+    if not len(held):
+        raise CannotMeasure(
+            f"too few answers asked at random to hold any out ({eligible}): the gain needs "
+            "answers no fit saw"
+        )
+    is_held = np.zeros(len(snap.answers), bool)
+    is_held[held] = True
+    answers = snap.answers[held]
+    return _Yardstick(is_held, groups[held], lambda fitted: held_out_losses(fitted, answers))
+
+
+def _test_items(snap: Snapshot) -> _Yardstick:
+    """The test split's labelled items: a fit's label for each, wrong where it gives none."""
+    labelled = np.array([label is not None for label in snap.labels], bool)
+    test = np.flatnonzero(snap.is_test & labelled)
+    if not len(test):
+        raise CannotMeasure(
+            "the gain in labels is measured on the test split: give some labelled items the "
+            "split 'test' (no fit learns their labels)"
+        )
+    truth = snap.labels[test].astype(str)
+
+    def losses(fitted: Fitted) -> np.ndarray:
+        given = required_part(fitted.predictions).labels[test]
+        return np.array(
+            [label is None or str(label) != want for label, want in zip(given, truth, strict=True)],
+            float,
+        )
+
+    return _Yardstick(np.zeros(len(snap.answers), bool), test, losses)
+
+
 def _needed(found: Needed) -> dict[str, Any]:
     bound = "more_than" if found.beyond else "at_most" if found.within else "exact"
     return {"answers": round(found.answers, 1), "bound": bound}
@@ -254,38 +308,29 @@ def measure_gain(
         arm_of[np.isin(snap.answer_ids, ids)] = number
     session.rollback()  # no transaction stays open through the fits
 
-    groups = snap.answer_groups()
-    unbiased = arm_of >= 0
-    if snap.adaptive is not None:
-        unbiased &= ~snap.adaptive
-    eligible = int(unbiased.sum())
-    share = min(HELDOUT_SHARE, MOST_HELDOUT / max(eligible, 1))
-    _, held = heldout_split(len(snap.answers), share, seed, unbiased, groups)
-    if not len(held):
-        raise CannotMeasure(
-            f"too few answers asked at random to hold any out ({eligible}): the gain needs "
-            "answers no fit saw"
-        )
-    is_held = np.zeros(len(snap.answers), bool)
-    is_held[held] = True
-    held_answers, held_groups = snap.answers[held], groups[held]
-
+    measure = learner.active_gain_measure
+    yardstick = (
+        _answers_held_out(snap, arm_of, seed)
+        if measure == "heldout_triplet_error"
+        else _test_items(snap)
+    )
     fewest = max(learner.answers_needed or 1, 20)
     plan = []
     for number, name in enumerate(names):
-        rows = np.flatnonzero((arm_of == number) & ~is_held)
+        rows = np.flatnonzero((arm_of == number) & ~yardstick.held)
         plan.append((name, rows, counts_to_fit(len(rows), fewest)))
     total = sum(len(counts) for _, _, counts in plan) or 1
     measured: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     done = 0
     for name, rows, counts in plan:
-        losses = np.empty((len(counts), len(held)))
+        losses = np.empty((len(counts), len(yardstick.groups)))
         for point, count in enumerate(counts):
             report = _fit_progress(progress, done, total, f"arm {name}: its first {count} answers")
             outcome = learner.fit(snap.subset(rows[:count]), params, None, report)
-            losses[point] = held_out_losses(outcome.fitted, held_answers)
+            losses[point] = yardstick.losses(outcome.fitted)
             done += 1
         measured[name] = (np.array(counts, np.int64), losses)
+    held_groups = yardstick.groups
 
     progress(0.98, "comparing the arms")
     arms_out = []
@@ -344,10 +389,10 @@ def measure_gain(
             "no curve to compare with yet"
         )
     return {
-        "measure": "heldout_triplet_error",
+        "measure": measure,
         "answers": int(len(snap.answers)),
         "cutoff": int(snap.cutoff),
-        "heldout": int(len(held)),
+        "heldout": int(len(held_groups)),
         "heldout_screens": int(len(np.unique(held_groups))),
         "level": LEVEL,
         "arms": arms_out,

@@ -58,9 +58,12 @@ class LearnerKind:
     informs_samplers: ClassVar[Literal["embedding", "class_shares"] | None] = None
     # It gives the probability of each choice on a screen (POST …/choices).
     predicts_choices: ClassVar[bool] = False
-    # Its held-out error on answers measures what asking actively saved (GET …/gain:
-    # app/training/gain.py): refitted on each arm's first answers, it places items.
-    measures_active_gain: ClassVar[bool] = False
+    # What measures asking actively against at random when it is refitted on each arm's
+    # first answers (GET …/gain: app/training/gain.py): its distances' error on held-out
+    # answers, or its labels' error on the test split's items.
+    active_gain_measure: ClassVar[Literal["heldout_triplet_error", "test_label_error"] | None] = (
+        None
+    )
     # Why an item has no distance in it (a request naming one is refused).
     uncovered: ClassVar[str] = "have no features"
 

@@ -180,7 +180,7 @@ class ChoiceKind(LearnerKind):
     serves_distances = True
     serves_embedding = True
     predicts_choices = True
-    measures_active_gain = True
+    active_gain_measure = "heldout_triplet_error"
     uncovered = (
         "had no answers when this version was fitted, so they have no place in the embedding"
     )

@@ -155,7 +155,7 @@ class TETEKind(LearnerKind):
     params = TETEParams
     # It holds a share out to choose its scale.
     answers_needed = 10
-    measures_active_gain = True
+    active_gain_measure = "heldout_triplet_error"
     passive = True
     serves_distances = True
     serves_embedding = True

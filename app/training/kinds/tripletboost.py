@@ -113,6 +113,7 @@ class TripletBoostKind(LearnerKind):
     title = "TripletBoost classifier"
     params = TripletBoostParams
     answers_needed = 1
+    active_gain_measure = "test_label_error"
     passive = True
     informs_samplers = "class_shares"
     places_new_items_by = "answers"
