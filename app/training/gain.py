@@ -315,10 +315,22 @@ def measure_gain(
         else _test_items(snap)
     )
     fewest = max(learner.answers_needed or 1, 20)
+    arm_rows = [
+        np.flatnonzero((arm_of == number) & ~yardstick.held) for number in range(len(names))
+    ]
+    # An active arm is compared where the random arm's curve reaches: at its own count, or
+    # at the random arm's where it has more (the random arm gives answers to the held-out
+    # set, and the arms' raters answer at their own pace).
+    reach = max(
+        (len(rows) for name, rows in zip(names, arm_rows, strict=True) if ways[name] == RANDOM),
+        default=0,
+    )
     plan = []
-    for number, name in enumerate(names):
-        rows = np.flatnonzero((arm_of == number) & ~yardstick.held)
-        plan.append((name, rows, counts_to_fit(len(rows), fewest)))
+    for name, rows in zip(names, arm_rows, strict=True):
+        counts = counts_to_fit(len(rows), fewest)
+        if ways[name] == ACTIVE and fewest <= reach < len(rows):
+            counts = sorted({*counts, reach})
+        plan.append((name, rows, counts))
     total = sum(len(counts) for _, _, counts in plan) or 1
     measured: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     done = 0
@@ -352,13 +364,15 @@ def measure_gain(
                 for count, loss, lo, hi in zip(fitted_counts, losses, low, high, strict=True)
             ]
         gain = None
-        if ways[name] == ACTIVE and baseline is not None and len(fitted_counts):
+        compared = np.flatnonzero(fitted_counts <= reach)
+        if ways[name] == ACTIVE and baseline is not None and len(compared):
             random_counts, random_losses = measured[baseline]
+            at = int(compared[-1])
             found = active_gain(
                 random_counts,
                 random_losses,
-                int(fitted_counts[-1]),
-                losses[-1],
+                int(fitted_counts[at]),
+                losses[at],
                 held_groups,
                 level=LEVEL,
                 resamples=RESAMPLES,
