@@ -24,12 +24,12 @@ wrong), "uniform" errs on any question with that probability.
 
     .venv/bin/python benchmarks/active_gain.py [--answers 8000] [--seeds 0]
         [--scenarios embedding,labelling,comprf] [--noise-models human,uniform]
+        [--random-weight 1]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 from pathlib import Path
@@ -40,13 +40,25 @@ sys.path.insert(0, str(REPO))
 from sklearn.datasets import make_blobs  # noqa: E402
 
 from app.demo.service import digits_archive  # noqa: E402
-from app.simulate import run_crowd  # noqa: E402
-from benchmarks.labelling_crowd import digits_service, settled, topped_up  # noqa: E402
+from benchmarks.labelling_crowd import (  # noqa: E402
+    ROUND,
+    crowd_round,
+    digits_service,
+    settled,
+    topped_up,
+)
 from tests.support.waiting import wait_for  # noqa: E402
 
 API = "/api/v1"
-ROUND = 250
-ARMS = [{"name": "random", "random_share": 1}, {"name": "active"}]
+
+
+def arms(random_weight: int) -> list[dict]:
+    """The two arms, the random one taking `random_weight` newcomers for each the active
+    one takes (targets in that ratio, far beyond the crowd: balanced by places taken)."""
+    return [
+        {"name": "random", "random_share": 1, "target": random_weight * 1_000_000},
+        {"name": "active", "target": 1_000_000},
+    ]
 
 
 def planted_items(seed: int) -> bytes:
@@ -55,21 +67,21 @@ def planted_items(seed: int) -> bytes:
     return "\n".join(rows).encode()
 
 
-def study(http, name: str, scenario: str, seed: int) -> int:
+def study(http, name: str, scenario: str, seed: int, random_weight: int) -> int:
     project = http.post(f"{API}/projects", json={"name": name}).json()["id"]
     if scenario == "embedding":
         upload = ("items.csv", planted_items(seed))
     else:
         upload = ("digits.zip", digits_archive(300, 60, random_state=seed))
     http.post(f"{API}/projects/{project}/items", files={"file": upload}).raise_for_status()
-    settings = {"answers_per_rater": 100_000, "attention_rate": 0.0, "arms": ARMS}
+    settings = {"answers_per_rater": 100_000, "attention_rate": 0.0, "arms": arms(random_weight)}
     http.patch(f"{API}/projects/{project}/rating", json=settings).raise_for_status()
     http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
     return project
 
 
-def run(service, http, token, sessions, scenario, noise_model, noise, seed, budget, trees):
-    project = study(http, f"gain-{scenario}-{noise_model}-{seed}", scenario, seed)
+def run(service, http, token, sessions, scenario, noise_model, noise, seed, budget, trees, weight):
+    project = study(http, f"gain-{scenario}-{noise_model}-{seed}", scenario, seed, weight)
     kinds = ("tete",) if scenario == "embedding" else ("tripletboost", "tete")
     models = {}
     for kind in kinds:
@@ -85,19 +97,7 @@ def run(service, http, token, sessions, scenario, noise_model, noise, seed, budg
         build_id = built.json()["id"]
     began = time.perf_counter()
     for round_number in range(budget // ROUND):
-        asyncio.run(
-            run_crowd(
-                url=service.url,
-                project_id=project,
-                token=token,
-                raters=10,
-                think_time=0,
-                noise=noise,
-                noise_model=noise_model,
-                answers_each=ROUND // 10,
-                seed=seed * 1000 + round_number,
-            )
-        )
+        crowd_round(service, token, project, noise, noise_model, seed * 1000 + round_number)
         wait_for(
             lambda: settled(http, project, models, sessions, True),
             300,
@@ -133,6 +133,11 @@ def run(service, http, token, sessions, scenario, noise_model, noise, seed, budg
     return crowd_seconds, gains, purposes
 
 
+def ratio(figure: dict) -> str:
+    prefix = {"more_than": "> ", "at_most": "≤ ", "exact": ""}[figure["needed"]["bound"]]
+    return f"{prefix}{figure['ratio']:.2f}"
+
+
 def needed(found: dict) -> str:
     prefix = {"more_than": "> ", "at_most": "≤ ", "exact": ""}[found["bound"]]
     return f"{prefix}{found['answers']:,.0f}"
@@ -146,6 +151,13 @@ def main() -> None:
     parser.add_argument("--noise-models", default="human,uniform")
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--trees", type=int, default=3)
+    parser.add_argument(
+        "--random-weight",
+        type=int,
+        default=1,
+        help="newcomers the random arm takes for each the active arm takes (2: its curve "
+        "reaches twice as far, to measure gains up to 2x)",
+    )
     args = parser.parse_args()
     rows = []
     with digits_service("gain") as (service, http, token, sessions):
@@ -163,6 +175,7 @@ def main() -> None:
                         seed,
                         args.answers,
                         args.trees,
+                        args.random_weight,
                     )
                     for kind, gain in gains.items():
                         rows.append((seed, scenario, noise_model, kind, gain, build))
@@ -175,14 +188,15 @@ def main() -> None:
                             f" {needed(figure['needed']) if figure else '-'}"
                             f" [{needed(figure['low']) if figure else '-'},"
                             f" {needed(figure['high']) if figure else '-'}]"
-                            f" ratio {figure.get('ratio', float('nan')):.2f}"
+                            f" ratio {ratio(figure) if figure else '-'}"
                             f" | crowd {seconds:.0f} s, gain measured in {gain['seconds']} s"
                             f" (waited {gain['wait']:.0f} s)",
                             flush=True,
                         )
     print()
     print(
-        f"Active against random arms in one study, {args.answers:,} answers (half an arm),"
+        f"Active against random arms in one study, {args.answers:,} answers"
+        f" ({args.random_weight} to the random arm for 1 to the active),"
         f" {args.noise:.0%} noise; PostgreSQL, 2 web processes, 1 worker"
     )
     print(
@@ -202,7 +216,7 @@ def main() -> None:
             f" {figure['answers']:,}, {figure['error']:.3f} |"
             f" {last['error']:.3f} at {last['answers']:,} |"
             f" {needed(figure['needed'])} ({needed(figure['low'])} – {needed(figure['high'])})"
-            f" | {figure['ratio']:.2f} |"
+            f" | {ratio(figure)} |"
         )
     print("\nCurves (answers: error) per arm:")
     for _, scenario, noise_model, kind, gain, _ in rows:

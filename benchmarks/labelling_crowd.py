@@ -67,6 +67,23 @@ N_ITEMS, N_UNLABELLED = 300, 60
 ROUND = 250  # answers per round: under a batch of proposals (proposals.BATCH)
 
 
+def crowd_round(service, token: str, project: int, noise: float, noise_model: str, seed: int):
+    """One round: 10 new raters answer ROUND questions between them, at once."""
+    return asyncio.run(
+        run_crowd(
+            url=service.url,
+            project_id=project,
+            token=token,
+            raters=10,
+            think_time=0,
+            noise=noise,
+            noise_model=noise_model,
+            answers_each=ROUND // 10,
+            seed=seed,
+        )
+    )
+
+
 def settled(http, project: int, models: dict[str, int], sessions, proposing: bool) -> bool:
     """No fit queued or running, and (where proposals are served) the newest proposals
     made after the newest fit."""
@@ -180,19 +197,7 @@ def run_arm(service, http, token, sessions, arm: str, seed: int, budget: int, no
 
     latencies, started, curve = [], time.perf_counter(), []
     for round_number in range(budget // ROUND):
-        report = asyncio.run(
-            run_crowd(
-                url=service.url,
-                project_id=project,
-                token=token,
-                raters=10,
-                think_time=0,
-                noise=noise,
-                noise_model="human",
-                answers_each=ROUND // 10,
-                seed=seed * 1000 + round_number,
-            )
-        )
+        report = crowd_round(service, token, project, noise, "human", seed * 1000 + round_number)
         latencies += report.latencies
         wait_for(
             lambda: settled(http, project, models, sessions, arm == "samplers"),
