@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from app.learn._tete_loss import PARALLEL_FROM
+from app.learn.choice import ChoiceEmbedding
 from app.learn.comprf import CompRF
 from app.learn.disdf import DisDF
 from app.learn.oracles import FeatureOracle
@@ -50,6 +51,9 @@ def compile_kernels(groups: tuple[str, ...] = GROUPS) -> float:
         CompRF(n_trees=2, random_state=0).fit(np.arange(_ITEMS), y, oracle)
         SMERF(n_estimators=4, random_state=0).fit(X, dissimilarity_from_labels(y.astype(str)))
         DisDF(n_estimators=4, random_state=0).fit(X, y)
+        ChoiceEmbedding(n_components=4, passes=1, max_iter=3, random_state=0).fit(
+            triplets, n_items=_ITEMS
+        )
     if "embedding" in groups:
         # The fold path (under 100,000 answers) and the held-out-share path (from there).
         TETESearch(TETE(max_iter=30, random_state=0)).fit(triplets, n_items=_ITEMS)

@@ -1729,7 +1729,7 @@ def test_the_models_page_says_what_asking_actively_saved_from_the_studys_arms(
     assert uploaded.status_code == 201, uploaded.text
     settings = {
         "attention_rate": 0,
-        "answers_per_rater": 120,
+        "answers_per_rater": 60,
         "arms": [{"name": "baseline", "random_share": 1}, {"name": "adaptive"}],
     }
     changed = httpx.patch(
