@@ -248,6 +248,7 @@ def test_the_settings_page_sets_arms_row_by_row(app, client, auth, study):
             "arm-0-name": "control",
             "arm-0-target": "50",
             "arm-0-open": "on",
+            "arm-0-random_share": "1",  # "How it asks": only at random
             "arm-1-name": "odd",
             "arm-1-target": "",
             "arm-1-judgement": "odd_one_out",
@@ -262,10 +263,14 @@ def test_the_settings_page_sets_arms_row_by_row(app, client, auth, study):
         saved = browser.post(settings, data={"csrf_token": page_csrf(browser, settings), **rows})
         assert saved.status_code == 200 and "Saved" in saved.text, saved.text[-2000:]
         assert 'value="control"' in saved.text  # shown back as saved
+        assert '<option value="1" selected>only at random' in saved.text
     arms = client.get(f"{API}/projects/{project_id}/rating", headers=auth).json()["arms"]
-    assert [(a["name"], a["target"], a.get("judgement"), a.get("items")) for a in arms] == [
-        ("control", 50, None, None),
-        ("odd", None, "odd_one_out", ["k0", "k1", "k2"]),
+    assert [
+        (a["name"], a["target"], a.get("judgement"), a.get("items"), a["random_share"])
+        for a in arms
+    ] == [
+        ("control", 50, None, None, 1.0),
+        ("odd", None, "odd_one_out", ["k0", "k1", "k2"], None),
     ]
 
 
