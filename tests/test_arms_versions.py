@@ -160,6 +160,33 @@ def test_an_arm_asks_its_own_format_question_and_items(app, client, auth, study)
         f"{API}/projects/{project_id}/triplets/export?format=json", headers=auth
     ).json()
     assert Counter(row["arm"] for row in exported) == Counter(arm for arm, _ in recorded)
+    # The judgements' export says each one's arm and version, and uploads again with them.
+    judgements = client.get(f"{API}/projects/{project_id}/judgements/export", headers=auth)
+    table = list(csv.DictReader(io.StringIO(judgements.content.decode("utf-8-sig"))))
+    assert [(row["arm"], row["version"]) for row in table] == [("odd", "1")] * 3
+    listed = client.get(
+        f"{API}/projects/{project_id}/judgements/export?format=json", headers=auth
+    ).json()
+    assert [(row["arm"], row["version"]) for row in listed] == [("odd", 1)] * 3
+    copy = client.post(f"{API}/projects", headers=auth, json={"name": "copy"}).json()["id"]
+    items = "key\n" + "".join(f"{key}\n" for key in KEYS)
+    client.post(
+        f"{API}/projects/{copy}/items", headers=auth, files={"file": ("i.csv", items)}
+    ).raise_for_status()
+    again = client.post(
+        f"{API}/projects/{copy}/judgements",
+        headers=auth,
+        files={"file": ("judgements.csv", judgements.content)},
+    )
+    assert again.status_code == 201, again.text
+    with unit_of_work(app.state.session_factory) as session:
+        kept = session.execute(
+            select(Judgement.arm, Judgement.design_version).where(Judgement.project_id == copy)
+        ).all()
+        implied = session.execute(
+            select(Triplet.arm, Triplet.design_version).where(Triplet.project_id == copy)
+        ).all()
+    assert kept == [("odd", 1)] * 3 and set(implied) == {("odd", 1)} and len(implied) == 6
 
 
 def test_bad_arms_are_refused_naming_the_arm_and_field(client, auth, study):

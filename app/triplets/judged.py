@@ -13,7 +13,8 @@ publish map onto it (THINGS' odd-one-out triplets: `item1..item3` and the odd on
     pick1 …     what was picked, in order: the odd one (odd-one-out), or the picks most
                 like the reference, most alike first (rank: fewer than the items)
     format      optional: the format's name (else: rank with a reference, else
-                odd-one-out), and rater, response_time_ms, created_at as for triplets
+                odd-one-out), and rater, response_time_ms, created_at, arm, version
+                as for triplets
 
 The export adds the judgements of CompRF's sorting screens (format `sort`): their
 `pivot_left` and `pivot_right`, the items shown, and as `pick1 …` the side each item was
@@ -75,8 +76,11 @@ from app.uploads.files import (
 from app.uploads.service import Retryable, UploadResult, find_replay, open_upload
 
 MOST_ITEMS = 12
-CELLS = ("rater", "response_time_ms", "created_at")
-CHECKED_CELLS = ("response_time_ms", "created_at")  # the cells read without the database
+# The arm and design version it was asked under travel with an export: a judgement file
+# exported and uploaded again keeps them, as a triplet file does.
+CELLS = ("rater", "response_time_ms", "created_at", "arm", "version")
+# The cells read without the database.
+CHECKED_CELLS = ("response_time_ms", "created_at", "arm", "version")
 PIVOTS = ("pivot_left", "pivot_right")
 OPTIONAL = ("judgement", "format", "reference", *PIVOTS, *CELLS)
 _NUMBERED = re.compile(r"^(item|pick)([1-9][0-9]?)$")
@@ -188,6 +192,8 @@ class _Judgements:
                 "upload_id": self.upload_id,
                 "response_time_ms": values["response_time_ms"],
                 "created_at": values["created_at"],
+                "arm": values["arm"],
+                "design_version": values["version"],
             }
         )
         if len(self.pending) >= _CHUNK:
@@ -240,6 +246,8 @@ class _Judgements:
                         encode(judgement["created_at"]),
                         encode(judgement["rater_id"]),
                         encode(judgement["response_time_ms"]),
+                        encode(judgement["arm"]),
+                        encode(judgement["design_version"]),
                         encode(judgement_id),
                     )
                 )
@@ -430,6 +438,8 @@ def judgement_out(row, keys: dict[int, str], raters: dict[int, str]) -> dict:
         "rater": raters.get(row.rater_id),
         "response_time_ms": row.response_time_ms,
         "created_at": row.created_at.isoformat(),
+        "arm": row.arm,
+        "version": row.design_version,
     }
 
 
@@ -465,6 +475,8 @@ def export_judgements_csv(
                     spreadsheet_safe(row["rater"] or ""),
                     "" if row["response_time_ms"] is None else row["response_time_ms"],
                     row["created_at"],
+                    spreadsheet_safe(row["arm"] or ""),
+                    "" if row["version"] is None else row["version"],
                 ]
             )
         yield buffer.getvalue().encode()
