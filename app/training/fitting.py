@@ -285,21 +285,38 @@ def answer_agreement(
         metrics["answers_checked"] = checked
 
 
+def placed_answers(fitted: Fitted, answers: np.ndarray) -> np.ndarray:
+    """Per answer: whether the model places all three of its items."""
+    covered = np.zeros(len(fitted.item_ids), bool)
+    covered[fitted.candidates()] = True
+    return covered[answers].all(axis=1)
+
+
+def answer_losses(fitted: Fitted, answers: np.ndarray) -> np.ndarray:
+    """The model's loss on each answer: 1 where its distances disagree, 0.5 on a tie or
+    where it places the answer's items not (a coin)."""
+    from app.learn.gain import losses_per_answer  # scikit-learn: loaded where fits run
+
+    placed = placed_answers(fitted, answers)
+    near, far = np.zeros(len(answers)), np.zeros(len(answers))
+    if placed.any():
+        shown = answers[placed]
+        near[placed] = fitted.pair_distances(shown[:, 0], shown[:, 1])
+        far[placed] = fitted.pair_distances(shown[:, 0], shown[:, 2])
+    return losses_per_answer(near, far, placed)
+
+
 def distance_error(
     fitted: Fitted, answers: np.ndarray, seed: int, most: int
 ) -> tuple[float | None, int]:
     """Triplet error of the model's distances on the answers among the items it places,
     on a seeded sample of at most `most`, and how many answers that was."""
-    covered = np.zeros(len(fitted.item_ids), bool)
-    covered[fitted.candidates()] = True
-    answers = answers[covered[answers].all(axis=1)]
+    answers = answers[placed_answers(fitted, answers)]
     if len(answers) > most:
         answers = answers[np.random.default_rng(seed).choice(len(answers), most, replace=False)]
     if not len(answers):
         return None, 0
-    near = fitted.pair_distances(answers[:, 0], answers[:, 1])
-    far = fitted.pair_distances(answers[:, 0], answers[:, 2])
-    return float(np.mean((near > far) + 0.5 * (near == far))), len(answers)
+    return float(answer_losses(fitted, answers).mean()), len(answers)
 
 
 def measure_on_test_split(

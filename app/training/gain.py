@@ -30,12 +30,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.errors import ServiceError
-from app.learn.gain import Needed, active_gain, error_interval, losses_per_answer
+from app.learn.gain import Needed, active_gain, error_interval
 from app.models import Job, JobStatus, LearnedModel, ModelVersion, Project
 from app.scheduling.thresholds import excluded_rater_ids
 from app.training import kinds, runs
 from app.training.fitted import Fitted, required_part
-from app.training.fitting import Progress, Snapshot, heldout_split
+from app.training.fitting import Progress, Snapshot, answer_losses, heldout_split
 from app.training.service import newest_ready
 from app.triplets.log import answer_columns
 from app.worker import queue
@@ -114,23 +114,21 @@ def gain_state(session: Session, project: Project, model: LearnedModel) -> dict[
     if why is not None or version is None:
         return {**state, "status": "unavailable", "why": why}
     jobs = _jobs_of(session, project, model)
-    if not any(job.status not in queue.FINISHED for job in jobs) and not any(
-        job.params.get("version_id") == version.id for job in jobs
-    ):
+    if _measure_due(jobs, version):
         # Two first asks at once queue it once (PostgreSQL; SQLite writes one at a time).
         session.execute(
             select(LearnedModel.id).where(LearnedModel.id == model.id).with_for_update()
         )
         jobs = _jobs_of(session, project, model)
-        if not any(job.status not in queue.FINISHED for job in jobs):
-            queue.enqueue(
+        if _measure_due(jobs, version):
+            queued = queue.enqueue(
                 session=session,
                 kind=GAIN_JOB,
                 project_id=project.id,
                 params={"model_id": model.id, "version_id": version.id},
                 max_attempts=2,
             )
-            jobs = _jobs_of(session, project, model)
+            jobs = [queued, *jobs]
     running = next((job for job in jobs if job.status not in queue.FINISHED), None)
     done = next((job for job in jobs if job.status is JobStatus.succeeded and job.result), None)
     if running is not None:
@@ -179,6 +177,14 @@ def page_gains(
     return gains
 
 
+def _measure_due(jobs: list[Job], version: ModelVersion) -> bool:
+    """Whether the version is to be measured now: none is being measured, and it never
+    was (one that failed is not tried again until a newer version)."""
+    return all(job.status in queue.FINISHED for job in jobs) and not any(
+        job.params.get("version_id") == version.id for job in jobs
+    )
+
+
 def _jobs_of(session: Session, project: Project, model: LearnedModel) -> list[Job]:
     """The model's gain measures among the project's recent ones, newest first."""
     recent = session.scalars(
@@ -198,20 +204,6 @@ def counts_to_fit(answers: int, fewest: int) -> list[int]:
     them), none below `fewest`."""
     found = {answers // (1 << halving) for halving in range(POINTS)}
     return sorted(count for count in found if count >= fewest)
-
-
-def held_out_losses(fitted: Fitted, answers: np.ndarray) -> np.ndarray:
-    """A fit's loss on each held-out answer (a coin where it places none of its items)."""
-    covered = np.zeros(len(fitted.item_ids), bool)
-    covered[fitted.candidates()] = True
-    placed = covered[answers].all(axis=1)
-    near = np.zeros(len(answers))
-    far = np.zeros(len(answers))
-    if placed.any():
-        shown = answers[placed]
-        near[placed] = fitted.pair_distances(shown[:, 0], shown[:, 1])
-        far[placed] = fitted.pair_distances(shown[:, 0], shown[:, 2])
-    return losses_per_answer(near, far, placed)
 
 
 @dataclass(frozen=True)
@@ -242,7 +234,7 @@ def _answers_held_out(snap: Snapshot, arm_of: np.ndarray, seed: int) -> _Yardsti
     is_held = np.zeros(len(snap.answers), bool)
     is_held[held] = True
     answers = snap.answers[held]
-    return _Yardstick(is_held, groups[held], lambda fitted: held_out_losses(fitted, answers))
+    return _Yardstick(is_held, groups[held], lambda fitted: answer_losses(fitted, answers))
 
 
 def _test_items(snap: Snapshot) -> _Yardstick:
