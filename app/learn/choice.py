@@ -26,7 +26,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -38,9 +38,15 @@ from app.learn.choices import Choices, triplet_choices
 SIMILARITIES = ("dot", "kernel")
 # The sparsities l1="auto" tries, densest first: each fit starts where the last ended.
 L1_CANDIDATES = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
+# Where the sparsest is still the best (few answers an item), the path goes on doubling
+# it, this many times at most, while a dimension stays in use.
+SPARSER_STEPS = 3
 # The gradient is summed in this many runs of the choices, one a thread: the same runs
 # (and so the same sums) whatever the machine.
 CHUNKS = 16
+# The sharpness a held-out calibration may give: from nearly even choices to ones five
+# times as confident as the fit's own.
+SHARPNESS_BOUNDS = (0.01, 5.0)
 
 
 def as_choices(judgements) -> Choices:
@@ -55,13 +61,20 @@ class ChoiceEmbedding(BaseEstimator):
 
     Parameters
     ----------
-    n_components : the most dimensions (the dot form prunes those no item uses).
+    n_components : the dimensions of the first fit (the dot form prunes those no item
+        uses).
+    max_components : with l1="auto", where the chosen fit uses every dimension, the dot
+        form tries twice as many, and again, up to this; it keeps the larger where its
+        held-out log loss is lower by more than one standard error.
     similarity : "dot" (a sparse non-negative embedding's dot product, SPoSE) or
         "kernel" (a Student-t kernel of the distance, t-STE).
     l1 : the dot form's sparsity: the mean L1 norm of an item's row, weighted against the
         mean log loss of a choice; "auto" (default) chooses it among L1_CANDIDATES on
         held-out judgements: the sparsest whose held-out log loss is within one standard
-        error of the lowest (fewer dimensions unless the answers show they cost).
+        error of the lowest (fewer dimensions unless the answers show they cost). Each
+        candidate's held-out probabilities are calibrated first (one sharpness, fitted
+        on the held-out choices): on few answers an item, a fit that ranks the choices
+        well is overconfident, and uncalibrated it would lose to the empty embedding.
     validation_fraction : the share of judgements (whole) "auto" holds out.
     alpha : the kernel's degrees of freedom; None: max(n_components - 1, 1), as t-STE.
     passes : stochastic passes over the choices before L-BFGS-B (Adam's, per item).
@@ -85,8 +98,13 @@ class ChoiceEmbedding(BaseEstimator):
         callback's count ends there).
     converged_ : whether L-BFGS-B settled before `max_iter` iterations.
     l1_ : the sparsity fitted with.
+    sharpness_ : the dot form's calibration with l1="auto" (else 1): the factor the
+        chosen candidate's similarities took to fit its held-out choices best; the
+        embedding's weights are scaled by its square root, so the dot products (and so the
+        choice probabilities) carry it.
     selection_ : with l1="auto", what was tried and why the choice: per candidate its
-        held-out log loss, accuracy and dimensions kept, and a sentence.
+        dimensions, held-out log loss (calibrated, and as fitted), accuracy and
+        dimensions kept, and a sentence.
     """
 
     embedding_: np.ndarray
@@ -97,10 +115,12 @@ class ChoiceEmbedding(BaseEstimator):
     converged_: bool
     alpha_: float
     l1_: float
+    sharpness_: float
     selection_: dict | None
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, 1024, closed="both")],
+        "max_components": [Interval(Integral, 1, 1024, closed="both")],
         "similarity": [StrOptions(set(SIMILARITIES))],
         "l1": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
@@ -116,6 +136,7 @@ class ChoiceEmbedding(BaseEstimator):
     def __init__(
         self,
         n_components: int = 64,
+        max_components: int = 256,
         similarity: str = "dot",
         l1="auto",
         validation_fraction: float = 0.1,
@@ -128,6 +149,7 @@ class ChoiceEmbedding(BaseEstimator):
         random_state=None,
     ) -> None:
         self.n_components = n_components
+        self.max_components = max_components
         self.similarity = similarity
         self.l1 = l1
         self.validation_fraction = validation_fraction
@@ -161,12 +183,16 @@ class ChoiceEmbedding(BaseEstimator):
         self.alpha_ = float(self.alpha) if self.alpha is not None else float(max(d - 1, 1))
         rng = check_random_state(self.random_state)
         self.selection_ = None
+        self.sharpness_ = 1.0
         start = None
         searches = not self._kernel and self.l1 == "auto"
         # The path's first candidate makes the stochastic passes; each fit starts from the
-        # last one's end after that.
+        # last one's end after that, the wider ones too.
         self.planned_steps_ = self.max_iter + (
-            self.passes + len(L1_CANDIDATES) * (self.max_iter // 3) if searches else self.passes
+            self.passes
+            + (len(L1_CANDIDATES) + _doublings(d, self.max_components)) * (self.max_iter // 3)
+            if searches
+            else self.passes
         )
         counted = None
         if callback is not None:
@@ -180,68 +206,133 @@ class ChoiceEmbedding(BaseEstimator):
         if self._kernel:
             self.l1_ = 0.0
         elif self.l1 == "auto":
-            self.l1_, start, self.selection_ = self._chosen_l1(choices, n, rng, counted)
+            chosen, start, self.selection_ = self._selected(choices, n, rng, counted)
+            self.l1_, self.sharpness_ = chosen["l1"], chosen["sharpness"]
+            d = chosen["dimensions"]
         else:
             self.l1_ = float(self.l1)
         X, curve, iterations, settled = self._descend(
-            choices, n, self.l1_, start, rng, counted, self.max_iter
+            choices, n, d, self.l1_, start, rng, counted, self.max_iter
         )
         self.loss_curve_ = np.array(curve)
         self.n_iter_, self.converged_ = iterations, settled
+        if self.sharpness_ != 1.0:
+            # Dot products scale with the square of the weights: the calibration becomes
+            # the embedding's own, and its likeness, distances and probabilities agree.
+            X = X * np.sqrt(self.sharpness_)
         self.embedding_ = X if self._kernel else self._pruned(X)
         self.n_components_ = self.embedding_.shape[1]
         return self
 
-    def _chosen_l1(
+    def _selected(
         self, choices: Choices, n: int, rng, callback
-    ) -> tuple[float, np.ndarray | None, dict]:
-        """The sparsity to fit with, chosen on one held-out share of whole judgements, and
-        the embedding its candidate fit ended at (where the final fit starts)."""
+    ) -> tuple[dict, np.ndarray | None, dict]:
+        """The candidate to fit with (its sparsity, dimensions and sharpness), chosen on one
+        held-out share of whole judgements, and the embedding its fit ended at (where the
+        final fit starts)."""
+        d = int(self.n_components)
         judgements = np.unique(choices.judgement)
         count = int(len(judgements) * self.validation_fraction)
         held = np.isin(choices.judgement, rng.permutation(judgements)[:count])
         if count == 0 or held.all():
             middle = L1_CANDIDATES[len(L1_CANDIDATES) // 2]
-            return middle, None, {"why": f"too few judgements to hold any out: l1 {middle:g}"}
+            fallback = {"l1": middle, "dimensions": d, "sharpness": 1.0}
+            return fallback, None, {"why": f"too few judgements to hold any out: l1 {middle:g}"}
         train, test = choices.take(np.flatnonzero(~held)), choices.take(np.flatnonzero(held))
-        widths = test.n_alternatives.astype(np.int64)
+        # A candidate needs the held-out loss to a few digits, not a settled fit.
+        iterations = self.max_iter // 3
         tried, ends, start = [], [], None
         for l1 in L1_CANDIDATES:
-            # A candidate needs the held-out loss to a few digits, not a settled fit.
-            start, *_ = self._descend(train, n, l1, start, rng, callback, self.max_iter // 3)
+            start, *_ = self._descend(train, n, d, l1, start, rng, callback, iterations)
             ends.append(start.copy())
-            held_out = probabilities(start, test.pairs, widths, False, self.alpha_)
-            losses = -np.log(np.maximum(held_out[:, 0], 1e-300))
-            kept = self._pruned(start).shape[1]
-            tried.append(
-                {
-                    "l1": l1,
-                    "heldout_log_loss": float(losses.mean()),
-                    "standard_error": float(losses.std(ddof=1) / np.sqrt(len(losses))),
-                    "heldout_choice_accuracy": _accuracy(held_out),
-                    "n_components": kept,
-                }
-            )
+            tried.append(self._scored(start, test, l1))
+        for _ in range(SPARSER_STEPS):
+            last = tried[-1]
+            if last is not min(tried, key=lambda row: row["heldout_log_loss"]):
+                break
+            if ends[-1].max() <= 0:  # the penalty emptied every dimension
+                break
+            start, *_ = self._descend(train, n, d, 2 * last["l1"], start, rng, callback, iterations)
+            ends.append(start.copy())
+            tried.append(self._scored(start, test, 2 * last["l1"]))
         best = min(tried, key=lambda row: row["heldout_log_loss"])
         bound = best["heldout_log_loss"] + best["standard_error"]
         pick = max(
             (i for i, row in enumerate(tried) if row["heldout_log_loss"] <= bound),
             key=lambda i: tried[i]["l1"],
         )
-        chosen_row = tried[pick]
+        chosen, end = tried[pick], ends[pick]
         why = (
-            f"l1 {chosen_row['l1']:g} ({chosen_row['n_components']} dimensions): the sparsest "
-            f"within one standard error of the lowest held-out log loss "
-            f"({best['heldout_log_loss']:.4f} at l1 {best['l1']:g}) on {len(test)} held-out "
-            "choices"
+            f"l1 {chosen['l1']:g} ({chosen['n_components']} dimensions): the sparsest within "
+            f"one standard error of the lowest held-out log loss "
+            f"({best['heldout_log_loss']:.4f} at l1 {best['l1']:g}, each candidate's "
+            f"probabilities calibrated) on {len(test)} held-out choices"
         )
-        selection = {"candidates": tried, "chosen": chosen_row["l1"], "why": why}
-        return chosen_row["l1"], ends[pick], selection
+        # Every dimension in use: the answers may carry more than the first fit had room for.
+        while chosen["n_components"] == chosen["dimensions"] and 2 * chosen["dimensions"] <= (
+            self.max_components
+        ):
+            width = chosen["dimensions"]
+            # The new dimensions start at the weights the old ones have: near zero they
+            # would sit on a saddle (a dimension no item uses has no gradient but the L1
+            # term's) and stay empty.
+            used = end[end > 0]
+            room = rng.uniform(0.0, 2 * used.mean() if len(used) else 1.0, (n, width))
+            wider, *_ = self._descend(
+                train,
+                n,
+                2 * width,
+                chosen["l1"],
+                np.hstack([end, room]),
+                rng,
+                callback,
+                iterations,
+            )
+            row = self._scored(wider, test, chosen["l1"])
+            tried.append(row)
+            if row["heldout_log_loss"] >= chosen["heldout_log_loss"] - chosen["standard_error"]:
+                why += (
+                    f"; {2 * width} dimensions did not lower it by a standard error "
+                    f"({row['heldout_log_loss']:.4f} against {chosen['heldout_log_loss']:.4f})"
+                )
+                break
+            why += (
+                f"; every dimension in use, {2 * width} lowered it to "
+                f"{row['heldout_log_loss']:.4f} ({row['n_components']} kept)"
+            )
+            chosen, end = row, wider
+        selection = {
+            "candidates": tried,
+            "chosen": chosen["l1"],
+            "dimensions": chosen["dimensions"],
+            "sharpness": chosen["sharpness"],
+            "why": why,
+        }
+        return chosen, end, selection
 
-    def _descend(self, choices: Choices, n: int, l1: float, start, rng, callback, iterations: int):
+    def _scored(self, X: np.ndarray, test: Choices, l1: float) -> dict:
+        """A candidate embedding's held-out figures, its probabilities calibrated first."""
+        widths = test.n_alternatives.astype(np.int64)
+        held_out = probabilities(X, test.pairs, widths, self._kernel, self.alpha_)
+        sharpness, losses = _calibration(held_out, widths)
+        fitted = -np.log(np.maximum(held_out[:, 0], 1e-300))
+        return {
+            "l1": l1,
+            "dimensions": X.shape[1],
+            "heldout_log_loss": float(losses.mean()),
+            "standard_error": float(losses.std(ddof=1) / np.sqrt(len(losses))),
+            "fitted_heldout_log_loss": float(fitted.mean()),
+            "sharpness": sharpness,
+            "heldout_choice_accuracy": _accuracy(held_out),
+            "n_components": self._pruned(X).shape[1],
+        }
+
+    def _descend(
+        self, choices: Choices, n: int, d: int, l1: float, start, rng, callback, iterations: int
+    ):
         """(embedding, loss curve, L-BFGS-B iterations, settled): stochastic passes from a
-        random start (none from `start`), then at most `iterations` of L-BFGS-B."""
-        d = int(self.n_components)
+        random start of `d` dimensions (none from `start`), then at most `iterations` of
+        L-BFGS-B."""
         kernel = self._kernel
         widths = choices.n_alternatives.astype(np.int64)
         count = len(choices)
@@ -345,6 +436,41 @@ class ChoiceEmbedding(BaseEstimator):
         """Mean negative log probability of the choices made."""
         p = self.predict_proba(judgements)[:, 0]
         return float(-np.mean(np.log(np.maximum(p, 1e-300))))
+
+
+def _doublings(first: int, most: int) -> int:
+    """How many times the dimensions can double from `first` without passing `most`."""
+    count = 0
+    while 2 * first <= most:
+        first, count = 2 * first, count + 1
+    return count
+
+
+def _log_probabilities(p: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """log p, -inf on each row's padding (an alternative is never quite impossible)."""
+    offered = np.arange(p.shape[1])[None, :] < widths[:, None]
+    return np.where(offered, np.log(np.maximum(p, 1e-300)), -np.inf)
+
+
+def _calibration(p: np.ndarray, widths: np.ndarray) -> tuple[float, np.ndarray]:
+    """The sharpness (the power the probabilities are raised to, then normalised) that
+    gives the chosen alternatives the lowest mean log loss, and each choice's loss at it:
+    temperature scaling, the whole calibration one number can do."""
+    log_p = _log_probabilities(p, widths)
+
+    def losses(sharpness: float) -> np.ndarray:
+        z = sharpness * log_p
+        top = z.max(axis=1)
+        return top + np.log(np.exp(z - top[:, None]).sum(axis=1)) - z[:, 0]
+
+    found = minimize_scalar(
+        lambda sharpness: float(losses(sharpness).mean()),
+        bounds=SHARPNESS_BOUNDS,
+        method="bounded",
+        options={"xatol": 1e-3},
+    )
+    sharpness = float(found.x)
+    return sharpness, losses(sharpness)
 
 
 def _accuracy(p: np.ndarray) -> float:

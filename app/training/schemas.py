@@ -127,14 +127,21 @@ class ChoiceParams(_Params):
         default=64,
         ge=1,
         le=256,
-        description="The most dimensions: the 'dot' form keeps those the answers use (its "
-        "sparsity, l1, decides how many), the 'kernel' form all of them",
+        description="The dimensions of the first fit: the 'dot' form keeps those the answers "
+        "use (its sparsity, l1, decides how many), the 'kernel' form all of them",
+    )
+    max_components: int = Field(
+        default=256,
+        ge=1,
+        le=512,
+        description="With l1 'auto', where the chosen fit uses every dimension, the 'dot' form "
+        "tries twice as many, up to this, and keeps them where held-out screens support it",
     )
     l1: Annotated[float | Literal["auto"], _number_or_auto(0, 10, False)] = Field(
         default="auto",
         description="The 'dot' form's sparsity; 'auto' chooses it (and so the dimension) on "
-        "held-out screens: the sparsest whose held-out log loss is within one standard error "
-        "of the lowest",
+        "held-out screens: the sparsest whose held-out log loss, its probabilities "
+        "calibrated, is within one standard error of the lowest",
     )
     passes: int = Field(
         default=8, ge=0, le=200, description="Stochastic passes over the choices before L-BFGS"

@@ -126,6 +126,42 @@ def test_rank_screens_are_learned_as_choices_in_turn():
     assert 4 <= model.n_components_ <= 9, model.selection_  # 6 planted
 
 
+def test_the_dimension_grows_past_n_components_where_held_out_choices_support_it():
+    rng = np.random.default_rng(0)
+    X = _planted(150, 8, rng)
+    train, _ = _odd_one_out(X, 30_000, rng)
+    test, ceiling = _odd_one_out(X, 20_000, rng)
+    model = ChoiceEmbedding(n_components=3, max_components=12, random_state=0)
+    model.fit(train, n_items=150)
+    # 3 dimensions all in use, then 6, then 12 (max_components), of which the 8 planted stay.
+    assert model.selection_["dimensions"] == 12, model.selection_["why"]
+    assert "6 lowered it" in model.selection_["why"]
+    assert 7 <= model.n_components_ <= 9, model.selection_["why"]
+    assert model.score(test) > ceiling - 0.03, (model.score(test), ceiling)
+    held_to_three = ChoiceEmbedding(n_components=3, max_components=3, random_state=0)
+    assert held_to_three.fit(train, n_items=150).n_components_ == 3
+
+
+def test_few_answers_an_item_are_judged_on_calibrated_probabilities_not_as_fitted():
+    """With few answers an item, the fits that rank the choices best are overconfident:
+    judged by their held-out log loss as fitted, every one lost to the empty embedding
+    (chance). Each candidate's probabilities are calibrated first."""
+    rng = np.random.default_rng(1)
+    # 30 planted dimensions, 10 screens an item as reference (ceiling about 0.48).
+    X = _planted(400, 30, rng) * 0.65
+    train, _ = _rank(X, 4_000, 8, 2, rng)
+    test, ceiling = _rank(X, 8_000, 8, 2, rng)
+    chance = np.mean(1 / test.n_alternatives)
+    model = ChoiceEmbedding(n_components=16, max_components=16, random_state=0)
+    model.fit(train, n_items=400)
+    candidates = model.selection_["candidates"]
+    as_fitted = min(candidates, key=lambda row: row["fitted_heldout_log_loss"])
+    assert as_fitted["heldout_choice_accuracy"] < chance + 0.01, candidates  # the old pick
+    assert model.score(test) > chance + 0.03, (model.score(test), chance, ceiling)
+    # The served probabilities are calibrated too: better than guessing on fresh screens.
+    assert model.log_loss(test) < np.log(test.n_alternatives).mean()
+
+
 def test_the_kernel_form_learns_triplets_of_a_planted_space():
     rng = np.random.default_rng(2)
     points = rng.standard_normal((100, 2))

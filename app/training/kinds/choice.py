@@ -87,6 +87,7 @@ def fit_choice(
     train, test = choices.take(np.flatnonzero(~held)), choices.take(np.flatnonzero(held))
     model = learn.ChoiceEmbedding(
         n_components=params.get("n_components", 64),
+        max_components=params.get("max_components", 256),
         similarity=params.get("similarity", "dot"),
         l1=params.get("l1", "auto"),
         passes=params.get("passes", 8),
@@ -132,11 +133,20 @@ def fit_choice(
     if model.selection_ is not None:
         metrics["selection"] = model.selection_
         notes.append(model.selection_["why"])
-    most = int(model.n_components)
-    if model.similarity == "dot" and model.n_components_ == most and most < 256:
+    widest = (
+        int(model.n_components)
+        if model.selection_ is None
+        else model.selection_.get("dimensions", int(model.n_components))
+    )
+    grew_no_further = model.l1 == "auto" and 2 * widest <= model.max_components
+    if model.similarity == "dot" and model.n_components_ == widest and not grew_no_further:
         notes.append(
-            f"every one of the {most} dimensions is in use: the answers may support more; "
-            f"fit again with a larger n_components (up to 256)"
+            f"every one of the {widest} dimensions is in use: the answers may support more; "
+            + (
+                "fit again with a larger max_components"
+                if model.l1 == "auto"
+                else "fit again with a larger n_components, or l1 'auto'"
+            )
         )
     if not model.converged_:
         notes.append(
