@@ -87,7 +87,43 @@ def test_a_triplet_study_repeats_nothing(client, auth, project, app):
         query = state["comparison"]
         seen.add(query["query_id"])
         assert query["format"] == "triplet"
-    assert _ceiling(client, auth, pid)["why"].startswith("no odd-one-out or rank screen")
+    assert _ceiling(client, auth, pid)["why"].startswith("no screen or triplet question")
+
+
+def test_triplet_answers_several_raters_gave_to_one_question_give_its_ceiling(
+    client, auth, project
+):
+    """A triplet study's ceiling comes from its questions (anchor and pair, in either
+    order) that two raters or more answered: a CompRF build asks each of several, and an
+    upload may hold them. Other answers, and a screen's own triplets, are left out."""
+    pid = project["id"]
+    _items(client, auth, pid, 12)
+    rng = np.random.default_rng(7)
+    rows, answers = [], []
+    for number in range(30):
+        anchor, b, c = (int(i) for i in rng.choice(12, 3, replace=False))
+        closer_share = rng.uniform(0.5, 1.0)
+        for rater in range(6):
+            first = rng.random() < closer_share
+            closer, farther = (b, c) if first else (c, b)
+            rows.append(f"k{anchor},k{closer},k{farther},r{rater}\n")
+            answers.append((number, rater, closer))
+    for rater in range(6):  # questions of one rater each: no ceiling from them
+        rows.append(f"k0,k{rater + 1},k{rater + 2},solo{rater}\n")
+    sent = client.post(
+        f"{API}/projects/{pid}/triplets",
+        headers=auth,
+        files={"file": ("t.csv", "anchor,closer,farther,rater\n" + "".join(rows))},
+    )
+    assert sent.status_code == 201, sent.text
+    answers = np.array(answers)
+    ceiling = _ceiling(client, auth, pid)
+    offline = noise_ceiling(answers[:, 0], answers[:, 1], answers[:, 2])
+    assert ceiling["why"] is None
+    assert (ceiling["screens"], ceiling["raters"], ceiling["answers"]) == (30, 6, 180)
+    assert ceiling["accuracy"] == pytest.approx(offline.accuracy)
+    assert (ceiling["low"], ceiling["high"]) == pytest.approx((offline.low, offline.high))
+    assert ceiling["within_rater_pairs"] == 0
 
 
 @pytest.fixture
