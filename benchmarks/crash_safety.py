@@ -27,6 +27,9 @@ def main() -> None:
     parser.add_argument("--raters", type=int, default=50)
     parser.add_argument("--items", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--think-time", type=float, default=0.05, help="each rater's pause between answers (s)"
+    )
     args = parser.parse_args()
     server = start_postgres(durable=True)
     try:
@@ -36,6 +39,7 @@ def main() -> None:
             crashes=args.crashes,
             raters=args.raters,
             items=args.items,
+            think_time=args.think_time,
             seed=args.seed,
         )
     finally:

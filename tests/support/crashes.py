@@ -101,13 +101,17 @@ def crash_run(
     items: int = 150,
     gaps: tuple[float, float] = (2.0, 5.0),
     downtime: tuple[float, float] = (1.0, 3.0),
+    think_time: float = 0.2,
     seed: int = 0,
     rating: dict | None = None,
     sort_size: int = 1,
 ) -> CrashRun:
     """`server` must be one this run may crash (it is started again each time);
     `rating`: settings for the study (a judgement format, say); `sort_size`: the build's
-    items per sorting screen."""
+    items per sorting screen; `think_time`: each rater's pause between answers (the
+    crowd answers until the last crash is over, so its pace sets the run's CPU, not how
+    many requests are cut off by a crash: every one in flight, and every one sent while
+    the web is down, is)."""
     rng = random.Random(seed)
     url, token = database_with_token(server, f"crash_{seed}")
     service = ServiceProcesses(url, folder, web_processes=2, workers=1).start()
@@ -137,7 +141,7 @@ def crash_run(
             project_id=project_id,
             token=token,
             raters=raters,
-            think_time=0.05,
+            think_time=think_time,
             seed=seed,
             until=done,
             timeout=15,
