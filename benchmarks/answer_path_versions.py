@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--think-time", type=float, default=1.0)
     parser.add_argument("--warm-up", type=float, default=20.0, help="unmeasured first crowd")
     parser.add_argument("--items", type=int, default=500)
-    parser.add_argument("--trees", type=int, default=20)
+    parser.add_argument("--trees", type=int, default=20, help="the build's trees (0: no build)")
     args = parser.parse_args()
 
     base_tree = checkout(args.base)

@@ -89,7 +89,9 @@ def test_an_arm_asked_at_random_never_gets_a_builds_queries(app, client, auth, s
             )
         }
     asked = {arm: {Purpose(p) for p, r in purposes if arm_of[r] == arm} for arm in raters}
-    assert asked["asked at random"] == {Purpose.random}
+    # Random questions, some repeated to other raters (the noise ceiling's): never a build's.
+    assert Purpose.random in asked["asked at random"]
+    assert asked["asked at random"] <= {Purpose.random, Purpose.repeat}
     assert Purpose.build in asked["asked actively"]
 
 

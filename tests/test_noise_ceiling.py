@@ -11,7 +11,7 @@ import pytest
 
 from app.formats import REPEAT_RATERS, REPEAT_SHARE, named
 from app.learn.ceiling import noise_ceiling
-from app.models import Judgement
+from app.models import Assignment, Judgement, Purpose
 from tests.support.links import open_link
 from tests.support.screens import answer_screen, join_rater, next_screen, rows_of, set_rating
 from tests.support.workspace import signed_in_page_csrf
@@ -75,19 +75,55 @@ def test_a_screen_study_repeats_screens_from_its_pool_to_other_raters(client, au
     assert ceiling["answers"] == sum(len(raters_of[screen]) for screen in shared)
 
 
-def test_a_triplet_study_repeats_nothing(client, auth, project, app):
+def test_a_triplet_study_repeats_questions_to_other_raters(client, auth, project, app):
+    """A triplet study's random questions repeat from its pool at `repeat_share`, taken by
+    the Python scheduler on both databases (PostgreSQL's answer function hands those
+    draws to it), and fill in turn; without a share it repeats none."""
     pid = project["id"]
-    _items(client, auth, pid, 8)
-    set_rating(client, auth, pid, attention_rate=0, repeat_share=0.5)
+    _items(client, auth, pid, 30)
+    set_rating(client, auth, pid, attention_rate=0, repeat_share=0.5, answers_per_rater=0)
     slug = open_link(client, auth, pid)["public_slug"]
-    seen = set()
-    for _ in range(3):
+    for _ in range(12):
         token = join_rater(client, slug)
-        state = client.get(f"{API}/rate/{slug}/next", headers=token).json()
-        query = state["comparison"]
-        seen.add(query["query_id"])
-        assert query["format"] == "triplet"
-    assert _ceiling(client, auth, pid)["why"].startswith("no screen or triplet question")
+        query = client.get(f"{API}/rate/{slug}/next", headers=token).json()["comparison"]
+        for _ in range(6):
+            assert query["format"] == "triplet"
+            # Everyone chooses the candidate whose key sorts first: full agreement.
+            choice = "left" if query["left"]["key"] < query["right"]["key"] else "right"
+            sent = client.post(
+                f"{API}/rate/{slug}/answers",
+                headers=token,
+                json={"query_id": query["query_id"], "choice": choice, "response_time_ms": 900},
+            )
+            assert sent.status_code == 200, sent.text
+            query = sent.json()["comparison"]
+    served = [row for row in rows_of(app, Assignment, pid) if row.answered_at is not None]
+    assert len(served) == 72
+    raters_of: dict[tuple, set[int]] = {}
+    for row in served:
+        raters_of.setdefault((row.anchor_id, row.lo_id, row.hi_id), set()).add(row.rater_id)
+    repeated = [row for row in served if row.purpose == Purpose.repeat]
+    assert 20 <= len(repeated) <= 52, len(repeated)  # half of 72 questions, give or take
+    assert {int(row.purpose) for row in served} == {Purpose.random, Purpose.repeat}
+    # 30 items make 12,180 questions: two raters' random ones would almost never meet.
+    counts = sorted((len(raters) for raters in raters_of.values()), reverse=True)
+    assert counts[0] == REPEAT_RATERS and counts[1] >= 2, counts
+    shared = [question for question, raters in raters_of.items() if len(raters) >= 2]
+    ceiling = _ceiling(client, auth, pid)
+    assert ceiling["accuracy"] == ceiling["majority_share"] == 1
+    assert ceiling["screens"] == len(shared) and ceiling["why"] is None
+    assert ceiling["answers"] == sum(len(raters_of[question]) for question in shared)
+
+    other = client.post(f"{API}/projects", headers=auth, json={"name": "plain"}).json()["id"]
+    _items(client, auth, other, 8)
+    set_rating(client, auth, other, attention_rate=0, repeat_share=0)
+    other_slug = open_link(client, auth, other)["public_slug"]
+    for _ in range(3):
+        token = join_rater(client, other_slug)
+        state = client.get(f"{API}/rate/{other_slug}/next", headers=token).json()
+        assert state["comparison"]["format"] == "triplet"
+    assert {row.purpose for row in rows_of(app, Assignment, other)} == {Purpose.random}
+    assert _ceiling(client, auth, other)["why"].startswith("no screen or triplet question")
 
 
 def test_triplet_answers_several_raters_gave_to_one_question_give_its_ceiling(

@@ -326,7 +326,8 @@ class TestScheduler:
         self, app, client, auth, study
     ):
         project_id, slug, _ = study
-        configure(client, auth, project_id, random_share=0, attention_rate=0)
+        # No repeated random questions (the noise ceiling's): each rater's first is random.
+        configure(client, auth, project_id, random_share=0, attention_rate=0, repeat_share=0)
         start_build(client, auth, project_id, n_trees=1, answers_per_query=3, random_state=0)
         with app.state.session_factory() as session:
             slots = session.query(QuerySlot.priority, QuerySlot.anchor_id).all()
@@ -901,8 +902,15 @@ class TestAnswerFunction:
         )
         project_id, slug, keys = study
         X, _ = blobs
+        # Repeated random questions (the noise ceiling's) take the full path: none here.
         configure(
-            client, auth, project_id, random_share=0.3, attention_rate=0.1, answers_per_rater=0
+            client,
+            auth,
+            project_id,
+            random_share=0.3,
+            attention_rate=0.1,
+            answers_per_rater=0,
+            repeat_share=0,
         )
         start_build(client, auth, project_id, n_trees=2, answers_per_query=2, random_state=0)
         rater, state = join(client, slug)

@@ -20,6 +20,9 @@ class Purpose(IntEnum):
     random = 3  # a random triplet for the passive learners
     attention = 4  # a check with a known answer: the anchor is one of the candidates
     proposal = 5  # a sampler's question (labelling, embedding, placement): after the rest
+    # A triplet study's random question repeated to several raters (the noise ceiling's
+    # answers): drawn at random once, so fitted and held out like a random one.
+    repeat = 6
 
 
 # Questions a scheduler chose for what they would teach, not uniformly at random: their
@@ -120,6 +123,17 @@ class Assignment(Base):
             "screen_id",
             postgresql_where=text("screen_id IS NOT NULL"),
             sqlite_where=text("screen_id IS NOT NULL"),
+        ),
+        # A triplet study's repeated questions, counted per question as they fill; only
+        # they are in it, so the answer path's other inserts write no entry.
+        Index(
+            "ix_assignments_repeated",
+            "project_id",
+            "anchor_id",
+            "lo_id",
+            "hi_id",
+            postgresql_where=text("purpose = 6"),
+            sqlite_where=text("purpose = 6"),
         ),
     )
 

@@ -303,11 +303,11 @@ class RatingSettings(BaseModel):
         default=REPEAT_SHARE,
         ge=0,
         le=0.5,
-        title="Share of repeated screens (for the noise ceiling)",
-        description="Of the random screens (odd-one-out, rank), the share that repeat a "
-        f"screen other raters had (each repeated screen until {REPEAT_RATERS} raters "
-        "answered it, then the next), so that the answers tell how well people agree: the "
-        "noise ceiling no model can beat (GET …/ceiling). Triplet studies repeat none",
+        title="Share of repeated questions (for the noise ceiling)",
+        description="Of the random questions (triplets, or odd-one-out and rank screens), "
+        f"the share that repeat one other raters had (each repeated one until {REPEAT_RATERS} "
+        "raters answered it, then the next), so that the answers tell how well people "
+        "agree: the noise ceiling no model can beat (GET …/ceiling)",
         json_schema_extra=_shown(ASKED, "share"),
     )
     attention_rate: float = Field(

@@ -22,6 +22,7 @@ PURPOSE_WORDS = {
     Purpose.random: "random",
     Purpose.attention: "attention check",
     Purpose.proposal: "a sampler's question",
+    Purpose.repeat: "random, repeated to other raters (the noise ceiling)",
 }
 
 

@@ -35,7 +35,7 @@ from app.rating.cards import (
     screen_of,
 )
 from app.rating.path import Step
-from app.scheduling import screens, study_items
+from app.scheduling import screens, study_items, unseen
 from app.scheduling import service as scheduling
 from app.scheduling.answer_function import Answered, AnswerFunction
 from app.scheduling.draws import Draws
@@ -424,6 +424,13 @@ async def answer_quickly(
         return None  # nor one whose arms ask about items, or at a share, of their own
     if project.max_session_minutes is not None:
         return None  # nor one whose sessions run out of time (the full path reads the clock)
+    if draws.kind >= project.attention_rate and unseen.repeats_now(project, draws):
+        # A random question that repeats one (the full path fills them): where the draw
+        # asks for a random question, or beside a queue with no build or routing at work.
+        if draws.kind < project.attention_rate + project.random_share:
+            return None
+        if function.pool is not None and not await function.queue_at_work(project.id):
+            return None
     item_ids = study_items.item_ids().cached(project)
     if item_ids is None:
         return None

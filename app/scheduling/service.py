@@ -47,6 +47,7 @@ from app.scheduling.draws import Draws
 from app.scheduling.statements import (
     ANSWER,
     LEASE,
+    QUEUE_AT_WORK,
     SERVE,
     SERVE_SCREEN,
     SERVED_TO,
@@ -181,10 +182,26 @@ def serve_next(
             return unseen.screen(session, project, rater.id, ids, check, draws)
         return unseen.triplet(session, rater.id, ids, check, draws)
 
+    def random_query(drawn: bool):
+        """A random question, or at the study's repeat share one other raters had (the
+        noise ceiling's): (purpose, query). A triplet study repeats where the draw asked
+        for a random question, or where its queue had none free and it has no build or
+        routing at work; beside one at work, the answer function serves the random
+        question itself (see rating.service.answer_quickly)."""
+        if (
+            screens.screen_format(project) is None
+            and unseen.repeats_now(project, draws)
+            and (drawn or not QUEUE_AT_WORK.run(session, {"project": project.id})[0])
+        ):
+            repeated = unseen.repeated_triplet(session, project, rater.id, ids, now)
+            if repeated is not None:
+                return Purpose.repeat, repeated
+        return Purpose.random, unseen_query(False)
+
     if draw < project.attention_rate:
         purpose, chosen = Purpose.attention, unseen_query(True)
     elif draw < project.attention_rate + project.random_share:
-        purpose, chosen = Purpose.random, unseen_query(False)
+        purpose, chosen = random_query(drawn=True)
     else:
         # Joins that only look hold no build query; nor does an arm with items of its own
         # (a build's queries are about every item).
@@ -201,7 +218,7 @@ def serve_next(
                     unseen.screen_around(session, project, rater.id, ids, chosen, draws) or chosen
                 )
         else:
-            purpose, chosen = Purpose.random, unseen_query(False)
+            purpose, chosen = random_query(drawn=False)
     # A rater who has seen every check still has random triplets to answer, and the
     # other way round; None only once both are used up (the session then ends).
     if chosen is None:

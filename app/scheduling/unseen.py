@@ -4,12 +4,15 @@ draws keep finding what the rater has seen."""
 
 from __future__ import annotations
 
+import random
+from datetime import datetime
+
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import func, literal_column, or_, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.formats import Screen
-from app.models import Assignment, Judgement, Project
+from app.formats import MOST_REPEATED, REPEAT_RATERS, Screen
+from app.models import Assignment, Judgement, Project, Purpose
 from app.scheduling import screens
 from app.scheduling.draws import RANDOM_DRAWS, Draws
 from app.scheduling.statements import SEEN
@@ -27,6 +30,67 @@ def triplet(session: Session, rater_id: int, ids: np.ndarray, attention: bool, d
         if not _was_served(session, rater_id, (anchor, lo, hi)):
             return anchor, lo, hi
     return _any_triplet(session, rater_id, ids, attention, draws.search_rng())
+
+
+# Repeated questions looked at a query.
+REPEAT_CHUNK = 50
+
+
+def repeats_now(project: Project, draws: Draws) -> bool:
+    """Whether a random question of this triplet study repeats one other raters had (the
+    draws' own coin, so that the answer function hands exactly these to this path)."""
+    return project.repeat_share > 0 and draws.search_rng().random() < project.repeat_share
+
+
+def repeated_question(ids: np.ndarray, number: int, salt: int) -> tuple[int, int, int]:
+    """The study's repeated question `number`, (anchor, lo, hi): the same for every rater
+    (drawn from a source seeded by `salt`, the project, and the number) while the study's
+    items stay the same."""
+    anchor, p, q = random.Random(f"repeat:{salt}:{number}").sample(range(len(ids)), 3)
+    lo, hi = sorted((int(ids[p]), int(ids[q])))
+    return int(ids[anchor]), lo, hi
+
+
+def repeated_triplet(
+    session: Session, project: Project, rater_id: int, ids: np.ndarray, now: datetime
+) -> tuple[int, int, int] | None:
+    """The study's first repeated question that fewer than REPEAT_RATERS raters were
+    asked and this rater never had: they fill in turn, as a screen study's repeated
+    screens do. None once MOST_REPEATED are full or had (or below three items)."""
+    if len(ids) < 3:
+        return None
+    seen: set[tuple[int, int, int]] | None = None
+    for start in range(0, MOST_REPEATED, REPEAT_CHUNK):
+        pool = [repeated_question(ids, n, project.id) for n in range(start, start + REPEAT_CHUNK)]
+        asked = _asked_again(session, project.id, pool, now)
+        for question in pool:
+            if asked.get(question, 0) >= REPEAT_RATERS:
+                continue
+            if seen is None:
+                seen = _served_keys(session, rater_id)
+            if question not in seen:
+                return question
+    return None
+
+
+def _asked_again(
+    session: Session, project_id: int, questions: list[tuple[int, int, int]], now: datetime
+) -> dict[tuple[int, int, int], int]:
+    """How many raters answered each of these repeated questions, or hold it now (so that
+    the last places are not given twice), through ix_assignments_repeated (its predicate
+    stated literally: PostgreSQL matches no bound parameter to it)."""
+    key = tuple_(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id)
+    found = session.execute(
+        select(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id, func.count())
+        .where(
+            Assignment.project_id == project_id,
+            Assignment.purpose == literal_column(str(int(Purpose.repeat))),
+            key.in_(questions),
+            or_(Assignment.answered_at.is_not(None), Assignment.expires_at > now),
+        )
+        .group_by(Assignment.anchor_id, Assignment.lo_id, Assignment.hi_id)
+    ).all()
+    return {(int(a), int(lo), int(hi)): int(count) for a, lo, hi, count in found}
 
 
 # Studies with at most this many distinct queries (about 75 items) are searched whole once

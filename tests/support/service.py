@@ -143,8 +143,8 @@ def digits_study(
     sort_size: int = 1,
 ) -> tuple[int, str]:
     """A digits project on the service at `url` with a CompRF build waiting for answers
-    (3 per query; asked on sorting screens of `sort_size` items) and raters kept on for
-    ever: (project id, public slug)."""
+    (3 per query; asked on sorting screens of `sort_size` items; none with `trees` 0)
+    and raters kept on for ever: (project id, public slug)."""
     from app.demo.service import digits_archive
 
     auth = {"Authorization": f"Bearer {token}"}
@@ -160,13 +160,14 @@ def digits_study(
         )
         rating.raise_for_status()
         http.put(f"/api/v1/projects/{project}/link", json={"state": "open"}).raise_for_status()
-        http.post(
-            f"/api/v1/projects/{project}/builds",
-            json={
-                "n_trees": trees,
-                "answers_per_query": 3,
-                "random_state": 0,
-                "sort_size": sort_size,
-            },
-        ).raise_for_status()
+        if trees:
+            http.post(
+                f"/api/v1/projects/{project}/builds",
+                json={
+                    "n_trees": trees,
+                    "answers_per_query": 3,
+                    "random_state": 0,
+                    "sort_size": sort_size,
+                },
+            ).raise_for_status()
     return project, rating.json()["public_slug"]
