@@ -76,12 +76,15 @@ def test_a_screen_study_repeats_screens_from_its_pool_to_other_raters(client, au
 
 
 def test_a_triplet_study_repeats_questions_to_other_raters(client, auth, project, app):
-    """A triplet study's random questions repeat from its pool at `repeat_share`, taken by
-    the Python scheduler on both databases (PostgreSQL's answer function hands those
-    draws to it), and fill in turn; without a share it repeats none."""
+    """A triplet study's random questions (those its random share draws: all of them
+    here) repeat from its pool at `repeat_share`, taken by the Python scheduler on both
+    databases (PostgreSQL's answer function hands those draws to it), and fill in turn;
+    without a share it repeats none."""
     pid = project["id"]
     _items(client, auth, pid, 30)
-    set_rating(client, auth, pid, attention_rate=0, repeat_share=0.5, answers_per_rater=0)
+    set_rating(
+        client, auth, pid, attention_rate=0, random_share=1, repeat_share=0.5, answers_per_rater=0
+    )
     slug = open_link(client, auth, pid)["public_slug"]
     for _ in range(12):
         token = join_rater(client, slug)

@@ -18,17 +18,14 @@ from datetime import datetime
 import numpy as np
 import psycopg
 from psycopg_pool import AsyncConnectionPool
-from sqlalchemy.dialects.postgresql import psycopg as postgres_dialect
 
 from app.core.db import libpq_conninfo
 from app.models import Choice
 from app.scheduling.draws import Draws
-from app.scheduling.statements import QUEUE_AT_WORK
 
 log = logging.getLogger(__name__)
 
 _CALL = "SELECT * FROM closer_answer(%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint[], %s)"
-_QUEUE_AT_WORK = str(QUEUE_AT_WORK.statement.compile(dialect=postgres_dialect.dialect()))
 
 
 @dataclass(frozen=True)
@@ -75,15 +72,6 @@ class AnswerFunction:
         if self.ready and self.pool is not None:
             self._loop = None
             await self.pool.close()
-
-    async def queue_at_work(self, project_id: int) -> bool:
-        """Whether the study has a build or routing at work (statements.QUEUE_AT_WORK)."""
-        assert self.pool is not None
-        async with self.pool.connection() as connection:
-            row = await (
-                await connection.execute(_QUEUE_AT_WORK, {"project": project_id})
-            ).fetchone()
-        return bool(row and row[0])
 
     async def answer(
         self,

@@ -47,7 +47,6 @@ from app.scheduling.draws import Draws
 from app.scheduling.statements import (
     ANSWER,
     LEASE,
-    QUEUE_AT_WORK,
     SERVE,
     SERVE_SCREEN,
     SERVED_TO,
@@ -184,15 +183,10 @@ def serve_next(
 
     def random_query(drawn: bool):
         """A random question, or at the study's repeat share one other raters had (the
-        noise ceiling's): (purpose, query). A triplet study repeats where the draw asked
-        for a random question, or where its queue had none free and it has no build or
-        routing at work; beside one at work, the answer function serves the random
-        question itself (see rating.service.answer_quickly)."""
-        if (
-            screens.screen_format(project) is None
-            and unseen.repeats_now(project, draws)
-            and (drawn or not QUEUE_AT_WORK.run(session, {"project": project.id})[0])
-        ):
+        noise ceiling's): (purpose, query). A triplet study repeats among the questions
+        its random share draws, not those that fill a queue with none free (the answer
+        function serves those itself: see rating.service.answer_quickly)."""
+        if drawn and screens.screen_format(project) is None and unseen.repeats_now(project, draws):
             repeated = unseen.repeated_triplet(session, project, rater.id, ids, now)
             if repeated is not None:
                 return Purpose.repeat, repeated

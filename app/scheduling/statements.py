@@ -10,14 +10,10 @@ from app.core.db import FastStatement
 from app.formats import TRIPLET
 from app.models import (
     Assignment,
-    Build,
-    BuildStatus,
     Judgement,
     Project,
     QuerySlot,
     Rater,
-    Routing,
-    RoutingStatus,
     SlotState,
     Triplet,
     TripletSource,
@@ -27,26 +23,6 @@ from app.models._types import Timestamp
 # The open-slot indexes are partial (WHERE state = 'open'); PostgreSQL uses them only for
 # a query that says so literally, not through a bound parameter.
 IS_OPEN = QuerySlot.state == literal_column("'open'")
-
-
-# Whether a study has a build running or a routing under way (whose queries its queue
-# asks): a triplet study whose queue had none free repeats a random question only where
-# it has neither. An answer never changes either, so the rule reads the same before the
-# answer (the answer function's caller) as after it (the Python scheduler).
-QUEUE_AT_WORK = FastStatement(
-    select(
-        or_(
-            exists().where(
-                Build.project_id == bindparam("project"),
-                Build.status == literal_column(f"'{BuildStatus.running.value}'"),
-            ),
-            exists().where(
-                Routing.project_id == bindparam("project"),
-                Routing.status == literal_column(f"'{RoutingStatus.routing.value}'"),
-            ),
-        )
-    )
-)
 
 
 def lease_free(now):
