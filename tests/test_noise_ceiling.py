@@ -11,7 +11,7 @@ import pytest
 
 from app.formats import REPEAT_RATERS, REPEAT_SHARE, named
 from app.learn.ceiling import noise_ceiling
-from app.models import Assignment, Judgement, Purpose
+from app.models import Assignment, Judgement, Purpose, Triplet
 from tests.support.links import open_link
 from tests.support.screens import answer_screen, join_rater, next_screen, rows_of, set_rating
 from tests.support.workspace import signed_in_page_csrf
@@ -108,6 +108,10 @@ def test_a_triplet_study_repeats_questions_to_other_raters(client, auth, project
     repeated = [row for row in served if row.purpose == Purpose.repeat]
     assert 20 <= len(repeated) <= 52, len(repeated)  # half of 72 questions, give or take
     assert {int(row.purpose) for row in served} == {Purpose.random, Purpose.repeat}
+    # A repeated question was drawn at random: its answers are never marked adaptive.
+    triplets = rows_of(app, Triplet, pid)
+    assert {row.query_id for row in triplets} >= {row.id for row in repeated}
+    assert not any(row.adaptive for row in triplets)
     # 30 items make 12,180 questions: two raters' random ones would almost never meet.
     counts = sorted((len(raters) for raters in raters_of.values()), reverse=True)
     assert counts[0] == REPEAT_RATERS and counts[1] >= 2, counts

@@ -345,7 +345,8 @@ def test_held_out_errors_are_measured_on_answers_to_random_questions_only(
         settings = client.patch(
             f"{API}/projects/{project_id}/rating",
             headers=auth,
-            json={"random_share": share, "attention_rate": 0},
+            # No repeated random questions: a repeat is marked alike (tests/test_noise_ceiling).
+            json={"random_share": share, "attention_rate": 0, "repeat_share": 0},
         )
         assert settings.status_code == 200, settings.text
         slug = open_link(client, auth, project_id)["public_slug"]

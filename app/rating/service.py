@@ -424,10 +424,7 @@ async def answer_quickly(
         return None  # nor one whose arms ask about items, or at a share, of their own
     if project.max_session_minutes is not None:
         return None  # nor one whose sessions run out of time (the full path reads the clock)
-    drawn_random = (
-        project.attention_rate <= draws.kind < project.attention_rate + project.random_share
-    )
-    if drawn_random and unseen.repeats_now(project, draws):
+    if unseen.repeats_now(project, draws):
         return None  # nor a random question that repeats one (the full path fills them)
     item_ids = study_items.item_ids().cached(project)
     if item_ids is None:

@@ -181,12 +181,11 @@ def serve_next(
             return unseen.screen(session, project, rater.id, ids, check, draws)
         return unseen.triplet(session, rater.id, ids, check, draws)
 
-    def random_query(drawn: bool):
+    def random_query():
         """A random question, or at the study's repeat share one other raters had (the
-        noise ceiling's): (purpose, query). A triplet study repeats among the questions
-        its random share draws, not those that fill a queue with none free (the answer
-        function serves those itself: see rating.service.answer_quickly)."""
-        if drawn and screens.screen_format(project) is None and unseen.repeats_now(project, draws):
+        noise ceiling's): (purpose, query); a triplet study's among those its random
+        share draws (unseen.repeats_now)."""
+        if screens.screen_format(project) is None and unseen.repeats_now(project, draws):
             repeated = unseen.repeated_triplet(session, project, rater.id, ids, now)
             if repeated is not None:
                 return Purpose.repeat, repeated
@@ -195,7 +194,7 @@ def serve_next(
     if draw < project.attention_rate:
         purpose, chosen = Purpose.attention, unseen_query(True)
     elif draw < project.attention_rate + project.random_share:
-        purpose, chosen = random_query(drawn=True)
+        purpose, chosen = random_query()
     else:
         # Joins that only look hold no build query; nor does an arm with items of its own
         # (a build's queries are about every item).
@@ -212,7 +211,7 @@ def serve_next(
                     unseen.screen_around(session, project, rater.id, ids, chosen, draws) or chosen
                 )
         else:
-            purpose, chosen = random_query(drawn=False)
+            purpose, chosen = random_query()
     # A rater who has seen every check still has random triplets to answer, and the
     # other way round; None only once both are used up (the session then ends).
     if chosen is None:

@@ -37,9 +37,11 @@ REPEAT_CHUNK = 50
 
 
 def repeats_now(project: Project, draws: Draws) -> bool:
-    """Whether a random question of this triplet study repeats one other raters had (the
-    draws' own coin, so that the answer function hands exactly these to this path)."""
-    return project.repeat_share > 0 and draws.search_rng().random() < project.repeat_share
+    """Whether the draws ask this triplet study for a random question (its random share:
+    not one that fills a queue with none free) that repeats one other raters had, by the
+    draws' own coin: the answer function's caller hands exactly these to this path."""
+    drawn = project.attention_rate <= draws.kind < project.attention_rate + project.random_share
+    return drawn and project.repeat_share > 0 and draws.search_rng().random() < project.repeat_share
 
 
 def repeated_question(ids: np.ndarray, number: int, salt: int) -> tuple[int, int, int]:
