@@ -332,7 +332,10 @@ class CeilingOut(BaseModel):
     low: float | None = Field(description="The bootstrap interval's lower end (over screens)")
     high: float | None = Field(description="Its upper end")
     level: float = Field(description="The interval's level")
-    screens: int = Field(description="Screens answered by two raters or more")
+    screens: int = Field(
+        description="Screens (and triplet questions: an anchor and a pair) answered by two "
+        "raters or more"
+    )
     raters: int = Field(description="Raters who answered them (excluded raters left out)")
     answers: int = Field(description="Answers the ceiling is the mean of")
     within_rater: float | None = Field(
