@@ -14,8 +14,10 @@ from tests.support.service import ServiceProcesses
 # Subprocesses, servers and crowds: the full run only (scripts/test --fast leaves it out).
 pytestmark = pytest.mark.slow
 
-# Per database. The seed changes daily (tests/support/fuzz.py), so the short runs add up.
-SECONDS = 20
+# Per database. The seed changes daily (tests/support/fuzz.py), so the short runs add up;
+# benchmarks/fuzz_api.py is the long run. Its server and schemathesis keep two processes
+# busy the whole time, beside the rest of the suite.
+SECONDS = 12
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
