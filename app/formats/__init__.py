@@ -16,6 +16,7 @@ from app.formats.base import (
     ScreenKey,
     ScreenShape,
     ThreeItems,
+    repeat_source,
 )
 from app.formats.registry import (
     UnknownFormat,
@@ -43,6 +44,7 @@ __all__ = [
     "Choice",
     "JudgementFormat",
     "PickedScreen",
+    "repeat_source",
     "Screen",
     "ScreenKey",
     "ScreenShape",

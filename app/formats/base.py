@@ -306,6 +306,12 @@ REPEAT_RATERS = 10
 MOST_REPEATED = 1000
 
 
+def repeat_source(salt: int, number: int) -> random.Random:
+    """The source a study's repeated screen or triplet question `number` is drawn from:
+    seeded by `salt` (the project) and the number, so the same for every rater."""
+    return random.Random(f"repeat:{salt}:{number}")
+
+
 class PickedScreen(JudgementFormat):
     """A screen drawn at random from the study's items, answered with `picks`."""
 
@@ -313,7 +319,7 @@ class PickedScreen(JudgementFormat):
         """The study's repeated screen `number`: the same for every rater (drawn from a
         source seeded by `salt`, the project, and the number) while the study's items
         stay the same."""
-        return self.draw(study, ids, random.Random(f"repeat:{salt}:{number}"), False)
+        return self.draw(study, ids, repeat_source(salt, number), False)
 
     # Judgement files: it is uploaded, and a row that declares no format is read as it
     # when the row's reference (or its absence) matches `has_reference`.

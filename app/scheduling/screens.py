@@ -9,7 +9,8 @@ screens on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 import numpy as np
 
@@ -21,6 +22,8 @@ from app.scheduling.draws import RANDOM_DRAWS, Draws
 # hitting screens the rater has seen; larger ones are drawn from again, this often.
 MOST_ENUMERATED = 200_000
 MORE_DRAWS = 2_000
+
+T = TypeVar("T")
 
 
 def screen_format(project: Project) -> PickedScreen | None:
@@ -77,8 +80,32 @@ def draw_unseen(
     return format.from_key(project, ids, rng.choice(unseen), rng) if unseen else None
 
 
-# Repeated screens looked at a query.
+# Repeated screens (or questions) looked at a query.
 REPEAT_CHUNK = 50
+
+
+def first_unfilled(
+    pool: Callable[[range], list[tuple[T, Hashable, ScreenKey]]],
+    answers_to: Callable[[list], dict],
+    served_keys: Callable[[], set[ScreenKey]],
+) -> T | None:
+    """The study's first repeated screen or question that fewer than REPEAT_RATERS raters
+    answered and this rater never had: they fill in turn, each to REPEAT_RATERS answers (a
+    few more where raters hold it at once). `pool(numbers)` gives each numbered one with
+    what its answers are counted by (`answers_to`) and its key. None once MOST_REPEATED
+    are full or had."""
+    seen: set[ScreenKey] | None = None
+    for start in range(0, MOST_REPEATED, REPEAT_CHUNK):
+        chunk = pool(range(start, start + REPEAT_CHUNK))
+        answered = answers_to([counted for _, counted, _ in chunk])
+        for found, counted, key in chunk:
+            if answered.get(counted, 0) >= REPEAT_RATERS:
+                continue
+            if seen is None:
+                seen = served_keys()
+            if key not in seen:
+                return found
+    return None
 
 
 def next_repeat(
@@ -88,25 +115,19 @@ def next_repeat(
     served_keys: Callable[[], set[ScreenKey]],
     answers_to: Callable[[list[int]], dict[int, int]],
 ) -> Screen | None:
-    """The study's first repeated screen that fewer than REPEAT_RATERS raters answered and
-    this rater never had: they fill in turn, each to REPEAT_RATERS answers (a few more
-    where raters hold it at once). None once MOST_REPEATED are full or had."""
-    seen: set[ScreenKey] | None = None
-    for start in range(0, MOST_REPEATED, REPEAT_CHUNK):
-        pool = [
-            format.repeated(project, ids, number, project.id)
-            for number in range(start, start + REPEAT_CHUNK)
+    """The study's first repeated screen (`first_unfilled`), counted by its number."""
+
+    def pool(numbers: range) -> list[tuple[Screen, Hashable, ScreenKey]]:
+        screens = [format.repeated(project, ids, number, project.id) for number in numbers]
+        return [
+            (
+                screen,
+                format.screen_of(
+                    [] if screen.reference is None else [screen.reference], screen.shown
+                ),
+                screen.key,
+            )
+            for screen in screens
         ]
-        numbers = [
-            format.screen_of([] if screen.reference is None else [screen.reference], screen.shown)
-            for screen in pool
-        ]
-        answered = answers_to(numbers)
-        for screen, number in zip(pool, numbers, strict=True):
-            if answered.get(number, 0) >= REPEAT_RATERS:
-                continue
-            if seen is None:
-                seen = served_keys()
-            if screen.key not in seen:
-                return screen
-    return None
+
+    return first_unfilled(pool, answers_to, served_keys)

@@ -4,14 +4,13 @@ draws keep finding what the rater has seen."""
 
 from __future__ import annotations
 
-import random
 from datetime import datetime
 
 import numpy as np
 from sqlalchemy import func, literal_column, or_, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.formats import MOST_REPEATED, REPEAT_RATERS, Screen
+from app.formats import Screen, repeat_source
 from app.models import Assignment, Judgement, Project, Purpose
 from app.scheduling import screens
 from app.scheduling.draws import RANDOM_DRAWS, Draws
@@ -32,10 +31,6 @@ def triplet(session: Session, rater_id: int, ids: np.ndarray, attention: bool, d
     return _any_triplet(session, rater_id, ids, attention, draws.search_rng())
 
 
-# Repeated questions looked at a query.
-REPEAT_CHUNK = 50
-
-
 def repeats_now(project: Project, draws: Draws) -> bool:
     """Whether the draws ask this triplet study for a random question (its random share:
     not one that fills a queue with none free) that repeats one other raters had, by the
@@ -46,9 +41,8 @@ def repeats_now(project: Project, draws: Draws) -> bool:
 
 def repeated_question(ids: np.ndarray, number: int, salt: int) -> tuple[int, int, int]:
     """The study's repeated question `number`, (anchor, lo, hi): the same for every rater
-    (drawn from a source seeded by `salt`, the project, and the number) while the study's
-    items stay the same."""
-    anchor, p, q = random.Random(f"repeat:{salt}:{number}").sample(range(len(ids)), 3)
+    while the study's items stay the same."""
+    anchor, p, q = repeat_source(salt, number).sample(range(len(ids)), 3)
     lo, hi = sorted((int(ids[p]), int(ids[q])))
     return int(ids[anchor]), lo, hi
 
@@ -56,23 +50,19 @@ def repeated_question(ids: np.ndarray, number: int, salt: int) -> tuple[int, int
 def repeated_triplet(
     session: Session, project: Project, rater_id: int, ids: np.ndarray, now: datetime
 ) -> tuple[int, int, int] | None:
-    """The study's first repeated question that fewer than REPEAT_RATERS raters were
-    asked and this rater never had: they fill in turn, as a screen study's repeated
-    screens do. None once MOST_REPEATED are full or had (or below three items)."""
+    """The study's first repeated question to fill (screens.first_unfilled, as a screen
+    study's repeated screens fill); None below three items."""
     if len(ids) < 3:
         return None
-    seen: set[tuple[int, int, int]] | None = None
-    for start in range(0, MOST_REPEATED, REPEAT_CHUNK):
-        pool = [repeated_question(ids, n, project.id) for n in range(start, start + REPEAT_CHUNK)]
-        asked = _asked_again(session, project.id, pool, now)
-        for question in pool:
-            if asked.get(question, 0) >= REPEAT_RATERS:
-                continue
-            if seen is None:
-                seen = _served_keys(session, rater_id)
-            if question not in seen:
-                return question
-    return None
+
+    def pool(numbers: range) -> list:
+        return [(q, q, q) for q in (repeated_question(ids, n, project.id) for n in numbers)]
+
+    return screens.first_unfilled(
+        pool,
+        lambda questions: _asked_again(session, project.id, questions, now),
+        lambda: _served_keys(session, rater_id),
+    )
 
 
 def _asked_again(
