@@ -190,7 +190,8 @@ class ChoiceEmbedding(BaseEstimator):
         # last one's end after that, the wider ones too.
         self.planned_steps_ = self.max_iter + (
             self.passes
-            + (len(L1_CANDIDATES) + _doublings(d, self.max_components)) * (self.max_iter // 3)
+            + (len(L1_CANDIDATES) + SPARSER_STEPS + _doublings(d, self.max_components))
+            * (self.max_iter // 3)
             if searches
             else self.passes
         )

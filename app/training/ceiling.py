@@ -78,7 +78,7 @@ def study_ceiling(session: Session, project: Project) -> dict[str, Any]:
     if found is not None and found["answers_read"] != newest_answer:
         # Answers came since: read again, but a large study (whose reading takes long) no
         # more often than once in a hundred times its cost.
-        if now - found["computed_at"] < max(0.0, 100 * found["cost"]) and found["cost"] > 0.05:
+        if found["cost"] > 0.05 and now - found["computed_at"] < 100 * found["cost"]:
             return found["ceiling"]
         found = None
     if found is None:
