@@ -35,6 +35,7 @@ from app.core.db import make_engine, make_session_factory, unit_of_work
 from app.core.deps import SESSION_COOKIE, SignInRequired, csrf_token
 from app.core.errors import ERROR_RESPONSES, NotFound, ServiceError, install_error_handlers
 from app.core.headers import SecurityHeaders
+from app.core.i18n import ENGLISH
 from app.core.limits import BodyLimits, ResearcherTokens, shorten_access_lines
 from app.core.pages import path_for
 from app.core.signing import RaterTokens, WorkspaceCookies
@@ -132,6 +133,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "rater_name": functools.partial(
                     _rater_name, getattr(request.state, "caller", None)
                 ),
+                # A rater page's language and the study's words (app/rating/views.py).
+                "wording": getattr(request.state, "wording", ENGLISH),
             }
         ],
     )

@@ -13,6 +13,7 @@ from starlette.datastructures import URL
 
 from app.core.clock import utcnow
 from app.core.forms import form_once
+from app.core.i18n import ENGLISH, Wording
 
 
 def number(value: float | None) -> str:
@@ -76,7 +77,42 @@ def markdown(text: str | None) -> Markup:
     return Markup(_MARKDOWN.render(text or ""))
 
 
+def _wording(context) -> Wording:
+    """The page's language and the study's words (a rater page's context holds them;
+    every other page is English)."""
+    return context.get("wording") or ENGLISH
+
+
+@pass_context
+def _gettext(context, message: str) -> str:
+    return _wording(context).gettext(message)
+
+
+@pass_context
+def _ngettext(context, singular: str, plural: str, count: int) -> str:
+    return _wording(context).ngettext(singular, plural, count)
+
+
+@pass_context
+def translated(context, text: str | None) -> str:
+    """A string made elsewhere (a notice, a default question; marked N_ where it is
+    written) in the page's language; any other text as it is."""
+    return _wording(context).gettext(text or "")
+
+
+@pass_context
+def counted(context, value: int | float) -> str:
+    """A count as the page's language writes its numbers."""
+    return _wording(context).number(value)
+
+
 def install_filters(env: Environment) -> None:
     env.filters.update(number=number, when=when, iso=iso, duration=duration, markdown=markdown)
+    env.filters.update(counted=counted, translated=translated)
+    # Jinja's i18n extension, the "new style": _() and {% trans %} escape what they
+    # insert, and a translation's placeholders are named (%(count)s).
+    env.add_extension("jinja2.ext.i18n")
+    env.policies["ext.i18n.trimmed"] = True
+    env.install_gettext_callables(_gettext, _ngettext, newstyle=True)  # type: ignore[attr-defined]
     env.globals["url_for"] = url_for
     env.globals["form_once"] = form_once

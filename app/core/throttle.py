@@ -44,6 +44,7 @@ class TooManyRequests(ServiceError):
 
     def __init__(self, detail: str, retry_after: int) -> None:
         super().__init__(detail)
+        self.retry_after = retry_after
         self.headers = {"Retry-After": str(retry_after)}
 
 

@@ -27,6 +27,8 @@ DESIGN_SETTINGS = (
     "picks",
     "question",
     "instructions",
+    "languages",
+    "texts",
     "allow_cant_tell",
     "answers_per_rater",
     "consent",

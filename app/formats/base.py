@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
+from app.core.i18n import ENGLISH, Wording
+
 if TYPE_CHECKING:
     from app.learn.choices import Choices
 
@@ -191,8 +193,8 @@ class JudgementFormat:
         """What an answer to its screen must send, in words (for a refused one)."""
         raise NotImplementedError
 
-    def problem(self, picks: int) -> str:
-        """What the page says when an answer was sent incomplete."""
+    def problem(self, picks: int, wording: Wording = ENGLISH) -> str:
+        """What the page says when an answer was sent incomplete (in its language)."""
         return self.expected_answer(picks)
 
     def check_passed(self, reference: int | None, shown: list, picked: list) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.core.i18n import ENGLISH, N_, Wording
 from app.formats.base import SimulatedRater, ThreeItems
 from app.formats.registry import register
 from app.learn.choices import Choices, odd_one_out_choices
@@ -15,7 +16,7 @@ from app.learn.judgements import odd_one_out_triplets
 class OddOneOut(ThreeItems):
     name = "odd_one_out"
     label = "Odd one out: which of three items is least like the other two? One tap, two triplets."
-    default_question = "Which one is least like the other two?"
+    default_question = N_("Which one is least like the other two?")
     read_when_undeclared = True
     noun = "odd-one-out screen"
     learned_whole = True
@@ -23,8 +24,8 @@ class OddOneOut(ThreeItems):
     def expected_answer(self, picks: int, allow_cant_tell: bool = True) -> str:
         return 'this query is an odd-one-out: answer with "picks", the key of the odd one'
 
-    def problem(self, picks: int) -> str:
-        return "Tap the one least like the other two."
+    def problem(self, picks: int, wording: Wording = ENGLISH) -> str:
+        return wording.gettext(N_("Tap the one least like the other two."))
 
     def check_passed(self, reference: int | None, shown: list, picked: list) -> bool:
         return shown.count(picked[0]) == 1

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from app.core.i18n import ENGLISH, N_, Wording
 from app.formats.base import PickedScreen, Screen, ScreenKey, SimulatedRater, StudyShape
 from app.formats.registry import register
 from app.learn.choices import Choices, rank_choices
@@ -29,7 +30,7 @@ class Rank(PickedScreen):
         "Rank: pick the items most like a reference among several, most alike first. "
         "Many triplets a screen."
     )
-    default_question = "Pick the ones most like the one on top, most alike first."
+    default_question = N_("Pick the ones most like the one on top, most alike first.")
     has_reference = True
     read_when_undeclared = True
     noun = "rank screen"
@@ -88,9 +89,12 @@ class Rank(PickedScreen):
             "items shown, most alike first"
         )
 
-    def problem(self, picks: int) -> str:
-        alike = ", most alike first" if picks > 1 else ""
-        return f"Pick {picks} of the items{alike}, then press Submit."
+    def problem(self, picks: int, wording: Wording = ENGLISH) -> str:
+        if picks == 1:
+            return wording.gettext(N_("Pick 1 of the items, then press Submit."))
+        return wording.gettext(
+            N_("Pick %(picks)s of the items, most alike first, then press Submit.")
+        ) % {"picks": wording.number(picks)}
 
     def check_passed(self, reference: int | None, shown: list, picked: list) -> bool:
         return picked[0] == reference

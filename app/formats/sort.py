@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from app.core.i18n import ENGLISH, N_, Wording
 from app.formats.base import (
     Choice,
     FileRow,
@@ -31,7 +32,7 @@ class SortingScreen(JudgementFormat):
     noun = "sorting screen"
 
     def question(self, project_question: str) -> str:
-        return "Which of these two is each item below more like?"
+        return N_("Which of these two is each item below more like?")
 
     def key(self, screen: Screen) -> ScreenKey:
         """Its first item's query."""
@@ -50,8 +51,10 @@ class SortingScreen(JudgementFormat):
             f"item shown, the side of the pivot it is more like ({sides})"
         )
 
-    def problem(self, picks: int) -> str:
-        return "Put every item with the one of the two it is more like, then press Submit."
+    def problem(self, picks: int, wording: Wording = ENGLISH) -> str:
+        return wording.gettext(
+            N_("Put every item with the one of the two it is more like, then press Submit.")
+        )
 
     def sides_of(
         self,

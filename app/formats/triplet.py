@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.core.i18n import N_
 from app.formats.base import Choice, JudgementFormat, SimulatedRater, reference_pairs
 from app.formats.registry import register
 
@@ -13,7 +14,7 @@ from app.formats.registry import register
 class TripletComparison(JudgementFormat):
     name = "triplet"
     label = "Triplet: is the item on top closer to the left or the right one? One triplet a screen."
-    default_question = "Which of the two is closer to the one on top?"
+    default_question = N_("Which of the two is closer to the one on top?")
     answered_with = "choice"
     served_as_screen = False
     answers_word = "comparisons"

@@ -106,6 +106,15 @@ class Project(Base):
     no_consent_code: Mapped[str | None] = mapped_column(String(64))
     no_consent_url: Mapped[str | None] = mapped_column(String(500))
     debrief: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # The languages its rater pages speak (app/core/i18n.py; the rater's browser chooses
+    # among them, else the first), and its own wording of any string they show, by
+    # language and English source string ({"de": {"Start": "Los geht's"}}).
+    languages: Mapped[list[str]] = mapped_column(
+        JsonValue, default=lambda: ["en"], server_default='["en"]'
+    )
+    texts: Mapped[dict[str, dict[str, str]]] = mapped_column(
+        JsonValue, default=dict, server_default="{}"
+    )
     # A session longer than this (from joining) ends with the timeout code and redirect.
     max_session_minutes: Mapped[int | None] = mapped_column()
     timeout_code: Mapped[str | None] = mapped_column(String(64))

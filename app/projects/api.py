@@ -25,6 +25,7 @@ from app.projects.schemas import (
     ProjectDetail,
     ProjectOut,
     ProjectUpdate,
+    RaterTextsOut,
     RatingOut,
     RatingSettings,
     RatingSettingsUpdate,
@@ -125,6 +126,14 @@ def update_rating(
         may_redirect_raters=caller.may(Action.redirect_raters),
     )
     return _rating_out(request, project)
+
+
+@router.get("/{project_id}/rater-texts", response_model=RaterTextsOut)
+def get_rater_texts(project_id: RowId, session: SessionDep, researcher: Viewing):
+    """Every string the rater pages show, with its translation in each language the pages
+    speak and the study's own wording (`texts` in the rating settings words any of them)."""
+    project = service.get_project(session=session, researcher=researcher, project_id=project_id)
+    return service.rater_texts(project)
 
 
 @router.get("/{project_id}/versions", response_model=list[DesignVersionOut])

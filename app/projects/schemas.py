@@ -4,12 +4,14 @@ from datetime import datetime
 from typing import Annotated, Any, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     create_model,
 )
 
+from app.core import i18n
 from app.core.fields import INT4_MAX, RequestModel
 from app.formats import REPEAT_RATERS, REPEAT_SHARE, TRIPLET, asked_by_studies
 from app.models import LabelType, LinkState
@@ -78,6 +80,38 @@ def _offered_formats(schema: dict[str, Any]) -> None:
 
 
 PATH = "The participant's path"
+MOST_LANGUAGES = 20
+LONGEST_OWN_TEXT = 2_000
+
+
+def _known_languages(codes: list[str]) -> list[str]:
+    """The study's languages, each one the rater pages speak, each once."""
+    offered = i18n.languages()
+    for code in codes:
+        if code not in offered:
+            raise ValueError(
+                f"{code!r} is not a language the rater pages speak; they speak "
+                f"{', '.join(offered)} (README: how to add one)"
+            )
+    if len(set(codes)) != len(codes):
+        raise ValueError("each language once")
+    return codes
+
+
+def _own_texts(texts: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    for code, wording in texts.items():
+        for source, own in wording.items():
+            if not own.strip():
+                raise ValueError(f"texts.{code}[{source[:60]!r}]: empty (leave it out instead)")
+            if len(own) > LONGEST_OWN_TEXT:
+                raise ValueError(
+                    f"texts.{code}[{source[:60]!r}]: at most {LONGEST_OWN_TEXT:,} characters"
+                )
+    return texts
+
+
+Languages = Annotated[list[str], AfterValidator(_known_languages)]
+OwnTexts = Annotated[dict[str, dict[str, str]], AfterValidator(_own_texts)]
 
 
 class RatingSettings(BaseModel):
@@ -100,6 +134,25 @@ class RatingSettings(BaseModel):
         title="Instructions",
         description="Shown before rating",
         json_schema_extra=_shown(READ, "textarea"),
+    )
+    languages: Languages = Field(
+        default_factory=lambda: [i18n.SOURCE_LANGUAGE],
+        min_length=1,
+        max_length=MOST_LANGUAGES,
+        title="Languages of the rater pages",
+        description="The languages the rater pages speak (English, Deutsch, español, "
+        "français, 日本語, العربية: GET …/rater-texts lists them): each rater's "
+        "browser chooses among them, and one who prefers none of them reads the first. "
+        "Your own question and instructions are shown as you wrote them",
+        json_schema_extra=_shown(READ, "languages"),
+    )
+    texts: OwnTexts = Field(
+        default_factory=dict,
+        title="Your own wording of the rater pages",
+        description="Any string the rater pages show, worded your way, by language and the "
+        'English string (GET …/rater-texts lists them): {"de": {"Start": '
+        '"Los geht\'s"}}; a string left out reads as translated',
+        json_schema_extra=_shown(READ, "texts"),
     )
     allow_cant_tell: bool = Field(
         default=False,
@@ -489,6 +542,27 @@ class RatingOut(RatingSettings):
         "open link takes raters and asks them anything (PUT …/link changes it)"
     )
     link_opened_at: datetime | None = Field(description="When the link first opened")
+
+
+class LanguageOut(BaseModel):
+    code: str = Field(description='The language\'s code, as "languages" names it')
+    name: str = Field(description="Its name in its own words")
+    direction: str = Field(description='"rtl" for a right-to-left script, else "ltr"')
+    asked: bool = Field(description="Whether this study's pages speak it")
+
+
+class RaterTextOut(BaseModel):
+    source: str = Field(description="The English string, as `texts` names it")
+    plural: str | None = Field(description="Its plural (a count above one), as `texts` names it")
+    translations: dict[str, str] = Field(
+        description="By language: the catalog's translation (of the plural, for a count of 5)"
+    )
+    own: dict[str, str] = Field(description="By language: the study's own wording, where set")
+
+
+class RaterTextsOut(BaseModel):
+    languages: list[LanguageOut]
+    texts: list[RaterTextOut]
 
 
 class LinkChange(RequestModel):

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from app.core import i18n
 from app.core.db import on_commit
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.designs import versions
@@ -36,8 +37,11 @@ from app.projects.schemas import (
     RATER_DESTINATIONS,
     Arm,
     Consent,
+    LanguageOut,
     Practice,
     Questionnaire,
+    RaterTextOut,
+    RaterTextsOut,
     RatingSettingsUpdate,
 )
 from app.triplets.service import count_triplets
@@ -161,6 +165,43 @@ def delete_project(*, session: Session, store: ImageStore, project: Project) -> 
     on_commit(session, lambda: store.remove_project(project_id))
 
 
+def rater_texts(project: Project) -> RaterTextsOut:
+    """What the rater pages say, in every language they speak, and the study's words."""
+    spoken = i18n.languages()
+    wordings = {code: i18n.Wording(code) for code in spoken}
+    own = project.texts or {}
+    return RaterTextsOut(
+        languages=[
+            LanguageOut(
+                code=code,
+                name=i18n.language_name(code),
+                direction=i18n.direction(code),
+                asked=code in project.languages,
+            )
+            for code in spoken
+        ],
+        texts=[
+            RaterTextOut(
+                source=source,
+                plural=plural,
+                translations={
+                    code: wording.gettext(source)
+                    if plural is None
+                    else wording.ngettext(source, plural, 5)
+                    for code, wording in wordings.items()
+                },
+                own={
+                    code: own[code][text]
+                    for code in own
+                    for text in (source, plural)
+                    if text and text in own[code]
+                },
+            )
+            for source, plural in i18n.source_messages()
+        ],
+    )
+
+
 def update_rating(
     *, session: Session, project: Project, changes: dict, may_redirect_raters: bool = True
 ) -> Project:
@@ -196,6 +237,12 @@ def update_rating(
             f"blocks split a session's answers_per_rater: {blocks} blocks need at least "
             f"{blocks} answers a session (answers_per_rater is {target})"
         )
+    if "languages" in changes or "texts" in changes:
+        worded = i18n.text_problems(
+            changes.get("texts", project.texts), changes.get("languages", project.languages)
+        )
+        if worded:
+            raise ServiceError("; ".join(worded))
     judgement = study_format(changes.get("judgement", project.judgement))
     shown = changes.get("shown", project.shown)
     picks = changes.get("picks", project.picks)

@@ -21,6 +21,7 @@ from app.auth.deps import (
     ViewingPage,
 )
 from app.builds.service import list_builds
+from app.core import i18n
 from app.core.db import roll_back
 from app.core.deps import SessionDep, SettingsDep, public_study_url
 from app.core.errors import InvalidUpload, Problem, ServiceError
@@ -31,7 +32,7 @@ from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
 from app.formats import study_format
 from app.models import LabelType, TripletSource
-from app.projects import archive, path_forms, service
+from app.projects import archive, path_forms, service, wording_forms
 from app.projects.schemas import (
     NULLABLE_RATING_SETTINGS,
     LinkChange,
@@ -240,6 +241,8 @@ def _settings_page(
             # back, errors per field, and whether a change was saved.
             "about": {"name": project.name, "description": project.description, **(about or {})},
             "confirm_switch": confirm_switch,
+            "languages_spoken": [(code, i18n.language_name(code)) for code in i18n.languages()],
+            "texts_as_lines": wording_forms.texts_as_lines,
         },
         status_code,
     )
@@ -268,7 +271,7 @@ async def save_settings(
         fields=[
             name
             for name, _, kind in listed
-            if kind not in ("consent", "questionnaire", "arms", "practice")
+            if kind not in ("consent", "questionnaire", "arms", "practice", "languages", "texts")
         ],
         checkboxes=[name for name, _, kind in listed if kind == "checkbox"],
         unstripped=[name for name, _, kind in listed if kind == "textarea"],
@@ -283,6 +286,16 @@ async def save_settings(
     )
     study_arms, values["arms"], arms_error = path_forms.arms_from(form, project.arms)
     practice, values["practice"], practice_error = path_forms.practice_from(form)
+    languages, typed_languages, languages_error = wording_forms.languages_from(form)
+    texts, typed_texts, texts_error = wording_forms.texts_from(form)
+    if "languages" in form:
+        values["languages"] = typed_languages
+    if "texts" in form:
+        values["texts"] = typed_texts
+    if languages_error:
+        errors["languages"], body = languages_error, None
+    if texts_error:
+        errors["texts"], body = texts_error, None
     if arms_error:
         errors["arms"], body = arms_error, None
     if practice_error:
@@ -310,6 +323,9 @@ async def save_settings(
                 "questionnaire": questionnaire,
                 "arms": study_arms,
                 "practice": practice,
+                # (a form without the fields leaves them as they are)
+                **({"languages": languages} if "languages" in form else {}),
+                **({"texts": texts} if "texts" in form else {}),
             },
             strict=False,
         )

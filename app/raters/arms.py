@@ -37,11 +37,6 @@ OVERRIDES = (
     "random_share",
 )
 
-FULL_NOTICE = (
-    "This study is full: every place has been taken. Thank you for your interest; "
-    "if someone drops out, a place may open again in a few minutes."
-)
-
 
 @dataclass(frozen=True)
 class ArmPlaces:
@@ -111,7 +106,7 @@ def allocate(*, session: Session, project: Project) -> str | None:
         return None
     open_arms = [arm for arm in arm_places(session=session, project=project) if arm.takes_newcomers]
     if not open_arms:
-        raise Conflict(FULL_NOTICE)
+        raise Conflict(places.FULL_NOTICE)
     # The fewest taken for its share of the targets; ties go to the first arm.
     return min(open_arms, key=lambda arm: arm.taken / (arm.target or 1)).name
 
@@ -122,7 +117,7 @@ def full_notice(*, session: Session, project: Project) -> str | None:
         return None
     if any(arm.takes_newcomers for arm in arm_places(session=session, project=project)):
         return None
-    return FULL_NOTICE
+    return places.FULL_NOTICE
 
 
 def notice_for_newcomers(*, session: Session, project: Project) -> str | None:

@@ -17,6 +17,7 @@ from sqlalchemy import ColumnElement, and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict
+from app.core.i18n import N_
 from app.models import ParticipantErasure, Project, Rater
 from app.models._types import utcnow
 
@@ -69,14 +70,18 @@ def erased_places(*, session: Session, project: Project) -> dict[str | None, tup
     return {arm: (int(held), int(done or 0)) for arm, held, done in rows}
 
 
+# What a newcomer to a full study reads (the page and the API alike).
+FULL_NOTICE = N_(
+    "This study is full: every place has been taken. Thank you for your interest; "
+    "if someone drops out, a place may open again in a few minutes."
+)
+
+
 def full_notice(project: Project, taken_now: int) -> str | None:
     """What a newcomer to a full study reads; None while places are left."""
     if project.quota is None or taken_now < project.quota:
         return None
-    return (
-        "This study is full: every place has been taken. Thank you for your interest; "
-        "if someone drops out, a place may open again in a few minutes."
-    )
+    return FULL_NOTICE
 
 
 def notice_for_newcomers(*, session: Session, project: Project) -> str | None:

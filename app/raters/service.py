@@ -25,6 +25,7 @@ from app.auth.service import hash_token
 from app.core import caches
 from app.core.db import rows_changed
 from app.core.errors import Conflict, NotFound, ServiceError
+from app.core.i18n import N_
 from app.learn.keys import MAX_ITEMS, query_keys
 from app.models import LinkState, Project, Rater, RaterSession, Triplet
 from app.models._types import utcnow
@@ -64,7 +65,7 @@ def platform_ids(params: Mapping[str, str]) -> tuple[str | None, str | None, dic
 def project_by_slug(*, session: Session, slug: str) -> Project:
     project = session.scalar(select(Project).where(Project.public_slug == slug))
     if project is None:
-        raise NotFound("no study at this link: check the address you were given")
+        raise NotFound(N_("no study at this link: check the address you were given"))
     return project
 
 
@@ -145,10 +146,10 @@ def link_notice(project: Project) -> str | None:
     if is_asking(project):
         return None
     if project.link_state is LinkState.paused:
-        return "This study is paused for now. Please come back later."
+        return N_("This study is paused for now. Please come back later.")
     if project.link_opened_at is None:
-        return "This study has not opened yet. Please come back later."
-    return "This study has closed and takes no more answers. Thank you for your interest."
+        return N_("This study has not opened yet. Please come back later.")
+    return N_("This study has closed and takes no more answers. Thank you for your interest.")
 
 
 # An ActiveRater's fields, in its order.

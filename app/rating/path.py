@@ -18,6 +18,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, Unprocessable, echo
+from app.core.i18n import ENGLISH, N_, Wording
 from app.models import Project, Rater
 from app.models._types import utcnow
 from app.scheduling.answers import ActiveRater
@@ -188,12 +189,14 @@ def checked_answers(questionnaire: dict, answers: dict[str, Any]) -> dict[str, A
 
 
 def answers_and_problems(
-    questionnaire: dict, answers: dict[str, Any]
+    questionnaire: dict, answers: dict[str, Any], wording: Wording = ENGLISH
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The answers as they would be stored, and what is wrong, by question name."""
+    """The answers as they would be stored, and what is wrong, by question name (in the
+    wording's language: the page shows them beside their questions)."""
+    said = wording.gettext
     questions = {question["name"]: question for question in questionnaire.get("questions", [])}
     problems = {
-        echo(name): "not a question of this questionnaire"
+        echo(name): said(N_("not a question of this questionnaire"))
         for name in answers
         if name not in questions
     }
@@ -202,34 +205,39 @@ def answers_and_problems(
         value = answers.get(name)
         if value in (None, "", []):
             if question.get("required", True):
-                problems[name] = "an answer is required"
+                problems[name] = said(N_("an answer is required"))
             checked[name] = None
             continue
-        problem = _problem(question, value)
+        problem = _problem(question, value, wording)
         if problem:
             problems[name] = problem
         checked[name] = value
     return checked, problems
 
 
-def _problem(question: dict, value: Any) -> str | None:
+def _problem(question: dict, value: Any, wording: Wording) -> str | None:
+    said = wording.gettext
     kind, options = question["kind"], question.get("options", [])
     if kind == "text":
         if not isinstance(value, str):
-            return "must be text"
-        return f"at most {MOST_TEXT:,} characters" if len(value) > MOST_TEXT else None
+            return said(N_("must be text"))
+        if len(value) > MOST_TEXT:
+            return said(N_("at most %(count)s characters")) % {"count": wording.number(MOST_TEXT)}
+        return None
     if kind == "number":
         good = isinstance(value, int | float) and not isinstance(value, bool)
-        return None if good and math.isfinite(value) else "must be a number"
+        return None if good and math.isfinite(value) else said(N_("must be a number"))
     if kind == "choices":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            return "must be a list of the options"
+            return said(N_("must be a list of the options"))
         if len(set(value)) != len(value):
-            return "an option is chosen twice"
+            return said(N_("an option is chosen twice"))
         wrong = [v for v in value if v not in options]
-        return f"'{echo(wrong[0])}' is not one of its options" if wrong else None
+        if wrong:
+            return said(N_("'%(option)s' is not one of its options")) % {"option": echo(wrong[0])}
+        return None
     if not isinstance(value, str) or value not in options:  # choice, likert
-        return f"must be one of: {', '.join(options)}"
+        return said(N_("must be one of: %(options)s")) % {"options": ", ".join(options)}
     return None
 
 

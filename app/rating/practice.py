@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db import rows_changed
 from app.core.errors import Conflict, NotFound, Unprocessable
+from app.core.i18n import ENGLISH, N_, Wording
 from app.models import PracticeAnswer, Project, Rater
 from app.models._types import utcnow
 from app.projects.path_schemas import MOST_PRACTICE_TRIALS
@@ -47,12 +48,17 @@ class Feedback:
     given: tuple[str, ...]
     replayed: bool = False  # the answer had been stored before: nothing more recorded
 
-    def message(self, names: dict[str, str]) -> str:
-        """In words, naming each expected item by its text (or key)."""
+    def message(self, names: dict[str, str], wording: Wording = ENGLISH) -> str:
+        """In words, naming each expected item by its text (or key), quoted as the
+        wording's language quotes."""
         if self.correct:
-            return "Correct!"
-        expected = ", then ".join(f"“{names.get(key, key)}”" for key in self.expected)
-        return f"Not quite: the expected answer was {expected}."
+            return wording.gettext(N_("Correct!"))
+        expected = wording.gettext(N_(", then ")).join(
+            wording.quoted(names.get(key, key)) for key in self.expected
+        )
+        return wording.gettext(N_("Not quite: the expected answer was %(expected)s.")) % {
+            "expected": expected
+        }
 
 
 def screen(*, session: Session, project: Project, rater: ActiveRater) -> Comparison | None:

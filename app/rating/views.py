@@ -15,8 +15,10 @@ from app.core.db import roll_back
 from app.core.deps import SessionDep, hand_cookie, is_from_another_origin, transaction
 from app.core.errors import NotFound, ServiceError, Unprocessable
 from app.core.fields import BigRowId
+from app.core.i18n import N_, languages, wording_for
 from app.core.routes import StrictJSONRoute
 from app.core.signing import RATER_COOKIE
+from app.core.throttle import TooManyRequests
 from app.models import Choice, Item
 from app.raters import arms
 from app.raters import service as raters
@@ -35,7 +37,19 @@ def _templates(request: Request):
 
 
 def _page(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
-    return _templates(request).TemplateResponse(request, name, context, status_code=status_code)
+    """A rater page, in the study's language the rater's browser prefers (a page of no
+    study: any language the pages speak), with the study's own words."""
+    project = context.get("project")
+    request.state.wording = wording_for(
+        request.headers.get("accept-language"),
+        project.languages if project is not None else languages(),
+        project.texts if project is not None else None,
+    )
+    response = _templates(request).TemplateResponse(request, name, context, status_code=status_code)
+    response.headers["Content-Language"] = request.state.wording.code.replace("_", "-")
+    # The page's language follows the browser's: caches keep one copy per language.
+    response.headers["Vary"] = "Accept-Language"
+    return response
 
 
 def _rater(request: Request, session, project):
@@ -77,7 +91,7 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
                 "project": project,
                 "params": params,
                 "returning": False,
-                "error": "This study starts from its own page: press Start here to begin.",
+                "error": N_("This study starts from its own page: press Start here to begin."),
             },
             status_code=403,
         )
@@ -101,7 +115,7 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
                 "project": project,
                 "params": params,
                 "returning": False,
-                "error": None if notice else error.detail,
+                "error": None if notice else _join_refusal(request, project, error),
                 "notice": notice,
             },
             status_code=error.status_code,
@@ -122,6 +136,18 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
         f"/r/{slug}",
     )
     return response
+
+
+def _join_refusal(request: Request, project, error: ServiceError) -> str:
+    """Why joining failed, as the rater reads it: a rate limit in their language."""
+    if isinstance(error, TooManyRequests):
+        wording = wording_for(
+            request.headers.get("accept-language"), project.languages, project.texts
+        )
+        return wording.gettext(
+            N_("Many people are joining right now: please try again in %(seconds)s seconds.")
+        ) % {"seconds": wording.number(error.retry_after)}
+    return error.detail
 
 
 def _comparison_context(project, state: rating.RaterState, slug: str) -> dict:
@@ -180,7 +206,9 @@ async def questionnaire(slug: str, request: Request, session: SessionDep, projec
     if state.step is not path.Step.questionnaire:
         return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
     answers = _form_answers(await request.form(), project.questionnaire or {})
-    _, problems = path.answers_and_problems(project.questionnaire or {}, answers)
+    wording = wording_for(request.headers.get("accept-language"), project.languages, project.texts)
+    _, problems = path.answers_and_problems(project.questionnaire or {}, answers, wording)
+    problems = {name: problem[:1].upper() + problem[1:] for name, problem in problems.items()}
     if problems or is_from_another_origin(request):
         return _page(
             request,
@@ -206,9 +234,9 @@ async def consent(slug: str, request: Request, session: SessionDep, project: Rat
     if is_from_another_origin(request) or (agree and not all(ticked)):
         state = rating.progress(project=project, rater=rater)
         error = (
-            "This study asks for your consent on its own page: answer it here."
+            N_("This study asks for your consent on its own page: answer it here.")
             if is_from_another_origin(request)
-            else "Tick each statement to take part, or choose “I do not agree”."
+            else N_("Tick each statement to take part, or choose “I do not agree”.")
         )
         return _page(
             request,

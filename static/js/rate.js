@@ -13,7 +13,12 @@
   let resending = false; // it failed to arrive and is being sent again
   let pointer = null; // where the pointer is, and where it rested when a comparison came
   let restedAt = null;
-  const keys = { ArrowLeft: "left", ArrowRight: "right", ArrowDown: "cant_tell" };
+  // On a right-to-left page the first candidate ("left") is drawn on the right: each
+  // arrow picks the one on its side of the screen.
+  const rtl = document.documentElement.dir === "rtl";
+  const keys = rtl
+    ? { ArrowLeft: "right", ArrowRight: "left", ArrowDown: "cant_tell" }
+    : { ArrowLeft: "left", ArrowRight: "right", ArrowDown: "cant_tell" };
 
   function elapsed() {
     return String(Math.round(performance.now() - shownAt));
@@ -289,6 +294,11 @@
   // comparison stays put (clicks and keys wait) until the answer is through.
   let wait = 500;
 
+  // What the page says, in its language (the server wrote it on the notice's line).
+  function said(what) {
+    return document.getElementById("connection")?.dataset[what] ?? "";
+  }
+
   function notice(text) {
     const line = document.getElementById("connection");
     if (!line) return;
@@ -316,7 +326,7 @@
     if (status === 0 || status === 429 || status >= 500) {
       resending = true;
       form.classList.add("resending");
-      notice("Reconnecting… your answer is kept and will be sent as soon as possible.");
+      notice(said("reconnecting"));
       const asked = Number(event.detail.xhr.getResponseHeader("Retry-After"));
       setTimeout(resend, asked > 0 ? asked * 1000 : wait);
       wait = Math.min(wait * 2, 8000);
@@ -325,7 +335,7 @@
     sending = null;
     resending = false;
     form.classList.remove("resending");
-    notice("Something went wrong with this comparison. Please reload the page.");
+    notice(said("failed"));
   });
 
   function sortingKey(event) {

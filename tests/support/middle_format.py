@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.core.i18n import ENGLISH, Wording
 from app.formats.base import ThreeItems
 
 
@@ -25,8 +26,8 @@ class MiddleOne(ThreeItems):
     def expected_answer(self, picks: int, allow_cant_tell: bool = True) -> str:
         return 'this query is a middle-one screen: answer with "picks", the key of the middle one'
 
-    def problem(self, picks: int) -> str:
-        return "Tap the one between the other two."
+    def problem(self, picks: int, wording: Wording = ENGLISH) -> str:
+        return wording.gettext("Tap the one between the other two.")  # (its own words)
 
     def check_passed(self, reference, shown: list, picked: list) -> bool:
         return shown.count(picked[0]) == 2
