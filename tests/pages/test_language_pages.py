@@ -1,0 +1,164 @@
+"""The rater pages in the raters' languages, in Chromium: a right-to-left study laid out
+mirrored and answered by keyboard with the arrows following the sides, every format's
+screen in another language, and axe-core's WCAG 2.2 AA checks over each of them on a
+desktop and a phone, light and dark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from app.models import Assignment
+from tests.support.browser import screenshots_dir, shoot, until, until_htmx
+from tests.support.links import open_link
+
+API = "/api/v1"
+AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
+WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
+DESKTOP = {"viewport": {"width": 1280, "height": 800}}
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
+
+pytestmark = pytest.mark.one_database  # the pages themselves: nothing the database changes
+
+
+def axe_violations(page) -> list[str]:
+    """axe-core's WCAG 2.2 A/AA violations on the page as it stands, a line each."""
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate(
+        "async (tags) => (await axe.run(document, {runOnly: {type: 'tag', values: tags}}))"
+        ".violations.map(v => `${v.id} (${v.impact}): ${v.nodes.length} × `"
+        " + v.nodes[0].target.join(' '))",
+        WCAG_AA,
+    )
+    return list(found)
+
+
+@pytest.fixture
+def words(client, auth, project):
+    """Twelve words as items, a session of six answers, the link open."""
+    names = [
+        "river",
+        "lake",
+        "sea",
+        "stone",
+        "rock",
+        "sand",
+        "tree",
+        "leaf",
+        "wood",
+        "sky",
+        "cloud",
+        "rain",
+    ]
+    rows = "key,text\n" + "\n".join(f"{name},{name}" for name in names)
+    uploaded = client.post(
+        f"{API}/projects/{project['id']}/items", headers=auth, files={"file": ("words.csv", rows)}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    settings = {"answers_per_rater": 6, "completion_code": "DONE-6", "attention_rate": 0}
+    assert (
+        client.patch(
+            f"{API}/projects/{project['id']}/rating", headers=auth, json=settings
+        ).status_code
+        == 200
+    )
+    return project["id"], open_link(client, auth, project["id"])["public_slug"]
+
+
+def _set(client, auth, project_id, **settings):
+    response = client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json=settings)
+    assert response.status_code == 200, response.text
+
+
+def test_an_arabic_study_reads_right_to_left_and_its_arrows_follow_the_sides(
+    app, client, auth, server, words, browser, tmp_path
+):
+    project_id, slug = words
+    _set(client, auth, project_id, languages=["ar", "en"])
+    shots = screenshots_dir(tmp_path)
+    for screen, colours in ((DESKTOP, "light"), (PHONE, "dark")):
+        context = browser.new_context(
+            locale="ar-EG", color_scheme=colours, bypass_csp=True, **screen
+        )
+        page = context.new_page()
+        page.goto(f"{server}/r/{slug}")
+        expect(page.locator("html")).to_have_attribute("dir", "rtl")
+        expect(page.get_by_role("button", name="ابدأ")).to_be_visible()
+        assert axe_violations(page) == []
+        shoot(page, shots / f"rtl-instructions-{colours}.png")
+        page.get_by_role("button", name="ابدأ").click()
+        until_htmx(page)
+        expect(page.locator(".question")).to_have_text("أيّ الاثنين أقرب إلى العنصر في الأعلى؟")
+        first, second = (
+            page.locator("#comparison button.candidate").nth(at).bounding_box() for at in (0, 1)
+        )
+        assert first["x"] > second["x"]  # mirrored: the first candidate on the right
+        assert axe_violations(page) == []
+        shoot(page, shots / f"rtl-screen-{colours}.png")
+        if colours == "light":
+            # ← picks the candidate on the left of the screen: the second one.
+            query = page.locator("#comparison input[name=query_id]").get_attribute("value")
+            page.keyboard.press("ArrowLeft")
+            expect(page.locator("#comparison input[name=query_id]")).not_to_have_value(query)
+            with app.state.session_factory() as session:
+                assert session.get(Assignment, int(query)).choice == "right"
+            for _ in range(5):
+                query = page.locator("#comparison input[name=query_id]").get_attribute("value")
+                page.keyboard.press("ArrowRight")
+                until(
+                    page,
+                    "document.getElementById('completion-code') || document.querySelector("
+                    f"'#comparison input[name=query_id]')?.value !== '{query}'",
+                )
+            expect(page.locator("#completion-code")).to_have_text("DONE-6")
+            expect(page.locator(".done h1")).to_have_text("شكرًا لك!")
+            assert axe_violations(page) == []
+            shoot(page, shots / "rtl-done.png")
+        context.close()
+
+
+@pytest.mark.parametrize(
+    ("language", "asked", "question"),
+    [
+        ("de", {"judgement": "odd_one_out"}, "Welches ähnelt den beiden anderen am wenigsten?"),
+        (
+            "ja",
+            {"judgement": "rank", "shown": 6, "picks": 2},
+            "上のものに最も似ているものを、似ている順に選んでください。",
+        ),
+        (
+            "fr",
+            {"judgement": "triplet", "allow_cant_tell": True, "blocks": 2, "break_seconds": 1},
+            "Lequel des deux ressemble le plus à celui du haut\u202f?",
+        ),
+        (
+            "es",
+            {"judgement": "rank", "shown": 4, "picks": 1},
+            "Elija los que más se parecen al de arriba, el más parecido primero.",
+        ),
+    ],
+)
+def test_every_format_speaks_the_study_language_and_passes_axe(
+    client, auth, server, words, browser, tmp_path, language, asked, question
+):
+    project_id, slug = words
+    _set(client, auth, project_id, languages=[language], **asked)
+    shots = screenshots_dir(tmp_path)
+    for screen, colours in ((PHONE, "light"), (DESKTOP, "dark")):
+        context = browser.new_context(color_scheme=colours, bypass_csp=True, **screen)
+        page = context.new_page()
+        page.goto(f"{server}/r/{slug}")
+        expect(page.locator("html")).to_have_attribute("lang", language)
+        assert axe_violations(page) == []
+        page.locator("form button.primary").click()
+        until_htmx(page)
+        expect(page.locator(".question")).to_have_text(question)
+        # Everything the screen asks fits it, the Submit button included.
+        sent = page.locator("#comparison .send-picks, #comparison button.candidate").last
+        box = sent.bounding_box()
+        assert box["y"] + box["height"] <= screen["viewport"]["height"]
+        assert axe_violations(page) == []
+        shoot(page, shots / f"{language}-{asked['judgement']}-{colours}.png")
+        context.close()
