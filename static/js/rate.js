@@ -50,7 +50,20 @@
     });
   }
 
+  // A screen reader hears each new screen: its heading, the progress and the question
+  // (the swapped form is replaced whole, so the live line stands outside it).
+  function announce() {
+    const line = document.getElementById("announcer");
+    const form = document.getElementById("comparison");
+    if (!line || !form) return;
+    const said = (selector) => form.querySelector(selector)?.textContent.trim() ?? "";
+    line.textContent = [said("h1"), said(".progress .count"), said(".question")]
+      .filter(Boolean)
+      .join(". ");
+  }
+
   function shown() {
+    announce();
     remember();
     shownAt = performance.now();
     timeFromDrawn();

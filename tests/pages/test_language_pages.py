@@ -162,3 +162,104 @@ def test_every_format_speaks_the_study_language_and_passes_axe(
         assert axe_violations(page) == []
         shoot(page, shots / f"{language}-{asked['judgement']}-{colours}.png")
         context.close()
+
+
+@pytest.mark.parametrize(
+    ("language", "screen", "colours"), [("en", PHONE, "dark"), ("ar", DESKTOP, "light")]
+)
+def test_every_rater_page_state_is_done_by_keyboard_and_passes_axe(
+    client, auth, server, words, browser, tmp_path, language, screen, colours
+):
+    """Instructions, consent (and its refusal), questionnaire (and its problems), a
+    practice screen and its feedback, the task, a break, the completion; then the closed
+    link's page and a wrong link's page: each by keyboard, each without a WCAG 2.2 AA
+    violation axe can see, and the progress spoken by the live line."""
+    project_id, slug = words
+    _set(
+        client,
+        auth,
+        project_id,
+        languages=[language],
+        answers_per_rater=4,
+        blocks=2,
+        consent={"text": "You will compare words.", "statements": ["I agree to take part."]},
+        questionnaire={
+            "when": "before",
+            "questions": [{"name": "age", "kind": "number", "prompt": "Age", "required": True}],
+        },
+        practice={"trials": [{"items": ["river", "lake", "stone"], "answer": ["lake"]}]},
+    )
+    shots = screenshots_dir(tmp_path)
+    context = browser.new_context(locale=language, color_scheme=colours, bypass_csp=True, **screen)
+    page = context.new_page()
+    seen = []
+
+    def checked(name: str) -> None:
+        assert axe_violations(page) == [], name
+        seen.append(name)
+        shoot(page, shots / f"state-{language}-{name}.png")
+
+    page.goto(f"{server}/r/{slug}")
+    checked("instructions")
+    page.locator("form button.primary").press("Enter")
+    expect(page.locator("form.consent")).to_be_visible()
+    checked("consent")
+    page.locator("button[value=agree]").press("Enter")  # nothing ticked: refused, said why
+    expect(page.locator("form.consent .error")).to_be_visible()
+    checked("consent-refused")
+    page.locator("input[name=statement-0]").press("Space")
+    page.locator("button[value=agree]").press("Enter")
+    expect(page.locator("form.questionnaire")).to_be_visible()
+    checked("questionnaire")
+    page.locator("form.questionnaire button.primary").press("Enter")
+    expect(page.locator("form.questionnaire p.error")).to_have_count(1)  # beside its question
+    checked("questionnaire-problems")
+    page.locator("#q-age").fill("")
+    page.locator("#q-age").press_sequentially("33")
+    page.locator("#q-age").press("Enter")
+    until_htmx(page)
+    expect(page.locator(".practice-progress")).to_be_visible()
+    checked("practice")
+    page.keyboard.press("ArrowRight" if language == "ar" else "ArrowLeft")  # lake: the first
+    expect(page.locator(".feedback-screen.correct")).to_be_visible()
+    checked("feedback")
+    page.locator(".feedback-screen .continue").press("Enter")
+    expect(page.locator(".progress .count")).to_contain_text("0 / 4")
+    until(page, "document.getElementById('announcer').textContent.includes('0 / 4')")
+    checked("task")
+    for _ in range(2):
+        query = page.locator("#comparison input[name=query_id]").get_attribute("value")
+        page.keyboard.press("ArrowLeft")
+        until(
+            page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{query}'"
+        )
+    expect(page.locator(".break-screen")).to_be_visible()
+    checked("break")
+    page.locator(".break-screen .continue").press("Enter")
+    for _ in range(2):
+        query = page.locator("#comparison input[name=query_id]").get_attribute("value")
+        page.keyboard.press("ArrowRight")
+        until(
+            page,
+            "document.getElementById('completion-code') || document.querySelector("
+            f"'#comparison input[name=query_id]')?.value !== '{query}'",
+        )
+    expect(page.locator("#completion-code")).to_be_visible()
+    checked("done")
+
+    assert (
+        client.put(
+            f"{API}/projects/{project_id}/link", headers=auth, json={"state": "closed"}
+        ).status_code
+        == 200
+    )
+    page = browser.new_context(
+        locale=language, color_scheme=colours, bypass_csp=True, **screen
+    ).new_page()
+    page.goto(f"{server}/r/{slug}")
+    expect(page.locator(".notice")).to_be_visible()
+    checked("closed")
+    page.goto(f"{server}/r/no-such-study", wait_until="domcontentloaded")
+    expect(page.locator("html")).to_have_attribute("lang", language)  # the browser's choice
+    checked("missing")
+    assert len(seen) == 12
