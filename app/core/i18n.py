@@ -79,12 +79,14 @@ def _catalog(code: str) -> NullTranslations:
 def source_messages() -> tuple[tuple[str, str | None], ...]:
     """Every string raters read, as the catalogs' template lists it (messages.pot, made by
     `pybabel extract`): (the English string, its plural or None)."""
+    found: list[tuple[str, str | None]] = []
     with (LOCALES_DIR / f"{DOMAIN}.pot").open("rb") as source:
-        return tuple(
-            (message.id[0], message.id[1]) if isinstance(message.id, tuple) else (message.id, None)
-            for message in read_po(source)
-            if message.id
-        )
+        for message in read_po(source):
+            if isinstance(message.id, tuple | list):
+                found.append((str(message.id[0]), str(message.id[1])))
+            elif message.id:
+                found.append((str(message.id), None))
+    return tuple(found)
 
 
 @functools.cache

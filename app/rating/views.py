@@ -147,7 +147,7 @@ def _join_refusal(request: Request, project, error: ServiceError) -> str:
         return wording.gettext(
             N_("Many people are joining right now: please try again in %(seconds)s seconds.")
         ) % {"seconds": wording.number(error.retry_after)}
-    return error.detail
+    return str(error.detail)
 
 
 def _comparison_context(project, state: rating.RaterState, slug: str) -> dict:
