@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     max_zip_compression_ratio: int = 200
     max_image_pixels: int = 40_000_000
     max_image_bytes: int = 64 * MIB
+    # Sounds and videos (app/items/media.py): each file, and all a project's files together.
+    max_clip_bytes: int = 64 * MIB
+    max_project_media_bytes: int = 4096 * MIB
     max_upload_errors: int = 50
     rate_limits: bool = Field(
         default=True, description="Limit joins and answers at public rating links"

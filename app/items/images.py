@@ -1,4 +1,5 @@
-"""Item images: checked with Pillow, stored content-addressed per project on disk."""
+"""Item files: images checked with Pillow (sounds and videos: app/items/media.py), stored
+content-addressed per project on disk."""
 
 from __future__ import annotations
 
@@ -38,7 +39,11 @@ def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str]:
         Image.DecompressionBombError,
         Image.DecompressionBombWarning,
     ) as exc:
-        raise NotAnImage(f"not an image ({exc.__class__.__name__})") from None
+        raise NotAnImage(
+            "not an image, sound or video this service takes (images: PNG, JPEG, GIF, WebP, BMP; "
+            "sounds and videos: MP3, Ogg Opus or Vorbis, WAV, M4A/AAC, FLAC, MP4, WebM) "
+            f"({exc.__class__.__name__})"
+        ) from None
     except Exception as exc:  # Pillow raises many types for truncated or corrupt data
         raise NotAnImage(f"corrupt image: {exc}") from None
     if kind not in _TYPES:
@@ -68,6 +73,13 @@ class ImageStore:
         temporary.write_bytes(data)
         os.replace(temporary, target)
         return filename, True
+
+    def usage(self, project_id: int) -> int:
+        """The bytes a project's files take (each stored once, however many items show it)."""
+        folder = self.root / str(project_id)
+        if not folder.is_dir():
+            return 0
+        return sum(entry.stat().st_size for entry in os.scandir(folder) if entry.is_file())
 
     def remove(self, project_id: int, filenames: list[str]) -> None:
         for filename in filenames:

@@ -14,7 +14,16 @@ class ItemOut(BaseModel):
     label: str | None
     text: str | None
     split: Split
-    image_url: str | None
+    image_url: str | None = Field(
+        description="Its file (an image, a sound or a video: see media_type), served with "
+        "range requests"
+    )
+    media_type: str | None = Field(
+        default=None, description='Its file\'s type ("image/png", "audio/mpeg", "video/mp4")'
+    )
+    clip_seconds: float | None = Field(
+        default=None, description="A sound's or video's length, read on upload"
+    )
     features: list[float] | None
     created_at: datetime
     answers: int | None = Field(

@@ -7,6 +7,7 @@ import io
 import json
 import zipfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import numpy as np
@@ -20,6 +21,7 @@ from app.core.spreadsheets import spreadsheet_safe
 from app.core.streams import ChunkSink
 from app.designs import versions
 from app.items.images import ImageStore, NotAnImage, inspect_image
+from app.items.media import NotPlayable, inspect_clip, looks_playable
 from app.items.parsing import ItemValidator, read_csv_items, read_json_items
 from app.models import Item, Project, UploadKind
 from app.uploads.files import FileFormat, SafeZip, UploadedFile, detect_format
@@ -55,21 +57,31 @@ def _read_manifest(archive: SafeZip, validator: ItemValidator) -> None:
     read_csv_items(manifest, validator, allow_image=True)
 
 
+@dataclass(frozen=True)
+class StoredFile:
+    name: str | None
+    content_type: str | None
+    seconds: float | None  # a sound's or video's length
+
+
 def _store_images(
     archive: SafeZip,
     validator: ItemValidator,
     store: ImageStore,
     project: Project,
-    max_pixels: int,
-    max_bytes: int,
+    settings: Settings,
     problems: ProblemCollector,
     created_files: list[str],
-) -> dict[str, tuple[str, str]]:
-    """Check and store each referenced image as it is read, so memory holds one at a time.
+) -> dict[str, StoredFile]:
+    """Check and store each referenced file (an image, a sound or a video, told apart by
+    its content) as it is read, so memory holds one at a time.
 
     Files this upload created are listed in `created_files` and removed on rollback.
     """
-    stored: dict[str, tuple[str, str]] = {}
+    max_pixels, max_image = settings.max_image_pixels, settings.max_image_bytes
+    max_clip, budget = settings.max_clip_bytes, settings.max_project_media_bytes
+    used = store.usage(project.id)
+    stored: dict[str, StoredFile] = {}
     for record in validator.records:
         if record.image is None:
             continue
@@ -82,24 +94,41 @@ def _store_images(
                 column="image",
             )
             continue
-        if archive.size(entry) > max_bytes:
+        playable = looks_playable(archive.head(entry))
+        limit, kind = (max_clip, "a sound or video") if playable else (max_image, "an image")
+        if archive.size(entry) > limit:
+            setting = "CLOSER_MAX_CLIP_BYTES" if playable else "CLOSER_MAX_IMAGE_BYTES"
             problems.add(
                 f"{archive.name}:{entry}",
-                f"{archive.size(entry)} bytes unpacked; an image may have at most {max_bytes} "
-                f"(CLOSER_MAX_IMAGE_BYTES) (row {record.row} of the manifest)",
+                f"{archive.size(entry)} bytes unpacked; {kind} may have at most {limit} "
+                f"({setting}) (row {record.row} of the manifest)",
             )
             continue
         data = archive.read(entry)
+        seconds = None
         try:
-            extension, content_type = inspect_image(data, max_pixels)
-        except NotAnImage as exc:
+            if playable:
+                clip = inspect_clip(data)
+                extension, content_type, seconds = clip.extension, clip.content_type, clip.seconds
+            else:
+                extension, content_type = inspect_image(data, max_pixels)
+        except (NotAnImage, NotPlayable) as exc:
             problems.add(f"{archive.name}:{entry}", f"{exc} (row {record.row} of the manifest)")
             continue
         if not problems.problems:
             filename, created = store.put(project.id, data, extension)
             if created:
                 created_files.append(filename)
-            stored[record.key] = (filename, content_type)
+                used += len(data)
+                if used > budget:
+                    problems.add(
+                        f"{archive.name}:{entry}",
+                        f"the project's files would take more than {budget} bytes "
+                        f"(CLOSER_MAX_PROJECT_MEDIA_BYTES) with this one (row {record.row} of "
+                        "the manifest)",
+                    )
+                    break
+            stored[record.key] = StoredFile(filename, content_type, seconds)
     return stored
 
 
@@ -141,20 +170,13 @@ def ingest_items(
     created_files: list[str] = []
     project_id = project.id  # the hook runs after rollback has expired `project`
     on_rollback(session, lambda: store.remove(project_id, created_files))
-    images: dict[str, tuple[str, str]] = {}
+    images: dict[str, StoredFile] = {}
     if fmt is FileFormat.zip:
         archive = SafeZip(upload, zip_limits(settings))
         _read_manifest(archive, validator)
         problems.raise_if_any()
         images = _store_images(
-            archive,
-            validator,
-            store,
-            project,
-            settings.max_image_pixels,
-            settings.max_image_bytes,
-            problems,
-            created_files,
+            archive, validator, store, project, settings, problems, created_files
         )
     elif fmt is FileFormat.csv:
         read_csv_items(upload, validator, allow_image=False)
@@ -182,7 +204,7 @@ def ingest_items(
         filename=upload.name,
         request=request,
     )
-    no_image = (None, None)
+    no_file = StoredFile(None, None, None)
     rows = [
         {
             "project_id": project.id,
@@ -191,8 +213,9 @@ def ingest_items(
             "text": r.text,
             "split": r.split,
             "features": encode_features(r.features),
-            "image_file": images.get(r.key, no_image)[0],
-            "image_type": images.get(r.key, no_image)[1],
+            "image_file": images.get(r.key, no_file).name,
+            "image_type": images.get(r.key, no_file).content_type,
+            "clip_seconds": images.get(r.key, no_file).seconds,
         }
         for r in records
     ]

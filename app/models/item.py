@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import ForeignKey, Index, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import Float, ForeignKey, Index, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -17,7 +17,8 @@ class Split(StrEnum):
 
 
 class Item(Base):
-    """One thing raters compare: an image, a text, or both, with optional label and features."""
+    """One thing raters compare: an image, a sound or a video, a text, or a file and a
+    text, with optional label and features."""
 
     __tablename__ = "items"
     __table_args__ = (
@@ -32,9 +33,11 @@ class Item(Base):
     key: Mapped[str] = mapped_column(String(200))
     label: Mapped[str | None] = mapped_column(String(200))
     text: Mapped[str | None] = mapped_column(Text)
-    # Content-addressed file name under the media folder: "<sha256>.<ext>".
+    # Its file, content-addressed under the media folder ("<sha256>.<ext>"): an image, or a
+    # sound or video (its type says which: app/items/media.py), with the clip's length.
     image_file: Mapped[str | None] = mapped_column(String(80))
     image_type: Mapped[str | None] = mapped_column(String(40))
+    clip_seconds: Mapped[float | None] = mapped_column(Float)
     # float64 little-endian bytes; the length is the project's feature_dim.
     features: Mapped[bytes | None] = mapped_column(LargeBinary)
     split: Mapped[Split] = mapped_column(string_enum(Split, "item_split"), default=Split.unlabelled)

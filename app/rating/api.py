@@ -41,7 +41,15 @@ def _media_folder(request: Request, slug: str) -> str:
 
 def _item(media: str, shown: Shown) -> ShownItem:
     image = f"{media}/{shown.image}" if shown.image else None
-    return ShownItem(key=shown.key, text=shown.text, image_url=image)
+    clip = f"{media}/{shown.clip}" if shown.clip else None
+    return ShownItem(
+        key=shown.key,
+        text=shown.text,
+        image_url=image,
+        clip_url=clip,
+        clip_type=shown.clip_type,
+        clip_seconds=shown.seconds,
+    )
 
 
 def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterStateOut:

@@ -14,17 +14,37 @@ from sqlalchemy.orm import Session
 
 from app.core import caches
 from app.formats import TRIPLET, JudgementFormat
+from app.items.media import AUDIO, VIDEO, kind_of
 from app.models import Item, Project
 from app.scheduling import service as scheduling
 
 
 @dataclass(frozen=True)
 class Shown:
-    """One item as a rater sees it."""
+    """One item as a rater sees it: its text, and an image or a clip (a sound or video)."""
 
     key: str
     text: str | None
-    image: str | None  # file name under the project's media
+    image: str | None  # an image's file name under the project's media
+    clip: str | None = None  # a sound's or video's file name there
+    clip_type: str | None = None  # its type ("audio/mpeg")
+    seconds: float | None = None  # its length
+
+    @classmethod
+    def of(cls, row) -> Shown:
+        """An item's card from its row (key, text, image_file, image_type, clip_seconds)."""
+        if kind_of(row.image_type) in (AUDIO, VIDEO):
+            return cls(row.key, row.text, None, row.image_file, row.image_type, row.clip_seconds)
+        return cls(row.key, row.text, row.image_file)
+
+    @property
+    def clip_kind(self) -> str | None:
+        """ "audio" or "video" for a clip; None for an image or a text."""
+        return kind_of(self.clip_type)
+
+
+# What a card is read from.
+CARD_COLUMNS = (Item.key, Item.text, Item.image_file, Item.image_type, Item.clip_seconds)
 
 
 @dataclass(frozen=True)
@@ -87,7 +107,7 @@ class _Cards:
         slug = project.public_slug
         if missing:
             rows = session.execute(
-                select(Item.id, Item.key, Item.text, Item.image_file).where(
+                select(Item.id, *CARD_COLUMNS).where(
                     Item.id.in_(missing), Item.project_id == project.id
                 )
             ).all()
@@ -95,7 +115,7 @@ class _Cards:
                 if len(self._cards) > self.most:
                     self._cards.clear()
                 for row in rows:
-                    card = (now, Shown(row.key, row.text, row.image_file))
+                    card = (now, Shown.of(row))
                     hits[row.id] = self._cards[(slug, row.id)] = card
             if len(rows) < len(missing):
                 return None
@@ -151,9 +171,7 @@ def screen_of(
 def by_key(session: Session, project: Project, keys: Sequence[str]) -> list[Shown] | None:
     """The items' cards by key, in that order; None if one of them no longer exists."""
     rows = session.execute(
-        select(Item.key, Item.text, Item.image_file).where(
-            Item.project_id == project.id, Item.key.in_(set(keys))
-        )
+        select(*CARD_COLUMNS).where(Item.project_id == project.id, Item.key.in_(set(keys)))
     ).all()
-    found = {row.key: Shown(row.key, row.text, row.image_file) for row in rows}
+    found = {row.key: Shown.of(row) for row in rows}
     return None if len(found) < len(set(keys)) else [found[key] for key in keys]

@@ -30,6 +30,11 @@ class ShownItem(BaseModel):
     key: str
     text: str | None
     image_url: str | None
+    clip_url: str | None = Field(
+        default=None, description="A sound or video to play (served with range requests)"
+    )
+    clip_type: str | None = Field(default=None, description='Its type ("audio/mpeg", "video/mp4")')
+    clip_seconds: float | None = Field(default=None, description="Its length")
 
 
 class ComparisonOut(BaseModel):

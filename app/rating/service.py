@@ -194,7 +194,7 @@ def preview(*, session: Session, project: Project, answered: int = 0) -> RaterSt
         picked.append(found)
     if len(picked) < wanted:
         return _progress(project, answered, None, replayed=False, asked=False, previewing=True)
-    cards = [Shown(item.key, item.text, item.image_file) for item in picked]
+    cards = [Shown.of(item) for item in picked]
     format = screens.screen_format(project)
     if format is None:
         comparison = Comparison.triplet(0, cards)

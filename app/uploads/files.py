@@ -472,6 +472,14 @@ class SafeZip:
     def read(self, entry: str) -> bytes:
         return b"".join(self._chunks(entry))
 
+    def head(self, entry: str, size: int = 4096) -> bytes:
+        """The entry's first bytes (what its type is told by), without reading the rest."""
+        try:
+            with self._zip.open(self.entries[entry]) as handle:
+                return handle.read(min(size, self.entries[entry].file_size))
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
+            raise self._problem(f"cannot read entry: {exc}", entry) from None
+
     def open_upload(self, entry: str) -> UploadedFile:
         """The entry as a file to parse, spilled to disk past a few MiB rather than held."""
         spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY)

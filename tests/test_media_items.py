@@ -1,0 +1,155 @@
+"""Items that play: sounds and videos in the items ZIP, recognised by their content and
+timed on upload, refused whole with the row at fault, and served to raters with range
+requests under the same rules as images."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.items.media import inspect_clip
+from tests.support.links import open_link
+from tests.support.media import KINDS, clip, noise_wav
+from tests.support.uploads import messages, png, upload, zip_bytes
+
+API = "/api/v1"
+
+
+def _items(client, auth, project_id) -> dict:
+    listed = client.get(f"{API}/projects/{project_id}/items?limit=100", headers=auth).json()
+    return {item["key"]: item for item in listed["items"]}
+
+
+def _media_files(settings, project_id) -> list:
+    folder = settings.media_dir / str(project_id)
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+def test_every_common_sound_and_video_is_taken_by_its_content_and_timed(
+    client, auth, project, settings
+):
+    # Names say nothing: a WAV called .png is a sound, a PNG called .mp3 an image.
+    entries = {f"clips/{kind}.bin": clip(kind) for kind in KINDS}
+    entries["clips/looks-like-an-image.png"] = clip("wav")
+    entries["clips/looks-like-a-sound.mp3"] = png()
+    rows = [f"{kind},{kind} clip,clips/{kind}.bin" for kind in KINDS]
+    rows += [
+        "disguised-wav,,clips/looks-like-an-image.png",
+        "disguised-png,,clips/looks-like-a-sound.mp3",
+    ]
+    entries["manifest.csv"] = "key,text,image\n" + "\n".join(rows)
+    response = upload(client, auth, project["id"], "items", "clips.zip", zip_bytes(entries))
+    assert response.status_code == 201, response.text
+
+    items = _items(client, auth, project["id"])
+    expected = {
+        "mp3": "audio/mpeg",
+        "opus": "audio/ogg",
+        "wav": "audio/wav",
+        "m4a": "audio/mp4",
+        "aac": "audio/aac",
+        "flac": "audio/flac",
+        "mp4": "video/mp4",
+        "webm": "video/webm",
+        "weba": "audio/webm",
+        "disguised-wav": "audio/wav",
+        "disguised-png": "image/png",
+    }
+    assert {key: item["media_type"] for key, item in items.items()} == expected
+    for kind in KINDS:
+        assert items[kind]["clip_seconds"] == pytest.approx(1.5, abs=0.05), kind
+    assert items["disguised-png"]["clip_seconds"] is None
+    # The researcher's file route serves each with its type, in ranges.
+    served = client.get(items["mp4"]["image_url"], headers={**auth, "Range": "bytes=0-99"})
+    assert served.status_code == 206 and len(served.content) == 100
+    assert served.headers["content-type"] == "video/mp4"
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (b"ID3 but nothing more than a tag header", "a damaged MP3 file"),
+        (
+            b"OggS\x00\x02" + b"\x00" * 40 + b"\x80theora",
+            "not an image",
+        ),  # Theora: no browser plays it
+        (clip("mp4")[:2000], "a damaged MP4 file"),
+        (noise_wav(601), "601 s long; a clip may last at most 600 s"),
+        (b"just some text, not a clip", "not an image"),
+    ],
+)
+def test_a_bad_clip_is_refused_naming_its_row_and_nothing_is_stored(
+    client, auth, project, settings, entry, problem
+):
+    entries = {
+        "manifest.csv": "key,image\ngood,good.wav\nbad,bad.mp3\n",
+        "good.wav": clip("wav"),
+        "bad.mp3": entry,
+    }
+    response = upload(client, auth, project["id"], "items", "clips.zip", zip_bytes(entries))
+    assert response.status_code == 422, response.text
+    said = messages(response)
+    assert len(said) == 1 and said[0].startswith("clips.zip:bad.mp3: ")
+    assert problem in said[0] and "(row 3 of the manifest)" in said[0]
+    assert _items(client, auth, project["id"]) == {}
+    assert _media_files(settings, project["id"]) == []
+
+
+def test_a_clip_over_its_limit_or_the_project_budget_is_refused(client, auth, project, settings):
+    settings.max_clip_bytes = 100_000  # the WAV (288 kB) is over it, the MP3 (25 kB) not
+    entries = {
+        "manifest.csv": "key,image\nsmall,a.mp3\nlarge,b.wav\n",
+        "a.mp3": clip("mp3"),
+        "b.wav": clip("wav"),
+    }
+    refused = upload(client, auth, project["id"], "items", "clips.zip", zip_bytes(entries))
+    assert refused.status_code == 422
+    assert messages(refused) == [
+        "clips.zip:b.wav: 288078 bytes unpacked; a sound or video may have at most 100000 "
+        "(CLOSER_MAX_CLIP_BYTES) (row 3 of the manifest)"
+    ]
+    settings.max_clip_bytes = 1_000_000
+    settings.max_project_media_bytes = 200_000  # the MP3 fits, the WAV after it does not
+    over = upload(client, auth, project["id"], "items", "clips.zip", zip_bytes(entries))
+    assert over.status_code == 422
+    assert "the project's files would take more than 200000 bytes" in messages(over)[0]
+    assert "(row 3 of the manifest)" in messages(over)[0]
+    assert _items(client, auth, project["id"]) == {}
+    assert _media_files(settings, project["id"]) == []
+
+
+def test_raters_get_each_clip_with_its_length_in_ranges_as_browsers_ask(client, auth, project):
+    entries = {
+        "manifest.csv": "key,text,image\n"
+        + "\n".join(f"tone-{n},tone {n},tone-{n}.ogg" for n in range(4)),
+        **{f"tone-{n}.ogg": clip("opus", pitch=220.0 * (n + 1)) for n in range(4)},
+    }
+    assert (
+        upload(client, auth, project["id"], "items", "tones.zip", zip_bytes(entries)).status_code
+        == 201
+    )
+    slug = open_link(client, auth, project["id"])["public_slug"]
+    joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": "listener"})
+    token = {"X-Rater-Token": joined.json()["rater_token"]}
+    comparison = client.get(f"{API}/rate/{slug}/next", headers=token).json()["comparison"]
+    shown = comparison["anchor"]
+    assert shown["image_url"] is None and shown["clip_type"] == "audio/ogg"
+    assert shown["clip_seconds"] == pytest.approx(1.5, abs=0.01)
+    whole = client.get(shown["clip_url"])
+    assert whole.status_code == 200 and whole.headers["accept-ranges"] == "bytes"
+    assert "max-age" in whole.headers["cache-control"]
+    assert inspect_clip(whole.content).content_type == "audio/ogg"
+    # A seek: the range asked, its place in the whole, nothing more.
+    part = client.get(shown["clip_url"], headers={"Range": "bytes=1000-1999"})
+    assert part.status_code == 206 and part.content == whole.content[1000:2000]
+    assert part.headers["content-range"] == f"bytes 1000-1999/{len(whole.content)}"
+    tail = client.get(shown["clip_url"], headers={"Range": "bytes=-500"})
+    assert tail.status_code == 206 and tail.content == whole.content[-500:]
+    beyond = client.get(shown["clip_url"], headers={"Range": f"bytes={len(whole.content) + 10}-"})
+    assert beyond.status_code == 416
+    # Another study's link does not serve it.
+    other = client.post(f"{API}/projects", headers=auth, json={"name": "other"}).json()
+    rows = "key\na\nb\nc"
+    assert upload(client, auth, other["id"], "items", "o.csv", rows).status_code == 201
+    other_slug = open_link(client, auth, other["id"])["public_slug"]
+    stolen = shown["clip_url"].replace(slug, other_slug)
+    assert client.get(stolen).status_code == 404
