@@ -30,6 +30,7 @@ DESIGN_SETTINGS = (
     "languages",
     "texts",
     "allow_cant_tell",
+    "play_to_end",
     "answers_per_rater",
     "consent",
     "questionnaire",

@@ -4,7 +4,7 @@ import secrets
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, Float, ForeignKey, Index, String, Text, false, text
+from sqlalchemy import BigInteger, Float, ForeignKey, Index, String, Text, false, text, true
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -115,6 +115,8 @@ class Project(Base):
     texts: Mapped[dict[str, dict[str, str]]] = mapped_column(
         JsonValue, default=dict, server_default="{}"
     )
+    # A screen of sounds or videos is answered once each was played to its end.
+    play_to_end: Mapped[bool] = mapped_column(default=True, server_default=true())
     # A session longer than this (from joining) ends with the timeout code and redirect.
     max_session_minutes: Mapped[int | None] = mapped_column()
     timeout_code: Mapped[str | None] = mapped_column(String(64))

@@ -159,6 +159,9 @@ class Assignment(Base):
     picks: Mapped[int | None] = mapped_column(SmallInteger)  # how many the rater picks
     chosen: Mapped[list | None] = mapped_column(JsonValue)
     screen_id: Mapped[int | None] = mapped_column(BigId)  # a sorting screen's first
+    # A screen of sounds or videos: how often each item (by key) was played before the
+    # answer, as the rater's page counted (null: nothing to play, or not counted).
+    plays: Mapped[dict | None] = mapped_column(JsonValue)
 
     @property
     def left_id(self) -> int:

@@ -154,6 +154,13 @@ class RatingSettings(BaseModel):
         '"Los geht\'s"}}; a string left out reads as translated',
         json_schema_extra=_shown(READ, "texts"),
     )
+    play_to_end: bool = Field(
+        default=True,
+        title="Sounds and videos: answer once each was played to its end",
+        description="On a screen of sounds or videos, the answer is taken once every item "
+        "was played to its end at least once (each play is counted and stored with the answer)",
+        json_schema_extra=_shown(READ, "checkbox"),
+    )
     allow_cant_tell: bool = Field(
         default=False,
         title="Offer “Can’t tell”",

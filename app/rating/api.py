@@ -197,15 +197,19 @@ async def answer_comparison(slug: str, body: AnswerIn, request: Request, token: 
         state = await run_in_threadpool(_answer, slug, body, request, token, draws)
         metrics.answered("python", started)
         return state
-    quick = await rating.answer_quickly(
-        function=request.app.state.answer_function,
-        sessions=request.app.state.session_factory,
-        slug=slug,
-        token=token,
-        assignment_id=body.query_id,
-        choice=body.choice,
-        response_time_ms=body.response_time_ms,
-        draws=draws,
+    quick = (
+        None
+        if body.plays
+        else await rating.answer_quickly(
+            function=request.app.state.answer_function,
+            sessions=request.app.state.session_factory,
+            slug=slug,
+            token=token,
+            assignment_id=body.query_id,
+            choice=body.choice,
+            response_time_ms=body.response_time_ms,
+            draws=draws,
+        )
     )
     if quick is not None:
         metrics.answered("sql", started)
@@ -230,5 +234,6 @@ def _answer(
             sides=body.side_pairs,
             response_time_ms=body.response_time_ms,
             draws=draws,
+            plays=body.plays,
         )
     return state_out(request, slug, state)

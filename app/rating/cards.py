@@ -70,6 +70,12 @@ class Comparison:
         anchor, left, right = cards
         return cls(assignment_id, anchor, left, right)
 
+    @property
+    def has_clips(self) -> bool:
+        """Whether a sound or video is among what it shows (the page plays them)."""
+        cards = (self.anchor, self.left, self.right, self.reference, *self.items)
+        return any(card is not None and card.clip for card in (*cards, *(self.pivots or ())))
+
     def triplet_cards(self) -> tuple[Shown, Shown, Shown]:
         """A triplet's anchor, left and right."""
         if self.anchor is None or self.left is None or self.right is None:

@@ -230,6 +230,9 @@ class SideIn(RequestModel):
     )
 
 
+MOST_PLAYS = 1_000  # plays of one item on one screen, at most
+
+
 class AnswerIn(RequestModel):
     """An answer: `choice` for a triplet ("cant_tell" for any screen, where the study
     offers it), `picks` for an odd-one-out or rank screen, `sides` for a sorting
@@ -253,6 +256,12 @@ class AnswerIn(RequestModel):
         description="A sorting screen's answer: one side per item shown",
     )
     response_time_ms: int | None = Field(default=None, ge=0, le=MAX_RESPONSE_MS)
+    plays: dict[ItemKey, Annotated[int, Field(ge=0, le=MOST_PLAYS)]] | None = Field(
+        default=None,
+        max_length=MOST_PICKS + 2,
+        description="A screen of sounds or videos: how often each item (by key) was played "
+        "before the answer (stored with it)",
+    )
 
     @model_validator(mode="after")
     def _one_answer(self) -> AnswerIn:

@@ -15,6 +15,7 @@ from app.auth.service import hash_token
 from app.builds import jobs as build_jobs
 from app.core.db import unit_of_work
 from app.models import (
+    Assignment,
     Choice,
     Item,
     LinkState,
@@ -298,8 +299,10 @@ def answer(
     draws: Draws,
     picks: list[str] | None = None,
     sides: list[tuple[str, str]] | None = None,
+    plays: dict[str, int] | None = None,
 ) -> RaterState:
-    """Record one answer (once, however often it is sent) and serve the next query."""
+    """Record one answer (once, however often it is sent) and serve the next query; with
+    `plays`, how often each of its sounds or videos was played."""
     if practice.is_practice_id(assignment_id):
         return _practice_answer(
             session=session,
@@ -329,6 +332,18 @@ def answer(
         response_time_ms=response_time_ms,
         keys_of=lambda ids: keys_of(session, project, ids),
     )
+    if plays:
+        # Kept with the answer the first time it is sent (a retry changes nothing).
+        session.execute(
+            update(Assignment)
+            .where(
+                Assignment.id == assignment_id,
+                Assignment.rater_id == rater.id,
+                Assignment.plays.is_(None),
+            )
+            .values(plays=plays)
+            .execution_options(synchronize_session=False)
+        )
     rater.screened_out = outcome.screened_out
     if outcome.exclusion_changed:
         quality.replay_builds(session=session, project=project)

@@ -3,6 +3,7 @@ in by htmx without a page load (and plain form posts where scripts are off)."""
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from typing import Annotated
 
@@ -25,7 +26,7 @@ from app.raters import service as raters
 from app.rating import path, practice
 from app.rating import service as rating
 from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token
-from app.rating.schemas import LONGEST_KEY, MOST_PICKS
+from app.rating.schemas import LONGEST_KEY, MOST_PICKS, MOST_PLAYS
 from app.scheduling.service import MAX_RESPONSE_MS
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=StrictJSONRoute)
@@ -251,6 +252,29 @@ async def consent(slug: str, request: Request, session: SessionDep, project: Rat
     return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
 
 
+def _plays(text: str) -> dict[str, int] | None:
+    """The page's count of plays per item ({"key": 2, …}), when it is one; anything else
+    is no count, not an error (as a timing is)."""
+    if not text:
+        return None
+    try:
+        sent = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(sent, dict) or len(sent) > MOST_PICKS + 2:
+        return None
+    counted = {
+        key: count
+        for key, count in sent.items()
+        if isinstance(key, str)
+        and len(key) <= LONGEST_KEY
+        and isinstance(count, int)
+        and not isinstance(count, bool)
+        and 0 <= count <= MOST_PLAYS
+    }
+    return counted if len(counted) == len(sent) else None
+
+
 def _milliseconds(text: str) -> int | None:
     """The page's own timing, when it is one; anything else is no timing, not an error."""
     if text.isascii() and text.isdigit() and len(text) <= 9:
@@ -267,12 +291,14 @@ async def answer(
     picks: Annotated[list[str] | None, Form()] = None,
     item: Annotated[list[str] | None, Form()] = None,
     response_time_ms: Annotated[str, Form()] = "",
+    plays: Annotated[str, Form(max_length=4_000)] = "",
 ):
     """A triplet's `choice`, a screen's `picks` (in the order picked), or a sorting
     screen's items (`item`, in display order) with each one's side (`side-0`, `side-1`,
     …); "can't tell" on a screen sends both, and the choice wins."""
     token = cookie_rater_token(request)  # (rate limited before routing: ThrottleRaterRoutes)
     elapsed = _milliseconds(response_time_ms)
+    played = _plays(plays)
     draws = rating.roll(request)
     if choice is None and item:
         if len(item) > MOST_PICKS or any(len(key) > LONGEST_KEY for key in item):
@@ -280,7 +306,7 @@ async def answer(
         form = await request.form()
         sides = [(key, str(form.get(f"side-{at}") or "")) for at, key in enumerate(item)]
         return await run_in_threadpool(
-            _answer, slug, request, token, query_id, None, elapsed, draws, None, sides
+            _answer, slug, request, token, query_id, None, elapsed, draws, None, sides, played
         )
     if choice is not None:
         picks = None
@@ -290,22 +316,28 @@ async def answer(
         if len(picks) > MOST_PICKS or any(len(key) > LONGEST_KEY for key in picks):
             raise ServiceError(f"send at most {MOST_PICKS} picks, each a key of the items shown")
         return await run_in_threadpool(
-            _answer, slug, request, token, query_id, None, elapsed, draws, picks
+            _answer, slug, request, token, query_id, None, elapsed, draws, picks, None, played
         )
     assert choice is not None  # (picks were answered above)
-    quick = await rating.answer_quickly(
-        function=request.app.state.answer_function,
-        sessions=request.app.state.session_factory,
-        slug=slug,
-        token=token,
-        assignment_id=query_id,
-        choice=choice,
-        response_time_ms=elapsed,
-        draws=draws,
+    quick = (
+        None
+        if played
+        else await rating.answer_quickly(
+            function=request.app.state.answer_function,
+            sessions=request.app.state.session_factory,
+            slug=slug,
+            token=token,
+            assignment_id=query_id,
+            choice=choice,
+            response_time_ms=elapsed,
+            draws=draws,
+        )
     )
     if quick is not None:
         return _answered(request, slug, *quick)
-    return await run_in_threadpool(_answer, slug, request, token, query_id, choice, elapsed, draws)
+    return await run_in_threadpool(
+        _answer, slug, request, token, query_id, choice, elapsed, draws, None, None, played
+    )
 
 
 def _answer(
@@ -318,6 +350,7 @@ def _answer(
     draws: rating.Draws,
     picks: list[str] | None = None,
     sides: list[tuple[str, str]] | None = None,
+    plays: dict[str, int] | None = None,
 ):
     with transaction(request) as session:  # see transaction(): the busiest page route
         found = raters.authenticate_in_study(session=session, slug=slug, token=token)
@@ -340,6 +373,7 @@ def _answer(
                 sides=sides,
                 response_time_ms=elapsed,
                 draws=draws,
+                plays=plays,
             )
         except Unprocessable as wrong:
             # The same screen again, saying what to pick (a form sent without scripts).

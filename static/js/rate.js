@@ -65,6 +65,7 @@
   function shown() {
     announce();
     remember();
+    readyPlayers();
     shownAt = performance.now();
     timeFromDrawn();
     restedAt = pointer;
@@ -162,22 +163,135 @@
   document.addEventListener("htmx:beforeSwap", (event) => {
     const detail = event.detail;
     if (detail.target?.id !== "comparison" || !detail.shouldSwap || detail.isError) return;
+    stopAll(null); // the answered screen's clip stops with it
     const next = new DOMParser().parseFromString(detail.serverResponse, "text/html");
     const addresses = [...next.images]
       .map((image) => new URL(image.getAttribute("src"), document.baseURI).href)
       .filter((address) => !decoded.has(address));
-    if (!addresses.length) return; // all drawn before: swap now
+    const clips = [...next.querySelectorAll("audio[src], video[src]")]
+      .map((media) => new URL(media.getAttribute("src"), document.baseURI).href)
+      .filter((address) => !loadedClips.has(address));
+    if (!addresses.length && !clips.length) return; // all drawn before: swap now
     detail.shouldSwap = false;
     preloading = true;
     const html = detail.serverResponse;
-    preload([...new Set(addresses)]).then(() => {
-      preloading = false;
-      htmx.swap(detail.target, html, { swapStyle: "innerHTML" });
-    });
+    Promise.all([preload([...new Set(addresses)]), preloadClips([...new Set(clips)])]).then(
+      () => {
+        preloading = false;
+        htmx.swap(detail.target, html, { swapStyle: "innerHTML" });
+      },
+    );
+  });
+
+  // Sounds and videos: each item plays from its own button, one at a time. Every play is
+  // counted (sent with the answer); with the study's play_to_end the answer waits until
+  // each clip was played to its end once. The next screen's clips load before it shows,
+  // and the loaded elements take their places in it, ready to play at once.
+  const loadedClips = new Map(); // address → a media element that can play through
+  let plays = {};
+  let heard = new Set();
+
+  function preloadClips(addresses) {
+    const each = addresses.map(
+      (address) =>
+        new Promise((done) => {
+          const media = document.createElement(/\.(mp4|webm)$/.test(address) ? "video" : "audio");
+          media.preload = "auto";
+          media.addEventListener("canplaythrough", () => done(loadedClips.set(address, media)), {
+            once: true,
+          });
+          media.addEventListener("error", done, { once: true });
+          media.src = address;
+          media.load();
+        }),
+    );
+    const late = new Promise((done) => setTimeout(done, LONGEST_WAIT_MS));
+    return Promise.race([Promise.all(each), late]);
+  }
+
+  function readyPlayers() {
+    plays = {};
+    heard = new Set();
+    for (const clip of document.querySelectorAll("#comparison .clip")) {
+      let media = clip.querySelector(".media");
+      const loaded = loadedClips.get(media.src);
+      if (loaded && loaded.tagName === media.tagName) {
+        loaded.className = media.className;
+        loaded.setAttribute("aria-label", media.getAttribute("aria-label") ?? "");
+        if (media.hasAttribute("playsinline")) loaded.setAttribute("playsinline", "");
+        media.replaceWith(loaded);
+        media = loaded;
+      }
+      loadedClips.set(media.src, media);
+      media.controls = false; // the Play button stands for them
+      media.currentTime = 0;
+      plays[clip.dataset.key] = 0;
+      const button = clip.querySelector(".play");
+      button.hidden = false;
+      media.onplay = () => {
+        plays[clip.dataset.key] += 1;
+        showPlaying(button, true);
+      };
+      media.onpause = () => showPlaying(button, false);
+      media.onended = () => {
+        heard.add(clip.dataset.key);
+        clip.classList.add("heard");
+        showPlaying(button, false);
+        holdAnswers();
+      };
+    }
+    holdAnswers();
+  }
+
+  function showPlaying(button, playing) {
+    button.setAttribute("aria-pressed", String(playing));
+    button.querySelector(".glyph").textContent = playing ? "■" : "▶";
+    button.querySelector(".play-word").textContent = playing
+      ? button.dataset.stop
+      : button.dataset.play;
+  }
+
+  // Until every clip was heard whole (where the study asks it), what answers waits.
+  function holdAnswers() {
+    const rule = document.querySelector("#comparison [data-play-to-end]");
+    const clips = document.querySelectorAll("#comparison .clip");
+    const waiting = rule !== null && heard.size < clips.length;
+    if (rule) rule.hidden = !waiting;
+    for (const control of document.querySelectorAll(
+      "#comparison .choose, #comparison .choose .pick-box, #comparison .cant-tell, " +
+        "#comparison .sortee input[type=radio]",
+    )) {
+      control.disabled = waiting;
+    }
+    document.getElementById("comparison")?.classList.toggle("unheard", waiting);
+  }
+
+  function stopAll(except) {
+    for (const media of document.querySelectorAll("#comparison .media")) {
+      if (media !== except && !media.paused) {
+        media.pause();
+        media.currentTime = 0;
+      }
+    }
+  }
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest?.("#comparison .play");
+    if (!button) return;
+    const media = button.closest(".clip").querySelector(".media");
+    if (!media.paused) {
+      media.pause();
+      media.currentTime = 0;
+      return;
+    }
+    stopAll(media);
+    if (media.ended) media.currentTime = 0;
+    media.play().catch(() => {}); // a browser that refuses shows the button unchanged
   });
   // Nothing is sent while the next screen's images load: the screen shown is answered.
   document.addEventListener("htmx:confirm", (event) => {
-    if (preloading) event.preventDefault();
+    const unheard = document.getElementById("comparison")?.classList.contains("unheard");
+    if (preloading || unheard) event.preventDefault();
   });
 
   document.addEventListener("DOMContentLoaded", shown);
@@ -284,6 +398,11 @@
     const parameters = event.detail.parameters;
     const time = resending && sending ? sending.time : elapsed();
     const ranked = rankGrid() !== null && !(pressed && pressed.name === "choice");
+    if (document.querySelector("#comparison input[name=plays]")) {
+      const counted = JSON.stringify(plays);
+      if (parameters instanceof FormData) parameters.set("plays", counted);
+      else parameters.plays = counted;
+    }
     if (parameters instanceof FormData) {
       parameters.set("response_time_ms", time);
       if (ranked) {
@@ -300,6 +419,8 @@
   document.addEventListener("submit", (event) => {
     const field = event.target.querySelector("input[name=response_time_ms]");
     if (field) field.value = elapsed();
+    const counted = event.target.querySelector("input[name=plays]");
+    if (counted) counted.value = JSON.stringify(plays);
   });
   // An answer whose response never came (offline, a restarting server, a busy database)
   // is sent again, with the same choice and time to answer, until the server takes it:
@@ -376,6 +497,9 @@
 
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey || event.repeat || resending) return;
+    // Enter and the space bar on a Play button play its clip (Enter sends a rank screen
+    // anywhere else).
+    if ((event.key === "Enter" || event.key === " ") && event.target.closest?.(".play")) return;
     if (preloading) {
       event.preventDefault(); // the next screen is on its way: this one is answered
       return;

@@ -1,0 +1,161 @@
+"""Sounds and videos on the rater pages, in Chromium: each item plays from its own
+button, one at a time, by keyboard; the answer waits until every clip was heard to its
+end; plays are counted and stored with the answer; the next screen's clips are ready to
+play when it shows; axe finds nothing on the screen."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from app.models import Assignment
+from tests.pages.test_language_pages import axe_violations
+from tests.support.browser import screenshots_dir, shoot, until, until_htmx
+from tests.support.links import open_link
+from tests.support.media import clip
+from tests.support.uploads import upload, zip_bytes
+
+API = "/api/v1"
+pytestmark = pytest.mark.one_database  # the page and its scripts: nothing the database changes
+
+
+@pytest.fixture
+def tones(client, auth, project):
+    """Six short tones (Ogg Opus) and two short videos (WebM), a session of three."""
+    entries = {f"t{n}.ogg": clip("opus", seconds=0.4, pitch=220.0 * (n + 1)) for n in range(6)}
+    rows = [f"tone-{n},tone {n + 1},t{n}.ogg" for n in range(6)]
+    entries["manifest.csv"] = "key,text,image\n" + "\n".join(rows)
+    uploaded = upload(client, auth, project["id"], "items", "tones.zip", zip_bytes(entries))
+    assert uploaded.status_code == 201, uploaded.text
+    settings = {"answers_per_rater": 3, "attention_rate": 0, "completion_code": "HEARD-3"}
+    assert (
+        client.patch(
+            f"{API}/projects/{project['id']}/rating", headers=auth, json=settings
+        ).status_code
+        == 200
+    )
+    return project["id"], open_link(client, auth, project["id"])["public_slug"]
+
+
+def _query(page) -> str:
+    return page.locator("#comparison input[name=query_id]").get_attribute("value")
+
+
+def test_a_rater_hears_each_clip_before_answering_and_the_plays_are_kept(
+    app, server, tones, browser, tmp_path
+):
+    project_id, slug = tones
+    shots = screenshots_dir(tmp_path)
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True)
+    page = context.new_page()
+    page.goto(f"{server}/r/{slug}")
+    page.get_by_role("button", name="Start").press("Enter")
+    until_htmx(page)
+    players = page.locator("#comparison .play")
+    expect(players).to_have_count(3)
+    choose = page.locator("#comparison button.choose")
+    expect(choose.first).to_be_disabled()
+    expect(page.locator(".listen-first")).to_be_visible()
+    assert axe_violations(page) == []
+    shoot(page, shots / "clips-waiting.png")
+
+    # One at a time: the second's play stops the first.
+    players.nth(1).press("Enter")
+    until(page, "!document.querySelectorAll('#comparison .media')[1].paused")
+    players.nth(2).press("Enter")
+    until(page, "document.querySelectorAll('#comparison .media')[1].paused")
+    until(page, "!document.querySelectorAll('#comparison .media')[2].paused")
+    expect(page.locator("#comparison .clip.heard")).to_have_count(1, timeout=5_000)
+    # The answer still waits: two of the three were not heard to their end.
+    page.keyboard.press("ArrowLeft")
+    assert _query(page) is not None and page.locator(".listen-first").is_visible()
+    for number in (0, 1):
+        players.nth(number).press("Enter")
+        expect(page.locator("#comparison .clip.heard")).to_have_count(2 + number, timeout=5_000)
+    expect(choose.first).to_be_enabled()
+    expect(page.locator(".listen-first")).to_be_hidden()
+    shoot(page, shots / "clips-heard.png")
+    first = _query(page)
+    keys = page.locator("#comparison .clip").evaluate_all(
+        "(clips) => clips.map(c => c.dataset.key)"
+    )
+    page.keyboard.press("ArrowLeft")
+    until(page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{first}'")
+    # The next screen's clips came before it showed: ready to play at once.
+    ready = page.evaluate(
+        "[...document.querySelectorAll('#comparison .media')].map(m => m.readyState)"
+    )
+    assert ready and min(ready) >= 3, ready
+    with app.state.session_factory() as session:
+        stored = session.get(Assignment, int(first))
+        assert stored.choice == "left"
+        # The anchor and the left once each; the right twice (stopped, then heard).
+        assert stored.plays == {keys[0]: 1, keys[1]: 2, keys[2]: 1}
+    context.close()
+
+
+def test_without_play_to_end_a_clip_screen_answers_at_once(client, auth, server, tones, browser):
+    project_id, slug = tones
+    assert (
+        client.patch(
+            f"{API}/projects/{project_id}/rating", headers=auth, json={"play_to_end": False}
+        ).status_code
+        == 200
+    )
+    page = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True).new_page()
+    page.goto(f"{server}/r/{slug}")
+    page.get_by_role("button", name="Start").tap()
+    until_htmx(page)
+    expect(page.locator(".listen-first")).to_have_count(0)
+    first = _query(page)
+    page.locator("#comparison button.choose").nth(1).tap()
+    until(page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{first}'")
+    box = page.locator("#comparison button.choose").last.bounding_box()
+    assert box["y"] + box["height"] <= 844  # the whole clip screen fits a phone
+
+
+@pytest.mark.parametrize(
+    ("asked", "kind"),
+    [
+        ({"judgement": "odd_one_out"}, "webm"),
+        ({"judgement": "rank", "shown": 4, "picks": 2}, "opus"),
+    ],
+)
+def test_every_screen_of_clips_plays_and_passes_axe(
+    client, auth, project, server, browser, tmp_path, asked, kind
+):
+    entries = {f"c{n}.bin": clip(kind, seconds=0.4, pitch=300.0 + 50 * n) for n in range(6)}
+    entries["manifest.csv"] = "key,text,image\n" + "\n".join(
+        f"clip-{n},clip {n + 1},c{n}.bin" for n in range(6)
+    )
+    assert (
+        upload(client, auth, project["id"], "items", "c.zip", zip_bytes(entries)).status_code == 201
+    )
+    settings = {"answers_per_rater": 2, "attention_rate": 0, **asked}
+    assert (
+        client.patch(
+            f"{API}/projects/{project['id']}/rating", headers=auth, json=settings
+        ).status_code
+        == 200
+    )
+    slug = open_link(client, auth, project["id"])["public_slug"]
+    page = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True).new_page()
+    page.goto(f"{server}/r/{slug}")
+    page.get_by_role("button", name="Start").press("Enter")
+    until_htmx(page)
+    players = page.locator("#comparison .play")
+    count = players.count()
+    assert count == (3 if asked["judgement"] == "odd_one_out" else 5)
+    for number in range(count):
+        players.nth(number).press("Enter")
+        expect(page.locator("#comparison .clip.heard")).to_have_count(number + 1, timeout=5_000)
+    assert axe_violations(page) == []
+    shoot(page, screenshots_dir(tmp_path) / f"clips-{asked['judgement']}.png")
+    first = _query(page)
+    if asked["judgement"] == "odd_one_out":
+        page.keyboard.press("2")
+    else:
+        page.keyboard.press("1")
+        page.keyboard.press("3")
+        page.keyboard.press("Enter")
+    until(page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{first}'")
