@@ -153,3 +153,28 @@ def test_raters_get_each_clip_with_its_length_in_ranges_as_browsers_ask(client, 
     other_slug = open_link(client, auth, other["id"])["public_slug"]
     stolen = shown["clip_url"].replace(slug, other_slug)
     assert client.get(stolen).status_code == 404
+
+
+def test_the_items_export_carries_the_clips_and_uploads_again_as_it_was(client, auth, project):
+    entries = {
+        "manifest.csv": "key,text,image\nvoice,a voice,v.mp3\nscene,a scene,s.mp4\nbird,,b.flac\n",
+        "v.mp3": clip("mp3"),
+        "s.mp4": clip("mp4"),
+        "b.flac": clip("flac"),
+    }
+    assert (
+        upload(client, auth, project["id"], "items", "c.zip", zip_bytes(entries)).status_code == 201
+    )
+    exported = client.get(f"{API}/projects/{project['id']}/items/export?format=zip", headers=auth)
+    assert exported.status_code == 200
+    other = client.post(f"{API}/projects", headers=auth, json={"name": "copy"}).json()
+    again = upload(client, auth, other["id"], "items", "export.zip", exported.content)
+    assert again.status_code == 201, again.text
+    before, after = _items(client, auth, project["id"]), _items(client, auth, other["id"])
+    for key in ("voice", "scene", "bird"):
+        assert after[key]["media_type"] == before[key]["media_type"]
+        assert after[key]["clip_seconds"] == before[key]["clip_seconds"]
+        assert (
+            client.get(after[key]["image_url"], headers=auth).content
+            == entries[{"voice": "v.mp3", "scene": "s.mp4", "bird": "b.flac"}[key]]
+        )
