@@ -178,3 +178,22 @@ def test_the_items_export_carries_the_clips_and_uploads_again_as_it_was(client, 
             client.get(after[key]["image_url"], headers=auth).content
             == entries[{"voice": "v.mp3", "scene": "s.mp4", "bird": "b.flac"}[key]]
         )
+
+
+def test_the_workspace_plays_the_clips_on_the_items_page_and_in_the_item_cards(
+    client, auth, project
+):
+    entries = {
+        "manifest.csv": "key,text,image\nvoice,a voice,v.mp3\nscene,a scene,s.webm\nred,,r.png\n",
+        "v.mp3": clip("mp3"),
+        "s.webm": clip("webm"),
+        "r.png": png(),
+    }
+    assert (
+        upload(client, auth, project["id"], "items", "c.zip", zip_bytes(entries)).status_code == 201
+    )
+    page = client.get(f"/projects/{project['id']}/items", headers=auth).text
+    assert '<audio controls preload="none"' in page and 'aria-label="a voice"' in page
+    assert '<video controls preload="metadata"' in page and "<img src=" in page
+    cards = client.get(f"/projects/{project['id']}/item-cards.json", headers=auth).json()
+    assert [cards[key][3] for key in ("voice", "scene", "red")] == ["audio", "video", "image"]

@@ -18,6 +18,7 @@ from app.core.fields import RowId
 from app.core.pages import render
 from app.core.routes import StrictJSONRoute
 from app.items import curation, removal
+from app.items.media import kind_of
 from app.models import Item, Split
 from app.projects.service import get_project
 from app.rating.deps import media_folder
@@ -30,17 +31,22 @@ CARD_TEXT = 160
 def item_cards(
     project_id: RowId, request: Request, session: SessionDep, researcher: ViewingPage
 ) -> JSONResponse:
-    """{key: [label, text (cut short), image URL]} for every item of the project."""
+    """{key: [label, text (cut short), file URL, its kind: "image", "audio" or "video"]}
+    for every item of the project."""
     project = get_project(session=session, researcher=researcher, project_id=project_id)
     media = media_folder(project.public_slug)
     rows = session.execute(
-        select(Item.key, Item.label, func.substr(Item.text, 1, CARD_TEXT), Item.image_file).where(
-            Item.project_id == project.id
-        )
+        select(
+            Item.key,
+            Item.label,
+            func.substr(Item.text, 1, CARD_TEXT),
+            Item.image_file,
+            Item.image_type,
+        ).where(Item.project_id == project.id)
     )
     cards = {
-        key: [label, text, f"{media}/{image}" if image else None]
-        for key, label, text, image in rows
+        key: [label, text, f"{media}/{file}" if file else None, kind_of(content_type)]
+        for key, label, text, file, content_type in rows
     }
     return JSONResponse(cards, headers={"Cache-Control": "private, max-age=60"})
 

@@ -29,11 +29,19 @@
 
   function describe(index, extra) {
     const key = keys[index];
-    const [label, text, image] = cards[key] || [null, null, null];
+    const [label, text, file, kind] = cards[key] || [null, null, null, null];
     const parts = [];
-    if (image) {
+    if (file && (kind === "audio" || kind === "video")) {
+      // A sound or video plays in the card (the browser's own controls).
+      const player = element(kind);
+      player.src = file;
+      player.controls = true;
+      player.preload = "metadata";
+      player.setAttribute("aria-label", text || key);
+      parts.push(player);
+    } else if (file) {
       const img = element("img");
-      img.src = image;
+      img.src = file;
       img.alt = text || key;
       parts.push(img);
     }
@@ -98,7 +106,8 @@
     const found = await response.json();
     // Each neighbour as its thumbnail (if it has one) and key, a link to it on the items page.
     list.replaceChildren(...found.neighbors.map((neighbour) => {
-      const [label, text, image] = cards[neighbour.key] || [null, null, null];
+      const [label, text, file, kind] = cards[neighbour.key] || [null, null, null, null];
+      const image = kind === "image" ? file : null;
       const link = element("a");
       const target = new URL(root.dataset.itemsUrl, location.href);
       target.searchParams.set("key", neighbour.key);
