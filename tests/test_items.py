@@ -358,6 +358,7 @@ class TestExport:
             "split": "train",
             "image": data[0]["image"],
             "features": [0.5, 1.5],
+            "alt": None,
         }
 
     def test_zip_export_uploads_again_into_a_new_project(self, client, auth, loaded):

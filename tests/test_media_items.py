@@ -197,3 +197,37 @@ def test_the_workspace_plays_the_clips_on_the_items_page_and_in_the_item_cards(
     assert '<video controls preload="metadata"' in page and "<img src=" in page
     cards = client.get(f"/projects/{project['id']}/item-cards.json", headers=auth).json()
     assert [cards[key][3] for key in ("voice", "scene", "red")] == ["audio", "video", "image"]
+
+
+def test_an_alt_column_names_each_file_for_screen_readers(client, auth, project):
+    entries = {
+        "manifest.csv": "key,text,alt,image\n"
+        "red,,a red square,r.png\nblue,blue,,b.png\ncall,,a bird's call,c.mp3\nplain,,,\n",
+        "r.png": png((200, 0, 0)),
+        "b.png": png((0, 0, 200)),
+        "c.mp3": clip("mp3"),
+    }
+    assert (
+        upload(client, auth, project["id"], "items", "a.zip", zip_bytes(entries)).status_code == 201
+    )
+    items = _items(client, auth, project["id"])
+    assert items["red"]["alt"] == "a red square" and items["blue"]["alt"] is None
+    exported = client.get(f"{API}/projects/{project['id']}/items/export?format=csv", headers=auth)
+    assert exported.text.splitlines()[0] == "key,label,text,split,image,features,alt"
+    assert ",a red square" in exported.text
+    slug = open_link(client, auth, project["id"])["public_slug"]
+    client.post(f"/r/{slug}/start", data={})
+    said = set()
+    for _ in range(12):  # the screens show every item sooner or later
+        page = client.get(f"/r/{slug}/rate").text
+        said |= {
+            alt
+            for alt in ("a red square", "a bird")
+            if f'alt="{alt}' in page or f'aria-label="{alt}' in page
+        }
+        said |= {"blue"} if 'alt=""' in page and ">blue<" in page else set()
+        query = page.split('name="query_id" value="')[1].split('"')[0]
+        client.post(f"/r/{slug}/answer", data={"query_id": query, "choice": "left"})
+    assert said == {"a red square", "a bird", "blue"}
+    too_long = upload(client, auth, project["id"], "items", "b.csv", "key,alt\nlong," + "x" * 1001)
+    assert too_long.status_code == 422 and "longer than 1000 characters" in messages(too_long)[0]

@@ -53,6 +53,7 @@ def item_out(item: Item, with_features: bool = True) -> ItemOut:
         image_url=image_url,
         media_type=item.image_type,
         clip_seconds=item.clip_seconds,
+        alt=item.alt,
         created_at=item.created_at,
         features=service.decode_features(item.features) if with_features else None,
     )

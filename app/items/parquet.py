@@ -19,6 +19,7 @@ ITEMS_SCHEMA = pa.schema(
         ("split", pa.string()),  # train, test or unlabelled
         ("image", pa.string()),  # the image's file name in the project (zip: images/…)
         ("features", pa.list_(pa.float64())),
+        ("alt", pa.string()),  # what a screen reader says for its file (null: its text)
     ]
 )
 
@@ -38,6 +39,7 @@ def items_parquet(partitions: Iterable[Sequence[Row]]) -> Iterator[bytes]:
                     None if row.features is None else np.frombuffer(row.features, dtype="<f8")
                     for row in partition
                 ],
+                "alt": [row.alt for row in partition],
             }
 
     return parquet.stream(ITEMS_SCHEMA, batches())

@@ -12,7 +12,7 @@ from app.models import LabelType, Split
 from app.uploads.files import UploadedFile, csv_rows, json_array_entries, read_header
 
 REQUIRED_COLUMNS = ("key",)
-OPTIONAL_COLUMNS = ("label", "text", "split", "features")
+OPTIONAL_COLUMNS = ("label", "text", "split", "features", "alt")
 IMAGE_COLUMN = "image"
 FEATURE_PREFIX = "feature_"
 JSON_FIELDS = frozenset(REQUIRED_COLUMNS + OPTIONAL_COLUMNS + (IMAGE_COLUMN,))
@@ -20,6 +20,7 @@ JSON_FIELDS = frozenset(REQUIRED_COLUMNS + OPTIONAL_COLUMNS + (IMAGE_COLUMN,))
 MAX_KEY_LENGTH = 200
 MAX_LABEL_LENGTH = 200
 MAX_TEXT_LENGTH = 100_000
+MAX_ALT_LENGTH = 1_000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _FEATURE_SEPARATORS = re.compile(r"[\s;,]+")
 
@@ -33,6 +34,8 @@ class ItemRecord:
     split: Split
     features: list[float] | None
     image: str | None
+    # What a screen reader says for its image or clip (falls back to the text).
+    alt: str | None = None
 
 
 def label_problem(label_type: LabelType, label: str) -> str | None:
@@ -102,8 +105,24 @@ class ItemValidator:
         image = values.get(IMAGE_COLUMN)
         if image is not None and not isinstance(image, str):
             self._bad(row, IMAGE_COLUMN, "must be a path inside the archive")
+        alt = self._alt(row, values.get("alt"))
         if self.problems.count == errors_before and key is not None:
-            self.records.append(ItemRecord(row, key, label, text, split, features, image or None))
+            self.records.append(
+                ItemRecord(row, key, label, text, split, features, image or None, alt)
+            )
+
+    def _alt(self, row: int, raw: Any) -> str | None:
+        if raw is None or raw == "":
+            return None
+        if not isinstance(raw, str):
+            self._bad(row, "alt", "must be a string (what a screen reader says for its file)")
+        elif len(raw) > MAX_ALT_LENGTH:
+            self._bad(row, "alt", f"longer than {MAX_ALT_LENGTH} characters")
+        elif _CONTROL.search(raw):
+            self._bad(row, "alt", "must not contain control characters")
+        else:
+            return raw
+        return None
 
     def _key(self, row: int, raw: Any) -> str | None:
         if isinstance(raw, int) and not isinstance(raw, bool):

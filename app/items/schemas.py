@@ -24,6 +24,9 @@ class ItemOut(BaseModel):
     clip_seconds: float | None = Field(
         default=None, description="A sound's or video's length, read on upload"
     )
+    alt: str | None = Field(
+        default=None, description="What a screen reader says for its file (null: its text)"
+    )
     features: list[float] | None
     created_at: datetime
     answers: int | None = Field(

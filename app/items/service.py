@@ -216,6 +216,7 @@ def ingest_items(
             "image_file": images.get(r.key, no_file).name,
             "image_type": images.get(r.key, no_file).content_type,
             "clip_seconds": images.get(r.key, no_file).seconds,
+            "alt": r.alt,
         }
         for r in records
     ]
@@ -236,12 +237,20 @@ def get_item(*, session: Session, project: Project, key: str) -> Item:
     return item
 
 
-EXPORT_COLUMNS = ("key", "label", "text", "split", "image", "features")
+EXPORT_COLUMNS = ("key", "label", "text", "split", "image", "features", "alt")
 _EXPORT_BATCH = 2000
 
 
 def _export_rows(engine: Engine, project_id: int) -> Iterator[Sequence[Row]]:
-    columns = (Item.key, Item.label, Item.text, Item.split, Item.image_file, Item.features)
+    columns = (
+        Item.key,
+        Item.label,
+        Item.text,
+        Item.split,
+        Item.image_file,
+        Item.features,
+        Item.alt,
+    )
     query = select(*columns).where(Item.project_id == project_id).order_by(Item.id)
     with engine.connect() as connection:
         result = connection.execution_options(stream_results=True, yield_per=_EXPORT_BATCH)
@@ -254,7 +263,7 @@ def _features_text(blob: bytes | None) -> str:
     )
 
 
-def _csv_row(key, label, text, split, image: str, features) -> tuple:
+def _csv_row(key, label, text, split, image: str, features, alt) -> tuple:
     """An item as a CSV download writes it: text a spreadsheet would run is quoted."""
     return (
         spreadsheet_safe(key),
@@ -263,6 +272,7 @@ def _csv_row(key, label, text, split, image: str, features) -> tuple:
         split.value,
         spreadsheet_safe(image),
         _features_text(features),
+        spreadsheet_safe(alt or ""),
     )
 
 
@@ -271,8 +281,8 @@ def export_items_csv(engine: Engine, project_id: int) -> Iterator[str]:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(EXPORT_COLUMNS)
     for partition in _export_rows(engine, project_id):
-        for key, label, text, split, image, features in partition:
-            writer.writerow(_csv_row(key, label, text, split, image or "", features))
+        for key, label, text, split, image, features, alt in partition:
+            writer.writerow(_csv_row(key, label, text, split, image or "", features, alt))
         yield buffer.getvalue()
         buffer.seek(0)
         buffer.truncate()
@@ -290,7 +300,7 @@ def export_items_json(engine: Engine, project_id: int) -> Iterator[str]:
     first = True
     for partition in _export_rows(engine, project_id):
         chunk = []
-        for key, label, text, split, image, features in partition:
+        for key, label, text, split, image, features, alt in partition:
             chunk.append(
                 json.dumps(
                     {
@@ -300,6 +310,7 @@ def export_items_json(engine: Engine, project_id: int) -> Iterator[str]:
                         "split": split.value,
                         "image": image,
                         "features": decode_features(features),
+                        "alt": alt,
                     }
                 )
             )
@@ -318,9 +329,9 @@ def export_items_zip(engine: Engine, store: ImageStore, project_id: int) -> Iter
     writer.writerow(EXPORT_COLUMNS)
     written: set[str] = set()
     for partition in _export_rows(engine, project_id):
-        for key, label, text, split, image, features in partition:
+        for key, label, text, split, image, features, alt in partition:
             entry = f"images/{image}" if image else ""
-            writer.writerow(_csv_row(key, label, text, split, entry, features))
+            writer.writerow(_csv_row(key, label, text, split, entry, features, alt))
             if image and image not in written:
                 archive.write(store.path(project_id, image), entry, zipfile.ZIP_STORED)
                 written.add(image)

@@ -38,6 +38,8 @@ class Item(Base):
     image_file: Mapped[str | None] = mapped_column(String(80))
     image_type: Mapped[str | None] = mapped_column(String(40))
     clip_seconds: Mapped[float | None] = mapped_column(Float)
+    # What a screen reader says for its file (null: its text, else its key).
+    alt: Mapped[str | None] = mapped_column(Text)
     # float64 little-endian bytes; the length is the project's feature_dim.
     features: Mapped[bytes | None] = mapped_column(LargeBinary)
     split: Mapped[Split] = mapped_column(string_enum(Split, "item_split"), default=Split.unlabelled)

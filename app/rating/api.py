@@ -49,6 +49,7 @@ def _item(media: str, shown: Shown) -> ShownItem:
         clip_url=clip,
         clip_type=shown.clip_type,
         clip_seconds=shown.seconds,
+        alt=shown.said,
     )
 
 

@@ -29,13 +29,22 @@ class Shown:
     clip: str | None = None  # a sound's or video's file name there
     clip_type: str | None = None  # its type ("audio/mpeg")
     seconds: float | None = None  # its length
+    alt: str | None = None  # what a screen reader says for the file (else its text)
 
     @classmethod
     def of(cls, row) -> Shown:
-        """An item's card from its row (key, text, image_file, image_type, clip_seconds)."""
+        """An item's card from its row (key, text, image_file, image_type, clip_seconds,
+        alt)."""
         if kind_of(row.image_type) in (AUDIO, VIDEO):
-            return cls(row.key, row.text, None, row.image_file, row.image_type, row.clip_seconds)
-        return cls(row.key, row.text, row.image_file)
+            return cls(
+                row.key, row.text, None, row.image_file, row.image_type, row.clip_seconds, row.alt
+            )
+        return cls(row.key, row.text, row.image_file, alt=row.alt)
+
+    @property
+    def said(self) -> str:
+        """Its name for a screen reader: its alternative text, else its text, else its key."""
+        return self.alt or self.text or self.key
 
     @property
     def clip_kind(self) -> str | None:
@@ -44,7 +53,7 @@ class Shown:
 
 
 # What a card is read from.
-CARD_COLUMNS = (Item.key, Item.text, Item.image_file, Item.image_type, Item.clip_seconds)
+CARD_COLUMNS = (Item.key, Item.text, Item.image_file, Item.image_type, Item.clip_seconds, Item.alt)
 
 
 @dataclass(frozen=True)

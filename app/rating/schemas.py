@@ -35,6 +35,11 @@ class ShownItem(BaseModel):
     )
     clip_type: str | None = Field(default=None, description='Its type ("audio/mpeg", "video/mp4")')
     clip_seconds: float | None = Field(default=None, description="Its length")
+    alt: str = Field(
+        default="",
+        description="What a screen reader says for its image or clip (the uploaded alt, else "
+        "its text, else its key)",
+    )
 
 
 class ComparisonOut(BaseModel):
