@@ -132,6 +132,7 @@ def main() -> None:
         (folder / "data").mkdir()
         service = ServiceProcesses(url, folder / "data", web_processes=1, workers=0)
         service.env["CLOSER_RATE_LIMITS"] = "false"
+        service.env["CLOSER_MAX_CLIP_BYTES"] = str(2 * args.megabytes * MIB)  # --megabytes 200
         try:
             service.start_web()
             client = httpx.Client(
