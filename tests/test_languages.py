@@ -168,6 +168,8 @@ def test_a_study_words_any_string_its_own_way(client, auth, shapes):
     )
     assert "Was passt besser?" in started.text
 
+    preview = client.get(f"/projects/{project_id}/preview?language=de", headers=auth)
+    assert "Was passt besser?" in preview.text  # the researcher sees the German screen
     texts = client.get(f"{API}/projects/{project_id}/rater-texts", headers=auth)
     assert texts.status_code == 200
     body = texts.json()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import nh3
 from jinja2 import Environment, pass_context
 from markdown_it import MarkdownIt
 from markupsafe import Markup
@@ -77,6 +78,25 @@ def markdown(text: str | None) -> Markup:
     return Markup(_MARKDOWN.render(text or ""))
 
 
+# An item's text, in a study whose texts are Markdown: inline marks only (it may stand in a
+# button, which holds no paragraph), a line break for each new line; no raw HTML, no
+# link (a rater stays on the study) and no image (nothing remote), and then Ammonia's
+# sanitiser (nh3) keeps the few tags this makes, with no attribute at all.
+_ITEM_MARKDOWN = (
+    MarkdownIt("commonmark", {"html": False, "breaks": True})
+    .enable("strikethrough")
+    .disable(["image", "link", "autolink"])
+)
+ITEM_TAGS = {"em", "strong", "code", "s", "br"}
+
+
+def item_markdown(text: str | None) -> Markup:
+    """An item's Markdown text (*emphasis*, **strong**, `code`, ~~struck~~, lines) as safe
+    HTML."""
+    rendered = _ITEM_MARKDOWN.renderInline(text or "")
+    return Markup(nh3.clean(rendered, tags=ITEM_TAGS, attributes={}, url_schemes=set()))
+
+
 def _wording(context) -> Wording:
     """The page's language and the study's words (a rater page's context holds them;
     every other page is English)."""
@@ -107,7 +127,14 @@ def counted(context, value: int | float) -> str:
 
 
 def install_filters(env: Environment) -> None:
-    env.filters.update(number=number, when=when, iso=iso, duration=duration, markdown=markdown)
+    env.filters.update(
+        number=number,
+        when=when,
+        iso=iso,
+        duration=duration,
+        markdown=markdown,
+        item_markdown=item_markdown,
+    )
     env.filters.update(counted=counted, translated=translated)
     # Jinja's i18n extension, the "new style": _() and {% trans %} escape what they
     # insert, and a translation's placeholders are named (%(count)s).

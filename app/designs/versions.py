@@ -31,6 +31,7 @@ DESIGN_SETTINGS = (
     "texts",
     "allow_cant_tell",
     "play_to_end",
+    "text_markdown",
     "answers_per_rater",
     "consent",
     "questionnaire",

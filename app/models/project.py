@@ -115,6 +115,8 @@ class Project(Base):
     texts: Mapped[dict[str, dict[str, str]]] = mapped_column(
         JsonValue, default=dict, server_default="{}"
     )
+    # The items' texts are (inline) Markdown, rendered and sanitised on the rater pages.
+    text_markdown: Mapped[bool] = mapped_column(default=False, server_default=false())
     # A screen of sounds or videos is answered once each was played to its end.
     play_to_end: Mapped[bool] = mapped_column(default=True, server_default=true())
     # A session longer than this (from joining) ends with the timeout code and redirect.

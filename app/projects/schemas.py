@@ -154,6 +154,14 @@ class RatingSettings(BaseModel):
         '"Los geht\'s"}}; a string left out reads as translated',
         json_schema_extra=_shown(READ, "texts"),
     )
+    text_markdown: bool = Field(
+        default=False,
+        title="Items' texts are Markdown (*emphasis*, **strong**, `code`)",
+        description="Raters see each item's text with its inline Markdown marks (*emphasis*, "
+        "**strong**, `code`, ~~struck~~, a new line for each line); no HTML, link or image. "
+        "Off: the text is shown as it is",
+        json_schema_extra=_shown(READ, "checkbox"),
+    )
     play_to_end: bool = Field(
         default=True,
         title="Sounds and videos: answer once each was played to its end",

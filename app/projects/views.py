@@ -185,6 +185,9 @@ def project_preview(
             for name in ("shown", "picks")
         }
         project = service.previewed_as(project, judgement=asked[:32], **numbers)
+    language = query.get("language")
+    if language in project.languages:  # the screen in one of the study's languages
+        request.state.wording = i18n.Wording(language, dict(project.texts.get(language) or {}))
     return page(
         request,
         "projects/preview.html",
