@@ -165,7 +165,8 @@ def test_every_format_speaks_the_study_language_and_passes_axe(
 
 
 @pytest.mark.parametrize(
-    ("language", "screen", "colours"), [("en", PHONE, "dark"), ("ar", DESKTOP, "light")]
+    ("language", "screen", "colours"),
+    [("en", PHONE, "dark"), ("ar", DESKTOP, "light"), ("ar", PHONE, "dark")],
 )
 def test_every_rater_page_state_is_done_by_keyboard_and_passes_axe(
     client, auth, server, words, browser, tmp_path, language, screen, colours
