@@ -9,7 +9,11 @@ thread; the study is 30 photographs-like noisy JPEGs of 320 px (~30 KB each) ask
 triplets. "Without preloading" stops the page's beforeSwap listener from seeing the
 swap (a capturing listener on the window), which is the page before it preloaded.
 
-    .venv/bin/python benchmarks/screen_swap.py [--screens 30]
+With `--clips` the items are 30 sounds (Ogg Opus, 1.5 s, ~24 KB each) and "blank" is
+the time from the swap until every clip of the screen can play through (0: ready at the
+swap): the page loads the next screen's clips before it shows them.
+
+    .venv/bin/python benchmarks/screen_swap.py [--screens 30] [--clips]
 """
 
 from __future__ import annotations
@@ -47,11 +51,19 @@ LISTEN = """() => {
         swappedAt.push(at);
         const images = [...document.querySelectorAll("#comparison img")];
         const drawn = (image) => image.complete && image.naturalWidth > 0;
-        if (images.every(drawn)) { blankMs.push(0); return; }
-        Promise.all(images.filter((image) => !drawn(image)).map((image) => new Promise((done) => {
-            image.addEventListener("load", done, { once: true });
-            image.addEventListener("error", done, { once: true });
-        }))).then(() => blankMs.push(performance.now() - at));
+        const clips = [...document.querySelectorAll("#comparison .media")];
+        const ready = (clip) => clip.readyState >= 4;
+        if (images.every(drawn) && clips.every(ready)) { blankMs.push(0); return; }
+        Promise.all([
+            ...images.filter((image) => !drawn(image)).map((image) => new Promise((done) => {
+                image.addEventListener("load", done, { once: true });
+                image.addEventListener("error", done, { once: true });
+            })),
+            ...clips.filter((clip) => !ready(clip)).map((clip) => new Promise((done) => {
+                clip.addEventListener("canplaythrough", done, { once: true });
+                clip.addEventListener("error", done, { once: true });
+            })),
+        ]).then(() => blankMs.push(performance.now() - at));
     });
 }"""
 WITHOUT_PRELOADING = """() => window.addEventListener("htmx:beforeSwap",
@@ -81,14 +93,28 @@ def photographs(count: int) -> bytes:
     return buffer.getvalue()
 
 
-def study(http: httpx.Client) -> str:
+def sounds(count: int) -> bytes:
+    from tests.support.media import clip
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        rows = ["key,text,image"]
+        for at in range(count):
+            archive.writestr(f"snd/{at}.ogg", clip("opus", pitch=200.0 + 20 * at))
+            rows.append(f"sound-{at},sound {at},snd/{at}.ogg")
+        archive.writestr("manifest.csv", "\n".join(rows))
+    return buffer.getvalue()
+
+
+def study(http: httpx.Client, clips: bool) -> str:
     project = http.post(f"{API}/projects", json={"name": "swap"}).json()["id"]
+    items = sounds(30) if clips else photographs(30)
     http.post(
-        f"{API}/projects/{project}/items", files={"file": ("p.zip", photographs(30))}
+        f"{API}/projects/{project}/items", files={"file": ("p.zip", items)}
     ).raise_for_status()
-    http.patch(
-        f"{API}/projects/{project}/rating", json={"attention_rate": 0, "answers_per_rater": 0}
-    ).raise_for_status()
+    # (sounds: answered without listening, as the benchmark clicks at once)
+    settings = {"attention_rate": 0, "answers_per_rater": 0, "play_to_end": False}
+    http.patch(f"{API}/projects/{project}/rating", json=settings).raise_for_status()
     http.put(f"{API}/projects/{project}/link", json={"state": "open"}).raise_for_status()
     return http.get(f"{API}/projects/{project}/rating").json()["public_slug"]
 
@@ -126,6 +152,7 @@ def rate(browser, base: str, slug: str, screens: int, *, preload: bool, slow: bo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--screens", type=int, default=30)
+    parser.add_argument("--clips", action="store_true", help="sounds, not images")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="closer-swap-"))
     url = f"sqlite:///{folder / 'closer.db'}"
@@ -142,7 +169,7 @@ def main() -> None:
     with serve_in_thread(settings) as base:
         auth = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
-            slug = study(http)
+            slug = study(http, args.clips)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=chromium_path(), args=CHROMIUM_ARGS
@@ -155,7 +182,11 @@ def main() -> None:
                     rows.append((slow, preload, blank, spans))
             browser.close()
 
-    print(f"\nscreens arriving whole, Chromium, SQLite, this machine ({args.screens} screens each)")
+    kind = "sounds (ready to play through)" if args.clips else "images (drawn)"
+    print(
+        f"\nscreens arriving whole, {kind}, Chromium, SQLite, this machine "
+        f"({args.screens} screens each)"
+    )
     print(
         f"{'link':<10}{'page':<18}{'blank median':>13}{'blank p90':>10}{'screens blank':>14}"
         f"{'click→swap median':>19}"

@@ -224,7 +224,7 @@
       }
       loadedClips.set(media.src, media);
       media.controls = false; // the Play button stands for them
-      media.currentTime = 0;
+      if (media.currentTime) media.currentTime = 0; // (a seek: it could play through before)
       plays[clip.dataset.key] = 0;
       const button = clip.querySelector(".play");
       button.hidden = false;
