@@ -159,3 +159,57 @@ def test_every_screen_of_clips_plays_and_passes_axe(
         page.keyboard.press("3")
         page.keyboard.press("Enter")
     until(page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{first}'")
+
+
+def test_a_sorting_screen_of_clips_is_heard_then_sorted_by_keyboard(
+    client, auth, project, server, browser, tmp_path
+):
+    """A CompRF build that sorts 4 items a screen, over 40 labelled tones: each pivot
+    and item plays from its own button, the sides wait until all were heard, and the
+    arrow keys place them."""
+    entries = {
+        f"t{n}.ogg": clip("opus", seconds=0.3, pitch=(200.0 if n < 20 else 800.0) + 5 * n)
+        for n in range(40)
+    }
+    entries["manifest.csv"] = "key,label,text,image\n" + "\n".join(
+        f"tone-{n},{'low' if n < 20 else 'high'},tone {n + 1},t{n}.ogg" for n in range(40)
+    )
+    project_id = project["id"]
+    assert upload(client, auth, project_id, "items", "t.zip", zip_bytes(entries)).status_code == 201
+    settings = {"attention_rate": 0, "random_share": 0, "answers_per_rater": 4}
+    assert (
+        client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json=settings).status_code
+        == 200
+    )
+    slug = open_link(client, auth, project_id)["public_slug"]
+    build = client.post(
+        f"{API}/projects/{project_id}/builds",
+        headers=auth,
+        json={"n_trees": 1, "random_state": 3, "sort_size": 4},
+    )
+    assert build.status_code == 201, build.text
+    page = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True).new_page()
+    page.goto(f"{server}/r/{slug}")
+    page.get_by_role("button", name="Start").press("Enter")
+    until_htmx(page)
+    # The first query is a random triplet (joining holds no build query): heard, answered.
+    for number in range(3):
+        page.locator("#comparison .play").nth(number).press("Enter")
+        expect(page.locator("#comparison .clip.heard")).to_have_count(number + 1, timeout=5_000)
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("#comparison .sortee").first).to_be_visible()
+    players = page.locator("#comparison .play")
+    count = players.count()
+    assert count == 2 + page.locator("#comparison .sortee").count()  # the pivots, the items
+    expect(page.locator("#comparison .sortee input[type=radio]").first).to_be_disabled()
+    for number in range(count):
+        players.nth(number).press("Enter")
+        expect(page.locator("#comparison .clip.heard")).to_have_count(number + 1, timeout=5_000)
+    assert axe_violations(page) == []
+    shoot(page, screenshots_dir(tmp_path) / "clips-sort.png")
+    first = _query(page)
+    page.locator("body").press("Tab")  # (focus leaves the last Play button)
+    for _ in range(count - 2):
+        page.keyboard.press("ArrowLeft")
+    page.keyboard.press("Enter")
+    until(page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{first}'")
