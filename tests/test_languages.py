@@ -252,3 +252,26 @@ def test_the_questionnaire_says_what_is_wrong_in_the_raters_language(client, aut
     refused = client.post(f"/r/{slug}/questionnaire", data={"q-age": "vingt"})
     assert refused.status_code == 422
     assert "Doit être un nombre" in refused.text
+
+
+def test_the_rater_api_words_practice_feedback_in_the_raters_language(client, auth, shapes):
+    project_id, slug = shapes
+    configure(
+        client,
+        auth,
+        project_id,
+        languages=["en", "fr"],
+        practice={"trials": [{"items": ["circle", "oval", "square"], "answer": ["oval"]}]},
+    )
+    joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": "api-fr"})
+    token = {"X-Rater-Token": joined.json()["rater_token"], "Accept-Language": "fr-FR"}
+    shown = client.get(f"{API}/rate/{slug}/next", headers=token).json()["comparison"]
+    wrong = "right" if shown["left"]["key"] == "oval" else "left"
+    answered = client.post(
+        f"{API}/rate/{slug}/answers",
+        headers=token,
+        json={"query_id": shown["query_id"], "choice": wrong},
+    )
+    assert answered.json()["feedback"]["message"] == (
+        "Pas tout à fait\u00a0: la réponse attendue était «\u00a0an oval\u00a0»."
+    )

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from app.core import metrics
 from app.core.deps import transaction
 from app.core.errors import Conflict
+from app.core.i18n import ENGLISH, Wording, wording_for
 from app.core.routes import StrictJSONRoute
 from app.raters import arms
 from app.raters.service import project_by_slug
@@ -53,7 +54,11 @@ def _item(media: str, shown: Shown) -> ShownItem:
     )
 
 
-def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterStateOut:
+def state_out(
+    request: Request, slug: str, state: rating.RaterState, wording: Wording = ENGLISH
+) -> RaterStateOut:
+    """The rater state as the API gives it (a practice answer's feedback `message` in
+    `wording`'s language: the study's that the client's Accept-Language prefers)."""
     comparison = None
     if state.comparison is not None:
         shown = state.comparison
@@ -107,7 +112,7 @@ def state_out(request: Request, slug: str, state: rating.RaterState) -> RaterSta
             correct=state.feedback.correct,
             expected=list(state.feedback.expected),
             given=list(state.feedback.given),
-            message=state.feedback.message(state.feedback_names or {}),
+            message=state.feedback.message(state.feedback_names or {}, wording),
         ),
         practice_screen=state.practice_screen,
         practice_screens=state.practice_screens,
@@ -237,4 +242,8 @@ def _answer(
             draws=draws,
             plays=body.plays,
         )
-    return state_out(request, slug, state)
+        project = current.project
+        wording = wording_for(
+            request.headers.get("accept-language"), project.languages, project.texts
+        )
+    return state_out(request, slug, state, wording)
