@@ -10,9 +10,17 @@ from playwright.sync_api import expect
 
 from app.models import Assignment
 from tests.pages.test_language_pages import axe_violations
-from tests.support.browser import screenshots_dir, shoot, until, until_htmx
+from tests.support.browser import (
+    answered,
+    screenshots_dir,
+    shoot,
+    shown_query,
+    until,
+    until_htmx,
+)
 from tests.support.links import open_link
 from tests.support.media import clip
+from tests.support.rating import configure
 from tests.support.uploads import upload, zip_bytes
 
 API = "/api/v1"
@@ -28,17 +36,8 @@ def tones(client, auth, project):
     uploaded = upload(client, auth, project["id"], "items", "tones.zip", zip_bytes(entries))
     assert uploaded.status_code == 201, uploaded.text
     settings = {"answers_per_rater": 3, "attention_rate": 0, "completion_code": "HEARD-3"}
-    assert (
-        client.patch(
-            f"{API}/projects/{project['id']}/rating", headers=auth, json=settings
-        ).status_code
-        == 200
-    )
+    configure(client, auth, project["id"], **settings)
     return project["id"], open_link(client, auth, project["id"])["public_slug"]
-
-
-def _query(page) -> str:
-    return page.locator("#comparison input[name=query_id]").get_attribute("value")
 
 
 def test_a_rater_hears_each_clip_before_answering_and_the_plays_are_kept(
@@ -68,19 +67,18 @@ def test_a_rater_hears_each_clip_before_answering_and_the_plays_are_kept(
     expect(page.locator("#comparison .clip.heard")).to_have_count(1, timeout=5_000)
     # The answer still waits: two of the three were not heard to their end.
     page.keyboard.press("ArrowLeft")
-    assert _query(page) is not None and page.locator(".listen-first").is_visible()
+    assert shown_query(page) is not None and page.locator(".listen-first").is_visible()
     for number in (0, 1):
         players.nth(number).press("Enter")
         expect(page.locator("#comparison .clip.heard")).to_have_count(2 + number, timeout=5_000)
     expect(choose.first).to_be_enabled()
     expect(page.locator(".listen-first")).to_be_hidden()
     shoot(page, shots / "clips-heard.png")
-    first = _query(page)
+    first = shown_query(page)
     keys = page.locator("#comparison .clip").evaluate_all(
         "(clips) => clips.map(c => c.dataset.key)"
     )
-    page.keyboard.press("ArrowLeft")
-    until(page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{first}'")
+    answered(page, lambda: page.keyboard.press("ArrowLeft"))
     # The next screen's clips came before it showed: ready to play at once.
     ready = page.evaluate(
         "[...document.querySelectorAll('#comparison .media')].map(m => m.readyState)"
@@ -96,20 +94,13 @@ def test_a_rater_hears_each_clip_before_answering_and_the_plays_are_kept(
 
 def test_without_play_to_end_a_clip_screen_answers_at_once(client, auth, server, tones, browser):
     project_id, slug = tones
-    assert (
-        client.patch(
-            f"{API}/projects/{project_id}/rating", headers=auth, json={"play_to_end": False}
-        ).status_code
-        == 200
-    )
+    configure(client, auth, project_id, play_to_end=False)
     page = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True).new_page()
     page.goto(f"{server}/r/{slug}")
     page.get_by_role("button", name="Start").tap()
     until_htmx(page)
     expect(page.locator(".listen-first")).to_have_count(0)
-    first = _query(page)
-    page.locator("#comparison button.choose").nth(1).tap()
-    until(page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{first}'")
+    answered(page, lambda: page.locator("#comparison button.choose").nth(1).tap())
     box = page.locator("#comparison button.choose").last.bounding_box()
     assert box["y"] + box["height"] <= 844  # the whole clip screen fits a phone
 
@@ -132,12 +123,7 @@ def test_every_screen_of_clips_plays_and_passes_axe(
         upload(client, auth, project["id"], "items", "c.zip", zip_bytes(entries)).status_code == 201
     )
     settings = {"answers_per_rater": 2, "attention_rate": 0, **asked}
-    assert (
-        client.patch(
-            f"{API}/projects/{project['id']}/rating", headers=auth, json=settings
-        ).status_code
-        == 200
-    )
+    configure(client, auth, project["id"], **settings)
     slug = open_link(client, auth, project["id"])["public_slug"]
     page = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True).new_page()
     page.goto(f"{server}/r/{slug}")
@@ -151,14 +137,12 @@ def test_every_screen_of_clips_plays_and_passes_axe(
         expect(page.locator("#comparison .clip.heard")).to_have_count(number + 1, timeout=5_000)
     assert axe_violations(page) == []
     shoot(page, screenshots_dir(tmp_path) / f"clips-{asked['judgement']}.png")
-    first = _query(page)
     if asked["judgement"] == "odd_one_out":
-        page.keyboard.press("2")
+        answered(page, lambda: page.keyboard.press("2"))
     else:
         page.keyboard.press("1")
         page.keyboard.press("3")
-        page.keyboard.press("Enter")
-    until(page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{first}'")
+        answered(page, lambda: page.keyboard.press("Enter"))
 
 
 def test_a_sorting_screen_of_clips_is_heard_then_sorted_by_keyboard(
@@ -177,10 +161,7 @@ def test_a_sorting_screen_of_clips_is_heard_then_sorted_by_keyboard(
     project_id = project["id"]
     assert upload(client, auth, project_id, "items", "t.zip", zip_bytes(entries)).status_code == 201
     settings = {"attention_rate": 0, "random_share": 0, "answers_per_rater": 4}
-    assert (
-        client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json=settings).status_code
-        == 200
-    )
+    configure(client, auth, project_id, **settings)
     slug = open_link(client, auth, project_id)["public_slug"]
     build = client.post(
         f"{API}/projects/{project_id}/builds",
@@ -207,9 +188,7 @@ def test_a_sorting_screen_of_clips_is_heard_then_sorted_by_keyboard(
         expect(page.locator("#comparison .clip.heard")).to_have_count(number + 1, timeout=5_000)
     assert axe_violations(page) == []
     shoot(page, screenshots_dir(tmp_path) / "clips-sort.png")
-    first = _query(page)
     page.locator("body").press("Tab")  # (focus leaves the last Play button)
     for _ in range(count - 2):
         page.keyboard.press("ArrowLeft")
-    page.keyboard.press("Enter")
-    until(page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{first}'")
+    answered(page, lambda: page.keyboard.press("Enter"))

@@ -11,8 +11,9 @@ import pytest
 from playwright.sync_api import expect
 
 from app.models import Assignment
-from tests.support.browser import screenshots_dir, shoot, until, until_htmx
+from tests.support.browser import answered, screenshots_dir, shoot, until, until_htmx
 from tests.support.links import open_link
+from tests.support.rating import configure
 
 API = "/api/v1"
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
@@ -58,25 +59,15 @@ def words(client, auth, project):
     )
     assert uploaded.status_code == 201, uploaded.text
     settings = {"answers_per_rater": 6, "completion_code": "DONE-6", "attention_rate": 0}
-    assert (
-        client.patch(
-            f"{API}/projects/{project['id']}/rating", headers=auth, json=settings
-        ).status_code
-        == 200
-    )
+    configure(client, auth, project["id"], **settings)
     return project["id"], open_link(client, auth, project["id"])["public_slug"]
-
-
-def _set(client, auth, project_id, **settings):
-    response = client.patch(f"{API}/projects/{project_id}/rating", headers=auth, json=settings)
-    assert response.status_code == 200, response.text
 
 
 def test_an_arabic_study_reads_right_to_left_and_its_arrows_follow_the_sides(
     app, client, auth, server, words, browser, tmp_path
 ):
     project_id, slug = words
-    _set(client, auth, project_id, languages=["ar", "en"])
+    configure(client, auth, project_id, languages=["ar", "en"])
     shots = screenshots_dir(tmp_path)
     for screen, colours in ((DESKTOP, "light"), (PHONE, "dark")):
         context = browser.new_context(
@@ -105,13 +96,7 @@ def test_an_arabic_study_reads_right_to_left_and_its_arrows_follow_the_sides(
             with app.state.session_factory() as session:
                 assert session.get(Assignment, int(query)).choice == "right"
             for _ in range(5):
-                query = page.locator("#comparison input[name=query_id]").get_attribute("value")
-                page.keyboard.press("ArrowRight")
-                until(
-                    page,
-                    "document.getElementById('completion-code') || document.querySelector("
-                    f"'#comparison input[name=query_id]')?.value !== '{query}'",
-                )
+                answered(page, lambda: page.keyboard.press("ArrowRight"))
             expect(page.locator("#completion-code")).to_have_text("DONE-6")
             expect(page.locator(".done h1")).to_have_text("شكرًا لك!")
             assert axe_violations(page) == []
@@ -144,7 +129,7 @@ def test_every_format_speaks_the_study_language_and_passes_axe(
     client, auth, server, words, browser, tmp_path, language, asked, question
 ):
     project_id, slug = words
-    _set(client, auth, project_id, languages=[language], **asked)
+    configure(client, auth, project_id, languages=[language], **asked)
     shots = screenshots_dir(tmp_path)
     for screen, colours in ((PHONE, "light"), (DESKTOP, "dark")):
         context = browser.new_context(color_scheme=colours, bypass_csp=True, **screen)
@@ -176,7 +161,7 @@ def test_every_rater_page_state_is_done_by_keyboard_and_passes_axe(
     link's page and a wrong link's page: each by keyboard, each without a WCAG 2.2 AA
     violation axe can see, and the progress spoken by the live line."""
     project_id, slug = words
-    _set(
+    configure(
         client,
         auth,
         project_id,
@@ -229,22 +214,12 @@ def test_every_rater_page_state_is_done_by_keyboard_and_passes_axe(
     until(page, "document.getElementById('announcer').textContent.includes('0 / 4')")
     checked("task")
     for _ in range(2):
-        query = page.locator("#comparison input[name=query_id]").get_attribute("value")
-        page.keyboard.press("ArrowLeft")
-        until(
-            page, f"document.querySelector('#comparison input[name=query_id]')?.value !== '{query}'"
-        )
+        answered(page, lambda: page.keyboard.press("ArrowLeft"))
     expect(page.locator(".break-screen")).to_be_visible()
     checked("break")
     page.locator(".break-screen .continue").press("Enter")
     for _ in range(2):
-        query = page.locator("#comparison input[name=query_id]").get_attribute("value")
-        page.keyboard.press("ArrowRight")
-        until(
-            page,
-            "document.getElementById('completion-code') || document.querySelector("
-            f"'#comparison input[name=query_id]')?.value !== '{query}'",
-        )
+        answered(page, lambda: page.keyboard.press("ArrowRight"))
     expect(page.locator("#completion-code")).to_be_visible()
     checked("done")
 

@@ -181,6 +181,25 @@ def until(page, expression: str, seconds: float = 15.0) -> None:
         time.sleep(0.02)
 
 
+def shown_query(page) -> str | None:
+    """The query id of the comparison on the rating page (None once there is none)."""
+    return page.evaluate(
+        "document.querySelector('#comparison input[name=query_id]')?.value ?? null"
+    )
+
+
+def answered(page, act) -> None:
+    """Do `act` (a key pressed, a button clicked) and wait until the page shows the next
+    comparison, or the end."""
+    before = shown_query(page)
+    act()
+    until(
+        page,
+        "document.getElementById('completion-code') || document.querySelector("
+        f"'#comparison input[name=query_id]')?.value !== '{before}'",
+    )
+
+
 def until_htmx(page) -> None:
     """Wait until htmx has taken over the page's forms. `window.htmx` is defined when its
     deferred script runs, but htmx binds the forms only at DOMContentLoaded: a tap in
