@@ -192,3 +192,54 @@ def test_a_sorting_screen_of_clips_is_heard_then_sorted_by_keyboard(
     for _ in range(count - 2):
         page.keyboard.press("ArrowLeft")
     answered(page, lambda: page.keyboard.press("Enter"))
+
+
+def _tabbed(page, presses: int) -> list[dict]:
+    """What each Tab press focused: its tag, class, text, and its look while focused."""
+    seen = []
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        seen.append(
+            page.evaluate(
+                """() => {
+                    const element = document.activeElement;
+                    const style = getComputedStyle(element);
+                    const look = [style.outlineStyle, style.outlineWidth, style.borderColor,
+                                  style.boxShadow].join("|");
+                    element.dataset.focusedLook = look;
+                    return {tag: element.tagName, name: element.className || element.id,
+                            text: element.textContent.trim().slice(0, 30), look};
+                }"""
+            )
+        )
+    return seen
+
+
+def test_focus_walks_every_control_of_a_clip_screen_and_always_shows(server, tones, browser):
+    _, slug = tones
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    page.goto(f"{server}/r/{slug}")
+    page.get_by_role("button", name="Start").press("Enter")
+    until_htmx(page)
+    for number in range(3):  # heard, so the Choose buttons take focus too
+        page.locator("#comparison .play").nth(number).press("Enter")
+        expect(page.locator("#comparison .clip.heard")).to_have_count(number + 1, timeout=5_000)
+    page.evaluate("document.activeElement.blur()")
+    walked = _tabbed(page, 14)
+    # Focus leaves the controls and comes round again (nothing holds it): between two
+    # visits to the page itself, the anchor's Play, then each candidate's Play and
+    # Choose, in reading order.
+    tops = [at for at, step in enumerate(walked) if step["tag"] == "BODY"]
+    assert len(tops) >= 2
+    lap = [step["name"].split()[0] for step in walked[tops[0] + 1 : tops[1]]]
+    assert lap == ["play", "play", "candidate", "play", "candidate"]
+    # Each looks otherwise when focused than at rest.
+    page.evaluate("document.activeElement.blur()")
+    looks = page.evaluate(
+        """() => [...document.querySelectorAll('button[data-focused-look]')].map((element) => {
+            const style = getComputedStyle(element);
+            return [element.dataset.focusedLook, [style.outlineStyle, style.outlineWidth,
+                    style.borderColor, style.boxShadow].join("|")];
+        })"""
+    )
+    assert len(looks) == 5 and all(focused != rest for focused, rest in looks), looks
