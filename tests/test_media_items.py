@@ -231,3 +231,33 @@ def test_an_alt_column_names_each_file_for_screen_readers(client, auth, project)
     assert said == {"a red square", "a bird", "blue"}
     too_long = upload(client, auth, project["id"], "items", "b.csv", "key,alt\nlong," + "x" * 1001)
     assert too_long.status_code == 422 and "longer than 1000 characters" in messages(too_long)[0]
+
+
+def test_plays_sent_with_an_answer_are_kept_once_and_in_the_participants_records(
+    client, auth, project
+):
+    entries = {
+        "manifest.csv": "key,image\n" + "\n".join(f"t{n},t{n}.ogg" for n in range(4)),
+        **{f"t{n}.ogg": clip("opus", pitch=300.0 + 40 * n) for n in range(4)},
+    }
+    assert (
+        upload(client, auth, project["id"], "items", "t.zip", zip_bytes(entries)).status_code == 201
+    )
+    slug = open_link(client, auth, project["id"])["public_slug"]
+    joined = client.post(f"{API}/rate/{slug}/raters", json={"participant": "ears"})
+    token = {"X-Rater-Token": joined.json()["rater_token"]}
+    shown = client.get(f"{API}/rate/{slug}/next", headers=token).json()["comparison"]
+    keys = [shown[side]["key"] for side in ("anchor", "left", "right")]
+    plays = {keys[0]: 1, keys[1]: 3, keys[2]: 1}
+    body = {"query_id": shown["query_id"], "choice": "left", "plays": plays}
+    bad = client.post(
+        f"{API}/rate/{slug}/answers", headers=token, json={**body, "plays": {keys[0]: -1}}
+    )
+    assert bad.status_code == 422 and "plays" in bad.text
+    assert client.post(f"{API}/rate/{slug}/answers", headers=token, json=body).status_code == 200
+    again = {**body, "plays": {keys[0]: 9, keys[1]: 9, keys[2]: 9}}  # a retry: kept once
+    assert client.post(f"{API}/rate/{slug}/answers", headers=token, json=again).json()["replayed"]
+    records = client.get(
+        f"{API}/projects/{project['id']}/participants/ears/records", headers=auth
+    ).json()
+    assert [screen["plays"] for screen in records["screens"]] == [plays]

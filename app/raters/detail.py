@@ -40,6 +40,8 @@ class RaterAnswer:
     format: JudgementFormat = TRIPLET
     shown: list[str] = field(default_factory=list)  # a screen's items, in display order
     picked: list[str] = field(default_factory=list)  # a screen's picks, in order
+    # A screen of sounds or videos: how often each item (by key) was played first.
+    plays: dict[str, int] | None = None
 
 
 def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
@@ -80,6 +82,7 @@ def answers(*, session: Session, rater: Rater, limit: int) -> list[RaterAnswer]:
                 # A check's anchor is one of the candidates: choosing it is the answer.
                 passed=(chosen == row.anchor_id) if attention else None,
                 format=row.format,
+                plays=row.plays,
             )
         )
     return found
@@ -106,6 +109,7 @@ def _screen_answer(row: Assignment, format: PickedScreen, keys: dict[int, str]) 
         format=row.format,
         shown=[keys.get(item, "?") for item in shown],
         picked=[keys.get(item, "?") for item in picked],
+        plays=row.plays,
     )
 
 

@@ -210,6 +210,7 @@ def records(*, session: Session, project: Project, participant: str) -> dict[str
                 "chose": answer.picked or answer.chosen,
                 "attention_check_passed": answer.passed,
                 "response_time_ms": answer.response_time_ms,
+                "plays": answer.plays,
             }
             for answer in detail.answers(session=session, rater=rater, limit=RECORDS_LIMIT)
         ],
