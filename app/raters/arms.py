@@ -21,21 +21,11 @@ from sqlalchemy.orm import Session
 
 from app.core import caches
 from app.core.errors import Conflict
+from app.designs.arms import OVERRIDES, own_or_study
 from app.formats import study_format
 from app.models import Project, Rater
 from app.models._types import utcnow
 from app.raters import places
-
-# The settings an arm may set for its participants, as the study's own columns.
-OVERRIDES = (
-    "judgement",
-    "shown",
-    "picks",
-    "question",
-    "instructions",
-    "practice",
-    "random_share",
-)
 
 
 @dataclass(frozen=True)
@@ -167,8 +157,8 @@ def _view(project: Project, arm: dict[str, Any] | None) -> Project:
     if arm is None:  # an arm removed since the rater joined: the study as it is
         return copy
     for name in OVERRIDES:
-        if arm.get(name) is not None:
-            setattr(copy, name, study_format(arm[name]) if name == "judgement" else arm[name])
+        value = own_or_study(project, arm, name)
+        setattr(copy, name, study_format(value) if name == "judgement" else value)
     if arm.get("judgement") is not None and arm.get("question") is None:
         # A format of its own asks its own question, unless the study's was reworded.
         if project.question == project.judgement.default_question:

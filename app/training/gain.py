@@ -30,6 +30,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.errors import ServiceError
+from app.designs.arms import own_or_study
 from app.learn.gain import Needed, active_gain, error_interval
 from app.models import Job, JobStatus, LearnedModel, ModelVersion, Project
 from app.scheduling.thresholds import excluded_rater_ids
@@ -56,12 +57,10 @@ RECENT_JOBS = 50
 def asking(project: Project) -> dict[str, str]:
     """Each arm's way of asking: "random" where every question it asks (checks aside)
     is drawn at random (its random share is 1), else "active"."""
-    found = {}
-    for arm in project.arms or []:
-        share = arm.get("random_share")
-        share = project.random_share if share is None else share
-        found[arm["name"]] = RANDOM if share >= 1 else ACTIVE
-    return found
+    return {
+        arm["name"]: RANDOM if own_or_study(project, arm, "random_share") >= 1 else ACTIVE
+        for arm in project.arms or []
+    }
 
 
 def why_not(project: Project, model: LearnedModel) -> str | None:
