@@ -256,3 +256,62 @@ def test_the_repeated_screens_are_the_same_for_every_rater():
     other = [ODD_ONE_OUT.repeated(study, ids, n, salt=8) for n in range(100)]
     assert first == again and first != other
     assert len({screen.key for screen in first}) > 90
+
+
+def test_the_items_of_sorting_screens_several_raters_sorted_give_their_ceiling(
+    client, auth, project, app
+):
+    """A CompRF build that sorts 6 items a screen and wants 2 answers a query: two raters
+    each sort the root's items beside its pivots, and each item's question (the item and
+    the pivots) is one of the ceiling's, as a triplet answered twice is."""
+    pid = project["id"]
+    rows = "key,label\n" + "".join(f"k{i},{'low' if i < 15 else 'high'}\n" for i in range(30))
+    made = client.post(f"{API}/projects/{pid}/items", headers=auth, files={"file": ("i.csv", rows)})
+    assert made.status_code == 201, made.text
+    assert set_rating(client, auth, pid, attention_rate=0, random_share=0).status_code == 200
+    build = client.post(
+        f"{API}/projects/{pid}/builds",
+        headers=auth,
+        json={"n_trees": 1, "random_state": 0, "sort_size": 6, "answers_per_query": 2},
+    )
+    assert build.status_code == 201, build.text
+    slug = open_link(client, auth, pid)["public_slug"]
+    for side in ("left", "right"):  # (sides by the pivots as each screen drew them)
+        token = join_rater(client, slug)
+        first = next_screen(client, slug, token)  # a random triplet: joining holds none
+        assert (
+            answer_screen(client, slug, token, first["query_id"], choice="left").status_code == 200
+        )
+        for _ in range(8):  # the root's items: first answers, then the second ones
+            screen = next_screen(client, slug, token)
+            if screen is None or screen["format"] != "sort":
+                break
+            sides = [{"key": item["key"], "side": side} for item in screen["items"]]
+            answered = answer_screen(client, slug, token, screen["query_id"], sides=sides)
+            assert answered.status_code == 200, answered.text
+    sorted_ids = {row.id for row in rows_of(app, Judgement, pid) if row.format == "sort"}
+    told = [row for row in rows_of(app, Triplet, pid) if row.judgement_id in sorted_ids]
+
+    def question(row) -> tuple:
+        return (row.anchor_id, *sorted((row.closer_id, row.farther_id)))
+
+    raters_of: dict[tuple, set] = {}
+    for row in told:
+        raters_of.setdefault(question(row), set()).add(row.rater_id)
+    shared = sorted(q for q, raters in raters_of.items() if len(raters) >= 2)
+    number = {q: at for at, q in enumerate(shared)}
+    answers = np.array(
+        [
+            (number[question(row)], row.rater_id, row.closer_id)
+            for row in sorted(told, key=lambda row: row.id)
+            if question(row) in number
+        ]
+    )
+    assert len(shared) >= 6  # the second rater sorted the first one's items again
+    ceiling = _ceiling(client, auth, pid)
+    offline = noise_ceiling(answers[:, 0], answers[:, 1], answers[:, 2])
+    assert (ceiling["screens"], ceiling["raters"]) == (len(shared), 2)
+    assert ceiling["answers"] == 2 * len(shared)
+    assert ceiling["why"] is None
+    assert ceiling["accuracy"] == pytest.approx(offline.accuracy)
+    assert (ceiling["low"], ceiling["high"]) == pytest.approx((offline.low, offline.high))

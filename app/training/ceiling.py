@@ -21,10 +21,11 @@ from dataclasses import asdict
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import and_, case, exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.core import caches
+from app.formats import SORT
 from app.formats import every as every_format
 from app.learn.ceiling import noise_ceiling
 from app.models import Judgement, Project, Triplet
@@ -148,14 +149,19 @@ def _computed(session: Session, project_id: int, excluded: list[int]) -> dict[st
 
 
 def _plain_answers(project_id: int, excluded: list[int]):
-    """The raters' published answers to plain triplet questions (a screen's triplets are
-    its judgement's), excluded raters left out."""
+    """The raters' published answers to plain triplet questions, excluded raters left out:
+    a triplet's own answer, and each item's of a sorting screen (a CompRF query, item and
+    pivots, that several raters may answer on screens of their own); an odd-one-out's or
+    rank screen's triplets are its judgement's, which counts as a whole."""
+    sorted_on_a_screen = exists().where(
+        Judgement.id == Triplet.judgement_id, Judgement.format == SORT.name
+    )
     return (
         Triplet.project_id == project_id,
         published(project_id),
         Triplet.rater_id.is_not(None),
         Triplet.rater_id.not_in(excluded),
-        Triplet.judgement_id.is_(None),
+        or_(Triplet.judgement_id.is_(None), sorted_on_a_screen),
     )
 
 
