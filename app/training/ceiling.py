@@ -3,7 +3,8 @@ rater's choice on the screens several of them answered (app/learn/ceiling.py), t
 any model of the choices can expect. Read from the judgements that share a screen
 (`judgements.screen`): those the study repeated on purpose (`repeat_share`), and any an
 upload holds; and from the plain triplet answers that share a question (anchor and pair):
-those a CompRF build asks of several raters for its majority, and any an upload holds.
+those a CompRF build asks of several raters for its majority (on a triplet screen, or as
+an item of a sorting screen), and any an upload holds.
 Excluded raters are left out, as from every fit; the first pick of a rank screen is its
 choice (the one a choice model's first choice predicts), the closer item a triplet's.
 
