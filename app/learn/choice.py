@@ -76,6 +76,10 @@ class ChoiceEmbedding(BaseEstimator):
         on the held-out choices): on few answers an item, a fit that ranks the choices
         well is overconfident, and uncalibrated it would lose to the empty embedding.
     validation_fraction : the share of judgements (whole) "auto" holds out.
+    refit : with l1="auto", fit the chosen candidate on again every answer (the default)
+        and serve that; False serves the candidate as fitted on the rest and calibrated
+        on the held-out share (fewer answers, but its sharpness measured, not carried
+        over to a fit that went on: benchmarks/choice_calibration.py compares them).
     alpha : the kernel's degrees of freedom; None: max(n_components - 1, 1), as t-STE.
     passes : stochastic passes over the choices before L-BFGS-B (Adam's, per item).
     learning_rate : their Adam's step.
@@ -124,6 +128,7 @@ class ChoiceEmbedding(BaseEstimator):
         "similarity": [StrOptions(set(SIMILARITIES))],
         "l1": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "refit": ["boolean"],
         "alpha": [Interval(Real, 0, None, closed="neither"), None],
         "passes": [Interval(Integral, 0, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
@@ -140,6 +145,7 @@ class ChoiceEmbedding(BaseEstimator):
         similarity: str = "dot",
         l1="auto",
         validation_fraction: float = 0.1,
+        refit: bool = True,
         alpha: float | None = None,
         passes: int = 8,
         learning_rate: float = 0.01,
@@ -153,6 +159,7 @@ class ChoiceEmbedding(BaseEstimator):
         self.similarity = similarity
         self.l1 = l1
         self.validation_fraction = validation_fraction
+        self.refit = refit
         self.alpha = alpha
         self.passes = passes
         self.learning_rate = learning_rate
@@ -212,9 +219,12 @@ class ChoiceEmbedding(BaseEstimator):
             d = chosen["dimensions"]
         else:
             self.l1_ = float(self.l1)
-        X, curve, iterations, settled = self._descend(
-            choices, n, d, self.l1_, start, rng, counted, self.max_iter
-        )
+        if self.refit or start is None:
+            X, curve, iterations, settled = self._descend(
+                choices, n, d, self.l1_, start, rng, counted, self.max_iter
+            )
+        else:  # the chosen candidate as it was calibrated
+            X, curve, iterations, settled = start, [], 0, True
         self.loss_curve_ = np.array(curve)
         self.n_iter_, self.converged_ = iterations, settled
         if self.sharpness_ != 1.0:

@@ -162,6 +162,24 @@ def test_few_answers_an_item_are_judged_on_calibrated_probabilities_not_as_fitte
     assert model.log_loss(test) < np.log(test.n_alternatives).mean()
 
 
+def test_without_refit_the_served_model_is_the_candidate_its_sharpness_was_measured_on():
+    """refit=False serves the chosen candidate as it was fitted and calibrated, with no
+    fit past it; which serves fresh choices better depends on the study
+    (benchmarks/choice_calibration.py)."""
+    rng = np.random.default_rng(1)
+    X = _planted(400, 30, rng) * 0.65
+    train, _ = _rank(X, 4_000, 8, 2, rng)
+    test, _ = _rank(X, 8_000, 8, 2, rng)
+    shape = {"n_components": 16, "max_components": 16, "random_state": 0}
+    refitted = ChoiceEmbedding(**shape).fit(train, n_items=400)
+    kept = ChoiceEmbedding(refit=False, **shape).fit(train, n_items=400)
+    assert refitted.n_iter_ > 0
+    assert kept.n_iter_ == 0 and len(kept.loss_curve_) == 0  # no fit past the candidate
+    assert kept.l1_ == refitted.l1_ and kept.sharpness_ == refitted.sharpness_
+    assert not np.allclose(kept.embedding_[:, :1], refitted.embedding_[:, :1])
+    assert kept.log_loss(test) < np.log(test.n_alternatives).mean()  # better than guessing
+
+
 def test_the_kernel_form_learns_triplets_of_a_planted_space():
     rng = np.random.default_rng(2)
     points = rng.standard_normal((100, 2))
