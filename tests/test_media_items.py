@@ -261,3 +261,16 @@ def test_plays_sent_with_an_answer_are_kept_once_and_in_the_participants_records
         f"{API}/projects/{project['id']}/participants/ears/records", headers=auth
     ).json()
     assert [screen["plays"] for screen in records["screens"]] == [plays]
+
+
+def test_a_live_recordings_webm_is_timed_from_its_last_block():
+    """A browser's MediaRecorder writes WebM with no duration in its header and a segment
+    of unknown size: its length comes from its blocks' times."""
+    recorded = bytearray(clip("weba"))
+    duration = recorded.find(b"\x44\x89\x88")  # the header's Duration (an 8-byte float)
+    recorded[duration : duration + 11] = b"\xec\x89" + bytes(9)  # made an EBML Void
+    segment = recorded.find(b"\x18\x53\x80\x67")
+    recorded[segment + 4 : segment + 12] = b"\x01" + b"\xff" * 7  # of unknown size
+    found = inspect_clip(bytes(recorded))
+    assert found.content_type == "audio/webm"
+    assert found.seconds == pytest.approx(inspect_clip(clip("weba")).seconds, abs=0.02)
