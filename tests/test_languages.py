@@ -224,6 +224,15 @@ def test_the_settings_page_sets_the_languages_and_the_wording(app, client, auth,
         }
         refused = browser.post(settings, data=fields)
         assert refused.status_code == 422 and "Line 2: write the language" in refused.text
+        # What only the settings' schema knows is said beside its field too, never a 500.
+        for typed, said in [
+            ({"languages": "en, en"}, "each language once"),
+            ({"languages": "en, xx"}, "&#39;xx&#39; is not a language the rater pages speak"),
+            ({"texts": "es | Start | " + "x" * 2_001}, "at most 2,000 characters"),
+        ]:
+            wrong = browser.post(settings, data={**fields, "texts": "", **typed})
+            assert wrong.status_code == 422, (typed, wrong.status_code)
+            assert said in wrong.text, typed
         fields["texts"] = "es | Start | ¡Vamos!"
         saved = browser.post(settings, data=fields)
         assert saved.status_code == 200, saved.text

@@ -26,7 +26,7 @@ from app.core.db import roll_back
 from app.core.deps import SessionDep, SettingsDep, public_study_url
 from app.core.errors import InvalidUpload, Problem, ServiceError
 from app.core.fields import RowId
-from app.core.forms import read_model_form
+from app.core.forms import read_form, read_model_form
 from app.core.pages import render as page
 from app.core.pages import render_page_or_part
 from app.core.routes import StrictJSONRoute
@@ -319,7 +319,10 @@ async def save_settings(
             confirm_switch=True,
         )
     if body is not None:
-        body = RatingSettingsUpdate.model_validate(
+        # The whole body under the API's schema: what a field's own reading let through
+        # (a language twice, an over-long wording) is a message beside it, as any field's.
+        body, invalid = read_form(
+            RatingSettingsUpdate,
             {
                 **body.model_dump(exclude_unset=True),
                 "consent": consent,
@@ -330,8 +333,8 @@ async def save_settings(
                 **({"languages": languages} if "languages" in form else {}),
                 **({"texts": texts} if "texts" in form else {}),
             },
-            strict=False,
         )
+        errors.update(invalid)
     if body is None:
         return _settings_page(
             request, researcher, project, values=values, errors=errors, status_code=422

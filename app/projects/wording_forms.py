@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-from app.core import i18n
-
 TEXT_LINE = " | "  # a wording line: language | the English string | the study's words
 MOST_TEXT_LINES = 500
 
@@ -21,18 +19,7 @@ def languages_from(form) -> tuple[list[str] | None, str, str | None]:
         return None, typed, None
     if not codes:
         return None, typed, "Name at least one language (for example: en)"
-    offered = i18n.languages()
-    unknown = [code for code in codes if code not in offered]
-    if unknown:
-        return (
-            None,
-            typed,
-            (
-                f"{unknown[0]!r} is not a language the rater pages speak; they speak "
-                f"{', '.join(offered)}"
-            ),
-        )
-    return codes, typed, None
+    return codes, typed, None  # (which languages the pages speak: the settings' schema)
 
 
 def texts_from(form) -> tuple[dict[str, dict[str, str]] | None, str, str | None]:
