@@ -26,8 +26,6 @@ from babel.support import NullTranslations, Translations
 LOCALES_DIR = Path(__file__).resolve().parents[1] / "locales"
 DOMAIN = "messages"
 SOURCE_LANGUAGE = "en"  # the language the source strings are written in
-# A language tag as a study names it ("de", "pt_BR", "zh_Hant"), before it is checked.
-LANGUAGE_TAG = re.compile(r"^[a-z]{2,3}(?:[_-][A-Za-z0-9]{2,8})*$")
 PLACEHOLDER = re.compile(r"%\((\w+)\)[sd]")
 
 

@@ -134,8 +134,9 @@ def install_filters(env: Environment) -> None:
         duration=duration,
         markdown=markdown,
         item_markdown=item_markdown,
+        counted=counted,
+        translated=translated,
     )
-    env.filters.update(counted=counted, translated=translated)
     # Jinja's i18n extension, the "new style": _() and {% trans %} escape what they
     # insert, and a translation's placeholders are named (%(count)s).
     env.add_extension("jinja2.ext.i18n")

@@ -19,8 +19,8 @@ from mutagen.oggopus import OggOpus
 from mutagen.oggvorbis import OggVorbis
 from mutagen.wave import WAVE
 
-# What the rater pages play, and how the workspace names each kind.
-AUDIO, VIDEO, IMAGE = "audio", "video", "image"
+# The kinds of item file that play (kind_of: the first part of the file's type).
+AUDIO, VIDEO = "audio", "video"
 LONGEST_SECONDS = 600.0  # a clip raters compare is seconds long, not a film
 
 
@@ -33,10 +33,6 @@ class Clip:
     extension: str
     content_type: str
     seconds: float
-
-    @property
-    def kind(self) -> str | None:
-        return kind_of(self.content_type)
 
 
 def kind_of(content_type: str | None) -> str | None:
