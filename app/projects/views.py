@@ -187,7 +187,7 @@ def project_preview(
         project = service.previewed_as(project, judgement=asked[:32], **numbers)
     language = query.get("language")
     if language in project.languages:  # the screen in one of the study's languages
-        request.state.wording = i18n.Wording(language, dict(project.texts.get(language) or {}))
+        request.state.wording = i18n.wording_for(language, project.languages, project.texts)
     return page(
         request,
         "projects/preview.html",

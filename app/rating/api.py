@@ -12,14 +12,14 @@ from starlette.concurrency import run_in_threadpool
 from app.core import metrics
 from app.core.deps import transaction
 from app.core.errors import Conflict
-from app.core.i18n import ENGLISH, Wording, wording_for
+from app.core.i18n import ENGLISH, Wording
 from app.core.routes import StrictJSONRoute
 from app.raters import arms
 from app.raters.service import project_by_slug
 from app.rating import path
 from app.rating import service as rating
 from app.rating.cards import Shown
-from app.rating.deps import RaterToken, find_rater, media_folder
+from app.rating.deps import RaterToken, find_rater, media_folder, study_wording
 from app.rating.schemas import (
     AnswerIn,
     ComparisonOut,
@@ -242,8 +242,5 @@ def _answer(
             draws=draws,
             plays=body.plays,
         )
-        project = current.project
-        wording = wording_for(
-            request.headers.get("accept-language"), project.languages, project.texts
-        )
+        wording = study_wording(request, current.project)
     return state_out(request, slug, state, wording)

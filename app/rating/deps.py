@@ -10,6 +10,7 @@ from fastapi import Depends, Header, HTTPException, Request
 from sqlalchemy.orm import Session
 
 from app.core.deps import SessionDep
+from app.core.i18n import Wording, languages, wording_for
 from app.core.signing import RATER_COOKIE
 from app.models import Project
 from app.raters.service import authenticate_in_study, project_by_slug
@@ -22,6 +23,15 @@ MEDIA = "/media"
 def media_folder(slug: str) -> str:
     """Where the study's images are served (app/rating/views.py), without a lookup."""
     return PREFIX.format(slug=slug) + MEDIA
+
+
+def study_wording(request: Request, project: Project | None) -> Wording:
+    """What a rater reads, in the study's language their browser prefers, with the
+    study's own words (no study, as on a wrong link: any language the pages speak)."""
+    asked = request.headers.get("accept-language")
+    if project is None:
+        return wording_for(asked, languages())
+    return wording_for(asked, project.languages, project.texts)
 
 
 def get_rated_project(session: SessionDep, slug: str) -> Project:

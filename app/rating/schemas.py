@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    model_validator,
+)
 
 from app.core.fields import RequestModel
 from app.formats import TRIPLET
@@ -236,6 +243,12 @@ class SideIn(RequestModel):
 
 
 MOST_PLAYS = 1_000  # plays of one item on one screen, at most
+# How often each item of a screen (by key) was played before the answer: the API's
+# `plays`, and the page's form field read with the same rule (PLAYS).
+Plays = Annotated[
+    dict[ItemKey, Annotated[int, Field(ge=0, le=MOST_PLAYS)]], Field(max_length=MOST_PICKS + 2)
+]
+PLAYS: TypeAdapter[dict[str, int]] = TypeAdapter(Plays)
 
 
 class AnswerIn(RequestModel):
@@ -261,9 +274,8 @@ class AnswerIn(RequestModel):
         description="A sorting screen's answer: one side per item shown",
     )
     response_time_ms: int | None = Field(default=None, ge=0, le=MAX_RESPONSE_MS)
-    plays: dict[ItemKey, Annotated[int, Field(ge=0, le=MOST_PLAYS)]] | None = Field(
+    plays: Plays | None = Field(
         default=None,
-        max_length=MOST_PICKS + 2,
         description="A screen of sounds or videos: how often each item (by key) was played "
         "before the answer (stored with it)",
     )

@@ -3,12 +3,12 @@ in by htmx without a page load (and plain form posts where scripts are off)."""
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
@@ -16,7 +16,7 @@ from app.core.db import roll_back
 from app.core.deps import SessionDep, hand_cookie, is_from_another_origin, transaction
 from app.core.errors import NotFound, ServiceError, Unprocessable
 from app.core.fields import BigRowId
-from app.core.i18n import N_, languages, wording_for
+from app.core.i18n import N_
 from app.core.routes import StrictJSONRoute
 from app.core.signing import RATER_COOKIE
 from app.core.throttle import TooManyRequests
@@ -25,8 +25,8 @@ from app.raters import arms
 from app.raters import service as raters
 from app.rating import path, practice
 from app.rating import service as rating
-from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token
-from app.rating.schemas import LONGEST_KEY, MOST_PICKS, MOST_PLAYS
+from app.rating.deps import MEDIA, PREFIX, RatedProject, cookie_rater_token, study_wording
+from app.rating.schemas import LONGEST_KEY, MOST_PICKS, PLAYS
 from app.scheduling.service import MAX_RESPONSE_MS
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=StrictJSONRoute)
@@ -40,12 +40,7 @@ def _templates(request: Request):
 def _page(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
     """A rater page, in the study's language the rater's browser prefers (a page of no
     study: any language the pages speak), with the study's own words."""
-    project = context.get("project")
-    request.state.wording = wording_for(
-        request.headers.get("accept-language"),
-        project.languages if project is not None else languages(),
-        project.texts if project is not None else None,
-    )
+    request.state.wording = study_wording(request, context.get("project"))
     response = _templates(request).TemplateResponse(request, name, context, status_code=status_code)
     response.headers["Content-Language"] = request.state.wording.code.replace("_", "-")
     # The page's language follows the browser's: caches keep one copy per language.
@@ -142,9 +137,7 @@ async def start(slug: str, request: Request, session: SessionDep, project: Rated
 def _join_refusal(request: Request, project, error: ServiceError) -> str:
     """Why joining failed, as the rater reads it: a rate limit in their language."""
     if isinstance(error, TooManyRequests):
-        wording = wording_for(
-            request.headers.get("accept-language"), project.languages, project.texts
-        )
+        wording = study_wording(request, project)
         return wording.gettext(
             N_("Many people are joining right now: please try again in %(seconds)s seconds.")
         ) % {"seconds": wording.number(error.retry_after)}
@@ -207,7 +200,7 @@ async def questionnaire(slug: str, request: Request, session: SessionDep, projec
     if state.step is not path.Step.questionnaire:
         return RedirectResponse(request.url_for("rate_page", slug=slug).path, status_code=303)
     answers = _form_answers(await request.form(), project.questionnaire or {})
-    wording = wording_for(request.headers.get("accept-language"), project.languages, project.texts)
+    wording = study_wording(request, project)
     _, problems = path.answers_and_problems(project.questionnaire or {}, answers, wording)
     problems = {name: problem[:1].upper() + problem[1:] for name, problem in problems.items()}
     if problems or is_from_another_origin(request):
@@ -253,26 +246,14 @@ async def consent(slug: str, request: Request, session: SessionDep, project: Rat
 
 
 def _plays(text: str) -> dict[str, int] | None:
-    """The page's count of plays per item ({"key": 2, …}), when it is one; anything else
-    is no count, not an error (as a timing is)."""
+    """The page's count of plays per item ({"key": 2, …}), read by the API's rule, when
+    it is one; anything else is no count, not an error (as a timing is)."""
     if not text:
         return None
     try:
-        sent = json.loads(text)
-    except ValueError:
+        return PLAYS.validate_json(text, strict=True)
+    except ValidationError:
         return None
-    if not isinstance(sent, dict) or len(sent) > MOST_PICKS + 2:
-        return None
-    counted = {
-        key: count
-        for key, count in sent.items()
-        if isinstance(key, str)
-        and len(key) <= LONGEST_KEY
-        and isinstance(count, int)
-        and not isinstance(count, bool)
-        and 0 <= count <= MOST_PLAYS
-    }
-    return counted if len(counted) == len(sent) else None
 
 
 def _milliseconds(text: str) -> int | None:
