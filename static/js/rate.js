@@ -168,14 +168,21 @@
     const addresses = [...next.images]
       .map((image) => new URL(image.getAttribute("src"), document.baseURI).href)
       .filter((address) => !decoded.has(address));
-    const clips = [...next.querySelectorAll("audio[src], video[src]")]
-      .map((media) => new URL(media.getAttribute("src"), document.baseURI).href)
-      .filter((address) => !loadedClips.has(address));
-    if (!addresses.length && !clips.length) return; // all drawn before: swap now
+    // Each clip as the next screen has it (an audio or a video element: an M4A or an
+    // audio-only WebM is a sound, whatever its file's name).
+    const clips = new Map(
+      [...next.querySelectorAll("audio[src], video[src]")]
+        .map((media) => [
+          new URL(media.getAttribute("src"), document.baseURI).href,
+          media.localName,
+        ])
+        .filter(([address]) => !loadedClips.has(address)),
+    );
+    if (!addresses.length && !clips.size) return; // all drawn before: swap now
     detail.shouldSwap = false;
     preloading = true;
     const html = detail.serverResponse;
-    Promise.all([preload([...new Set(addresses)]), preloadClips([...new Set(clips)])]).then(
+    Promise.all([preload([...new Set(addresses)]), preloadClips(clips)]).then(
       () => {
         preloading = false;
         htmx.swap(detail.target, html, { swapStyle: "innerHTML" });
@@ -191,11 +198,11 @@
   let plays = {};
   let heard = new Set();
 
-  function preloadClips(addresses) {
-    const each = addresses.map(
-      (address) =>
+  function preloadClips(clips) {
+    const each = [...clips].map(
+      ([address, kind]) =>
         new Promise((done) => {
-          const media = document.createElement(/\.(mp4|webm)$/.test(address) ? "video" : "audio");
+          const media = document.createElement(kind);
           media.preload = "auto";
           media.addEventListener("canplaythrough", () => done(loadedClips.set(address, media)), {
             once: true,
@@ -234,6 +241,9 @@
       };
       media.onpause = () => showPlaying(button, false);
       media.onended = () => {
+        // Back to its start at once: a replay, or the next screen showing it again, finds
+        // it ready to play rather than seeking then.
+        media.currentTime = 0;
         heard.add(clip.dataset.key);
         clip.classList.add("heard");
         showPlaying(button, false);
@@ -266,12 +276,14 @@
     document.getElementById("comparison")?.classList.toggle("unheard", waiting);
   }
 
+  function stop(media) {
+    media.pause();
+    media.currentTime = 0;
+  }
+
   function stopAll(except) {
     for (const media of document.querySelectorAll("#comparison .media")) {
-      if (media !== except && !media.paused) {
-        media.pause();
-        media.currentTime = 0;
-      }
+      if (media !== except && !media.paused) stop(media);
     }
   }
 
@@ -280,12 +292,10 @@
     if (!button) return;
     const media = button.closest(".clip").querySelector(".media");
     if (!media.paused) {
-      media.pause();
-      media.currentTime = 0;
+      stop(media);
       return;
     }
     stopAll(media);
-    if (media.ended) media.currentTime = 0;
     media.play().catch(() => {}); // a browser that refuses shows the button unchanged
   });
   // Nothing is sent while the next screen's images load: the screen shown is answered.

@@ -109,7 +109,10 @@ def test_without_play_to_end_a_clip_screen_answers_at_once(client, auth, server,
     ("asked", "kind"),
     [
         ({"judgement": "odd_one_out"}, "webm"),
-        ({"judgement": "rank", "shown": 4, "picks": 2}, "opus"),
+        (
+            {"judgement": "rank", "shown": 4, "picks": 2},
+            "weba",
+        ),  # sounds in WebM: the file's name says nothing of their kind
     ],
 )
 def test_every_screen_of_clips_plays_and_passes_axe(
@@ -137,12 +140,23 @@ def test_every_screen_of_clips_plays_and_passes_axe(
         expect(page.locator("#comparison .clip.heard")).to_have_count(number + 1, timeout=5_000)
     assert axe_violations(page) == []
     shoot(page, screenshots_dir(tmp_path) / f"clips-{asked['judgement']}.png")
+    page.evaluate(
+        """() => document.addEventListener("htmx:afterSwap", () => {
+            window.readyAtSwap = [...document.querySelectorAll('#comparison .media')]
+                .map((media) => media.readyState);
+        }, {once: true})"""
+    )
     if asked["judgement"] == "odd_one_out":
         answered(page, lambda: page.keyboard.press("2"))
     else:
         page.keyboard.press("1")
         page.keyboard.press("3")
         answered(page, lambda: page.keyboard.press("Enter"))
+    # The next screen's clips came before it showed, as elements of their kind: ready to
+    # play the moment it was swapped in.
+    until(page, "window.readyAtSwap !== undefined")
+    ready = page.evaluate("window.readyAtSwap")
+    assert ready and min(ready) >= 3, ready
 
 
 def test_a_sorting_screen_of_clips_is_heard_then_sorted_by_keyboard(
