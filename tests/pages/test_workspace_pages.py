@@ -16,7 +16,15 @@ from playwright.sync_api import expect
 
 from app.auth.service import create_token, set_researcher_password
 from app.core.db import unit_of_work
-from tests.support.browser import DESKTOP, PHONE, look_at_pages, screenshots_dir, shoot, until
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    look_at_pages,
+    screenshots_dir,
+    settled,
+    shoot,
+    until,
+)
 from tests.support.links import open_link
 from tests.support.waiting import wait_for
 
@@ -417,7 +425,7 @@ def test_hostile_names_and_texts_render_as_text_on_every_page(
     ]
     for path in pages:
         page.goto(f"{server}{path}")
-        page.wait_for_load_state("networkidle")
+        settled(page)
         assert page.evaluate("window.pwned") is None
     for _ in range(60):  # the preview draws three of 12 items at random: see the hostile one
         page.goto(f"{server}/projects/{pid}/preview")

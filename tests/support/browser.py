@@ -181,6 +181,15 @@ def until(page, expression: str, seconds: float = 15.0) -> None:
         time.sleep(0.02)
 
 
+def settled(page) -> None:
+    """Until the page loaded, the fragments htmx fetches on load arrived and two frames
+    were drawn. Playwright's "networkidle" waits for half a second without a request after
+    every load (~20 s of a run of the pages), and never comes on a page that polls."""
+    page.wait_for_load_state("load")
+    until(page, "!document.querySelector('.htmx-request')", seconds=10)
+    page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
 def shown_query(page) -> str | None:
     """The query id of the comparison on the rating page (None once there is none)."""
     return page.evaluate(
@@ -294,14 +303,14 @@ def look_at_pages(page, browser, server: str, pages: dict[str, str], shots: Path
         for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
             page.set_viewport_size(viewport)
             page.goto(f"{server}{path}")
-            page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(shots / f"every-{name}-{size}.png"), full_page=True)
+            settled(page)
+            shoot(page, shots / f"every-{name}-{size}.png", full_page=True)
             if size == "phone":
                 width = page.evaluate("document.documentElement.scrollWidth")
                 assert width <= PHONE["width"], f"{name} scrolls sideways on a phone ({width}px)"
         dark.goto(f"{server}{path}")
-        dark.wait_for_load_state("networkidle")
-        dark.screenshot(path=str(shots / f"every-{name}-dark.png"), full_page=True)
+        settled(dark)
+        shoot(dark, shots / f"every-{name}-dark.png", full_page=True)
     dark.close()
     page.set_viewport_size(DESKTOP)
     assert refused == []
