@@ -33,8 +33,8 @@ def test_a_crowd_builds_a_forest_over_http_through_two_server_kills(database, tm
         database_url=url,
         sessions=sessions,
         folder=tmp_path / "data",
-        n_items=300,
-        n_test=150,
+        n_items=200,
+        n_test=100,
         trees=3,
         raters=10,
         noise=0.1,
@@ -43,7 +43,7 @@ def test_a_crowd_builds_a_forest_over_http_through_two_server_kills(database, tm
         # (random triplets) while the worker stepped the build level by level, and the
         # test spent its time serving them.
         think_time=0.05,
-        kill_at=(1500, 5000),
+        kill_at=(1000, 3000),  # of ~5,100 answers
         timeout=900,
     )
     print(result.report.summary(), result.accuracy, result.offline_accuracy)
@@ -51,9 +51,9 @@ def test_a_crowd_builds_a_forest_over_http_through_two_server_kills(database, tm
     assert result.kills == 2 and result.report.retries > 0  # the kills were felt
     assert len(set(result.report.acknowledged)) == result.acknowledged
     assert result.stored_twice == 0 and result.acknowledged_missing == 0
-    # Three noisy trees on 150 digits, tested on 150 more: offline builds with 16 other
-    # seeds score 0.74 +- 0.03 (lowest 0.68), so two builds differ by 0.04 (one sd) by
-    # chance; 0.2 is five sd. (Half the digits train: half the answers of a 240-digit
-    # build, and a steadier figure than its 60 test digits gave.)
+    # Three noisy trees on 100 digits, tested on 100 more: offline builds with 16 seeds
+    # score 0.71 +- 0.03 (lowest 0.66), so two builds differ by 0.04 (one sd) by chance;
+    # 0.2 is five sd. (Half the digits train: a steadier figure than few test digits give,
+    # and 1,600 queries asked 3 times each, where 150 training digits took 2,750.)
     assert result.accuracy > 0.6
     assert abs(result.accuracy - result.offline_accuracy) <= 0.2
