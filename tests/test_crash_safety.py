@@ -29,7 +29,7 @@ def crashable_server():
 
 def test_no_acknowledged_answer_is_lost_or_doubled_across_ten_crashes(crashable_server, tmp_path):
     run = crash_run(
-        server=crashable_server, folder=tmp_path / "data", crashes=10, gaps=(1.0, 3.0), seed=1
+        server=crashable_server, folder=tmp_path / "data", crashes=10, gaps=(0.5, 2.0), seed=1
     )
     print(run.table(), run.report.summary(), dict(run.report.server_errors))
     assert len(run.crashes) == 10
