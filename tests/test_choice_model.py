@@ -304,3 +304,21 @@ def test_a_fit_no_better_than_guessing_says_so(app, client, auth, project):
     assert metrics["chance_log_loss"] == pytest.approx(np.log(3))
     assert metrics["heldout_log_loss"] >= metrics["chance_log_loss"]
     assert "no better than guessing" in version["message"]
+
+
+def test_a_fit_whose_chosen_candidate_did_not_settle_says_where_it_stopped(
+    app, client, auth, study
+):
+    """With l1 "auto", the version's `converged` is the chosen candidate's fit's (a third
+    of max_iter; the refit from it is a short step by design), and the message says so."""
+    pid, *_ = study
+    model = create_model(
+        client, auth, pid, name="hasty", kind="choice", params={"n_components": 4, "max_iter": 6}
+    )
+    _run_jobs(app)
+    version = get_model(client, auth, pid, model["id"])["serving"]
+    assert version["converged"] is False
+    assert (
+        "not converged: the chosen candidate's fit stopped at max_iter / 3 (2 L-BFGS "
+        "iterations); raise max_iter" in version["message"]
+    ), version["message"]

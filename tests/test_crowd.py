@@ -43,7 +43,7 @@ def test_a_crowd_builds_a_forest_over_http_through_two_server_kills(database, tm
         # (random triplets) while the worker stepped the build level by level, and the
         # test spent its time serving them.
         think_time=0.05,
-        kill_at=(1000, 3000),  # of ~5,100 answers
+        kill_at=(1000, 3000),  # of ~6,000 answers
         timeout=900,
     )
     print(result.report.summary(), result.accuracy, result.offline_accuracy)

@@ -149,10 +149,15 @@ def fit_choice(
             )
         )
     if not model.converged_:
-        notes.append(
-            f"not converged: stopped at max_iter ({model.max_iter} L-BFGS iterations); raise "
-            "max_iter for a settled embedding"
+        # Where candidates were tried, converged_ is the chosen one's fit's, which has a
+        # third of max_iter (the refit from it is a short step by design).
+        stopped = (
+            f"the chosen candidate's fit stopped at max_iter / 3 ({model.max_iter // 3} "
+            "L-BFGS iterations)"
+            if "candidates" in (model.selection_ or {})
+            else f"stopped at max_iter ({model.max_iter} L-BFGS iterations)"
         )
+        notes.append(f"not converged: {stopped}; raise max_iter for a settled embedding")
     answered = np.unique(train.pairs[train.pairs >= 0])
     metrics["items_answered"] = len(answered)
     if unbiased is not None and not unbiased.all():
