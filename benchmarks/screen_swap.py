@@ -1,19 +1,28 @@
 """Screens that arrive whole: the blank time after each swap (from the moment the next
 comparison replaces the current one until every image of it is drawn) and click → next
-screen, in Chromium, with the page's preloading (the next screen's images decoded
-before the swap) against the same page without it (the peer: the swap as htmx does it
-by itself), locally and on a throttled link, in the same run.
+screen, in Chromium, locally and on a throttled link, in the same run, for three pages:
+
+- "ahead": the page as it is. The comparison likely next (drawn as the one on screen
+  was served: app/scheduling/upcoming.py) is loaded while the rater looks at the current
+  one, and the next screen's images are waited for before the swap where they are not
+  in memory;
+- "at the swap": the same page without the hints of the next comparison (as it was
+  before they came: the wait at the swap only);
+- "without (peer)": the swap as htmx does it by itself, no preloading at all.
 
 The service runs as `closer serve` does by default (SQLite, the worker in-process) in a
-thread; the study is 30 photographs-like noisy JPEGs of 320 px (~30 KB each) asked as
-triplets. "Without preloading" stops the page's beforeSwap listener from seeing the
-swap (a capturing listener on the window), which is the page before it preloaded.
+thread; the study is 300 photographs-like noisy JPEGs of 320 px (~30 KB each) asked
+as triplets (`--items`; with 30, every image is soon in the browser's cache). "Without preloading" stops the page's beforeSwap listener from seeing the
+swap (a capturing listener on the window) and removes the page's hints of the next
+comparison (`.upcoming`) before the page sees them; "at the swap" only removes the
+hints.
 
-With `--clips` the items are 30 sounds (Ogg Opus, 1.5 s, ~24 KB each) and "blank" is
+With `--clips` the items are sounds (Ogg Opus, 1.5 s, ~24 KB each) and "blank" is
 the time from the swap until every clip of the screen can play through (0: ready at the
 swap): the page loads the next screen's clips before it shows them.
 
-    .venv/bin/python benchmarks/screen_swap.py [--screens 30] [--clips]
+    .venv/bin/python benchmarks/screen_swap.py [--screens 30] [--items 300] [--clips]
+        [--look-ms 1000]
 """
 
 from __future__ import annotations
@@ -68,6 +77,17 @@ LISTEN = """() => {
 }"""
 WITHOUT_PRELOADING = """() => window.addEventListener("htmx:beforeSwap",
     (event) => event.stopPropagation(), true)"""
+AT_THE_SWAP_ONLY = """() => {
+    const drop = () => document.querySelectorAll("#comparison .upcoming")
+        .forEach((hint) => hint.remove());
+    window.addEventListener("DOMContentLoaded", drop, true);
+    window.addEventListener("htmx:afterSwap", drop, true);
+}"""
+PAGES = {
+    "without (peer)": f"() => {{ ({WITHOUT_PRELOADING})(); ({AT_THE_SWAP_ONLY})(); }}",
+    "at the swap": AT_THE_SWAP_ONLY,
+    "ahead": None,
+}
 SLOW_LINK = {
     "offline": False,
     "latency": 150,
@@ -106,9 +126,9 @@ def sounds(count: int) -> bytes:
     return buffer.getvalue()
 
 
-def study(http: httpx.Client, clips: bool) -> str:
+def study(http: httpx.Client, clips: bool, count: int) -> str:
     project = http.post(f"{API}/projects", json={"name": "swap"}).json()["id"]
-    items = sounds(30) if clips else photographs(30)
+    items = sounds(count) if clips else photographs(count)
     http.post(
         f"{API}/projects/{project}/items", files={"file": ("p.zip", items)}
     ).raise_for_status()
@@ -119,12 +139,14 @@ def study(http: httpx.Client, clips: bool) -> str:
     return http.get(f"{API}/projects/{project}/rating").json()["public_slug"]
 
 
-def rate(browser, base: str, slug: str, screens: int, *, preload: bool, slow: bool):
+def rate(
+    browser, base: str, slug: str, screens: int, look_ms: int, *, changed: str | None, slow: bool
+):
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport={"width": 1280, "height": 800})
-    if not preload:
-        page.add_init_script(f"({WITHOUT_PRELOADING})()")
+    if changed is not None:
+        page.add_init_script(f"({changed})()")
     page.goto(f"{base}/r/{slug}")
     page.get_by_role("button", name="Start").click()
     page.wait_for_url("**/rate")
@@ -137,7 +159,7 @@ def rate(browser, base: str, slug: str, screens: int, *, preload: bool, slow: bo
         link.send("Network.emulateNetworkConditions", SLOW_LINK)
     for _ in range(screens):
         before = page.locator("#comparison input[name=query_id]").get_attribute("value")
-        page.wait_for_timeout(150)  # a rater's look at the screen
+        page.wait_for_timeout(look_ms)  # a rater's look at the screen
         page.locator('#comparison button[value="left"]').click()
         expect(page.locator("#comparison input[name=query_id]")).not_to_have_value(
             before, timeout=20_000
@@ -153,6 +175,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--screens", type=int, default=30)
     parser.add_argument("--clips", action="store_true", help="sounds, not images")
+    parser.add_argument(
+        "--items",
+        type=int,
+        default=300,
+        help="the study's items (with few, every image is soon in the browser's cache)",
+    )
+    parser.add_argument(
+        "--look-ms",
+        type=int,
+        default=1000,
+        help="how long the rater looks at each screen before answering (people take 1-3 s)",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="closer-swap-"))
     url = f"sqlite:///{folder / 'closer.db'}"
@@ -169,33 +203,33 @@ def main() -> None:
     with serve_in_thread(settings) as base:
         auth = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
-            slug = study(http, args.clips)
+            slug = study(http, args.clips, args.items)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=chromium_path(), args=CHROMIUM_ARGS
             )
             for slow in (False, True):
-                for preload in (False, True):
+                for name, changed in PAGES.items():
                     blank, spans = rate(
-                        browser, base, slug, args.screens, preload=preload, slow=slow
+                        browser, base, slug, args.screens, args.look_ms, changed=changed, slow=slow
                     )
-                    rows.append((slow, preload, blank, spans))
+                    rows.append((slow, name, blank, spans))
             browser.close()
 
     kind = "sounds (ready to play through)" if args.clips else "images (drawn)"
     print(
         f"\nscreens arriving whole, {kind}, Chromium, SQLite, this machine "
-        f"({args.screens} screens each)"
+        f"({args.screens} screens each, {args.look_ms} ms on each before the answer)"
     )
     print(
         f"{'link':<10}{'page':<18}{'blank median':>13}{'blank p90':>10}{'screens blank':>14}"
         f"{'click→swap median':>19}"
     )
-    for slow, preload, blank, spans in rows:
+    for slow, name, blank, spans in rows:
         p90 = statistics.quantiles(blank, n=10)[-1] if len(blank) > 1 else blank[0]
         print(
             f"{'throttled' if slow else 'local':<10}"
-            f"{'preloading' if preload else 'without (peer)':<18}"
+            f"{name:<18}"
             f"{statistics.median(blank):>11.1f}ms{p90:>8.1f}ms"
             f"{sum(ms > 0 for ms in blank):>9} of {len(blank):<3}"
             f"{statistics.median(spans):>17.1f}ms"

@@ -862,6 +862,7 @@ class TestAnswerFunction:
                         served_at=now,
                         expires_at=now + timedelta(hours=1),
                         answered_at=None if number == len(queries) - 1 else now,
+                        upcoming_purpose=int(Purpose.random),  # drawn at the answer
                     )
                 )
             session.flush()
@@ -1103,3 +1104,77 @@ def test_a_large_crowd_is_listed_a_page_at_a_time(client, auth, study):
     assert sum(pages, []) == everyone
     refused = client.get(url, params={"limit": 10_001}, headers=auth)
     assert refused.status_code == 422 and "limit" in refused.text
+
+
+def test_each_comparison_names_the_items_of_the_one_likely_next(app, client, auth, study):
+    """The state names the items of the comparison likely next (`upcoming`: drawn as the
+    one on screen was served), so that a page loads them while the rater answers.
+    Without a build every next comparison is the one named, a reload names the same;
+    with a build's queue open, the queue's turns name none (a build's question is
+    chosen at the answer) and the checks and random questions come as named."""
+    project_id, slug, _ = study
+    configure(
+        client,
+        auth,
+        project_id,
+        random_share=0.3,
+        attention_rate=0.1,
+        answers_per_rater=0,
+        repeat_share=0,
+    )
+
+    def items(comparison) -> set[str]:
+        return {comparison[side]["key"] for side in ("anchor", "left", "right")}
+
+    rater, state = join(client, slug)
+    for number in range(30):
+        named = {item["key"] for item in state["upcoming"]}
+        if number % 10 == 5:  # a reload: the same comparison, the same named next
+            again = client.get(f"{API}/rate/{slug}/next", headers=rater).json()
+            assert again["comparison"] == state["comparison"]
+            assert again["upcoming"] == state["upcoming"]
+        state = answer(client, slug, rater, state["comparison"]["query_id"], "left").json()
+        assert named and items(state["comparison"]) == named
+
+    start_build(client, auth, project_id, n_trees=2, answers_per_query=2, random_state=0)
+    # The comparison on screen named its next before the build opened the queue: that
+    # one may be a build's question instead.
+    state = answer(client, slug, rater, state["comparison"]["query_id"], "left").json()
+    came_as_named = named_none = 0
+    for _ in range(40):
+        named = {item["key"] for item in state["upcoming"]}
+        state = answer(client, slug, rater, state["comparison"]["query_id"], "left").json()
+        if named:
+            assert items(state["comparison"]) == named
+            came_as_named += 1
+        else:
+            named_none += 1
+    assert came_as_named >= 4 and named_none >= 15
+
+
+def test_a_screen_study_names_the_items_of_its_next_screen(client, auth, study):
+    """A rank study's state names the reference and items of the screen likely next,
+    and that screen comes (no build: every turn is drawn ahead)."""
+    project_id, slug, _ = study
+    configure(
+        client,
+        auth,
+        project_id,
+        judgement="rank",
+        shown=4,
+        picks=2,
+        random_share=0.3,
+        attention_rate=0.2,
+        answers_per_rater=0,
+    )
+    rater, state = join(client, slug)
+    for _ in range(12):
+        comparison = state["comparison"]
+        named = {item["key"] for item in state["upcoming"]}
+        picks = list(dict.fromkeys(item["key"] for item in comparison["items"]))[:2]
+        sent = {"query_id": comparison["query_id"], "picks": picks}
+        response = client.post(f"{API}/rate/{slug}/answers", headers=rater, json=sent)
+        assert response.status_code == 200, response.text
+        state = response.json()
+        shown = state["comparison"]
+        assert named == {shown["reference"]["key"], *(item["key"] for item in shown["items"])}

@@ -9,6 +9,7 @@ from app.models.member import ProjectInvitation, ProjectMember, ProjectRole
 from app.models.project import DesignVersion, LabelType, LinkState, Project
 from app.models.queue import (
     ADAPTIVE_PURPOSES,
+    FROM_QUEUE,
     Assignment,
     Choice,
     Purpose,
@@ -37,6 +38,7 @@ from app.models.webhook import Webhook, WebhookDelivery
 
 __all__ = [
     "ADAPTIVE_PURPOSES",
+    "FROM_QUEUE",
     "AnswerTally",
     "AnswerTallyCursor",
     "ApiToken",

@@ -29,6 +29,10 @@ class Purpose(IntEnum):
 # answers are fitted but never held out to measure a model (migration 0014 marks them).
 ADAPTIVE_PURPOSES = frozenset({Purpose.routing, Purpose.build, Purpose.majority, Purpose.proposal})
 
+# An assignment's `upcoming_purpose` when the rater's next query comes from the queue:
+# whichever slot is free then (else a random question).
+FROM_QUEUE = -1
+
 
 class SlotState(StrEnum):
     open = "open"
@@ -162,6 +166,15 @@ class Assignment(Base):
     # A screen of sounds or videos: how often each item (by key) was played before the
     # answer, as the rater's page counted (null: nothing to play, or not counted).
     plays: Mapped[dict | None] = mapped_column(JsonValue)
+    # The rater's next query, decided as this one is served (app/scheduling/upcoming.py):
+    # its purpose (a check, a random or repeated question, or FROM_QUEUE), and for a check
+    # or a random question its key (and a screen's items), so that the page loads them
+    # while this one is answered. Null: decided at the answer (a sorting screen).
+    upcoming_purpose: Mapped[int | None] = mapped_column(SmallInteger)
+    upcoming_anchor_id: Mapped[int | None] = mapped_column(BigId)
+    upcoming_lo_id: Mapped[int | None] = mapped_column(BigId)
+    upcoming_hi_id: Mapped[int | None] = mapped_column(BigId)
+    upcoming_screen: Mapped[dict | None] = mapped_column(JsonValue)
 
     @property
     def left_id(self) -> int:

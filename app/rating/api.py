@@ -95,6 +95,7 @@ def state_out(
         blocks=state.blocks,
         break_seconds=state.break_seconds,
         comparison=comparison,
+        upcoming=[_item(_media_folder(request, slug), card) for card in state.upcoming],
         answered=state.answered,
         target=state.target,
         complete=state.completion_code is not None,

@@ -145,6 +145,14 @@ class RaterStateOut(BaseModel):
     comparison: ComparisonOut | None = Field(
         description="The next comparison; null once the session is over"
     )
+    upcoming: list[ShownItem] = Field(
+        default_factory=list,
+        description="The items of the comparison likely to come after this one (an "
+        "attention check or a random question, drawn as this one was served): fetch their "
+        "images while the rater answers, and the next screen can show whole at once. Empty "
+        "where the next comes from the study's queue (its build's questions are chosen at "
+        "the answer), or nothing is drawn ahead",
+    )
     answered: int
     target: int = Field(description="Answers that complete a session (0: no limit)")
     complete: bool = Field(description="The session is over: show the completion code")

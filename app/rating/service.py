@@ -4,7 +4,7 @@ answer it. Each use case is one call for the routes (pages and JSON alike)."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from sqlalchemy import func, select, update
@@ -41,6 +41,7 @@ from app.scheduling import service as scheduling
 from app.scheduling.answer_function import Answered, AnswerFunction
 from app.scheduling.draws import Draws
 from app.scheduling.service import ActiveRater
+from app.scheduling.upcoming import Upcoming
 from app.triplets.log import LOG_LOCK
 
 
@@ -79,6 +80,9 @@ class RaterState:
     practice_screen: int = 0  # at the practice step: the screen shown (from 1), of
     practice_screens: int = 0
     failed_practice: bool = False  # too few practice screens right: the session ended
+    # The items of the comparison after this one, as far as it is drawn ahead
+    # (app/scheduling/upcoming.py): the page loads them while the rater answers.
+    upcoming: tuple[Shown, ...] = ()
 
 
 def roll(request) -> Draws:
@@ -109,9 +113,11 @@ def state(
     draws: Draws,
     replayed: bool = False,
     just_answered: bool = False,
+    upcoming: Upcoming | None = None,
 ) -> RaterState:
     """The rater's next comparison (leased to them) and their progress; nothing is
-    served before the study's consent is given."""
+    served before the study's consent is given. After an answer, the next is the one
+    decided as the answered one was served (`upcoming`)."""
     if path.before_the_task(project, rater) or path.runs_out(
         session=session, project=project, rater=rater
     ):
@@ -122,20 +128,32 @@ def state(
             return _progress(project, rater.answers, due, replayed, rater=rater)
         practice.skip_the_rest(session=session, project=project, rater=rater)
     comparison = None
+    following: tuple[Shown, ...] = ()
     for _ in range(3):
         assignment = scheduling.serve_next(
-            session=session, project=project, rater=rater, draws=draws, just_answered=just_answered
+            session=session,
+            project=project,
+            rater=rater,
+            draws=draws,
+            just_answered=just_answered,
+            upcoming=upcoming,
         )
         comparison = None if assignment is None else comparison_of(session, project, assignment)
         if assignment is None or comparison is not None:
+            if assignment is not None and assignment.upcoming is not None:
+                following = tuple(
+                    card_cache().get(session, project, assignment.upcoming.items) or ()
+                )
             break
         # It names an item deleted since it was drawn: withdrawn, and another served.
         scheduling.withdraw(session=session, assignment_id=assignment.assignment_id)
-        just_answered = True
+        just_answered, upcoming = True, None
     screened_out = scheduling.is_screened_out(project, rater)
     shown = _progress(
         project, rater.answers, comparison, replayed, screened_out=screened_out, rater=rater
     )
+    if shown.comparison is not None and following:
+        shown = replace(shown, upcoming=following)
     if shown.out_of_work and shown.completion_code is not None:
         # Paid with the no-more-work code: the participants list says so.
         session.execute(
@@ -362,6 +380,7 @@ def answer(
         draws=draws,
         replayed=outcome.replayed,
         just_answered=not outcome.replayed,
+        upcoming=outcome.upcoming,
     )
     scheduling.store_answer(session=session, outcome=outcome)
     return following
@@ -439,12 +458,11 @@ async def answer_quickly(
         return None  # nor one whose arms ask about items, or at a share, of their own
     if project.max_session_minutes is not None:
         return None  # nor one whose sessions run out of time (the full path reads the clock)
-    if unseen.repeats_now(project, draws):
-        return None  # nor a random question that repeats one (the full path fills them)
     item_ids = study_items.item_ids().cached(project)
     if item_ids is None:
         return None
     answered = await function.answer(
+        repeat_ahead=draws.ahead is not None and unseen.repeats_now(project, draws.ahead),
         slug=slug,
         token_hash=hash_token(token),
         assignment_id=assignment_id,
@@ -461,13 +479,16 @@ async def answer_quickly(
     build_due = answered.build_id is not None and build_jobs.step_due(answered.build_id)
     routing_due = answered.routing_id is not None and build_jobs.routing_due(answered.routing_id)
     cards = None if answered.served is None else card_cache().cached(project, answered.served[1:])
+    following: list[Shown] | None = []
+    if answered.upcoming is not None:
+        following = card_cache().cached(project, answered.upcoming)
     current = answered.settings_version == project.settings_version
     # The function draws a few random queries; a rater who has seen most of a small study
     # needs the full search, here in Python, before their session may end.
     search = scheduling.is_out_of_work(project, answered.answers, answered.served)
     quick = current and not build_due and not routing_due and not search
-    if quick and (cards or answered.served is None):
-        return project, _answered_state(project, answered, cards)
+    if quick and ((cards and following is not None) or answered.served is None):
+        return project, _answered_state(project, answered, cards, following or ())
     # A few times a second: a build step to ask for, a card or the study's settings to read.
     return await run_in_threadpool(
         _finish_quick_answer, sessions, slug, token, answered, build_due, routing_due, draws
@@ -496,26 +517,39 @@ def _finish_quick_answer(
                 session=session, routing_id=answered.routing_id, project_id=project.id
             )
         cards = withdrawn = None
+        following: list[Shown] = []
         if answered.served is not None:
             cards = card_cache().get(session, project, answered.served[1:])
             withdrawn = cards is None  # drawn from item ids read before an item was deleted
             if withdrawn:
                 scheduling.withdraw(session=session, assignment_id=answered.served[0])
+        if answered.upcoming is not None:
+            following = card_cache().get(session, project, answered.upcoming) or []
         if withdrawn or scheduling.is_out_of_work(project, answered.answers, answered.served):
             found = raters.authenticate_in_study(session=session, slug=slug, token=token)
             if found is not None:
+                # The next query as the function decided it (it served none).
+                decided = None
+                if not withdrawn and answered.next_purpose is not None:
+                    decided = Upcoming(answered.next_purpose)
                 return found[0], state(
                     session=session,
                     project=found[0],
                     rater=found[1],
                     draws=draws,
                     just_answered=True,
+                    upcoming=decided,
                 )
-    return project, _answered_state(project, answered, cards)
+    return project, _answered_state(project, answered, cards, following)
 
 
-def _answered_state(project: Project, answered: Answered, cards: list[Shown] | None) -> RaterState:
+def _answered_state(
+    project: Project, answered: Answered, cards: list[Shown] | None, following: Sequence[Shown]
+) -> RaterState:
     comparison = None
     if answered.served is not None and cards is not None:
         comparison = Comparison.triplet(answered.served[0], cards)
-    return _progress(project, answered.answers, comparison, replayed=False)
+    shown = _progress(project, answered.answers, comparison, replayed=False)
+    if shown.comparison is not None and following:
+        shown = replace(shown, upcoming=tuple(following))
+    return shown

@@ -25,7 +25,10 @@ from app.scheduling.draws import Draws
 
 log = logging.getLogger(__name__)
 
-_CALL = "SELECT * FROM closer_answer(%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint[], %s)"
+_CALL = (
+    "SELECT * FROM closer_answer(%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint[], %s, "
+    "%s, %s, %s::bigint[])"
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,11 @@ class Answered:
     routing_id: int | None
     served: tuple[int, int, int, int] | None  # (assignment id, anchor, left, right)
     arm: str | None = None  # the rater's arm (app/raters/arms.py)
+    # What the next query was to be, decided as the answered one was served (the Python
+    # path takes it on where the function served none), and the items of the one drawn
+    # ahead of the query served (app/scheduling/upcoming.py).
+    next_purpose: int | None = None
+    upcoming: tuple[int, ...] | None = None
 
 
 class AnswerFunction:
@@ -85,10 +93,14 @@ class AnswerFunction:
         draws: Draws,
         item_ids: np.ndarray,
         log_lock: int,
+        repeat_ahead: bool,
     ) -> Answered | None:
         """Record the answer in one call; None when the Python path must handle it
-        (it has then written nothing, and takes the same `draws`)."""
+        (it has then written nothing, and takes the same `draws`). `repeat_ahead`: the
+        draws ahead ask a repeated question (unseen.repeats_now)."""
         candidates = [item for triple in draws.candidates(item_ids) for item in triple]
+        ahead = draws.ahead or draws
+        ahead_candidates = [item for triple in ahead.candidates(item_ids) for item in triple]
         arguments = (
             slug,
             token_hash,
@@ -100,6 +112,9 @@ class AnswerFunction:
             draws.left_is_lo,
             candidates,
             log_lock,
+            ahead.kind,
+            repeat_ahead,
+            ahead_candidates,
         )
         if self.pool is None:
             return None  # not opened (yet): the Python path takes the answer
@@ -117,7 +132,10 @@ class AnswerFunction:
                 log.warning("answer connection lost; calling again on a fresh one")
         if row is None:  # the function always returns its one row
             return None
-        outcome, version, answers, build_id, routing_id, served, anchor, left, right, arm = row
+        (outcome, version, answers, build_id, routing_id, served, anchor, left, right, arm) = row[
+            :10
+        ]
+        next_purpose, ahead_anchor, ahead_lo, ahead_hi = row[10:]
         if outcome != "answered":
             return None
         return Answered(
@@ -127,4 +145,10 @@ class AnswerFunction:
             routing_id=routing_id,
             served=None if served is None else (served, anchor, left, right),
             arm=arm,
+            next_purpose=next_purpose,
+            upcoming=(
+                None
+                if ahead_anchor is None
+                else tuple(dict.fromkeys((ahead_anchor, ahead_lo, ahead_hi)))
+            ),
         )

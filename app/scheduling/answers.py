@@ -26,6 +26,7 @@ from app.scheduling.statements import (
     SCREEN_SERVED,
 )
 from app.scheduling.thresholds import apply_thresholds, screens_out
+from app.scheduling.upcoming import Upcoming
 
 
 @dataclass
@@ -78,6 +79,7 @@ class AnswerOutcome:
     triplet: dict | None = None  # the row to append with store_answer, last
     judgement: dict | None = None  # an answered screen's row, its triplets after it
     implied: list[dict] | None = None
+    upcoming: Upcoming | None = None  # the rater's next query, decided as this was served
 
 
 def count_answer(
@@ -114,7 +116,11 @@ def settle_slot(
 
 
 def after_check(
-    session: Session, project: Project, rater: ActiveRater, now: datetime
+    session: Session,
+    project: Project,
+    rater: ActiveRater,
+    now: datetime,
+    upcoming: Upcoming | None,
 ) -> AnswerOutcome:
     # Checks are a few in a hundred answers: the thresholds work on the full rater.
     full = session.get_one(Rater, rater.id)
@@ -122,7 +128,9 @@ def after_check(
     screened = screens_out(project=project, rater=full)
     if screened:
         full.screened_out_at = now
-    return AnswerOutcome(replayed=False, exclusion_changed=changed, screened_out=screened)
+    return AnswerOutcome(
+        replayed=False, exclusion_changed=changed, screened_out=screened, upcoming=upcoming
+    )
 
 
 def _listed(value) -> list:
@@ -172,10 +180,10 @@ def submit_screen(
     passed = check and picked is not None and format.check_passed(reference, shown, picked)
     count_answer(session, project, rater, ids, check, passed)
     if check:
-        return after_check(session, project, rater, ids["now"])
+        return after_check(session, project, rater, ids["now"], Upcoming.of(served))
     slot_owner = settle_slot(session, served.slot_id, rater, picked is not None)
     if picked is None:
-        return AnswerOutcome(replayed=False)
+        return AnswerOutcome(replayed=False, upcoming=Upcoming.of(served))
     implied = format.implied_triplets(reference, shown, picked)
     context = [] if reference is None else [reference]
     judgement = {"format": format, "context": context, "shown": shown, "chosen": picked}
@@ -197,6 +205,7 @@ def _judged(
     adaptive = served.purpose in ADAPTIVE_PURPOSES
     return AnswerOutcome(
         replayed=False,
+        upcoming=Upcoming.of(served),
         build_id=owner[0],
         routing_id=owner[1],
         judgement={**common, **judgement},

@@ -6,10 +6,15 @@
 --
 -- It runs the common case (a rater answers the unanswered, non-check query they were
 -- served) with the same rules as the Python scheduler (app/scheduling/service.py), and
--- the same random draws (app/scheduling/draws.py: p_draw, p_left_is_lo, p_candidates).
+-- the same random draws (app/scheduling/draws.py: p_draw, p_left_is_lo, p_candidates,
+-- and the draws ahead: p_ahead_draw, p_ahead_repeat, p_ahead_candidates).
+-- The next query is the one decided as the answered one was served (its upcoming_*
+-- columns: app/scheduling/upcoming.py), and the query after it is decided now, from the
+-- draws ahead, and stored with it.
 -- For every other case (a retry, an attention check, an unknown query or session, a
--- study or a screen of another format than triplets, a queue draw while a build sorts)
--- it returns outcome 'full' having written nothing, and the Python path takes the
+-- study or a screen of another format than triplets, a repeated question or a queue
+-- that sorts to serve next, a query served before the next was decided with it) it
+-- returns outcome 'full' having written nothing, and the Python path takes the
 -- request.
 -- The differential test runs the same scenarios through both and compares every row.
 
@@ -23,7 +28,10 @@ CREATE OR REPLACE FUNCTION closer_answer(
     p_draw double precision,
     p_left_is_lo boolean,
     p_candidates bigint[],
-    p_log_lock integer
+    p_log_lock integer,
+    p_ahead_draw double precision,
+    p_ahead_repeat boolean,
+    p_ahead_candidates bigint[]
 ) RETURNS TABLE (
     outcome text,
     settings_version integer,
@@ -34,7 +42,11 @@ CREATE OR REPLACE FUNCTION closer_answer(
     anchor_id bigint,
     left_id bigint,
     right_id bigint,
-    rater_arm text
+    rater_arm text,
+    next_purpose smallint,
+    upcoming_anchor_id bigint,
+    upcoming_lo_id bigint,
+    upcoming_hi_id bigint
 ) LANGUAGE plpgsql AS $$
 DECLARE
     who record;
@@ -54,6 +66,10 @@ DECLARE
     hi bigint;
     served bigint;
     draw integer;
+    ahead_purpose smallint;
+    ahead_anchor bigint;
+    ahead_lo bigint;
+    ahead_hi bigint;
 BEGIN
     SELECT r.id AS rater_id, r.excluded, r.screened_out_at, p.id AS project_id, p.settings_version,
            p.allow_cant_tell, p.answers_per_rater, p.attention_rate, p.random_share,
@@ -69,15 +85,10 @@ BEGIN
     -- Python path.
     IF NOT FOUND OR who.screened_out_at IS NOT NULL
        OR who.judgement <> 'triplet' /* formats.TRIPLET */
-       OR (p_choice = 'cant_tell' /* Choice.cant_tell */ AND NOT who.allow_cant_tell)
-       -- A build that sorts (sort_size > 1) asks its queries on sorting screens, which
-       -- the Python path serves: a draw that goes to the queue is handed over.
-       OR (p_draw >= who.attention_rate + who.random_share AND EXISTS (
-           SELECT 1 FROM builds b
-            WHERE b.project_id = who.project_id AND b.sort_size > 1
-              AND b.status = 'running' /* BuildStatus.running */)) THEN
+       OR (p_choice = 'cant_tell' /* Choice.cant_tell */ AND NOT who.allow_cant_tell) THEN
         RETURN QUERY SELECT 'full', NULL::integer, NULL::integer, NULL::integer,
-            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
+            NULL::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
         RETURN;
     END IF;
 
@@ -86,10 +97,27 @@ BEGIN
      WHERE a.id = p_assignment AND a.rater_id = who.rater_id
        AND a.answered_at IS NULL AND a.purpose <> 4 /* Purpose.attention */
        AND a.format = 'triplet' /* formats.TRIPLET */
-    RETURNING a.slot_id, a.anchor_id, a.lo_id, a.hi_id, a.left_is_lo, a.purpose INTO given;
+       -- The Python path serves a repeated question (its last places are counted by
+       -- who holds them), and a build that sorts (sort_size > 1) asks its queries on
+       -- sorting screens, which it serves too: such a next query is handed over. So is
+       -- one of a kind the study's settings no longer ask (switched off since it was
+       -- decided): the Python path decides again (upcoming.still_asked).
+       AND CASE
+           WHEN a.upcoming_purpose = 4 /* Purpose.attention */ THEN who.attention_rate > 0
+           WHEN a.upcoming_purpose = 3 /* Purpose.random */ THEN who.random_share > 0
+           WHEN a.upcoming_purpose = -1 /* models.FROM_QUEUE */ THEN
+               who.attention_rate + who.random_share < 1 AND NOT EXISTS (
+                   SELECT 1 FROM builds b
+                    WHERE b.project_id = who.project_id AND b.sort_size > 1
+                      AND b.status = 'running' /* BuildStatus.running */)
+           ELSE false END
+    RETURNING a.slot_id, a.anchor_id, a.lo_id, a.hi_id, a.left_is_lo, a.purpose,
+              a.upcoming_purpose, a.upcoming_anchor_id, a.upcoming_lo_id, a.upcoming_hi_id
+         INTO given;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'full', who.settings_version, NULL::integer, NULL::integer,
-            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
+            NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text,
+            NULL::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
         RETURN;
     END IF;
     chosen_lo := (p_choice = 'left' /* Choice.left */) = given.left_is_lo;
@@ -129,11 +157,11 @@ BEGIN
     IF who.link_state = 'open' /* LinkState.open */
        AND NOT (who.answers_per_rater > 0 AND counted >= who.answers_per_rater) THEN
         expires := p_now + make_interval(secs => who.lease_seconds);
-        IF p_draw < who.attention_rate THEN
-            purpose := 4 /* Purpose.attention */;
-        ELSIF p_draw < who.attention_rate + who.random_share THEN
-            purpose := 3 /* Purpose.random */;
-        ELSE
+        -- The next query as decided when the answered one was served: a check or a
+        -- random question (the one drawn then, if the rater was not served it since),
+        -- or the queue's first free slot (else the random question drawn for it).
+        purpose := given.upcoming_purpose;
+        IF purpose = -1 /* models.FROM_QUEUE */ THEN
             UPDATE query_slots s
                SET lease_rater_id = who.rater_id, lease_expires_at = expires
              WHERE s.id = (
@@ -158,7 +186,15 @@ BEGIN
                 purpose := 3 /* Purpose.random */;
             END IF;
         END IF;
-        IF slot IS NULL THEN
+        IF slot IS NULL AND given.upcoming_anchor_id IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM assignments x
+             WHERE x.rater_id = who.rater_id AND x.anchor_id = given.upcoming_anchor_id
+               AND x.lo_id = given.upcoming_lo_id AND x.hi_id = given.upcoming_hi_id) THEN
+            anchor := given.upcoming_anchor_id;
+            lo := given.upcoming_lo_id;
+            hi := given.upcoming_hi_id;
+        END IF;
+        IF slot IS NULL AND anchor IS NULL THEN
             -- Drawn items (anchor, p, q) in threes: the first the rater was never served.
             anchor := NULL;
             FOR draw IN 0 .. coalesce(array_length(p_candidates, 1), 0) / 3 - 1 LOOP
@@ -177,10 +213,46 @@ BEGIN
             END LOOP;
         END IF;
         IF anchor IS NOT NULL THEN
+            -- The query after it, decided now from the draws ahead: for a check or a
+            -- random question, the first drawn candidate the rater was never served
+            -- (nor is served now).
+            ahead_purpose := CASE
+                WHEN p_ahead_draw < who.attention_rate THEN 4 /* Purpose.attention */
+                WHEN p_ahead_draw >= who.attention_rate + who.random_share
+                    THEN -1 /* models.FROM_QUEUE */
+                WHEN p_ahead_repeat THEN 6 /* Purpose.repeat */
+                ELSE 3 /* Purpose.random */ END;
+            IF ahead_purpose = 3 /* Purpose.random */ OR ahead_purpose = 4 /* Purpose.attention */
+               -- The queue's turn asks a random question while the queue has no open slot.
+               OR (ahead_purpose = -1 /* models.FROM_QUEUE */ AND NOT EXISTS (
+                   SELECT 1 FROM query_slots q
+                    WHERE q.project_id = who.project_id AND q.state = 'open' /* SlotState.open */))
+            THEN
+                FOR draw IN 0 .. coalesce(array_length(p_ahead_candidates, 1), 0) / 3 - 1 LOOP
+                    first_id := CASE WHEN ahead_purpose = 4 /* Purpose.attention */
+                                     THEN p_ahead_candidates[3 * draw + 1]
+                                     ELSE p_ahead_candidates[3 * draw + 2] END;
+                    other_id := p_ahead_candidates[3 * draw + 3];
+                    IF (p_ahead_candidates[3 * draw + 1], least(first_id, other_id),
+                        greatest(first_id, other_id)) <> (anchor, lo, hi)
+                       AND NOT EXISTS (
+                        SELECT 1 FROM assignments x
+                         WHERE x.rater_id = who.rater_id
+                           AND x.anchor_id = p_ahead_candidates[3 * draw + 1]
+                           AND x.lo_id = least(first_id, other_id)
+                           AND x.hi_id = greatest(first_id, other_id)) THEN
+                        ahead_anchor := p_ahead_candidates[3 * draw + 1];
+                        ahead_lo := least(first_id, other_id);
+                        ahead_hi := greatest(first_id, other_id);
+                        EXIT;
+                    END IF;
+                END LOOP;
+            END IF;
             INSERT INTO assignments (project_id, rater_id, slot_id, purpose, anchor_id, lo_id,
-                                     hi_id, left_is_lo, served_at, expires_at)
+                                     hi_id, left_is_lo, served_at, expires_at, upcoming_purpose,
+                                     upcoming_anchor_id, upcoming_lo_id, upcoming_hi_id)
             VALUES (who.project_id, who.rater_id, slot, purpose, anchor, lo, hi, p_left_is_lo,
-                    p_now, expires)
+                    p_now, expires, ahead_purpose, ahead_anchor, ahead_lo, ahead_hi)
             RETURNING id INTO served;
         END IF;
     END IF;
@@ -202,6 +274,7 @@ BEGIN
     RETURN QUERY SELECT 'answered', who.settings_version, counted, for_build, for_routing,
         served, anchor,
         CASE WHEN p_left_is_lo THEN lo ELSE hi END,
-        CASE WHEN p_left_is_lo THEN hi ELSE lo END, who.arm::text;
+        CASE WHEN p_left_is_lo THEN hi ELSE lo END, who.arm::text,
+        given.upcoming_purpose, ahead_anchor, ahead_lo, ahead_hi;
 END;
 $$;

@@ -12,7 +12,7 @@ differential test (tests/test_answer_paths.py) holds them to it.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -42,12 +42,20 @@ class Draws:
     left_is_lo: bool
     picks: tuple[tuple[float, float, float], ...]
     search_seed: int
+    # The draws of the serving after this one: its query is drawn now, so that the page
+    # can load it while the rater answers this one (app/scheduling/upcoming.py).
+    ahead: Draws | None = None
 
     @classmethod
     def roll(cls, rng: random.Random) -> Draws:
-        """All of one serving's draws from one call of `rng` (the operating system's
-        source costs a system call per call)."""
-        bits = rng.getrandbits(64 * _WORDS)
+        """All of one serving's draws, and those of the serving after it, from one call
+        of `rng` (the operating system's source costs a system call per call)."""
+        bits = rng.getrandbits(2 * 64 * _WORDS)
+        now, ahead = bits & ((1 << (64 * _WORDS)) - 1), bits >> (64 * _WORDS)
+        return replace(cls._of(now), ahead=cls._of(ahead))
+
+    @classmethod
+    def _of(cls, bits: int) -> Draws:
         words = [(bits >> (64 * at)) & _WORD for at in range(_WORDS)]
         uniforms = [(word >> 11) * _UNIT for word in words[:-1]]  # 53 bits each, in [0, 1)
         picks = tuple(

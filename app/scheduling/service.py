@@ -23,7 +23,7 @@ screen is stored as one judgement with the triplets it implies.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, or_, select
@@ -42,6 +42,7 @@ from app.models import (
 )
 from app.models._types import utcnow
 from app.scheduling import answers, screens, sorting, unseen
+from app.scheduling import upcoming as ahead
 from app.scheduling.answers import ActiveRater, AnswerOutcome
 from app.scheduling.draws import Draws
 from app.scheduling.statements import (
@@ -55,6 +56,7 @@ from app.scheduling.statements import (
     STORE_TRIPLET,
 )
 from app.scheduling.study_items import item_ids
+from app.scheduling.upcoming import Upcoming
 from app.triplets.log import hold_append_lock
 
 # Query ids are the assignments' BIGINT keys.
@@ -72,12 +74,20 @@ class ServedQuery:
     left_id: int
     right_id: int
     screen: Screen | None = None
+    upcoming: Upcoming | None = None  # the query after it, as far as it is drawn ahead
 
     @classmethod
     def of(cls, assignment: Assignment) -> ServedQuery:
         format = assignment.format
+        ahead = Upcoming.of(assignment)
         if not format.served_as_screen:
-            return cls(assignment.id, assignment.anchor_id, assignment.left_id, assignment.right_id)
+            return cls(
+                assignment.id,
+                assignment.anchor_id,
+                assignment.left_id,
+                assignment.right_id,
+                upcoming=ahead,
+            )
         screen = format.served(
             assignment.anchor_id,
             assignment.left_id,
@@ -85,7 +95,7 @@ class ServedQuery:
             assignment.shown or (),
             assignment.picks or 0,
         )
-        return cls(assignment.id, 0, 0, 0, screen)
+        return cls(assignment.id, 0, 0, 0, screen, ahead)
 
 
 # A rater who has answered nothing yet holds their (random) query this long at most.
@@ -158,10 +168,14 @@ def serve_next(
     draws: Draws,
     now: datetime | None = None,
     just_answered: bool = False,
+    upcoming: Upcoming | None = None,
 ) -> ServedQuery | None:
     """The next query for `rater`, leased to them; None once they are done or have been
     served every query the study has (`is_out_of_work`). The query they hold unanswered
-    comes first, unless they `just_answered` it. Random choices come from `draws`."""
+    comes first, unless they `just_answered` it: then the next is the one decided as it
+    was served (`upcoming`: app/scheduling/upcoming.py), where there is one. Random
+    choices come from `draws`; the query after the one served is decided from its
+    `ahead` and stored with it."""
     if is_screened_out(project, rater) or is_complete(project, rater.answers):
         return None
     if not is_asking(project):
@@ -171,30 +185,35 @@ def serve_next(
         held = current_assignment(session=session, rater=rater, now=now)
         if held is not None:
             return ServedQuery.of(held)
-    draw = draws.kind
+        upcoming = None
+    if upcoming is not None and not ahead.still_asked(project, upcoming.purpose):
+        upcoming = None
+    asked = upcoming.purpose if upcoming is not None else ahead.decide(project, draws)
     slot = None
     expires = now + timedelta(seconds=lease_seconds(project, rater))
     ids = item_ids().get(session, project)
 
     def unseen_query(check: bool):
+        drawn = ahead.still_unseen(session, project, rater.id, upcoming, check)
+        if drawn is not None:
+            return drawn
         if screens.screen_format(project) is not None:
             return unseen.screen(session, project, rater.id, ids, check, draws)
         return unseen.triplet(session, rater.id, ids, check, draws)
 
-    def random_query():
-        """A random question, or at the study's repeat share one other raters had (the
-        noise ceiling's): (purpose, query); a triplet study's among those its random
-        share draws (unseen.repeats_now)."""
-        if screens.screen_format(project) is None and unseen.repeats_now(project, draws):
+    def random_query(repeat: bool):
+        """A random question, or a repeated one other raters had (the noise ceiling's:
+        a triplet study's, unseen.repeats_now): (purpose, query)."""
+        if repeat:
             repeated = unseen.repeated_triplet(session, project, rater.id, ids, now)
             if repeated is not None:
                 return Purpose.repeat, repeated
         return Purpose.random, unseen_query(False)
 
-    if draw < project.attention_rate:
+    if asked == Purpose.attention:
         purpose, chosen = Purpose.attention, unseen_query(True)
-    elif draw < project.attention_rate + project.random_share:
-        purpose, chosen = random_query()
+    elif asked in (Purpose.random, Purpose.repeat):
+        purpose, chosen = random_query(asked == Purpose.repeat)
     else:
         # Joins that only look hold no build query; nor does an arm with items of its own
         # (a build's queries are about every item).
@@ -211,7 +230,7 @@ def serve_next(
                     unseen.screen_around(session, project, rater.id, ids, chosen, draws) or chosen
                 )
         else:
-            purpose, chosen = random_query()
+            purpose, chosen = random_query(False)
     # A rater who has seen every check still has random triplets to answer, and the
     # other way round; None only once both are used up (the session then ends).
     if chosen is None:
@@ -219,9 +238,15 @@ def serve_next(
         chosen = unseen_query(purpose is Purpose.attention)
     if chosen is None:
         return None
+    key = chosen.key if isinstance(chosen, Screen) else chosen
+    following = ahead.draw(session, project, rater.id, ids, draws.ahead, key)
+    after = ahead.NOTHING_AHEAD if following is None else following.columns()
     if isinstance(chosen, Screen):
         slot_id = None if slot is None else slot.id
-        return _serve_screen(session, project, rater, chosen, purpose, now, expires, slot_id)
+        served = _serve_screen(
+            session, project, rater, chosen, purpose, now, expires, slot_id, after
+        )
+        return replace(served, upcoming=following)
     anchor, lo, hi = chosen
     left_is_lo = draws.left_is_lo
     assignment_id = SERVE.run(
@@ -237,10 +262,11 @@ def serve_next(
             "left_is_lo": left_is_lo,
             "now": now,
             "expires": expires,
+            **after,
         },
     ).id
     left, right = (lo, hi) if left_is_lo else (hi, lo)
-    return ServedQuery(assignment_id, anchor, left, right)
+    return ServedQuery(assignment_id, anchor, left, right, upcoming=following)
 
 
 def _serve_screen(
@@ -252,11 +278,13 @@ def _serve_screen(
     now: datetime,
     expires: datetime,
     slot_id: int | None = None,
+    after: dict = ahead.NOTHING_AHEAD,
 ) -> ServedQuery:
     anchor, lo, hi = screen.key
     served = SERVE_SCREEN.run(
         session,
         {
+            **after,
             "project": project.id,
             "rater": rater.id,
             "slot": slot_id,
@@ -313,6 +341,7 @@ def _serve_sort(
             "format": SORT,
             "shown": list(shown),
             "picks": None,
+            **ahead.NOTHING_AHEAD,
         },
     ).id
     sorting.serve_siblings(session, first_id, served, siblings, expires)
@@ -383,18 +412,20 @@ def submit_answer(
         and choice is not Choice.cant_tell
         and (answered.lo_id if chosen_lo else answered.hi_id) == answered.anchor_id
     )
+    following = Upcoming.of(answered)
     answers.count_answer(session, project, rater, ids, check, passed)
     if check:
-        return answers.after_check(session, project, rater, now)
+        return answers.after_check(session, project, rater, now, following)
     told = choice is not Choice.cant_tell
     slot_owner = answers.settle_slot(session, answered.slot_id, rater, told)
     if not told:
-        return AnswerOutcome(replayed=False)
+        return AnswerOutcome(replayed=False, upcoming=following)
     closer, farther = (
         (answered.lo_id, answered.hi_id) if chosen_lo else (answered.hi_id, answered.lo_id)
     )
     return AnswerOutcome(
         replayed=False,
+        upcoming=following,
         build_id=slot_owner[0],
         routing_id=slot_owner[1],
         triplet={

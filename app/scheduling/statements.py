@@ -44,6 +44,14 @@ def seen_by_rater():
 # The statements of the answer's hot path, built and compiled once and run on the
 # driver's cursor (see FastStatement): an answer is one request of eight statements.
 NOW = bindparam("now", type_=Timestamp)
+# The rater's next query as decided when this one was served (app/scheduling/upcoming.py).
+UPCOMING = (
+    Assignment.upcoming_purpose,
+    Assignment.upcoming_anchor_id,
+    Assignment.upcoming_lo_id,
+    Assignment.upcoming_hi_id,
+    Assignment.upcoming_screen,
+)
 ANSWER = FastStatement(
     update(Assignment)
     .where(
@@ -64,6 +72,7 @@ ANSWER = FastStatement(
         Assignment.lo_id,
         Assignment.hi_id,
         Assignment.left_is_lo,
+        *UPCOMING,
     )
 )
 SERVED_TO = FastStatement(
@@ -143,6 +152,11 @@ _SERVED = {
     "left_is_lo": bindparam("left_is_lo"),
     "served_at": NOW,
     "expires_at": bindparam("expires", type_=Timestamp),
+    "upcoming_purpose": bindparam("upcoming_purpose"),
+    "upcoming_anchor_id": bindparam("upcoming_anchor"),
+    "upcoming_lo_id": bindparam("upcoming_lo"),
+    "upcoming_hi_id": bindparam("upcoming_hi"),
+    "upcoming_screen": bindparam("upcoming_screen", type_=Assignment.upcoming_screen.type),
 }
 SERVE = FastStatement(
     insert(Assignment)
@@ -186,6 +200,10 @@ def _lease_statement(postgres: bool):
     )
 
 
+# Whether a study's queue has an open slot (its queue's turn then leases one).
+OPEN_SLOT = FastStatement(
+    select(QuerySlot.id).where(QuerySlot.project_id == bindparam("project"), IS_OPEN).limit(1)
+)
 LEASE = {
     False: FastStatement(_lease_statement(False)),
     True: FastStatement(_lease_statement(True)),
@@ -207,6 +225,7 @@ SCREEN_SERVED = FastStatement(
         Assignment.left_is_lo,
         Assignment.answered_at,
         Assignment.screen_id,
+        *UPCOMING,
     ).where(Assignment.id == bindparam("assignment"), Assignment.rater_id == bindparam("rater"))
 )
 SCREEN_ANSWER = FastStatement(

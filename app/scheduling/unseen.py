@@ -10,7 +10,7 @@ import numpy as np
 from sqlalchemy import func, literal_column, or_, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.formats import Screen, repeat_source
+from app.formats import Screen, ScreenKey, repeat_source
 from app.models import Assignment, Judgement, Project, Purpose
 from app.scheduling import screens
 from app.scheduling.draws import RANDOM_DRAWS, Draws
@@ -23,12 +23,28 @@ def triplet(session: Session, rater_id: int, ids: np.ndarray, attention: bool, d
     None once the rater has seen every one the study has."""
     if len(ids) < 3:
         return None
+    drawn = drawn_triplet(session, rater_id, ids, attention, draws)
+    if drawn is not None:
+        return drawn
+    return _any_triplet(session, rater_id, ids, attention, draws.search_rng())
+
+
+def drawn_triplet(
+    session: Session,
+    rater_id: int,
+    ids: np.ndarray,
+    attention: bool,
+    draws: Draws,
+    taken: tuple[int, int, int] | None = None,
+) -> tuple[int, int, int] | None:
+    """The first of the drawn candidates the rater has not been served (nor `taken`,
+    served with it), as closer_answer() takes it; None where each was."""
     for anchor, p, q in draws.candidates(ids):
         first = anchor if attention else p
         lo, hi = min(first, q), max(first, q)
-        if not _was_served(session, rater_id, (anchor, lo, hi)):
+        if (anchor, lo, hi) != taken and not was_served(session, rater_id, (anchor, lo, hi)):
             return anchor, lo, hi
-    return _any_triplet(session, rater_id, ids, attention, draws.search_rng())
+    return None
 
 
 def repeats_now(project: Project, draws: Draws) -> bool:
@@ -119,7 +135,7 @@ def _every_triplet(ids: np.ndarray, attention: bool):
             yield from ((anchor, lo, hi) for at, lo in enumerate(others) for hi in others[at + 1 :])
 
 
-def _was_served(session: Session, rater_id: int, key: tuple[int, int, int]) -> bool:
+def was_served(session: Session, rater_id: int, key: tuple[int, int, int]) -> bool:
     """Whether the rater was served this query (or screen) before, by its key."""
     anchor, lo, hi = key
     return SEEN.run(session, {"rater": rater_id, "anchor": anchor, "lo": lo, "hi": hi}) is not None
@@ -163,7 +179,7 @@ def screen_around(
     rng = draws.search_rng()
     for _ in range(RANDOM_DRAWS):
         found = format.around(project, ids, triplet, rng)
-        if found is None or not _was_served(session, rater_id, found.key):
+        if found is None or not was_served(session, rater_id, found.key):
             return found
     return None
 
@@ -175,13 +191,15 @@ def screen(
     ids: np.ndarray,
     check: bool,
     draws: Draws,
+    taken: ScreenKey | None = None,
 ) -> Screen | None:
+    """A screen (or check) the rater was never served, nor `taken` (served with it)."""
     return screens.draw_unseen(
         project,
         ids,
         check,
         draws,
-        lambda key: _was_served(session, rater_id, key),
-        lambda: _served_keys(session, rater_id),
+        lambda key: key == taken or was_served(session, rater_id, key),
+        lambda: _served_keys(session, rater_id) | ({taken} if taken is not None else set()),
         lambda numbers: _answers_to(session, project.id, numbers),
     )

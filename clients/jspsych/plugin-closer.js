@@ -105,6 +105,7 @@ var jsPsychCloser = (function (jspsych) {
         state = await call("GET", "/next");
         while (state.comparison && ["task", "practice", "break"].includes(state.step)) {
           if (state.step === "break") await this.pause(show, state);
+          this.preloadAhead(state, api);
           const started = performance.now();
           const answer = await this.ask(show, state, trial, api);
           screens.push(Object.assign({ query_id: state.comparison.query_id, format: state.comparison.format }, answer));
@@ -117,6 +118,19 @@ var jsPsychCloser = (function (jspsych) {
         return;
       }
       finish(state, null);
+    }
+
+    /** The comparison likely next (state.upcoming: drawn as this one was served) is
+     * fetched while this one is answered, so that the next screen shows whole at once. */
+    preloadAhead(state, api) {
+      const server = api.split("/api/v1/")[0];
+      this.ahead = (state.upcoming || [])
+        .filter((item) => item.image_url)
+        .map((item) => {
+          const image = new Image();
+          image.src = server + item.image_url;
+          return image;
+        });
     }
 
     picture(item, api) {

@@ -66,6 +66,7 @@
     announce();
     remember();
     readyPlayers();
+    preloadAhead();
     shownAt = performance.now();
     timeFromDrawn();
     restedAt = pointer;
@@ -132,32 +133,74 @@
   // and the rater's clock starts on a complete screen. Clicks and keys wait meanwhile; a
   // link too slow for LONGEST_WAIT_MS gets the screen anyway, its images still coming.
   const LONGEST_WAIT_MS = 3000;
-  const decoded = new Set(); // image addresses this page has drawn or decoded
   let preloading = false;
 
-  function remember() {
-    for (const image of document.querySelectorAll("#comparison img")) decoded.add(image.src);
+  // Every image this page drew or decoded, by address, held by an element that shows or
+  // loaded it: a browser drops an image nothing refers to from its memory, and a screen
+  // showing it again (30 items make that common) would load it again, blank meanwhile.
+  // The least recently shown go beyond HELD_IMAGES, so a long session does not fill a
+  // phone's memory; a screen showing one of them again waits for it like a new one.
+  const HELD_IMAGES = 60;
+  const decoded = new Map(); // address → an element holding it, drawn or decoded
+
+  function hold(image) {
+    decoded.delete(image.src); // (to the end: the most recently used)
+    decoded.set(image.src, image);
+    while (decoded.size > HELD_IMAGES) decoded.delete(decoded.keys().next().value);
   }
 
-  // The decoded images are held until the screen after next: a browser may drop an image
-  // nothing refers to from its memory, and the screen would then load it again.
-  let held = [];
+  function held(image) {
+    return image.decode().then(
+      () => hold(image),
+      () => {}, // a broken image shows as it would have
+    );
+  }
+
+  function inMemory(address) {
+    const image = new Image();
+    image.src = address;
+    if (!image.complete || !image.naturalWidth) return false;
+    hold(image);
+    return true;
+  }
+
+  function remember() {
+    for (const image of document.querySelectorAll("#comparison img")) {
+      if (image.complete && image.naturalWidth) hold(image);
+      else held(image);
+    }
+  }
+
+  function decode(addresses) {
+    return Promise.all(
+      addresses.map((address) => {
+        const image = new Image();
+        image.src = address;
+        return held(image);
+      }),
+    );
+  }
 
   function preload(addresses) {
-    const images = addresses.map((address) => {
-      const image = new Image();
-      image.src = address;
-      return image;
-    });
-    held = images;
-    const each = images.map((image) => {
-      return image.decode().then(
-        () => decoded.add(image.src),
-        () => {}, // a broken image shows as it would have
-      );
-    });
     const late = new Promise((done) => setTimeout(done, LONGEST_WAIT_MS));
-    return Promise.race([Promise.all(each), late]);
+    return Promise.race([decode(addresses), late]);
+  }
+
+  // The comparison likely next (a check or a random question, drawn as this one was
+  // served: the form's .upcoming hints) is loaded while the rater answers this one: its
+  // images decoded, its clips ready to play. The answer's response then swaps in at
+  // once, without the wait above.
+  function preloadAhead() {
+    const hints = [...document.querySelectorAll("#comparison .upcoming")].map((hint) => [
+      new URL(hint.dataset.src, document.baseURI).href,
+      hint.dataset.kind,
+    ]);
+    const images = hints.filter(([address, kind]) => kind === "image" && !decoded.has(address));
+    decode([...new Set(images.map(([address]) => address))]);
+    const clips = new Map(
+      hints.filter(([address, kind]) => kind !== "image" && !loadedClips.has(address)),
+    );
+    if (clips.size) preloadClips(clips);
   }
 
   document.addEventListener("htmx:beforeSwap", (event) => {
@@ -165,9 +208,12 @@
     if (detail.target?.id !== "comparison" || !detail.shouldSwap || detail.isError) return;
     stopAll(null); // the answered screen's clip stops with it
     const next = new DOMParser().parseFromString(detail.serverResponse, "text/html");
-    const addresses = [...next.images]
-      .map((image) => new URL(image.getAttribute("src"), document.baseURI).href)
-      .filter((address) => !decoded.has(address));
+    // Only an image the browser has in memory now is drawn the moment it is swapped in:
+    // one decoded before may have been dropped since (Chromium keeps no promise), so
+    // each is asked for again, and those not there at once are waited for.
+    const addresses = [...new Set([...next.images].map((image) => image.src))].filter(
+      (address) => !inMemory(address),
+    );
     // Each clip as the next screen has it (an audio or a video element: an M4A or an
     // audio-only WebM is a sound, whatever its file's name).
     const clips = new Map(
@@ -182,7 +228,7 @@
     detail.shouldSwap = false;
     preloading = true;
     const html = detail.serverResponse;
-    Promise.all([preload([...new Set(addresses)]), preloadClips(clips)]).then(
+    Promise.all([preload(addresses), preloadClips(clips)]).then(
       () => {
         preloading = false;
         htmx.swap(detail.target, html, { swapStyle: "innerHTML" });

@@ -32,6 +32,10 @@ API = "/api/v1"
 def study(client, auth, project, server):
     """30 items with images, a build started, 40 answers to a session; the completion
     page sends the rater back to a page of this server (standing in for the platform)."""
+    return _shades(client, auth, project["id"], server, build=True)
+
+
+def _shades(client, auth, project_id: int, server: str, build: bool) -> tuple[int, str]:
     colours = [(40 + 7 * i, 200 - 5 * i, (90 * i) % 256) for i in range(30)]
     manifest = "key,label,image\n" + "\n".join(f"shade-{i},{i % 3},img/{i}.png" for i in range(30))
     archive = zip_bytes(
@@ -40,19 +44,17 @@ def study(client, auth, project, server):
             **{f"img/{i}.png": png(c, (48, 48)) for i, c in enumerate(colours)},
         }
     )
-    project_id = project["id"]
     uploaded = client.post(
         f"{API}/projects/{project_id}/items", headers=auth, files={"file": ("shades.zip", archive)}
     )
     assert uploaded.status_code == 201, uploaded.text
-    assert (
-        client.post(
+    if build:
+        started = client.post(
             f"{API}/projects/{project_id}/builds",
             headers=auth,
             json={"n_trees": 2, "random_state": 0},
-        ).status_code
-        == 201
-    )
+        )
+        assert started.status_code == 201, started.text
     settings = client.patch(
         f"{API}/projects/{project_id}/rating",
         headers=auth,
@@ -847,6 +849,14 @@ def test_practice_shows_feedback_before_the_next_screen(
     ]
 
 
+# A slow link: 150 ms each way, 1.5 Mbit/s.
+SLOW_LINK = {
+    "offline": False,
+    "latency": 150,
+    "downloadThroughput": 1_500_000 / 8,
+    "uploadThroughput": 750_000 / 8,
+}
+
 # Whether every image of the comparison was drawn the moment it was swapped in.
 WHOLE_ON_SWAP = """() => {
     window.wholeOnSwap = [];
@@ -870,15 +880,50 @@ def test_the_next_screen_arrives_with_its_images_drawn(server, study, browser):
     slow = page.context.new_cdp_session(page)
     slow.send("Network.enable")
     for answered in range(8):
-        if answered == 4:  # then a slow link: 150 ms each way, 1.5 Mbit/s
-            slow.send(
-                "Network.emulateNetworkConditions",
-                {
-                    "offline": False,
-                    "latency": 150,
-                    "downloadThroughput": 1_500_000 / 8,
-                    "uploadThroughput": 750_000 / 8,
-                },
-            )
+        if answered == 4:  # then a slow link
+            slow.send("Network.emulateNetworkConditions", SLOW_LINK)
         answer_and_wait(page, lambda: page.keyboard.press("ArrowLeft"))
+    assert page.evaluate("wholeOnSwap") == [True] * 8
+
+
+def test_the_next_screens_images_load_while_the_current_one_is_answered(
+    request, client, auth, project, server, browser
+):
+    """Without a build, each next comparison is drawn as the one before it is served:
+    the page fetches its images while the rater looks at the current one, so every
+    image of the next screen reached the browser before the answer was sent, on a local
+    link and on a slow one."""
+    _, slug = _shades(client, auth, project["id"], server, build=False)
+    served = request.node.served_requests
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server}/r/{slug}?participant=ahead")
+    page.get_by_role("button", name="Start").click()
+    until_htmx(page)
+    page.evaluate(WHOLE_ON_SWAP)
+    link = page.context.new_cdp_session(page)
+    link.send("Network.enable")
+
+    def fetched() -> set[str]:
+        return {what.split(" ", 1)[1] for _, what, status, _ in served.done if status == 200}
+
+    for answered in range(8):
+        if answered == 4:
+            link.send("Network.emulateNetworkConditions", SLOW_LINK)
+        ahead = page.locator('#comparison .upcoming[data-kind="image"]').evaluate_all(
+            "(hints) => hints.map((hint) => hint.dataset.src)"
+        )
+        assert len(ahead) >= 2  # an attention check shows two items, the rest three
+        deadline = time.monotonic() + 15
+        while not set(ahead) <= fetched():  # the rater looks at the screen meanwhile
+            assert time.monotonic() < deadline, (ahead, served.report())
+            time.sleep(0.02)
+        before = len(served.done)
+        answer_and_wait(page, lambda: page.keyboard.press("ArrowLeft"))
+        shown = page.locator("#comparison img").evaluate_all(
+            "(images) => images.map((image) => new URL(image.src).pathname)"
+        )
+        assert set(shown) == set(ahead)
+        # The answer went out, the next screen came, and none of its images was asked for.
+        asked_since = {what for _, what, _, _ in served.done[before:]}
+        assert not {f"GET {path}" for path in shown} & asked_since, asked_since
     assert page.evaluate("wholeOnSwap") == [True] * 8
