@@ -70,6 +70,7 @@ DECLARE
     ahead_anchor bigint;
     ahead_lo bigint;
     ahead_hi bigint;
+    queue_free boolean;
 BEGIN
     SELECT r.id AS rater_id, r.excluded, r.screened_out_at, p.id AS project_id, p.settings_version,
            p.allow_cant_tell, p.answers_per_rater, p.attention_rate, p.random_share,
@@ -176,6 +177,7 @@ BEGIN
                  LIMIT 1
                  FOR UPDATE SKIP LOCKED)
             RETURNING s.id, s.anchor_id, s.lo_id, s.hi_id, s.priority INTO leased;
+            queue_free := FOUND;
             IF FOUND THEN
                 slot := leased.id;
                 purpose := leased.priority;
@@ -223,10 +225,11 @@ BEGIN
                 WHEN p_ahead_repeat THEN 6 /* Purpose.repeat */
                 ELSE 3 /* Purpose.random */ END;
             IF ahead_purpose = 3 /* Purpose.random */ OR ahead_purpose = 4 /* Purpose.attention */
-               -- The queue's turn asks a random question while the queue has no open slot.
-               OR (ahead_purpose = -1 /* models.FROM_QUEUE */ AND NOT EXISTS (
+               -- The queue's turn asks a random question where the queue has nothing for
+               -- the rater: as this lease found, or without one, as its open slots show.
+               OR (ahead_purpose = -1 /* models.FROM_QUEUE */ AND NOT coalesce(queue_free, EXISTS (
                    SELECT 1 FROM query_slots q
-                    WHERE q.project_id = who.project_id AND q.state = 'open' /* SlotState.open */))
+                    WHERE q.project_id = who.project_id AND q.state = 'open' /* SlotState.open */)))
             THEN
                 FOR draw IN 0 .. coalesce(array_length(p_ahead_candidates, 1), 0) / 3 - 1 LOOP
                     first_id := CASE WHEN ahead_purpose = 4 /* Purpose.attention */

@@ -190,6 +190,7 @@ def serve_next(
         upcoming = None
     asked = upcoming.purpose if upcoming is not None else ahead.decide(project, draws)
     slot = None
+    queue_free = None  # whether a lease found a slot, where one was tried
     expires = now + timedelta(seconds=lease_seconds(project, rater))
     ids = item_ids().get(session, project)
 
@@ -219,6 +220,7 @@ def serve_next(
         # (a build's queries are about every item).
         if (rater.answers or just_answered) and project.arm_items is None:
             slot, expires = _lease_slot(session, project, rater, now)
+            queue_free = slot is not None
         size = 1 if slot is None else sorting.sort_size(session, slot.build_id)
         if size > 1:
             return _serve_sort(session, project, rater, slot, size, draws, now, expires)
@@ -239,7 +241,7 @@ def serve_next(
     if chosen is None:
         return None
     key = chosen.key if isinstance(chosen, Screen) else chosen
-    following = ahead.draw(session, project, rater.id, ids, draws.ahead, key)
+    following = ahead.draw(session, project, rater.id, ids, draws.ahead, key, queue_free)
     after = ahead.NOTHING_AHEAD if following is None else following.columns()
     if isinstance(chosen, Screen):
         slot_id = None if slot is None else slot.id

@@ -6,9 +6,10 @@ the next one is: an attention check, a random question, a repeated one (the nois
 ceiling's) or the queue's. For a check or a random question they also pick which one:
 the first of the drawn candidates the rater was never served (a triplet study's
 candidates only; the full search, where all of them were seen, waits for the answer).
-So they do for the queue's turn while the study's queue has no open slot (no build,
+So they do for the queue's turn where the queue has nothing for the rater (no build,
 routing or sampler waits for answers: most studies), since that turn then asks a random
-question. The assignment stores the decision (`upcoming_*`), and the answer serves the
+question: as the lease of the query being served found, or where it leased nothing, as
+a look at the queue's open slots finds. The assignment stores the decision (`upcoming_*`), and the answer serves the
 stored query if the rater was not served it since.
 
 The queue's slots are leased at the answer, never ahead: a slot held for a rater who has
@@ -138,16 +139,19 @@ def draw(
     ids: np.ndarray,
     draws: Draws | None,
     served: ScreenKey,
+    queue_free: bool | None,
 ) -> Upcoming | None:
     """The next query, decided from `draws` (a serving's `ahead`) as the query `served`
-    is served: never that one, nor one the rater had."""
+    is served: never that one, nor one the rater had. `queue_free`: whether this
+    serving's lease found a slot (None: it leased none)."""
     if draws is None:
         return None
     purpose = decide(project, draws)
     if purpose not in DRAWN_AHEAD:
         return Upcoming(purpose)
-    if purpose == FROM_QUEUE and project.arm_items is None and _queue_open(session, project.id):
-        return Upcoming(purpose)
+    if purpose == FROM_QUEUE and project.arm_items is None:
+        if queue_free if queue_free is not None else _queue_open(session, project.id):
+            return Upcoming(purpose)
     check = purpose == Purpose.attention
     if screens.screen_format(project) is not None:
         screen = unseen.screen(session, project, rater_id, ids, check, draws, taken=served)
