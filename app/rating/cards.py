@@ -4,6 +4,7 @@ another format). The cards are kept per process: every answer shows a few items.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Sequence
@@ -93,21 +94,25 @@ class Comparison:
 
 
 class _Cards:
-    """How items look to raters, kept per process for a minute: every answer shows three
-    items, and reading them each time would be a query per answer. Keyed by the
-    project's public slug too, which is never reused."""
+    """How items look to raters, kept per process for about a minute: every answer shows
+    a few items, and reading them each time would be a query per answer. Keyed by the
+    project's public slug too, which is never reused. Each card is kept for a length
+    drawn between half and one and a half `seconds`: cards read together (a study's
+    first minute reads most of its items) then run out at different times, not all in
+    the same second, when every answer would read its items again."""
 
     def __init__(self, seconds: float = 60.0, most: int = 200_000) -> None:
         self.seconds, self.most = seconds, most
-        self._cards: dict[tuple[str, int], tuple[float, Shown]] = {}
+        self._cards: dict[tuple[str, int], tuple[float, Shown]] = {}  # (runs out at, card)
         self._lock = threading.Lock()
+        self._lengths = random.Random()
 
     def _lookup(self, project: Project, ids: tuple[int, ...]):
         now = time.monotonic()
         slug = project.public_slug
         with self._lock:
             hits = {i: self._cards.get((slug, i)) for i in ids}
-        missing = {i for i, hit in hits.items() if hit is None or now - hit[0] > self.seconds}
+        missing = {i for i, hit in hits.items() if hit is None or now > hit[0]}
         return now, hits, missing
 
     def cached(self, project: Project, ids: tuple[int, ...]) -> list[Shown] | None:
@@ -115,23 +120,35 @@ class _Cards:
         _, hits, missing = self._lookup(project, ids)
         return None if missing else [hits[i][1] for i in ids]
 
+    def missing(self, project: Project, ids: tuple[int, ...]) -> set[int]:
+        """Those of the items whose cards this process does not hold fresh."""
+        return self._lookup(project, ids)[2]
+
+    def keep(self, project: Project, rows) -> None:
+        """Hold the cards of these items' rows (id and CARD_COLUMNS), read elsewhere."""
+        self._keep(project, rows, time.monotonic(), {})
+
+    def _keep(self, project: Project, rows, now: float, hits: dict) -> None:
+        slug = project.public_slug
+        with self._lock:
+            if len(self._cards) > self.most:
+                self._cards.clear()
+            for row in rows:
+                runs_out = now + self.seconds * (0.5 + self._lengths.random())
+                card = (runs_out, Shown.of(row))
+                hits[row.id] = self._cards[(slug, row.id)] = card
+
     def get(self, session: Session, project: Project, ids: tuple[int, ...]) -> list[Shown] | None:
         """The items' cards; None if one of them no longer exists (deleted while a
         query naming it was drawn)."""
         now, hits, missing = self._lookup(project, ids)
-        slug = project.public_slug
         if missing:
             rows = session.execute(
                 select(Item.id, *CARD_COLUMNS).where(
                     Item.id.in_(missing), Item.project_id == project.id
                 )
             ).all()
-            with self._lock:
-                if len(self._cards) > self.most:
-                    self._cards.clear()
-                for row in rows:
-                    card = (now, Shown.of(row))
-                    hits[row.id] = self._cards[(slug, row.id)] = card
+            self._keep(project, rows, now, hits)
             if len(rows) < len(missing):
                 return None
         return [hits[i][1] for i in ids]

@@ -478,10 +478,13 @@ async def answer_quickly(
     project = arms.seen_by(project, answered.arm)
     build_due = answered.build_id is not None and build_jobs.step_due(answered.build_id)
     routing_due = answered.routing_id is not None and build_jobs.routing_due(answered.routing_id)
-    cards = None if answered.served is None else card_cache().cached(project, answered.served[1:])
-    following: list[Shown] | None = []
-    if answered.upcoming is not None:
-        following = card_cache().cached(project, answered.upcoming)
+    shown = () if answered.served is None else tuple(answered.served[1:])
+    ahead = answered.upcoming or ()
+    missing = card_cache().missing(project, (*shown, *ahead))
+    if missing:  # read on the answer's own pool: no worker thread for a card
+        card_cache().keep(project, await function.card_rows(project.id, sorted(missing)))
+    cards = card_cache().cached(project, shown) if shown else None
+    following = card_cache().cached(project, ahead) if ahead else []
     current = answered.settings_version == project.settings_version
     # The function draws a few random queries; a rater who has seen most of a small study
     # needs the full search, here in Python, before their session may end.
@@ -489,7 +492,8 @@ async def answer_quickly(
     quick = current and not build_due and not routing_due and not search
     if quick and ((cards and following is not None) or answered.served is None):
         return project, _answered_state(project, answered, cards, following or ())
-    # A few times a second: a build step to ask for, a card or the study's settings to read.
+    # A few times a second: a build step to ask for, the study's settings to read, an item
+    # deleted since it was drawn.
     return await run_in_threadpool(
         _finish_quick_answer, sessions, slug, token, answered, build_due, routing_due, draws
     )

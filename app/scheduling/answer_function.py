@@ -49,6 +49,25 @@ class Answered:
     upcoming: tuple[int, ...] | None = None
 
 
+# The cards of a few items (app/rating/cards.py: id and CARD_COLUMNS), read on the same
+# pool: an answer whose items this process does not hold needs no worker thread.
+_CARDS = (
+    "SELECT id, key, text, image_file, image_type, clip_seconds, alt FROM items "
+    "WHERE project_id = %s AND id = ANY(%s::bigint[])"
+)
+
+
+@dataclass(frozen=True)
+class CardRow:
+    id: int
+    key: str
+    text: str | None
+    image_file: str | None
+    image_type: str | None
+    clip_seconds: float | None
+    alt: str | None
+
+
 class AnswerFunction:
     """A pool of autocommit connections and the call itself."""
 
@@ -152,3 +171,11 @@ class AnswerFunction:
                 else tuple(dict.fromkeys((ahead_anchor, ahead_lo, ahead_hi)))
             ),
         )
+
+    async def card_rows(self, project_id: int, item_ids: list[int]) -> list[CardRow]:
+        """The rows the cards of these items are made from (deleted ones are left out)."""
+        if self.pool is None:
+            return []
+        async with self.pool.connection() as connection:
+            rows = await (await connection.execute(_CARDS, (project_id, item_ids))).fetchall()
+        return [CardRow(*row) for row in rows]
