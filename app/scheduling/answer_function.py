@@ -17,6 +17,7 @@ from datetime import datetime
 
 import numpy as np
 import psycopg
+from psycopg.rows import namedtuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from app.core.db import libpq_conninfo
@@ -55,17 +56,6 @@ _CARDS = (
     "SELECT id, key, text, image_file, image_type, clip_seconds, alt FROM items "
     "WHERE project_id = %s AND id = ANY(%s::bigint[])"
 )
-
-
-@dataclass(frozen=True)
-class CardRow:
-    id: int
-    key: str
-    text: str | None
-    image_file: str | None
-    image_type: str | None
-    clip_seconds: float | None
-    alt: str | None
 
 
 class AnswerFunction:
@@ -172,10 +162,11 @@ class AnswerFunction:
             ),
         )
 
-    async def card_rows(self, project_id: int, item_ids: list[int]) -> list[CardRow]:
-        """The rows the cards of these items are made from (deleted ones are left out)."""
+    async def card_rows(self, project_id: int, item_ids: list[int]) -> list:
+        """The rows the cards of these items are made from, by column name (deleted
+        items are left out)."""
         if self.pool is None:
             return []
         async with self.pool.connection() as connection:
-            rows = await (await connection.execute(_CARDS, (project_id, item_ids))).fetchall()
-        return [CardRow(*row) for row in rows]
+            cursor = connection.cursor(row_factory=namedtuple_row)
+            return await (await cursor.execute(_CARDS, (project_id, item_ids))).fetchall()

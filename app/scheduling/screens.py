@@ -46,12 +46,13 @@ def draw_unseen(
     was_served: Callable[[ScreenKey], bool],
     served_keys: Callable[[], set[ScreenKey]],
     answers_to: Callable[[list[int]], dict[int, int]],
+    whole: bool = True,
 ) -> Screen | None:
     """A screen (or check) of the study's format the rater was never served: the first
-    of a few drawn, else one found against every key they were served (`served_keys`,
-    read once); None once the study has none left for them. A `repeat_share` of the
-    random ones repeat a screen other raters had (`answers_to`: the answers each screen
-    number has)."""
+    of a few drawn, else (where `whole`) one found against every key they were served
+    (`served_keys`, read once); None once the study has none left for them. A
+    `repeat_share` of the random ones repeat a screen other raters had (`answers_to`:
+    the answers each screen number has)."""
     format = screen_format(project)
     if format is None or len(ids) < screen_size(project):
         return None
@@ -65,6 +66,8 @@ def draw_unseen(
         screen = format.draw(project, ids, rng, check)
         if not was_served(screen.key):
             return screen
+    if not whole:
+        return None
     seen = served_keys()
     if check or format.key_count(project, len(ids)) > MOST_ENUMERATED:
         for _ in range(MORE_DRAWS):

@@ -23,7 +23,7 @@ screen is stored as one judgement with the triplets it implies.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, or_, select
@@ -242,13 +242,11 @@ def serve_next(
         return None
     key = chosen.key if isinstance(chosen, Screen) else chosen
     following = ahead.draw(session, project, rater.id, ids, draws.ahead, key, queue_free)
-    after = ahead.NOTHING_AHEAD if following is None else following.columns()
     if isinstance(chosen, Screen):
         slot_id = None if slot is None else slot.id
-        served = _serve_screen(
-            session, project, rater, chosen, purpose, now, expires, slot_id, after
+        return _serve_screen(
+            session, project, rater, chosen, purpose, now, expires, slot_id, following
         )
-        return replace(served, upcoming=following)
     anchor, lo, hi = chosen
     left_is_lo = draws.left_is_lo
     assignment_id = SERVE.run(
@@ -264,7 +262,7 @@ def serve_next(
             "left_is_lo": left_is_lo,
             "now": now,
             "expires": expires,
-            **after,
+            **ahead.columns(following),
         },
     ).id
     left, right = (lo, hi) if left_is_lo else (hi, lo)
@@ -280,13 +278,13 @@ def _serve_screen(
     now: datetime,
     expires: datetime,
     slot_id: int | None = None,
-    after: dict = ahead.NOTHING_AHEAD,
+    following: Upcoming | None = None,
 ) -> ServedQuery:
     anchor, lo, hi = screen.key
     served = SERVE_SCREEN.run(
         session,
         {
-            **after,
+            **ahead.columns(following),
             "project": project.id,
             "rater": rater.id,
             "slot": slot_id,
@@ -302,7 +300,7 @@ def _serve_screen(
             "picks": screen.picks,
         },
     )
-    return ServedQuery(served.id, 0, 0, 0, screen)
+    return ServedQuery(served.id, 0, 0, 0, screen, following)
 
 
 def _serve_sort(

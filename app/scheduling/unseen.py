@@ -192,8 +192,10 @@ def screen(
     check: bool,
     draws: Draws,
     taken: ScreenKey | None = None,
+    whole: bool = True,
 ) -> Screen | None:
-    """A screen (or check) the rater was never served, nor `taken` (served with it)."""
+    """A screen (or check) the rater was never served, nor `taken` (served with it);
+    without `whole`, of the drawn screens only (no search of every screen)."""
     return screens.draw_unseen(
         project,
         ids,
@@ -202,4 +204,5 @@ def screen(
         lambda key: key == taken or was_served(session, rater_id, key),
         lambda: _served_keys(session, rater_id) | ({taken} if taken is not None else set()),
         lambda numbers: _answers_to(session, project.id, numbers),
+        whole,
     )

@@ -4,8 +4,8 @@ page loads its items while the rater answers and the next screen shows whole at 
 When a query is served, the draws of the serving after it (`Draws.ahead`) decide what
 the next one is: an attention check, a random question, a repeated one (the noise
 ceiling's) or the queue's. For a check or a random question they also pick which one:
-the first of the drawn candidates the rater was never served (a triplet study's
-candidates only; the full search, where all of them were seen, waits for the answer).
+the first of the drawn candidates (triplets or screens) the rater was never served;
+the full search, where all of them were seen, waits for the answer (it is not run twice).
 So they do for the queue's turn where the queue has nothing for the rater (no build,
 routing or sampler waits for answers: most studies), since that turn then asks a random
 question: as the lease of the query being served found, or where it leased nothing, as
@@ -106,6 +106,11 @@ NOTHING_AHEAD = {
 }
 
 
+def columns(upcoming: Upcoming | None) -> dict:
+    """The `upcoming_*` values of a serving: none where nothing was decided."""
+    return NOTHING_AHEAD if upcoming is None else upcoming.columns()
+
+
 def decide(project: Project, draws: Draws) -> int:
     """What the serving with these draws asks: a check below the study's attention
     rate, a random question (or, at a triplet study's repeat share, a repeated one)
@@ -154,7 +159,9 @@ def draw(
             return Upcoming(purpose)
     check = purpose == Purpose.attention
     if screens.screen_format(project) is not None:
-        screen = unseen.screen(session, project, rater_id, ids, check, draws, taken=served)
+        screen = unseen.screen(
+            session, project, rater_id, ids, check, draws, taken=served, whole=False
+        )
         return Upcoming(purpose, None if screen is None else screen.key, screen)
     return Upcoming(purpose, unseen.drawn_triplet(session, rater_id, ids, check, draws, served))
 

@@ -135,18 +135,17 @@
   const LONGEST_WAIT_MS = 3000;
   let preloading = false;
 
-  // Every image this page drew or decoded, by address, held by an element that shows or
-  // loaded it: a browser drops an image nothing refers to from its memory, and a screen
-  // showing it again (30 items make that common) would load it again, blank meanwhile.
-  // The least recently shown go beyond HELD_IMAGES, so a long session does not fill a
-  // phone's memory; a screen showing one of them again waits for it like a new one.
+  // The images this page drew or decoded lately, each held by an element that shows or
+  // loaded it, so that the browser is less inclined to drop them from its memory (it
+  // promises nothing: the swap below asks again). The least recently shown go beyond
+  // HELD_IMAGES, so a long session does not fill a phone's memory.
   const HELD_IMAGES = 60;
-  const decoded = new Map(); // address → an element holding it, drawn or decoded
+  const holding = new Map(); // address → an element holding it
 
   function hold(image) {
-    decoded.delete(image.src); // (to the end: the most recently used)
-    decoded.set(image.src, image);
-    while (decoded.size > HELD_IMAGES) decoded.delete(decoded.keys().next().value);
+    holding.delete(image.src); // (to the end: the most recently used)
+    holding.set(image.src, image);
+    while (holding.size > HELD_IMAGES) holding.delete(holding.keys().next().value);
   }
 
   function held(image) {
@@ -195,7 +194,7 @@
       new URL(hint.dataset.src, document.baseURI).href,
       hint.dataset.kind,
     ]);
-    const images = hints.filter(([address, kind]) => kind === "image" && !decoded.has(address));
+    const images = hints.filter(([address, kind]) => kind === "image" && !inMemory(address));
     decode([...new Set(images.map(([address]) => address))]);
     const clips = new Map(
       hints.filter(([address, kind]) => kind !== "image" && !loadedClips.has(address)),
