@@ -6,7 +6,10 @@ or CompRF's questions). Simulated raters join through the public link (the arms 
 them in turn) and answer in rounds of 250 with a noise model; after each round the crowd
 waits for the refits and proposals the answers called for, as in labelling_crowd.py.
 Then GET …/models/{id}/gain: the model refitted on each arm's first answers, the answers
-the random arm needs for the active arm's error, with its interval.
+the random arm needs for the active arm's error, with its interval. Every refit keeps what
+the version chose on all the answers (its dimension and loss); the same version's gain is
+also measured here as it was before, each refit choosing again on its own answers (the
+peer of the last column).
 
 Scenarios (`--scenarios`):
 
@@ -38,8 +41,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sklearn.datasets import make_blobs  # noqa: E402
+from sqlalchemy import select  # noqa: E402
 
 from app.demo.service import digits_archive  # noqa: E402
+from app.models import ModelVersion  # noqa: E402
+from app.training.gain import measure_gain  # noqa: E402
 from benchmarks.labelling_crowd import (  # noqa: E402
     ROUND,
     crowd_round,
@@ -126,11 +132,25 @@ def run(service, http, token, sessions, scenario, noise_model, noise, seed, budg
             time.sleep(1)
             gain = http.get(url).json()
         gain["wait"] = time.perf_counter() - asked
+        gain["choosing_again"] = choosing_again(sessions, model_id, gain["version"])
         gains[kind] = gain
     purposes = {}
     if build_id is not None:
         purposes = http.get(f"{API}/projects/{project}/builds/{build_id}").json()
     return crowd_seconds, gains, purposes
+
+
+def choosing_again(sessions, model_id: int, number: int) -> dict:
+    """The same version's gain as measured before each fit kept the version's choices:
+    every fit chooses its dimension and loss again on its own answers (in this process,
+    on the same database)."""
+    with sessions() as session:
+        version_id = session.scalars(
+            select(ModelVersion.id).where(
+                ModelVersion.model_id == model_id, ModelVersion.number == number
+            )
+        ).one()
+        return measure_gain(session, model_id, version_id, lambda *_: None, keep_choices=False)
 
 
 def ratio(figure: dict) -> str:
@@ -181,6 +201,7 @@ def main() -> None:
                         rows.append((seed, scenario, noise_model, kind, gain, build))
                         random_arm, active_arm = gain["arms"]
                         figure = active_arm["gain"] or {}
+                        again = gain["choosing_again"]["arms"][1]["gain"] or {}
                         print(
                             f"seed {seed} {scenario} {noise_model} {kind}: {gain['measure']}"
                             f" active {figure.get('error', float('nan')):.3f} at"
@@ -189,6 +210,8 @@ def main() -> None:
                             f" [{needed(figure['low']) if figure else '-'},"
                             f" {needed(figure['high']) if figure else '-'}]"
                             f" ratio {ratio(figure) if figure else '-'}"
+                            f" (each fit choosing again: {ratio(again) if again else '-'};"
+                            f" kept {gain.get('fixed')})"
                             f" | crowd {seconds:.0f} s, gain measured in {gain['seconds']} s"
                             f" (waited {gain['wait']:.0f} s)",
                             flush=True,
@@ -201,9 +224,10 @@ def main() -> None:
     )
     print(
         "| scenario | noise | model | measure | active arm: answers, error | random arm's error"
-        " at its answers | random answers needed (95 % interval) | ratio |"
+        " at its answers | random answers needed (95 % interval) | ratio | ratio, each fit"
+        " choosing again |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for seed, scenario, noise_model, kind, gain, _ in rows:
         random_arm, active_arm = gain["arms"]
         figure = active_arm["gain"]
@@ -217,12 +241,14 @@ def main() -> None:
             f" {last['error']:.3f} at {last['answers']:,} |"
             f" {needed(figure['needed'])} ({needed(figure['low'])} – {needed(figure['high'])})"
             f" | {ratio(figure)} |"
+            f" {ratio(again) if (again := gain['choosing_again']['arms'][1]['gain']) else '-'} |"
         )
     print("\nCurves (answers: error) per arm:")
     for _, scenario, noise_model, kind, gain, _ in rows:
-        for arm in gain["arms"]:
-            points = ", ".join(f"{p['answers']:,}: {p['error']:.3f}" for p in arm["curve"])
-            print(f"  {scenario} {noise_model} {kind} {arm['name']}: {points}")
+        for way, measured in (("kept", gain), ("choosing again", gain["choosing_again"])):
+            for arm in measured["arms"]:
+                points = ", ".join(f"{p['answers']:,}: {p['error']:.3f}" for p in arm["curve"])
+                print(f"  {scenario} {noise_model} {kind} {arm['name']} ({way}): {points}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from sklearn.datasets import make_blobs
 from sqlalchemy import text
 
 from app.models import Assignment, Purpose
+from app.training.schemas import LOSS_NAMES
 from app.worker.loop import Worker
 from tests.support.rating import answer, blob_study, configure, join, start_build
 
@@ -143,6 +144,13 @@ def test_the_gain_is_measured_per_arm_on_common_held_out_answers(app, client, au
     gain = found.json()
     assert gain["status"] == "ready" and gain["current"] is True
     assert gain["measure"] == "heldout_triplet_error" and gain["answers"] == 400
+    # Every fit keeps the loss the version chose (its dimension was given): the curves
+    # differ by their answers only.
+    metrics = client.get(f"{gain_url.removesuffix('/gain')}/versions/1", headers=auth).json()[
+        "metrics"
+    ]
+    chosen = metrics["loss"] if metrics["loss"] in LOSS_NAMES else metrics["t"]
+    assert gain["fixed"] == {"t": chosen}
     assert 20 <= gain["heldout"] <= 0.2 * 400 + 1
     random_arm, active_arm = gain["arms"]
     assert (random_arm["name"], random_arm["asking"]) == ("random", "random")

@@ -17,9 +17,13 @@ from sqlalchemy import select
 
 from app.core.db import unit_of_work
 from app.learn import TETE, FeatureOracle, TETESearch, TripletBoost, random_triplets
-from app.models import Job, JobStatus, ModelVersion
+from app.learn.tete import NAMED_LOSSES
+from app.models import Job, JobStatus, ModelKind, ModelVersion
+from app.training import kinds
 from app.training.fitted import Fitted
 from app.training.jobs import refit_check
+from app.training.kinds import checked_params
+from app.training.schemas import LOSS_NAMES
 from app.worker import queue
 from app.worker.loop import Worker
 from tests.support.models import (
@@ -234,6 +238,45 @@ def test_a_fit_that_stops_at_max_iter_says_it_did_not_converge(app, client, auth
     version = get_model(client, auth, project_id, settled["id"])["serving"]
     assert version["converged"] is True and "not converged" not in version["message"]
     assert version["metrics"]["steps"] < 1000
+
+
+def test_a_loss_fixed_by_name_is_the_one_fitted(app, client, auth, blob_project):
+    """`t` names a loss too (STE and SOE have no temperature to give): a researcher fixes
+    one so, and the gain's refits keep the loss a version chose so."""
+    assert LOSS_NAMES == tuple(NAMED_LOSSES)
+    project_id, _ = blob_project
+    model = create_model(
+        client,
+        auth,
+        project_id,
+        name="ste",
+        kind="tete",
+        params={"t": "STE", "n_components": 2, "max_iter": 100},
+    )
+    _run_jobs(app)
+    metrics = get_model(client, auth, project_id, model["id"])["serving"]["metrics"]
+    assert metrics["loss"] == "STE" and "selection" not in metrics
+
+
+@pytest.mark.parametrize(
+    ("kind", "metrics", "fixed"),
+    [
+        ("tete", {"n_components": 3, "loss": "SOE", "t": 0.1}, {"n_components": 3, "t": "SOE"}),
+        ("tete", {"n_components": 5, "loss": "t=1.5", "t": 1.5}, {"n_components": 5, "t": 1.5}),
+        (
+            "choice",
+            {"l1": 0.004, "n_components": 41, "selection": {"dimensions": 512}},
+            {"l1": 0.004, "n_components": 512},
+        ),
+    ],
+)
+def test_what_a_version_chose_is_a_parameter_its_kind_takes(kind, metrics, fixed):
+    """The gain refits with a version's choices as parameters: each must pass the kind's
+    own checks, and hold nothing back (the gain holds its own answers out)."""
+    given = checked_params(ModelKind(kind), {})
+    chosen = kinds.of(kind).as_chosen(given, metrics)
+    assert checked_params(ModelKind(kind), chosen) == chosen
+    assert {name: chosen[name] for name in fixed} == fixed and chosen["heldout_share"] == 0
 
 
 def _place_near_b0(client, auth, project_id, model_id, X, keys):
@@ -613,6 +656,14 @@ def test_bad_model_requests_get_clear_errors_and_change_nothing(client, auth, bl
     )
     assert wrong.status_code == 422
     assert wrong.json()["detail"][0]["loc"] == ["body", "params", "n_components"]
+    unknown_loss = client.post(
+        url, headers=auth, json={"name": "x", "kind": "tete", "params": {"t": "tSNE"}}
+    )
+    assert unknown_loss.status_code == 422
+    assert unknown_loss.json()["detail"][0]["loc"] == ["body", "params", "t"]
+    assert unknown_loss.json()["detail"][0]["msg"] == (
+        "must be a number from 1 to 3, 't-STE', 't-ETE', 'STE', 'SOE', 't-STE(d-1)', or 'auto'"
+    )
     extra = client.post(
         url, headers=auth, json={"name": "x", "kind": "tete", "params": {"dims": 3}}
     )

@@ -270,9 +270,15 @@ def _fit_progress(progress: Progress, done: int, total: int, fitting: str) -> Pr
 
 
 def measure_gain(
-    session: Session, model_id: int, version_id: int, progress: Progress
+    session: Session,
+    model_id: int,
+    version_id: int,
+    progress: Progress,
+    keep_choices: bool = True,
 ) -> dict[str, Any]:
-    """The gain of the model's kind and parameters over the answers its version read."""
+    """The gain of the model's kind and parameters over the answers its version read
+    (`keep_choices=False`: each fit chooses its 'auto' parameters again, on its own
+    answers, as benchmarks/active_gain.py compares)."""
     began = time.perf_counter()
     model = session.get(LearnedModel, model_id)
     version = session.get(ModelVersion, version_id)
@@ -283,7 +289,17 @@ def measure_gain(
     if why is not None:
         raise CannotMeasure(why)
     learner = kinds.of(model.kind)
+    # Every fit with what the version chose on all the answers (its dimension, loss,
+    # sparsity): a subset choosing again on the few answers among its own asked at random
+    # made the curves measure those choices as much as the questions asked.
     params = dict(version.params)
+    if keep_choices:
+        params = learner.as_chosen(params, version.metrics or {})
+    fixed = {
+        name: value
+        for name, value in params.items()
+        if name != "heldout_share" and value != version.params.get(name)
+    }
     seed = params.get("random_state", 0)
     progress(0.0, "reading the answers")
     cutoff = version.answers_cutoff
@@ -400,6 +416,7 @@ def measure_gain(
         "heldout": int(len(held_groups)),
         "heldout_screens": int(len(np.unique(held_groups))),
         "level": LEVEL,
+        "fixed": fixed,
         "arms": arms_out,
         "why": why_none,
         "seconds": round(time.perf_counter() - began, 1),

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -17,6 +17,11 @@ from app.core.fields import INT4_MAX, RequestModel, RowId
 from app.models import ModelKind, VersionStatus
 
 Seed = Field(default=0, ge=0, le=INT4_MAX, description="Seed: the same answers give the same fit")
+
+
+# t-ETE's losses by name (app.learn.tete.NAMED_LOSSES; a test holds the two the same).
+LossName = Literal["t-STE", "t-ETE", "STE", "SOE", "t-STE(d-1)"]
+LOSS_NAMES: tuple[str, ...] = get_args(LossName)
 
 
 class _Params(RequestModel):
@@ -56,17 +61,21 @@ class TripletBoostParams(_Params):
         return self
 
 
-def _number_or_auto(low: float, high: float, integral: bool, nullable: bool = False):
-    """A number in [low, high] or the word 'auto', checked before the union is tried, so
-    an error names the field itself (not one member of the union) and says both."""
+def _number_or_auto(
+    low: float, high: float, integral: bool, nullable: bool = False, names: tuple[str, ...] = ()
+):
+    """A number in [low, high], one of `names` or the word 'auto', checked before the
+    union is tried, so an error names the field itself (not one member of the union) and
+    says every form."""
     kind = "an integer" if integral else "a number"
+    named = "".join(f", '{name}'" for name in names)
 
     def check(value: Any) -> Any:
-        if value == "auto" or (value is None and nullable):
+        if value == "auto" or (value is None and nullable) or value in names:
             return value
         wanted = int if integral else (int, float)
         if isinstance(value, bool) or not isinstance(value, wanted) or not low <= value <= high:
-            raise ValueError(f"must be {kind} from {low:g} to {high:g}, or 'auto'")
+            raise ValueError(f"must be {kind} from {low:g} to {high:g}{named}, or 'auto'")
         return value
 
     return BeforeValidator(check)
@@ -80,15 +89,17 @@ class TETEParams(_Params):
         "triplet error is within one standard error (or 0.002) of the best: cross-validated "
         "below 100,000 answers, on one held-out share from there",
     )
-    t: Annotated[float | Literal["auto"] | None, _number_or_auto(1, 3, False, nullable=True)] = (
-        Field(
-            default="auto",
-            description="Loss temperature: 'auto' chooses the loss among t-STE (t = 1), t = 1.5, "
-            "t-ETE (t = 2), STE (Gaussian kernel), SOE (a hinge on distances) and t-STE(d-1) "
-            "(d - 1 degrees of freedom, as its authors and cblearn) by "
-            "cross-validated held-out triplet error; a number fixes it; None is the authors' "
-            "default for the dimension",
-        )
+    t: Annotated[
+        float | LossName | Literal["auto"] | None,
+        _number_or_auto(1, 3, False, nullable=True, names=LOSS_NAMES),
+    ] = Field(
+        default="auto",
+        description="Loss temperature: 'auto' chooses the loss among t-STE (t = 1), t = 1.5, "
+        "t-ETE (t = 2), STE (Gaussian kernel), SOE (a hinge on distances) and t-STE(d-1) "
+        "(d - 1 degrees of freedom, as its authors and cblearn) by "
+        "cross-validated held-out triplet error; a number or one of those names fixes it "
+        "(what the gain's refits do with the loss a version chose); None is the authors' "
+        "default for the dimension",
     )
     cv: int = Field(default=3, ge=2, le=10, description="Folds for the 'auto' choices")
     max_iter: int = Field(default=1000, ge=1, le=100_000)
@@ -126,7 +137,7 @@ class ChoiceParams(_Params):
     n_components: int = Field(
         default=64,
         ge=1,
-        le=256,
+        le=512,
         description="The dimensions of the first fit: the 'dot' form keeps those the answers "
         "use (its sparsity, l1, decides how many), the 'kernel' form all of them",
     )
@@ -409,5 +420,11 @@ class GainOut(BaseModel):
     heldout: int | None = Field(default=None, description="Held-out answers (asked at random)")
     heldout_screens: int | None = None
     level: float | None = None
+    fixed: dict[str, Any] = Field(
+        default_factory=dict,
+        description="What the version chose that every fit of the curves keeps (its "
+        "dimension, loss or sparsity where its parameters said 'auto'): the curves compare "
+        "the answers, not choices made again on fewer of them",
+    )
     arms: list[ArmGainOut] = Field(default_factory=list)
     seconds: float | None = Field(default=None, description="The measure's own time")

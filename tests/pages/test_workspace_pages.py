@@ -1789,6 +1789,10 @@ def test_the_models_page_says_what_asking_actively_saved_from_the_studys_arms(
     )
     expect(card).to_contain_text("Asked at random, arm baseline")
     expect(card.locator("tr", has_text="baseline")).to_contain_text("at random")
+    # Each fit kept the loss the version chose (its dimension was given), and says so.
+    expect(card).to_contain_text(
+        f"Every fit keeps what the version chose on all its answers (loss {gain['fixed']['t']})"
+    )
     until(page, "document.querySelector('.gain [data-chart]')?.dataset.drawn === '1'")
     look_at_pages(
         page,

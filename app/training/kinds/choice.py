@@ -204,6 +204,16 @@ class ChoiceKind(LearnerKind):
         self.require_answers(snapshot)
         return fit_choice(snapshot, params, previous, progress)
 
+    def as_chosen(self, params, metrics):
+        fixed = dict(params)
+        if fixed.get("l1", "auto") == "auto" and "l1" in metrics:
+            # The chosen candidate's sparsity, from as many dimensions as it started with.
+            fixed["l1"] = float(metrics["l1"])
+            chosen = metrics.get("selection", {}).get("dimensions", metrics["n_components"])
+            fixed["n_components"] = int(chosen)
+        fixed["heldout_share"] = 0.0
+        return fixed
+
     def add_inputs(
         self, session: Session, model: LearnedModel, snapshot: Snapshot, ready_fit: ReadyFit
     ) -> None:

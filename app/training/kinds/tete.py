@@ -15,7 +15,7 @@ from app.training import fitting
 from app.training.fitted import Fitted, required_part
 from app.training.fitting import FitOutcome, Progress, Snapshot
 from app.training.kinds.base import LearnerKind
-from app.training.schemas import TETEParams
+from app.training.schemas import LOSS_NAMES, TETEParams
 
 
 def fit_tete(
@@ -25,9 +25,11 @@ def fit_tete(
     seed = params.get("random_state", 0)
     n = len(snapshot.item_ids)
     dimension, t = params.get("n_components", "auto"), params.get("t", "auto")
+    named = isinstance(t, str) and t != "auto"
     plain = learn.TETE(
         n_components=2 if dimension == "auto" else dimension,
-        t=None if t == "auto" else t,
+        t=None if t == "auto" or named else t,
+        loss=t if named else None,
         max_iter=params.get("max_iter", 1000),
         tol=params.get("tol", 1e-5),
         n_iter_no_change=params.get("n_iter_no_change", 200),
@@ -169,6 +171,17 @@ class TETEKind(LearnerKind):
     def fit(self, snapshot, params, previous, progress) -> FitOutcome:
         self.require_answers(snapshot)
         return fit_tete(snapshot, params, previous, progress)
+
+    def as_chosen(self, params, metrics):
+        fixed = dict(params)
+        if fixed.get("n_components", "auto") == "auto" and "n_components" in metrics:
+            fixed["n_components"] = int(metrics["n_components"])
+        if fixed.get("t", "auto") == "auto" and "loss" in metrics:
+            # A named loss by its name (STE, SOE: no temperature says them), else its t.
+            loss = metrics["loss"]
+            fixed["t"] = loss if loss in LOSS_NAMES else float(metrics["t"])
+        fixed["heldout_share"] = 0.0
+        return fixed
 
     def predict_new(self, fitted, given, count):
         points = fitted.estimator.place(given, count)
