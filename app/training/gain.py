@@ -293,13 +293,14 @@ def measure_gain(
     # sparsity): a subset choosing again on the few answers among its own asked at random
     # made the curves measure those choices as much as the questions asked.
     params = dict(version.params)
+    fixed: dict[str, Any] = {}
     if keep_choices:
         params = learner.as_chosen(params, version.metrics or {})
-    fixed = {
-        name: value
-        for name, value in params.items()
-        if name != "heldout_share" and value != version.params.get(name)
-    }
+        fixed = {name: value for name, value in params.items() if value != version.params.get(name)}
+        # The gain holds its own answers out: a kind's held-out share would only thin
+        # each fit, now that nothing is chosen on it.
+        if "heldout_share" in params:
+            params["heldout_share"] = 0.0
     seed = params.get("random_state", 0)
     progress(0.0, "reading the answers")
     cutoff = version.answers_cutoff

@@ -87,9 +87,9 @@ class LearnerKind:
 
     def as_chosen(self, params: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
         """The parameters with what a version chose (its metrics) in place of each
-        'auto', and no answers kept back (nothing is left to choose on them): what the
-        gain refits each arm's first answers with, so that its curves compare the answers
-        and not choices made again on fewer of them. A kind that chooses nothing: as given."""
+        'auto': what the gain refits each arm's first answers with, so that its curves
+        compare the answers and not choices made again on fewer of them. A kind that
+        chooses nothing: as given."""
         return dict(params)
 
     def require_answers(self, snapshot: Snapshot) -> None:

@@ -211,7 +211,6 @@ class ChoiceKind(LearnerKind):
             fixed["l1"] = float(metrics["l1"])
             chosen = metrics.get("selection", {}).get("dimensions", metrics["n_components"])
             fixed["n_components"] = int(chosen)
-        fixed["heldout_share"] = 0.0
         return fixed
 
     def add_inputs(

@@ -180,7 +180,6 @@ class TETEKind(LearnerKind):
             # A named loss by its name (STE, SOE: no temperature says them), else its t.
             loss = metrics["loss"]
             fixed["t"] = loss if loss in LOSS_NAMES else float(metrics["t"])
-        fixed["heldout_share"] = 0.0
         return fixed
 
     def predict_new(self, fitted, given, count):
