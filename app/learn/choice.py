@@ -73,7 +73,7 @@ class ChoiceEmbedding(BaseEstimator):
         held-out log loss is lower by more than one standard error.
     similarity : "dot" (a sparse non-negative embedding's dot product, SPoSE) or
         "kernel" (a Student-t kernel of the distance, t-STE).
-    l1 : the dot form's sparsity: the mean L1 norm of an item's row, weighted against the
+    l1 : the dot form's sparsity: the mean L1 norm of a judged item's row, weighted against the
         mean log loss of a choice; "auto" (default) chooses it among L1_CANDIDATES on
         held-out judgements: the sparsest whose held-out log loss is within one standard
         error of the lowest (fewer dimensions unless the answers show they cost). Each
@@ -271,8 +271,9 @@ class ChoiceEmbedding(BaseEstimator):
         tried, ends, start = [], [], None
         for l1 in L1_CANDIDATES:
             start, _, _, settled = self._descend(train, n, d, l1, start, rng, callback, iterations)
+            start = _used_dimensions(start)
             ends.append(start.copy())
-            tried.append(self._scored(start, test, l1, settled))
+            tried.append(self._scored(start, test, l1, settled, d))
         for _ in range(SPARSER_STEPS):
             last = tried[-1]
             if last is not min(tried, key=lambda row: row["heldout_log_loss"]):
@@ -282,8 +283,9 @@ class ChoiceEmbedding(BaseEstimator):
             start, _, _, settled = self._descend(
                 train, n, d, 2 * last["l1"], start, rng, callback, iterations
             )
+            start = _used_dimensions(start)
             ends.append(start.copy())
-            tried.append(self._scored(start, test, 2 * last["l1"], settled))
+            tried.append(self._scored(start, test, 2 * last["l1"], settled, d))
         best = min(tried, key=lambda row: row["heldout_log_loss"])
         bound = best["heldout_log_loss"] + best["standard_error"]
         pick = max(
@@ -306,7 +308,9 @@ class ChoiceEmbedding(BaseEstimator):
             # would sit on a saddle (a dimension no item uses has no gradient but the L1
             # term's) and stay empty.
             used = end[end > 0]
-            room = rng.uniform(0.0, 2 * used.mean() if len(used) else 1.0, (n, width))
+            room = rng.uniform(
+                0.0, 2 * used.mean() if len(used) else 1.0, (n, 2 * width - end.shape[1])
+            )
             wider, _, _, settled = self._descend(
                 train,
                 n,
@@ -317,7 +321,7 @@ class ChoiceEmbedding(BaseEstimator):
                 callback,
                 iterations,
             )
-            row = self._scored(wider, test, chosen["l1"], settled)
+            row = self._scored(wider, test, chosen["l1"], settled, 2 * width)
             tried.append(row)
             if row["heldout_log_loss"] >= chosen["heldout_log_loss"] - chosen["standard_error"]:
                 why += (
@@ -339,15 +343,16 @@ class ChoiceEmbedding(BaseEstimator):
         }
         return chosen, end, selection
 
-    def _scored(self, X: np.ndarray, test: Choices, l1: float, settled: bool) -> dict:
-        """A candidate embedding's held-out figures, its probabilities calibrated first."""
+    def _scored(self, X: np.ndarray, test: Choices, l1: float, settled: bool, width: int) -> dict:
+        """A candidate embedding's held-out figures, its probabilities calibrated first;
+        `width` the dimensions it was fitted with, those it left empty (dropped) included."""
         widths = test.n_alternatives.astype(np.int64)
         held_out = probabilities(X, test.pairs, widths, self._kernel, self.alpha_)
         sharpness, losses = _calibration(held_out, widths)
         fitted = -np.log(np.maximum(held_out[:, 0], 1e-300))
         return {
             "l1": l1,
-            "dimensions": X.shape[1],
+            "dimensions": width,
             "heldout_log_loss": float(losses.mean()),
             "standard_error": float(losses.std(ddof=1) / np.sqrt(len(losses))),
             "fitted_heldout_log_loss": float(fitted.mean()),
@@ -367,15 +372,18 @@ class ChoiceEmbedding(BaseEstimator):
         widths = choices.n_alternatives.astype(np.int64)
         count = len(choices)
         curve: list[float] = []
+        appearances = _appearances(choices, n)
+        # The L1 term is the mean row norm of the items judged: rows nobody chose among
+        # go to zero whatever it is, and a project's unasked items must not thin it.
+        judged = max(int(np.count_nonzero(appearances)), 1)
         if start is None:
             if kernel:
                 X = rng.standard_normal((n, d)) * 0.1
             else:
                 # Dot products of about 1 to start: each weight uniform below 2 / sqrt(d).
                 X = rng.uniform(0.0, 2.0 / np.sqrt(d), (n, d))
-            appearances = np.bincount(choices.pairs[choices.pairs >= 0], minlength=n)
-            # The L1 term (l1 times the mean row norm) spread over each item's appearances.
-            penalty = l1 * count / (n * np.maximum(appearances, 1).astype(float))
+            # The L1 term spread over each item's appearances.
+            penalty = l1 * count / (judged * np.maximum(appearances, 1).astype(float))
             first, second = np.zeros_like(X), np.zeros_like(X)
             steps = np.zeros(n, dtype=np.int64)
             for _ in range(self.passes):
@@ -399,16 +407,21 @@ class ChoiceEmbedding(BaseEstimator):
                     callback(len(curve), float(loss))
         else:
             X = np.array(start, dtype=float)
+            d = X.shape[1]
 
         last = [np.nan]
+        # L-BFGS-B's tests are absolute: on the mean over choices an item's gradient
+        # shrinks as the items grow (50,000 items: it stopped where it began). Scaled to
+        # the items judged, a row's gradient is about its own choices' mean at any size.
+        per_item = count / judged
 
         def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
             Y = flat.reshape(n, d)
             loss, gradient = loss_and_gradient(
                 Y, choices.pairs, widths, kernel, self.alpha_, CHUNKS
             )
-            last[0] = loss / count + l1 * Y.sum() / n
-            return last[0], (gradient / count + l1 / n).ravel()
+            last[0] = loss / count + l1 * Y.sum() / judged
+            return per_item * last[0], (per_item * (gradient / count + l1 / judged)).ravel()
 
         def iterated(flat: np.ndarray) -> None:
             # The line search ends on the point it accepts: its loss was the last one.
@@ -466,6 +479,27 @@ class ChoiceEmbedding(BaseEstimator):
         """Mean negative log probability of the choices made."""
         p = self.predict_proba(judgements)[:, 0]
         return float(-np.mean(np.log(np.maximum(p, 1e-300))))
+
+
+def _appearances(choices: Choices, n: int) -> np.ndarray:
+    """How many of the choices' pairs name each item, counted a block at a time (16 M
+    choices of eight pairs would otherwise copy 2 GB)."""
+    counts = np.zeros(n, dtype=np.int64)
+    block = 1 << 18
+    for begin in range(0, len(choices), block):
+        ids = choices.pairs[begin : begin + block].ravel()
+        counts += np.bincount(ids[ids >= 0], minlength=n)
+    return counts
+
+
+def _used_dimensions(X: np.ndarray) -> np.ndarray:
+    """X without the dimensions no item uses (at least one kept). Such a dimension is a
+    saddle the fit never leaves (its gradient is the other items' zeros), so the next
+    candidate loses nothing and its passes over the choices cost less."""
+    used = X.max(axis=0) > 0
+    if not used.any():
+        return X[:, :1]
+    return np.ascontiguousarray(X[:, used])
 
 
 def _doublings(first: int, most: int) -> int:

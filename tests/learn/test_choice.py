@@ -113,6 +113,25 @@ def test_odd_one_out_choices_are_predicted_near_the_planted_models_own_accuracy(
     assert accuracy > 0.5
 
 
+def test_items_nobody_was_asked_about_change_nothing_of_the_fit():
+    """A project's unasked items (a large study's early fits) neither thin the sparsity
+    nor shrink the gradient the fit's stopping test reads: once it scaled with every
+    item, the fit ran to max_iter unsettled and kept dimensions it had no use for."""
+    rng = np.random.default_rng(0)
+    X = _planted(150, 8, rng)
+    train, _ = _odd_one_out(X, 30_000, rng)
+    test, _ = _odd_one_out(X, 20_000, rng)
+    fits = [
+        ChoiceEmbedding(n_components=12, l1=0.02, random_state=0).fit(train, n_items=n_items)
+        for n_items in (150, 150 + 20_000)
+    ]
+    alone, among_many = fits
+    assert among_many.converged_ and among_many.n_iter_ < among_many.max_iter
+    assert abs(among_many.n_components_ - alone.n_components_) <= 1
+    assert among_many.score(test) == pytest.approx(alone.score(test), abs=0.003)
+    assert not among_many.embedding_[150:].any(), "an item never judged has no weight"
+
+
 def test_rank_screens_are_learned_as_choices_in_turn():
     rng = np.random.default_rng(1)
     X = _planted(120, 6, rng)
