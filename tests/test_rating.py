@@ -9,6 +9,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
+from sqlalchemy import select
 
 from app.builds.jobs import sweep
 from app.core import caches
@@ -1116,18 +1117,19 @@ def test_a_large_crowd_is_listed_a_page_at_a_time(client, auth, study):
 def test_each_comparison_names_the_items_of_the_one_likely_next(app, client, auth, study):
     """The state names the items of the comparison likely next (`upcoming`: drawn as the
     one on screen was served), so that a page loads them while the rater answers.
-    Without a build every next comparison is the one named, a reload names the same;
-    with a build's queue open, the queue's turns name none (a build's question is
-    chosen at the answer) and the checks and random questions come as named."""
+    Without a build every next comparison is the one named, a repeated question (the
+    noise ceiling's) included, and a reload names the same; with a build's queue open,
+    the queue's turns name none (a build's question is chosen at the answer) and the
+    checks and random questions come as named."""
     project_id, slug, _ = study
     configure(
         client,
         auth,
         project_id,
-        random_share=0.3,
+        random_share=0.5,
         attention_rate=0.1,
         answers_per_rater=0,
-        repeat_share=0,
+        repeat_share=0.5,
     )
 
     def items(comparison) -> set[str]:
@@ -1142,7 +1144,13 @@ def test_each_comparison_names_the_items_of_the_one_likely_next(app, client, aut
             assert again["upcoming"] == state["upcoming"]
         state = answer(client, slug, rater, state["comparison"]["query_id"], "left").json()
         assert named and items(state["comparison"]) == named
+    with app.state.session_factory() as session:
+        purposes = session.scalars(
+            select(Assignment.purpose).where(Assignment.project_id == project_id)
+        ).all()
+    assert purposes.count(int(Purpose.repeat)) >= 3, purposes
 
+    configure(client, auth, project_id, random_share=0.3, repeat_share=0)
     start_build(client, auth, project_id, n_trees=2, answers_per_query=2, random_state=0)
     # The comparison on screen named its next before the build opened the queue: that
     # one may be a build's question instead.

@@ -461,8 +461,11 @@ async def answer_quickly(
     item_ids = study_items.item_ids().cached(project)
     if item_ids is None:
         return None
+    if draws.ahead is not None and unseen.repeats_now(project, draws.ahead):
+        # The query after the next repeats one: the Python path looks for it, so that the
+        # page loads it ahead (upcoming.draw), a time in a hundred.
+        return None
     answered = await function.answer(
-        repeat_ahead=draws.ahead is not None and unseen.repeats_now(project, draws.ahead),
         slug=slug,
         token_hash=hash_token(token),
         assignment_id=assignment_id,

@@ -102,11 +102,11 @@ class AnswerFunction:
         draws: Draws,
         item_ids: np.ndarray,
         log_lock: int,
-        repeat_ahead: bool,
     ) -> Answered | None:
         """Record the answer in one call; None when the Python path must handle it
-        (it has then written nothing, and takes the same `draws`). `repeat_ahead`: the
-        draws ahead ask a repeated question (unseen.repeats_now)."""
+        (it has then written nothing, and takes the same `draws`). Never called where the
+        draws ahead ask a repeated question (the Python path looks for it ahead), so the
+        function's `p_ahead_repeat` is false."""
         candidates = [item for triple in draws.candidates(item_ids) for item in triple]
         ahead = draws.ahead or draws
         ahead_candidates = [item for triple in ahead.candidates(item_ids) for item in triple]
@@ -122,7 +122,7 @@ class AnswerFunction:
             candidates,
             log_lock,
             ahead.kind,
-            repeat_ahead,
+            False,
             ahead_candidates,
         )
         if self.pool is None:

@@ -241,7 +241,7 @@ def serve_next(
     if chosen is None:
         return None
     key = chosen.key if isinstance(chosen, Screen) else chosen
-    following = ahead.draw(session, project, rater.id, ids, draws.ahead, key, queue_free)
+    following = ahead.draw(session, project, rater.id, ids, draws.ahead, key, queue_free, now)
     if isinstance(chosen, Screen):
         slot_id = None if slot is None else slot.id
         return _serve_screen(

@@ -64,10 +64,16 @@ def repeated_question(ids: np.ndarray, number: int, salt: int) -> tuple[int, int
 
 
 def repeated_triplet(
-    session: Session, project: Project, rater_id: int, ids: np.ndarray, now: datetime
+    session: Session,
+    project: Project,
+    rater_id: int,
+    ids: np.ndarray,
+    now: datetime,
+    taken: tuple[int, int, int] | None = None,
 ) -> tuple[int, int, int] | None:
     """The study's first repeated question to fill (screens.first_unfilled, as a screen
-    study's repeated screens fill); None below three items."""
+    study's repeated screens fill), other than `taken` (the query being served as this
+    one is looked for ahead); None below three items."""
     if len(ids) < 3:
         return None
 
@@ -77,7 +83,7 @@ def repeated_triplet(
     return screens.first_unfilled(
         pool,
         lambda questions: _asked_again(session, project.id, questions, now),
-        lambda: _served_keys(session, rater_id),
+        lambda: _served_keys(session, rater_id) | ({taken} if taken is not None else set()),
     )
 
 

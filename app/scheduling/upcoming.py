@@ -16,7 +16,10 @@ The queue's slots are leased at the answer, never ahead: a slot held for a rater
 yet to answer is held from the raters who could answer it now (and walking past the
 slots raters hold made every lease slower: the look-ahead leases that were backed out
 in 5f471f1). A repeated question is chosen at the answer too, since its last places are
-counted by the raters who hold it.
+counted by the raters who hold it; the one it would be as the query before it is served
+is stored all the same, so that the page loads its items: only where other raters filled
+its places meanwhile does the rater wait for another. The answer function hands such an
+answer to the Python path (app/rating/service.py: answer_quickly), which draws it.
 
 closer_answer() makes the same decision from the same draws; the differential test
 (tests/test_answer_paths.py) holds the two to it.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -47,7 +51,7 @@ class Upcoming:
     None where every drawn candidate was seen."""
 
     purpose: int
-    key: ScreenKey | None = None
+    key: ScreenKey | None = None  # a repeated question's: the one to load, chosen again
     screen: Screen | None = None
 
     @property
@@ -145,6 +149,7 @@ def draw(
     draws: Draws | None,
     served: ScreenKey,
     queue_free: bool | None,
+    now: datetime,
 ) -> Upcoming | None:
     """The next query, decided from `draws` (a serving's `ahead`) as the query `served`
     is served: never that one, nor one the rater had. `queue_free`: whether this
@@ -152,6 +157,10 @@ def draw(
     if draws is None:
         return None
     purpose = decide(project, draws)
+    if purpose == Purpose.repeat:
+        return Upcoming(
+            purpose, unseen.repeated_triplet(session, project, rater_id, ids, now, served)
+        )
     if purpose not in DRAWN_AHEAD:
         return Upcoming(purpose)
     if purpose == FROM_QUEUE and project.arm_items is None:
@@ -172,7 +181,7 @@ def still_unseen(
     """The query drawn ahead, where it is of the kind now asked (`check`) and of the
     study's kind (a screen or a triplet), and the rater was not served it since (the
     answer to a lease that ran out comes after another query was served)."""
-    if upcoming is None or upcoming.key is None:
+    if upcoming is None or upcoming.key is None or upcoming.purpose == Purpose.repeat:
         return None
     if (upcoming.purpose == Purpose.attention) != check:
         return None
