@@ -3,6 +3,7 @@ priorities, idempotent answers, attention checks and exclusion, completion."""
 
 from __future__ import annotations
 
+import random
 import threading
 from datetime import timedelta
 
@@ -812,7 +813,6 @@ class TestAnswerFunction:
         withdrawn and the rater gets the next one, never a comparison that cannot be
         shown."""
         import itertools
-        import random
 
         from sqlalchemy import func
 
@@ -1126,11 +1126,12 @@ def test_each_comparison_names_the_items_of_the_one_likely_next(app, client, aut
         client,
         auth,
         project_id,
-        random_share=0.5,
+        random_share=0.9,
         attention_rate=0.1,
         answers_per_rater=0,
-        repeat_share=0.5,
+        repeat_share=0.5,  # about one serving in two repeats a question
     )
+    app.state.scheduler_random = random.Random(20261207)  # a repeat is never missed by chance
 
     def items(comparison) -> set[str]:
         return {comparison[side]["key"] for side in ("anchor", "left", "right")}
@@ -1148,7 +1149,7 @@ def test_each_comparison_names_the_items_of_the_one_likely_next(app, client, aut
         purposes = session.scalars(
             select(Assignment.purpose).where(Assignment.project_id == project_id)
         ).all()
-    assert purposes.count(int(Purpose.repeat)) >= 3, purposes
+    assert purposes.count(int(Purpose.repeat)) >= 5, purposes
 
     configure(client, auth, project_id, random_share=0.3, repeat_share=0)
     start_build(client, auth, project_id, n_trees=2, answers_per_query=2, random_state=0)
