@@ -482,14 +482,10 @@ class ChoiceEmbedding(BaseEstimator):
 
 
 def _appearances(choices: Choices, n: int) -> np.ndarray:
-    """How many of the choices' pairs name each item, counted a block at a time (16 M
-    choices of eight pairs would otherwise copy 2 GB)."""
-    counts = np.zeros(n, dtype=np.int64)
-    block = 1 << 18
-    for begin in range(0, len(choices), block):
-        ids = choices.pairs[begin : begin + block].ravel()
-        counts += np.bincount(ids[ids >= 0], minlength=n)
-    return counts
+    """How many of the choices' pairs name each of `n` items (Choices.appearances,
+    counted once per set of choices)."""
+    counts = choices.appearances
+    return np.pad(counts, (0, n - len(counts))) if n > len(counts) else counts[:n]
 
 
 def _used_dimensions(X: np.ndarray) -> np.ndarray:
