@@ -372,7 +372,8 @@ class ChoiceEmbedding(BaseEstimator):
         widths = choices.n_alternatives.astype(np.int64)
         count = len(choices)
         curve: list[float] = []
-        appearances = _appearances(choices, n)
+        # Items past the last one named (a project's newest, unasked) appear nowhere.
+        appearances = np.pad(choices.appearances, (0, n - choices.n_items))
         # The L1 term is the mean row norm of the items judged: rows nobody chose among
         # go to zero whatever it is, and a project's unasked items must not thin it.
         judged = max(int(np.count_nonzero(appearances)), 1)
@@ -479,13 +480,6 @@ class ChoiceEmbedding(BaseEstimator):
         """Mean negative log probability of the choices made."""
         p = self.predict_proba(judgements)[:, 0]
         return float(-np.mean(np.log(np.maximum(p, 1e-300))))
-
-
-def _appearances(choices: Choices, n: int) -> np.ndarray:
-    """How many of the choices' pairs name each of `n` items (Choices.appearances,
-    counted once per set of choices)."""
-    counts = choices.appearances
-    return np.pad(counts, (0, n - len(counts))) if n > len(counts) else counts[:n]
 
 
 def _used_dimensions(X: np.ndarray) -> np.ndarray:

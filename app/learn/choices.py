@@ -71,6 +71,7 @@ class Choices:
         for begin in range(0, len(self), block):
             ids = self.pairs[begin : begin + block].ravel()
             counts += np.bincount(ids[ids >= 0], minlength=len(counts))
+        counts.flags.writeable = False  # kept for every later caller
         return counts
 
     @property
