@@ -247,12 +247,18 @@ class TETE(BaseEstimator):
         loss = self._fixed_loss(d)
         if init is not None:
             return self._fit_from(init.copy(), triplets, weights, loss, loss, True, callback)
-        if d == 1 and 2 < n <= SERIATED_MOST:
-            # A line from a random start folds; seriation's order is worth keeping.
-            start = seriated(triplets, weights, n) * self.init_scale
-            return self._fit_from(start, triplets, weights, loss, loss, True, callback)
+        line = self._line_start(triplets, weights, n, d)
+        if line is not None:
+            return self._fit_from(line, triplets, weights, loss, loss, True, callback)
         start = check_random_state(self.random_state).standard_normal((n, d)) * self.init_scale
         return self._fit_from(start, triplets, weights, loss, loss, False, callback)
+
+    def _line_start(self, triplets, weights, n: int, d: int) -> np.ndarray | None:
+        """A 1-D fit's start: the items in their seriated order, where that is computed."""
+        if d == 1 and 2 < n <= SERIATED_MOST:
+            # A line from a random start folds; seriation's order is worth keeping.
+            return seriated(triplets, weights, n) * self.init_scale
+        return None
 
     def _fit_from(self, Y, triplets, weights, loss, base, warm: bool, callback, done=0) -> TETE:
         """The fit from Y: a few stochastic epochs first at scale (fewer where Y is worth
