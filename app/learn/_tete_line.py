@@ -12,6 +12,7 @@ so a fit from a random start often ends with an item, or a few, at the wrong end
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import eigh
 
 GAPS = 64
 SERIATED_MOST = 2_000
@@ -33,8 +34,10 @@ def seriated(triplets: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
     similar += 1e-3 * max(similar.mean(), 1e-12)
     np.fill_diagonal(similar, 0.0)
     laplacian = np.diag(similar.sum(axis=1)) - similar
-    _, vectors = np.linalg.eigh(laplacian)
-    fiedler = vectors[:, 1]
+    # The second eigenvector alone: a third of the full problem's time at 2,000 items,
+    # and a t-ETE search seriates each fold's answers.
+    _, vectors = eigh(laplacian, subset_by_index=[1, 1], driver="evr")
+    fiedler = vectors[:, 0]
     return (fiedler / (fiedler.std() or 1.0))[:, None]
 
 
