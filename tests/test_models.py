@@ -232,30 +232,33 @@ def test_a_failed_first_request_leaves_the_served_model_working(app, client, aut
 
 def test_a_fit_that_stops_at_max_iter_says_it_did_not_converge(app, client, auth, blob_project):
     project_id, _ = blob_project
-    short = create_model(
-        client,
-        auth,
-        project_id,
-        name="short",
-        kind="tete",
-        params={"max_iter": 5, "n_components": 2},  # a line is refitted after unfolding
-    )
-    settled = create_model(
-        client,
-        auth,
-        project_id,
-        name="settled",
-        kind="tete",
-        params={"tol": 1e-3, "n_components": 2},
-    )
+    models = {
+        name: create_model(client, auth, project_id, name=name, kind="tete", params=params)
+        for name, params in (
+            ("short", {"max_iter": 5, "n_components": 2}),
+            ("line", {"max_iter": 5, "n_components": 1, "t": "STE"}),
+            ("settled", {"tol": 1e-3, "n_components": 2}),
+        )
+    }
     _run_jobs(app)
-    version = get_model(client, auth, project_id, short["id"])["serving"]
+    served = {
+        name: get_model(client, auth, project_id, model["id"])["serving"]
+        for name, model in models.items()
+    }
+    version = served["short"]
     assert version["converged"] is False and version["metrics"]["converged"] is False
     assert version["metrics"]["steps"] == 5
     assert "not converged: stopped at max_iter (5 steps)" in version["message"]
-    version = get_model(client, auth, project_id, settled["id"])["serving"]
+    version = served["settled"]
     assert version["converged"] is True and "not converged" not in version["message"]
     assert version["metrics"]["steps"] < 1000
+    # A line is fitted again after each unfolding: the message counts every step.
+    version = served["line"]
+    assert version["converged"] is False and version["metrics"]["steps"] > 5
+    assert (
+        f"not converged: stopped at max_iter (5 steps; a line is fitted again after it is "
+        f"unfolded: {version['metrics']['steps']} in all)"
+    ) in version["message"]
 
 
 def test_a_loss_fixed_by_name_is_the_one_fitted(app, client, auth, blob_project):

@@ -117,9 +117,16 @@ def fit_tete(
     elif isinstance(model, learn.TETESearch):
         notes.append(model.selection_)
     if not model.converged_:
+        steps = int(model.n_iter_)
+        # A line is fitted again after each unfolding, each fit up to max_iter steps.
+        again = (
+            f"; a line is fitted again after it is unfolded: {steps} in all"
+            if steps > plain.max_iter
+            else ""
+        )
         notes.append(
-            f"not converged: stopped at max_iter ({plain.max_iter} steps) while the loss was "
-            "still falling; raise max_iter (or tol) for a settled embedding"
+            f"not converged: stopped at max_iter ({plain.max_iter} steps{again}) while the "
+            "loss was still falling; raise max_iter (or tol) for a settled embedding"
         )
     if len(held_rows):
         metrics["heldout_triplet_error"] = learn.triplet_error(embedding, answers[held_rows])
