@@ -247,18 +247,16 @@ class TETE(BaseEstimator):
         loss = self._fixed_loss(d)
         if init is not None:
             return self._fit_from(init.copy(), triplets, weights, loss, loss, True, callback)
-        line = self._line_start(triplets, weights, n, d)
-        if line is not None:
-            return self._fit_from(line, triplets, weights, loss, loss, True, callback)
-        start = check_random_state(self.random_state).standard_normal((n, d)) * self.init_scale
-        return self._fit_from(start, triplets, weights, loss, loss, False, callback)
+        start, line = self._start(triplets, weights, n, d, check_random_state(self.random_state))
+        return self._fit_from(start, triplets, weights, loss, loss, line, callback)
 
-    def _line_start(self, triplets, weights, n: int, d: int) -> np.ndarray | None:
-        """A 1-D fit's start: the items in their seriated order, where that is computed."""
+    def _start(self, triplets, weights, n: int, d: int, rng) -> tuple[np.ndarray, bool]:
+        """(where a fit of these answers without `init` starts, whether that is a line in
+        the items' seriated order): random in `d` dimensions otherwise."""
         if d == 1 and 2 < n <= SERIATED_MOST:
             # A line from a random start folds; seriation's order is worth keeping.
-            return seriated(triplets, weights, n) * self.init_scale
-        return None
+            return seriated(triplets, weights, n) * self.init_scale, True
+        return rng.standard_normal((n, d)) * self.init_scale, False
 
     def _fit_from(self, Y, triplets, weights, loss, base, warm: bool, callback, done=0) -> TETE:
         """The fit from Y: a few stochastic epochs first at scale (fewer where Y is worth

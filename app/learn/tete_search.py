@@ -241,10 +241,7 @@ class TETESearch(BaseEstimator):
             items' seriated order, as a plain fit of its answers starts)"""
             if init is not None and init.shape[1] == d:
                 return init.copy(), False
-            line = base._line_start(fitted_on, fit_weights, n, d)
-            if line is not None:
-                return line, True
-            return seeded.standard_normal((n, d)) * base.init_scale, False
+            return base._start(fitted_on, fit_weights, n, d, seeded)
 
         per_dim = len(losses) if losses else 1
         if self._on_one_share(base, len(triplets), n) and len(dims) * per_dim > 1:
