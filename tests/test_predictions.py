@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from app.builds.jobs import sweep
+from app.builds.jobs import step_answered_routings, sweep
 from app.learn import FeatureOracle
-from app.models import Assignment, Item, Purpose, QuerySlot, SlotState
+from app.models import Assignment, Item, Purpose, QuerySlot, Routing, SlotState
 from app.worker.loop import Worker
 from tests.support.builds import answer_build, answering_oracle
 from tests.support.builds import finished_build as finished_build_of
@@ -100,6 +100,49 @@ def test_raters_get_routing_queries_first(app, client, auth, finished_build):
     with app.state.session_factory() as session:
         purposes = [a.purpose for a in session.query(Assignment).order_by(Assignment.id)]
         assert purposes == [Purpose.random, Purpose.routing]
+
+
+def test_an_idle_worker_steps_a_routing_once_answers_about_its_items_arrive(
+    app, client, auth, finished_build, blobs
+):
+    """Answers to a routing's queries that no step read (here a triplet file's) are read
+    by an idle worker's check within a poll, a tree level at a time, until the routing is
+    complete; a routing nothing new was answered about is left as it was."""
+    project_id, build_id, keys = finished_build
+    X, _ = blobs
+    oracle = answering_oracle(X, keys)
+    started = client.post(
+        f"{API}/projects/{project_id}/builds/{build_id}/routings",
+        headers=auth,
+        json={"items": ["p55", "p60"], "ask_raters": False},
+    ).json()
+    base = f"{API}/projects/{project_id}/routings/{started['id']}"
+    sessions = app.state.session_factory
+
+    def cursor() -> int:
+        with sessions() as session:
+            return session.get(Routing, started["id"]).answers_cursor
+
+    read_at_start = cursor()
+    step_answered_routings(sessions)
+    assert cursor() == read_at_start and client.get(base, headers=auth).json() == started
+    for level in range(40):
+        queries = client.get(f"{base}/queries", headers=auth).json()
+        if not queries:
+            break
+        answers = "".join(",".join(oracle(query)) + "\n" for query in queries)
+        stored = client.post(
+            f"{API}/projects/{project_id}/triplets",
+            headers=auth,
+            files={"file": (f"level{level}.csv", "anchor,closer,farther\n" + answers)},
+        )
+        assert stored.status_code == 201, stored.text
+        read_before = cursor()
+        step_answered_routings(sessions)
+        assert cursor() > read_before  # the check read the level's answers
+    routed = client.get(base, headers=auth).json()
+    assert routed["status"] == "complete", routed["progress"]
+    assert set(routed["result"]) == {"p55", "p60"}
 
 
 def test_a_routing_still_answers_at_its_old_prediction_paths(app, client, auth, finished_build):

@@ -143,6 +143,23 @@ def sweep(sessions) -> None:
             routing.step(session=session, routing=routed)
 
 
+# How often an idle worker looks for answers to a routing that no step read. A routing
+# asks a tree level at a time, and a crowd answers a level in a burst: the web processes
+# ask for a step at most every STEP_REQUEST_SECONDS, so the burst's last answers waited
+# for the sweep, up to SWEEP_SECONDS a level (the README's 3 items through 5 trees took
+# 15 s of a simulated crowd's answers). An idle worker's upkeep runs once a poll (1 s).
+ROUTING_CHECK_SECONDS = 0.5
+
+
+@periodic(ROUTING_CHECK_SECONDS)
+def step_answered_routings(sessions) -> None:
+    """Step every unfinished routing that answers arrived for since its last step."""
+    with unit_of_work(sessions) as session:
+        for routed in routing.unfinished(session=session):
+            if routing.has_unread_answers(session=session, routing=routed):
+                routing.step(session=session, routing=routed)
+
+
 @handler(STEP)
 def run_step(context: JobContext) -> dict[str, Any]:
     with unit_of_work(context.sessions) as session:

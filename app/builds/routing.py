@@ -34,7 +34,7 @@ from app.models import (
     TripletSource,
 )
 from app.scheduling import queue, thresholds
-from app.triplets.log import committed_bound, hold_append_lock, item_positions
+from app.triplets.log import committed_bound, hold_append_lock, item_positions, readable_bound
 
 
 def _forests() -> PerBuild:
@@ -118,6 +118,25 @@ def _positions(build: Build, routing: Routing):
     return every, np.argsort(every, kind="stable"), positions
 
 
+def _unread_about(routing: Routing, bound: int) -> tuple:
+    """Answers after the routing's cursor, up to `bound`, whose anchor is one of its items."""
+    return (
+        Triplet.project_id == routing.project_id,
+        Triplet.id > routing.answers_cursor,
+        Triplet.id <= bound,
+        Triplet.anchor_id.in_(routing.item_ids),
+        Triplet.is_test.is_(False),
+    )
+
+
+def has_unread_answers(*, session: Session, routing: Routing) -> bool:
+    """Whether answers about the routing's items arrived that no step read (an excluded
+    rater's too: the step that finds only those moves the cursor past them)."""
+    bound = readable_bound(session, routing.project_id)
+    found = select(Triplet.id).where(*_unread_about(routing, bound)).limit(1)
+    return session.scalar(found) is not None
+
+
 def _answers_about(session: Session, routing: Routing, every, order):
     """Answers after the cursor whose anchor is one of the routing's items, as forest
     positions; and the new cursor."""
@@ -125,11 +144,7 @@ def _answers_about(session: Session, routing: Routing, every, order):
     if bound is None:  # writers kept the log busy: nothing new can be read safely now
         return np.empty((0, 3), np.int64), routing.answers_cursor
     query = select(Triplet.anchor_id, Triplet.closer_id, Triplet.farther_id).where(
-        Triplet.project_id == routing.project_id,
-        Triplet.id > routing.answers_cursor,
-        Triplet.id <= bound,
-        Triplet.anchor_id.in_(routing.item_ids),
-        Triplet.is_test.is_(False),
+        *_unread_about(routing, bound)
     )
     excluded = thresholds.excluded_rater_ids(session, routing.project_id)
     if excluded:
