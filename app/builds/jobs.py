@@ -147,7 +147,8 @@ def sweep(sessions) -> None:
 # asks a tree level at a time, and a crowd answers a level in a burst: the web processes
 # ask for a step at most every STEP_REQUEST_SECONDS, so the burst's last answers waited
 # for the sweep, up to SWEEP_SECONDS a level (the README's 3 items through 5 trees took
-# 15 s of a simulated crowd's answers). An idle worker's upkeep runs once a poll (1 s).
+# 13 s of an instant simulated crowd's answers, now 7-9 s). An idle worker's upkeep runs
+# once a poll (1 s).
 ROUTING_CHECK_SECONDS = 0.5
 
 
