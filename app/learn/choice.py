@@ -488,7 +488,7 @@ def _used_dimensions(X: np.ndarray) -> np.ndarray:
     candidate loses nothing and its passes over the choices cost less."""
     used = X.max(axis=0) > 0
     if not used.any():
-        return X[:, :1]
+        used[0] = True
     return np.ascontiguousarray(X[:, used])
 
 

@@ -98,7 +98,9 @@ class AnswerStore:
 
     def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         keys, votes = self._table[self._table[:, 0] != _hashing.EMPTY].T
-        return keys, votes & 0xFFFFFFFF, votes >> 32
+        # (a row of the transpose is strided: contiguous, the regrowth's insert is the
+        # kernel type every insert uses, not one compiled anew mid-build)
+        return np.ascontiguousarray(keys), votes & 0xFFFFFFFF, votes >> 32
 
     def add(self, triplets: np.ndarray) -> None:
         """Record answers ``(anchor, closer, farther)``."""

@@ -277,7 +277,17 @@ def check_dissimilarity(D, n_items: int | None = None) -> np.ndarray:
         )
     if D.min() < 0:
         raise ValueError("D must be non-negative (a dissimilarity)")
-    return D
+    return _read_only(D)
+
+
+def _read_only(D: np.ndarray) -> np.ndarray:
+    """D as the one array type the kernels are compiled for: C order, read-only (a view:
+    the holder's array keeps its flags). An uploaded matrix is read-only and a stored
+    model's is not; a kernel's first call with a type the worker's warm-up did not
+    compile compiles it anew, for seconds, in the middle of a fit or a request."""
+    view = np.ascontiguousarray(D, dtype=np.float64).view()
+    view.setflags(write=False)
+    return view
 
 
 class SMERF(BaseEstimator):
@@ -354,7 +364,7 @@ class SMERF(BaseEstimator):
 
     def fit(self, X, D) -> SMERF:
         self._validate_params()
-        X = np.asarray(X, dtype=np.float64)
+        X = np.ascontiguousarray(X, dtype=np.float64)  # a column slice: one kernel type
         if X.ndim != 2 or X.shape[0] < 2:
             raise ValueError(f"X must be 2-dimensional with at least 2 rows; got shape {X.shape}")
         if not np.all(np.isfinite(X)):
@@ -399,7 +409,7 @@ class SMERF(BaseEstimator):
         return np.stack([_apply(X, *tree[:6]) for tree in self.trees_], axis=1)
 
     def _check_X(self, X, name: str) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
+        X = np.ascontiguousarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"{name} must have shape (n, {self.n_features_in_}), as the training X; "
@@ -415,12 +425,13 @@ class SMERF(BaseEstimator):
         X1 = self._check_X(X1, "X1")
         X2 = X1 if X2 is None else self._check_X(X2, "X2")
         out = np.zeros((len(X1), len(X2)))
+        D = _read_only(self.dissimilarity_)
         for tree in self.trees_:
             nodes, leaf_parts = tree[:6], tree[6:]
             leaves_1 = _apply(X1, *nodes)
             leaves_2 = leaves_1 if X2 is X1 else _apply(X2, *nodes)
             # numba's dispatcher is typed as taking fewer arguments than its kernels do
-            _add_distances(out, self.dissimilarity_, *leaf_parts, leaves_1, leaves_2)  # type: ignore[call-arg]
+            _add_distances(out, D, *leaf_parts, leaves_1, leaves_2)  # type: ignore[call-arg]
         return out / len(self.trees_)
 
 

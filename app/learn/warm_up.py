@@ -49,7 +49,8 @@ def compile_kernels(groups: tuple[str, ...] = GROUPS) -> float:
         boost.partial_fit(triplets[:100], n_iter=10)
         boost.predict(triplets, rest)
         CompRF(n_trees=2, random_state=0).fit(np.arange(_ITEMS), y, oracle)
-        SMERF(n_estimators=4, random_state=0).fit(X, dissimilarity_from_labels(y.astype(str)))
+        smerf = SMERF(n_estimators=4, random_state=0)
+        smerf.fit(X, dissimilarity_from_labels(y.astype(str))).predict(X[:5], X)  # served too
         DisDF(n_estimators=4, random_state=0).fit(X, y)
         ChoiceEmbedding(n_components=4, passes=1, max_iter=3, random_state=0).fit(
             triplets, n_items=_ITEMS

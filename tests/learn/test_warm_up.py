@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 FITS_AFTER_WARM_UP = textwrap.dedent(
     """
-    import json, sys
+    import json, pickle, sys
     import numpy as np
     from numba.core.registry import CPUDispatcher
     from app.learn.warm_up import compile_kernels
@@ -55,6 +55,17 @@ FITS_AFTER_WARM_UP = textwrap.dedent(
     build.add_answers(oracle.answer(build.pending_queries()))
     CompRFBuilder.from_bytes(build.to_bytes()).pending_queries()
     SMERF(n_estimators=20, random_state=0).fit(X, dissimilarity_from_labels(labels))
+    # As the service hands them over: D read-only (loaded, or shared from a cache), X a
+    # column slice, and the distances a served model gives.
+    held = dissimilarity_from_labels(labels)
+    held.setflags(write=False)
+    served = SMERF(n_estimators=5, random_state=0).fit(X[:, 1:4], held)
+    served.predict(X[:10, 1:4], X[:, 1:4])
+    stored = pickle.loads(pickle.dumps(served))  # a stored model's D is writable again
+    stored.predict(X[:10, 1:4])
+    grown = CompRFBuilder(np.arange(300), labels, n_trees=2)
+    grown.add_answers(answers[:100])
+    grown.add_answers(answers)  # its answer store regrows
     DisDF(n_estimators=20, random_state=0).fit(X, labels)
     after = compiled()
     print(json.dumps({k: [before.get(k, 0), n] for k, n in after.items() if before.get(k, 0) != n}))
