@@ -180,11 +180,12 @@ def test_importances_add_up_to_the_trees_impurity_decrease_also_with_oblique_spl
     """Axis-aligned splits credit their one feature in full, oblique ones share the
     credit, so a tree's raw importances add up to Dbar(root) minus the leaves' Dbar
     weighted by their share of the items, whatever kinds of split it chose."""
-    from app.learn.smerf import _grow
+    from app.learn.smerf import _grow, check_dissimilarity
 
     X, D = two_relevant_dimensions(120, 7)
     sample = np.arange(120)
-    grown = _grow(X, D, sample, 4, 3, 2, 3, -1, 0)
+    # D as SMERF.fit hands it to the kernel (one type, compiled once by the warm-up)
+    grown = _grow(X, check_dissimilarity(D), sample, 4, 3, 2, 3, -1, 0)
     features, leaf_start, leaf_members, importance = grown[0], grown[6], grown[7], grown[8]
     internal = grown[3] != -1
     assert (features[internal, 1] >= 0).any() and (features[internal, 1] < 0).any()
