@@ -7,7 +7,7 @@ from sklearn.datasets import make_blobs
 from sqlalchemy import func, select
 
 from app.builds import service
-from app.builds.jobs import request_step, sweep
+from app.builds.jobs import request_answered_steps, request_step, sweep
 from app.builds.service import BuildParams
 from app.builds.warm import WarmBuilds
 from app.core import caches
@@ -240,6 +240,47 @@ def test_a_large_build_spaces_its_steps_and_the_sweep_reads_what_waited(
     held.step_spacing = 1e6
     answer(sessions, project_id, ids, more[8:11], oracle)
     assert step_job()["answers_read"] == 3  # a small build's queue: no spacing
+
+
+def test_an_idle_worker_asks_for_a_step_once_answers_for_a_build_arrive(
+    sessions, first_answers, labelled_project, blobs, monkeypatch
+):
+    """A crowd answers a tree level in a burst, and the web processes ask for a step at
+    most every half second each: the burst's last answers are read by the idle worker's
+    check within a poll, not the sweep's seconds later. Nothing answered, or a large
+    build spacing its steps, and the check asks for none."""
+    build_id, _ = first_answers
+    project_id, ids = labelled_project
+    oracle = FeatureOracle(blobs[0])
+    held = caches.current().get("builds.warm", WarmBuilds)
+
+    def checked() -> int:
+        """The steps the check asked for (each run by the worker)."""
+        caches.current().drop("builds.recent_steps")  # half a second passed
+        request_answered_steps(sessions)
+        return Worker(sessions, upkeep=False).run(until_idle=True)
+
+    def unread() -> bool:
+        with sessions() as session:
+            return service.has_unread_answers(session=session, build=session.get(Build, build_id))
+
+    assert checked() == 1 and not unread()  # the first answers
+    assert checked() == 0  # nothing new
+    for level in range(3):
+        with unit_of_work(sessions) as session:
+            more = service.pending_queries(session=session, build=session.get(Build, build_id))
+        answer(sessions, project_id, ids, more, oracle)
+        assert unread()
+        assert checked() == 1 and not unread(), level
+    from app.builds import warm
+
+    answer(sessions, project_id, ids, more[:1], oracle)
+    monkeypatch.setattr(warm, "FRESH_PROGRESS_QUERIES", 1)  # a large queue (here: any)
+    monkeypatch.setattr(warm, "MOST_STEP_WAIT", 1e9)
+    held.step_spacing = 1e6  # and its step "took" long: it waits its turn
+    assert checked() == 0 and unread()
+    held.step_spacing = 0.0
+    assert checked() == 1 and not unread()
 
 
 def test_a_worker_that_dies_between_saves_loses_nothing(sessions, labelled_project, blobs):
