@@ -11,7 +11,7 @@ scikit-learn's bundled data sets, with the peers measured in the same run.
 3. Regression (paper §4.2): CompRF (unsupervised) against RandomForestRegressor on
    diabetes, RMSE over 10 splits.
 
-    .venv/bin/pip install -e '.[bench]'   # cblearn, for section 2
+    scripts/bench-peers   # cblearn, for section 2
     .venv/bin/python benchmarks/comprf_paper.py [--splits 10]
 """
 
@@ -116,7 +116,7 @@ def comparison_based_setting(splits: int) -> None:
     try:
         from cblearn.embedding import TSTE
     except ImportError:
-        print("\n2. Comparison-based setting: skipped (pip install -e '.[bench]' for cblearn)")
+        print("\n2. Comparison-based setting: skipped (scripts/bench-peers installs cblearn)")
         return
     print(
         "\n2. Comparison-based setting (first two classes, half train / half test): "

@@ -12,7 +12,7 @@ Every method embeds in 2-D from the same training answers; reported: held-out tr
 error, seconds, the default's distance to the best method of the row (target: never
 more than +0.002), and cblearn TSTE's time over the default's (target: >= 5x at 100k).
 
-    .venv/bin/pip install -e '.[bench]'
+    scripts/bench-peers
     .venv/bin/python benchmarks/embedding_choice.py [--triplets 100000] [--peers all]
 """
 

@@ -9,7 +9,7 @@ same kind held out. Per size (items:answers), each fit's chosen loss and dimensi
 held-out triplet error, seconds and how far the fit raised the process's peak memory; the
 planted points' own error is the floor the answers allow. cblearn's TSTE (2-D, its
 default, and 8-D) runs at the sizes up to `--cblearn-max` answers where it is installed
-(`pip install -e '.[bench]'`, see benchmarks/README.md). `--only-default` runs the
+(`scripts/bench-peers`, see benchmarks/README.md). `--only-default` runs the
 service's default alone, for the scaling curve.
 
     .venv/bin/python benchmarks/imagenet_scale.py [--sizes 5000:500000,50000:5000000]

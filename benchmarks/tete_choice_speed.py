@@ -11,7 +11,7 @@ Reported per study: seconds, held-out triplet error, the choice; the default's e
 against the folds' (the target: no higher, within noise) and its speed over theirs and
 cblearn TSTE's (2-D, its defaults).
 
-    .venv/bin/pip install -e '.[bench]'
+    scripts/bench-peers
     .venv/bin/python benchmarks/tete_choice_speed.py [--shapes 100:93000,200:20000]
         [--noise human,uniform] [--seeds 0]
 """

@@ -15,7 +15,7 @@ split of the labelled items), and fit seconds. Mean ± sd over seeds.
 - planted: 1,000 points in the plane, 5 Gaussian clusters (the truth is 2-D);
 - digits: scikit-learn's 1,797 8x8 digits, distances on the 64 pixel features.
 
-    .venv/bin/pip install -e '.[bench]'
+    scripts/bench-peers
     .venv/bin/python benchmarks/tete_paper.py [--seeds 3]
 """
 

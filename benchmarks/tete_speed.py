@@ -9,7 +9,7 @@
   faster at equal or lower held-out error).
 - Peak memory of a fit on 10,000,000 triplets (a few steps; target < 2 GB).
 
-    .venv/bin/pip install -e '.[bench]'
+    scripts/bench-peers
     .venv/bin/python benchmarks/tete_speed.py
 """
 

@@ -13,7 +13,7 @@
 - Peak memory of a fit on 10^6 and 10^7 triplets, among 1,000 and 100,000 items
   (target: linear, 10^7 under 2 GB).
 
-    .venv/bin/pip install -e '.[bench]'
+    scripts/bench-peers
     .venv/bin/python benchmarks/tripletboost_speed.py [--skip-cblearn]
 """
 
