@@ -63,7 +63,8 @@ def _enqueue_once(session: Session, kind: str, project_id: int, name: str, value
 class _Recent:
     """When this process last asked for a step of each build. Answers arrive many a
     second; one request per build every half second is plenty: each step reads every
-    answer committed before it started, and the worker's sweep catches the last ones."""
+    answer committed before it started, and the worker's check for answers no step read
+    catches the last ones (request_answered_steps)."""
 
     def __init__(self, seconds: float = 0.5) -> None:
         self.seconds = seconds
